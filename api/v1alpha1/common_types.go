@@ -1,0 +1,64 @@
+package v1alpha1
+
+// LocalObjectReference names an object in the same namespace as the referrer.
+// Cross-namespace references are deliberately impossible: a tenant can only
+// use what exists in its own namespace.
+type LocalObjectReference struct {
+	// Name of the referenced object in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// SecretKeyReference selects one key of a Secret in the same namespace as the
+// referrer.
+type SecretKeyReference struct {
+	// Name of the Secret in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key within the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// Condition types shared by several kinds. Each kind documents which of them
+// it reports.
+const (
+	// ConditionReady is True when the object is fully reconciled and usable.
+	ConditionReady = "Ready"
+	// ConditionAvailable is True when the gateway serves requests.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the operator is rolling out a change.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when something the object needs is failing.
+	ConditionDegraded = "Degraded"
+	// ConditionAccepted is True when a sandbox passed validation and may be
+	// created at the gateway.
+	ConditionAccepted = "Accepted"
+	// ConditionSynced is True when the gateway holds exactly what the spec asks for.
+	ConditionSynced = "Synced"
+	// ConditionAgentSandboxAvailable reports whether the agents.x-k8s.io
+	// Sandbox CRD is installed, established and serves a supported version.
+	ConditionAgentSandboxAvailable = "AgentSandboxAvailable"
+	// ConditionImageAllowed reports the image policy decision for a sandbox.
+	ConditionImageAllowed = "ImageAllowed"
+	// ConditionGatewayReachable reports whether the gateway answered its last call.
+	ConditionGatewayReachable = "GatewayReachable"
+)
+
+// Reasons shared by several kinds.
+const (
+	// ReasonReconciled means the last reconcile of this generation succeeded.
+	ReasonReconciled = "Reconciled"
+	// ReasonReconciling means the operator has not yet finished acting on this generation.
+	ReasonReconciling = "Reconciling"
+	// ReasonPending means the object waits for something outside itself.
+	ReasonPending = "Pending"
+)

@@ -1,0 +1,410 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GatewayMode says who runs the gateway.
+// +kubebuilder:validation:Enum=Managed;External
+type GatewayMode string
+
+const (
+	// GatewayModeManaged makes the operator install and keep the gateway in sync.
+	GatewayModeManaged GatewayMode = "Managed"
+	// GatewayModeExternal connects to a gateway that runs elsewhere.
+	GatewayModeExternal GatewayMode = "External"
+)
+
+// WorkspaceMode is the gateway's Kubernetes driver workspace mode: where the
+// agents.x-k8s.io Sandbox objects of each workspace are created.
+// +kubebuilder:validation:Enum=Shared;Managed;Operator
+type WorkspaceMode string
+
+const (
+	// WorkspaceModeShared puts every workspace's sandboxes in one namespace.
+	WorkspaceModeShared WorkspaceMode = "Shared"
+	// WorkspaceModeManaged lets the gateway create a namespace per workspace.
+	WorkspaceModeManaged WorkspaceMode = "Managed"
+	// WorkspaceModeOperator uses namespaces the operator prepares and allowlists.
+	WorkspaceModeOperator WorkspaceMode = "Operator"
+)
+
+// SupervisorTopology selects how the OpenShell supervisor runs next to the agent.
+// +kubebuilder:validation:Enum=Sidecar;Combined
+type SupervisorTopology string
+
+const (
+	// SupervisorTopologySidecar runs network enforcement in a separate sidecar,
+	// so the agent container needs no SYS_ADMIN and no root. Works with the
+	// operator's narrow SCC.
+	SupervisorTopologySidecar SupervisorTopology = "Sidecar"
+	// SupervisorTopologyCombined runs the supervisor inside the agent container
+	// as root with SYS_ADMIN; on OpenShift it needs the privileged SCC.
+	SupervisorTopologyCombined SupervisorTopology = "Combined"
+)
+
+// ImagePolicyMode is what happens when a sandbox image is not allowed.
+// +kubebuilder:validation:Enum=Enforce;Warn;Disabled
+type ImagePolicyMode string
+
+const (
+	// ImagePolicyEnforce rejects sandboxes whose image is not allowed.
+	ImagePolicyEnforce ImagePolicyMode = "Enforce"
+	// ImagePolicyWarn admits them with an admission warning and a False condition.
+	ImagePolicyWarn ImagePolicyMode = "Warn"
+	// ImagePolicyDisabled skips image checks.
+	ImagePolicyDisabled ImagePolicyMode = "Disabled"
+)
+
+// NoPolicyAction is what happens in a namespace that has no OpenShellImagePolicy.
+// +kubebuilder:validation:Enum=Allow;Deny
+type NoPolicyAction string
+
+const (
+	// NoPolicyAllow allows any image in namespaces without an image policy
+	// (connected clusters).
+	NoPolicyAllow NoPolicyAction = "Allow"
+	// NoPolicyDeny denies every image in namespaces without an image policy
+	// (disconnected clusters, where only mirrored images can be pulled).
+	NoPolicyDeny NoPolicyAction = "Deny"
+)
+
+// OpenShellGatewaySpec is the desired state of an OpenShell gateway.
+// +kubebuilder:validation:XValidation:rule="self.mode == 'External' ? has(self.external) : true",message="spec.external is required when spec.mode is External"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'External' ? !has(self.managed) : !has(self.external)",message="set spec.managed for mode Managed or spec.external for mode External, not both"
+type OpenShellGatewaySpec struct {
+	// Mode selects whether the operator installs and runs the gateway
+	// (Managed) or connects to a gateway that runs elsewhere (External).
+	// It cannot be changed after creation: create a new OpenShellGateway instead.
+	// +kubebuilder:default=Managed
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.mode is immutable; create a new OpenShellGateway instead"
+	// +optional
+	Mode GatewayMode `json:"mode,omitempty"`
+
+	// Managed holds the settings of a gateway the operator installs. When
+	// omitted in mode Managed, every setting takes its default.
+	// +optional
+	Managed *ManagedGatewaySpec `json:"managed,omitempty"`
+
+	// External holds the connection settings of a gateway that runs elsewhere.
+	// +optional
+	External *ExternalGatewaySpec `json:"external,omitempty"`
+
+	// ImagePolicy decides how the images of sandboxes that use this gateway
+	// are checked against the OpenShellImagePolicy allowlists of their namespace.
+	// +kubebuilder:default={}
+	// +optional
+	ImagePolicy ImagePolicyEnforcement `json:"imagePolicy,omitempty"`
+}
+
+// ManagedGatewaySpec configures a gateway installed by the operator.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
+type ManagedGatewaySpec struct {
+	// Images overrides the operand images. Each defaults to the operator's
+	// digest-pinned RELATED_IMAGE_* value; overrides should be pinned by
+	// digest too so that disconnected mirrors keep working.
+	// +optional
+	Images GatewayImages `json:"images,omitempty"`
+
+	// Replicas is the number of gateway pods. More than one needs Postgres.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Persistence selects the gateway database: a SQLite file on a
+	// PersistentVolumeClaim (default) or an external PostgreSQL database.
+	// +optional
+	Persistence *GatewayPersistence `json:"persistence,omitempty"`
+
+	// TLS configures the gateway's certificates. TLS is always on; there is
+	// no setting to turn it off.
+	// +optional
+	TLS GatewayTLS `json:"tls,omitempty"`
+
+	// Route configures the OpenShift Route (passthrough TLS) that exposes the
+	// gateway outside the cluster. Ignored where the Route API does not exist.
+	// +optional
+	Route GatewayRoute `json:"route,omitempty"`
+
+	// Sandboxes decides where the gateway creates agent sandboxes.
+	// +optional
+	Sandboxes SandboxPlacement `json:"sandboxes,omitempty"`
+
+	// SupervisorTopology selects how the supervisor runs beside the agent.
+	// Sidecar (the default) runs under the operator's narrow SCC; Combined
+	// requires the privileged SCC on OpenShift.
+	// +kubebuilder:default=Sidecar
+	// +optional
+	SupervisorTopology SupervisorTopology `json:"supervisorTopology,omitempty"`
+
+	// Resources are the gateway container's compute requests and limits.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector constrains the gateway pods to matching nodes.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the gateway pods schedule onto tainted nodes.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// LogLevel is the gateway's log level.
+	// +kubebuilder:validation:Enum=trace;debug;info;warn;error
+	// +kubebuilder:default=info
+	// +optional
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// GatewayImages overrides operand images. Empty fields use the operator's
+// RELATED_IMAGE_* defaults.
+type GatewayImages struct {
+	// Gateway is the OpenShell gateway image.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+
+	// Supervisor is the OpenShell supervisor image injected into sandbox pods.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Supervisor string `json:"supervisor,omitempty"`
+
+	// Sandbox is the default agent image for sandboxes that name none.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// GatewayPersistence selects exactly one database backend.
+// +kubebuilder:validation:XValidation:rule="!(has(self.sqlite) && has(self.postgres))",message="persistence.sqlite and persistence.postgres are mutually exclusive"
+type GatewayPersistence struct {
+	// SQLite stores the gateway database on a PersistentVolumeClaim of a
+	// single-replica StatefulSet.
+	// +optional
+	SQLite *SQLitePersistence `json:"sqlite,omitempty"`
+
+	// Postgres uses an external PostgreSQL database; the gateway then runs as
+	// a Deployment and may have several replicas.
+	// +optional
+	Postgres *PostgresPersistence `json:"postgres,omitempty"`
+}
+
+// SQLitePersistence sizes the gateway's SQLite volume.
+type SQLitePersistence struct {
+	// Size of the PersistentVolumeClaim.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the PersistentVolumeClaim; empty uses the cluster default.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+}
+
+// PostgresPersistence points at a Secret holding the database URI.
+type PostgresPersistence struct {
+	// URISecretRef selects the Secret key (in the gateway's namespace) that
+	// holds the postgresql:// connection URI.
+	// +required
+	URISecretRef SecretKeyReference `json:"uriSecretRef"`
+}
+
+// GatewayTLS configures certificates. Without an issuerRef the operator
+// builds an internal CA: with cert-manager when it is installed, otherwise
+// with its own small PKI.
+type GatewayTLS struct {
+	// IssuerRef names a cert-manager Issuer or ClusterIssuer that signs the
+	// externally presented server certificate (served by SNI for the Route
+	// host). The internal CA still signs the in-cluster and client certificates.
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+
+	// ExternalDNSNames are extra DNS names for the externally presented
+	// certificate. The Route host is always included.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ExternalDNSNames []string `json:"externalDNSNames,omitempty"`
+}
+
+// IssuerReference names a cert-manager issuer.
+type IssuerReference struct {
+	// Name of the issuer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Kind of the issuer.
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +kubebuilder:default=Issuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Group of the issuer; external issuers use their own API group.
+	// +kubebuilder:default="cert-manager.io"
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+}
+
+// GatewayRoute configures the OpenShift Route in front of the gateway.
+type GatewayRoute struct {
+	// Enabled creates a passthrough Route when the Route API exists.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Host is the Route host; empty lets the router assign one.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Host string `json:"host,omitempty"`
+}
+
+// SandboxPlacement decides where agent sandboxes run.
+type SandboxPlacement struct {
+	// Namespace where sandboxes run in Shared mode; defaults to the
+	// gateway's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// WorkspaceMode is the gateway's Kubernetes workspace mode.
+	// +kubebuilder:default=Shared
+	// +optional
+	WorkspaceMode WorkspaceMode `json:"workspaceMode,omitempty"`
+}
+
+// ExternalGatewaySpec connects to a gateway that the operator does not run.
+type ExternalGatewaySpec struct {
+	// Endpoint is the gateway's gRPC address. TLS is always on, so it must be
+	// an https:// URL.
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self)",message="spec.external.endpoint must be an https:// URL: TLS cannot be turned off"
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// ServerName overrides the TLS server name (SNI) used to verify the
+	// gateway certificate; defaults to the endpoint's host.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServerName string `json:"serverName,omitempty"`
+
+	// CASecretRef selects the PEM CA bundle (in this namespace) that signs the
+	// gateway's server certificate.
+	// +required
+	CASecretRef SecretKeyReference `json:"caSecretRef"`
+
+	// CredentialsSecretRef names a Secret (in this namespace) with the
+	// operator's platform-admin credentials for this gateway: keys
+	// client-id, client-secret and token-url for the OAuth2
+	// client-credentials grant.
+	// +optional
+	CredentialsSecretRef *LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// ImagePolicyEnforcement is the Platform Admin's choice of how image
+// allowlists apply to sandboxes of one gateway.
+type ImagePolicyEnforcement struct {
+	// Mode is Enforce (reject), Warn (admit with a warning and a False
+	// ImageAllowed condition) or Disabled.
+	// +kubebuilder:default=Enforce
+	// +optional
+	Mode ImagePolicyMode `json:"mode,omitempty"`
+
+	// WhenNoPolicy decides namespaces that have no OpenShellImagePolicy:
+	// Allow any image (connected clusters) or Deny every image
+	// (disconnected clusters).
+	// +kubebuilder:default=Allow
+	// +optional
+	WhenNoPolicy NoPolicyAction `json:"whenNoPolicy,omitempty"`
+}
+
+// GatewayPhase summarises the gateway's conditions.
+// +kubebuilder:validation:Enum=Pending;Installing;Available;Degraded;Deleting
+type GatewayPhase string
+
+const (
+	// GatewayPhasePending means prerequisites are missing.
+	GatewayPhasePending GatewayPhase = "Pending"
+	// GatewayPhaseInstalling means the operator is rolling the gateway out.
+	GatewayPhaseInstalling GatewayPhase = "Installing"
+	// GatewayPhaseAvailable means the gateway serves requests.
+	GatewayPhaseAvailable GatewayPhase = "Available"
+	// GatewayPhaseDegraded means the gateway or something it needs is failing.
+	GatewayPhaseDegraded GatewayPhase = "Degraded"
+	// GatewayPhaseDeleting means the gateway is being removed.
+	GatewayPhaseDeleting GatewayPhase = "Deleting"
+)
+
+// OpenShellGatewayStatus is the observed state of an OpenShell gateway.
+type OpenShellGatewayStatus struct {
+	// Conditions: Available, Progressing, Degraded, AgentSandboxAvailable,
+	// CertManagerAvailable, RouteAPIAvailable, TLSReady, RouteAdmitted,
+	// SCCReady, GatewayReachable.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase summarises the conditions for display.
+	// +optional
+	Phase GatewayPhase `json:"phase,omitempty"`
+
+	// Endpoint is the externally reachable gateway address.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Version is the gateway version it reports.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// ObservedGeneration is the spec generation the operator last acted on fully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// OpenShellGateway installs (Managed) or connects to (External) an OpenShell
+// gateway, the control plane that creates policy-enforced agent sandboxes.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=osgw,categories=openshell
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OpenShellGateway struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +kubebuilder:default={mode: Managed}
+	// +optional
+	Spec OpenShellGatewaySpec `json:"spec,omitempty"`
+	// Status is the observed state.
+	// +optional
+	Status OpenShellGatewayStatus `json:"status,omitempty"`
+}
+
+// OpenShellGatewayList contains a list of OpenShellGateway.
+// +kubebuilder:object:root=true
+type OpenShellGatewayList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OpenShellGateway `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OpenShellGateway{}, &OpenShellGatewayList{})
+}

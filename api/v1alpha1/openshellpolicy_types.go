@@ -1,0 +1,275 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OpenShellPolicySpec is the sandbox policy the supervisor enforces: the
+// shape of the gateway's openshell.sandbox.v1.SandboxPolicy.
+//
+// Filesystem and process rules are static for a running sandbox, so the API
+// only lets them grow (filesystem) or not change at all (process); network
+// rules are dynamic and may change freely.
+// +kubebuilder:validation:XValidation:rule="has(self.process) == has(oldSelf.process) && (!has(self.process) || self.process == oldSelf.process)",message="spec.process is immutable after creation; create a new policy instead"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.filesystem) || has(self.filesystem)",message="spec.filesystem cannot be removed once set; filesystem rules are additive-only"
+type OpenShellPolicySpec struct {
+	// Filesystem lists the paths the agent may read or write. Entries can be
+	// added but not removed: a running sandbox cannot lose access safely.
+	// +optional
+	Filesystem *FilesystemPolicy `json:"filesystem,omitempty"`
+
+	// Landlock controls how strictly the kernel's Landlock LSM is required.
+	// +optional
+	Landlock *LandlockPolicy `json:"landlock,omitempty"`
+
+	// Process sets the identity the agent runs as. Immutable after creation.
+	// +optional
+	Process *ProcessPolicy `json:"process,omitempty"`
+
+	// NetworkPolicies are named egress rules: which hosts and ports the
+	// agent (optionally only some binaries) may reach, and how. They can be
+	// changed at any time and apply to running sandboxes in place.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	NetworkPolicies []NetworkPolicyRule `json:"networkPolicies,omitempty"`
+}
+
+// FilesystemPolicy lists readable and writable paths.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.readOnly) || (has(self.readOnly) && oldSelf.readOnly.all(p, p in self.readOnly))",message="spec.filesystem.readOnly is additive-only: entries cannot be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.readWrite) || (has(self.readWrite) && oldSelf.readWrite.all(p, p in self.readWrite))",message="spec.filesystem.readWrite is additive-only: entries cannot be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.includeWorkdir) || (has(self.includeWorkdir) && (self.includeWorkdir || !oldSelf.includeWorkdir))",message="spec.filesystem.includeWorkdir cannot be turned off once on; filesystem rules are additive-only"
+// +kubebuilder:validation:XValidation:rule="(has(self.readOnly) ? size(self.readOnly) : 0) + (has(self.readWrite) ? size(self.readWrite) : 0) <= 256",message="at most 256 filesystem paths in total"
+type FilesystemPolicy struct {
+	// IncludeWorkdir grants read-write access to the sandbox's working
+	// directory.
+	// +kubebuilder:default=true
+	// +optional
+	IncludeWorkdir *bool `json:"includeWorkdir,omitempty"`
+
+	// ReadOnly are absolute paths the agent may read.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('/') && !self.contains('/../') && !self.endsWith('/..')",message="filesystem paths must be absolute and must not contain '..'"
+	// +listType=set
+	// +optional
+	ReadOnly []string `json:"readOnly,omitempty"`
+
+	// ReadWrite are absolute paths the agent may write. "/" is not allowed.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('/') && !self.contains('/../') && !self.endsWith('/..')",message="filesystem paths must be absolute and must not contain '..'"
+	// +kubebuilder:validation:items:XValidation:rule="self != '/'",message="readWrite must not contain '/': grant narrower paths"
+	// +listType=set
+	// +optional
+	ReadWrite []string `json:"readWrite,omitempty"`
+}
+
+// LandlockCompatibility is how strictly Landlock is required.
+// +kubebuilder:validation:Enum=BestEffort;HardRequirement
+type LandlockCompatibility string
+
+const (
+	// LandlockBestEffort applies Landlock where the kernel supports it.
+	LandlockBestEffort LandlockCompatibility = "BestEffort"
+	// LandlockHardRequirement refuses to start without Landlock.
+	LandlockHardRequirement LandlockCompatibility = "HardRequirement"
+)
+
+// LandlockPolicy configures Landlock.
+type LandlockPolicy struct {
+	// Compatibility is BestEffort (default) or HardRequirement.
+	// +kubebuilder:default=BestEffort
+	// +optional
+	Compatibility LandlockCompatibility `json:"compatibility,omitempty"`
+}
+
+// ProcessPolicy sets the agent's identity.
+type ProcessPolicy struct {
+	// RunAsUser is "sandbox" (the namespace-derived sandbox UID) or a numeric
+	// UID from 1 to 4294967294. Root (0) is not allowed.
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self == 'sandbox' || (self.matches('^[0-9]{1,10}$') && int(self) >= 1 && int(self) <= 4294967294)",message="runAsUser must be 'sandbox' or a numeric ID from 1 to 4294967294"
+	// +optional
+	RunAsUser string `json:"runAsUser,omitempty"`
+
+	// RunAsGroup is "sandbox" or a numeric GID from 1 to 4294967294.
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self == 'sandbox' || (self.matches('^[0-9]{1,10}$') && int(self) >= 1 && int(self) <= 4294967294)",message="runAsGroup must be 'sandbox' or a numeric ID from 1 to 4294967294"
+	// +optional
+	RunAsGroup string `json:"runAsGroup,omitempty"`
+}
+
+// NetworkPolicyRule is one named egress rule.
+type NetworkPolicyRule struct {
+	// Name of the rule, unique within the policy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Endpoints the rule allows.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +required
+	Endpoints []NetworkEndpoint `json:"endpoints"`
+
+	// Binaries restrict the rule to these executables; empty means any.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Binaries []NetworkBinary `json:"binaries,omitempty"`
+}
+
+// NetworkEndpoint is a host and port(s) and how traffic to it is treated.
+// +kubebuilder:validation:XValidation:rule="has(self.port) || has(self.ports)",message="set port or ports"
+// +kubebuilder:validation:XValidation:rule="!(has(self.access) && has(self.rules))",message="access cannot be combined with rules: use one or the other"
+type NetworkEndpoint struct {
+	// Host name or glob (*.example.com, **.example.com); case-insensitive.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9*]([-A-Za-z0-9*.]*[A-Za-z0-9])?$`
+	// +required
+	Host string `json:"host"`
+
+	// Port is a single port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// Ports are several ports; they win over port.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	// +listType=set
+	// +optional
+	Ports []int32 `json:"ports,omitempty"`
+
+	// Protocol is tcp (L4 only) or an L7 protocol the proxy inspects.
+	// +kubebuilder:validation:Enum=tcp;rest;websocket;graphql;sql;json-rpc;mcp
+	// +optional
+	Protocol string `json:"protocol,omitempty"`
+
+	// Enforcement is enforce (block violations) or audit (log them).
+	// +kubebuilder:validation:Enum=enforce;audit
+	// +optional
+	Enforcement string `json:"enforcement,omitempty"`
+
+	// Access is a preset for L7 protocols: read-only, read-write or full.
+	// +kubebuilder:validation:Enum=read-only;read-write;full
+	// +optional
+	Access string `json:"access,omitempty"`
+
+	// Rules allow specific L7 requests.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Rules []L7Rule `json:"rules,omitempty"`
+
+	// DenyRules block specific L7 requests; deny wins over allow.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	DenyRules []L7Rule `json:"denyRules,omitempty"`
+
+	// AllowedIPs are IPs or CIDRs the host may resolve to (SSRF override).
+	// Loopback and link-local addresses stay blocked.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self) || isIP(self)",message="allowedIPs entries must be IP addresses or CIDRs"
+	// +listType=set
+	// +optional
+	AllowedIPs []string `json:"allowedIPs,omitempty"`
+
+	// Path is a path glob that selects among endpoints sharing host:port.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// NetworkBinary names an executable.
+type NetworkBinary struct {
+	// Path of the executable, absolute.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="binary paths must be absolute"
+	// +required
+	Path string `json:"path"`
+}
+
+// L7Rule matches requests of an L7 protocol.
+type L7Rule struct {
+	// Method is the HTTP method (or glob), e.g. GET.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Method string `json:"method,omitempty"`
+	// Path is the request path glob.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Command is the SQL or JSON-RPC command.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Command string `json:"command,omitempty"`
+	// OperationType is the GraphQL operation type (query, mutation, subscription).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	OperationType string `json:"operationType,omitempty"`
+	// OperationName is the GraphQL operation name.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	OperationName string `json:"operationName,omitempty"`
+}
+
+// OpenShellPolicyStatus is the observed state of a policy.
+type OpenShellPolicyStatus struct {
+	// Conditions: Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// SandboxCount is how many OpenShellSandboxes reference this policy.
+	// +optional
+	SandboxCount int32 `json:"sandboxCount,omitempty"`
+
+	// ObservedGeneration is the spec generation the operator last acted on fully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// OpenShellPolicy is a Tenant Admin's sandbox policy (filesystem, process
+// and network rules) that OpenShellSandboxes in the same namespace reference.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ospol,categories=openshell
+// +kubebuilder:printcolumn:name="Sandboxes",type=integer,JSONPath=`.status.sandboxCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OpenShellPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired policy.
+	// +optional
+	Spec OpenShellPolicySpec `json:"spec,omitempty"`
+	// Status is the observed state.
+	// +optional
+	Status OpenShellPolicyStatus `json:"status,omitempty"`
+}
+
+// OpenShellPolicyList contains a list of OpenShellPolicy.
+// +kubebuilder:object:root=true
+type OpenShellPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OpenShellPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OpenShellPolicy{}, &OpenShellPolicyList{})
+}

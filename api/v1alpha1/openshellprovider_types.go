@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderCredentialsReference selects the Secret whose data the gateway
+// receives as provider credentials.
+type ProviderCredentialsReference struct {
+	// Name of the Secret in the provider's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Keys limits which Secret keys are sent; empty sends every key.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+}
+
+// OpenShellProviderSpec is a credential provider (an LLM API, GitHub, ...)
+// that sandboxes in the same namespace may attach by name. Consumers never
+// see the credentials: the gateway injects them at the network proxy.
+type OpenShellProviderSpec struct {
+	// Type is the provider profile, for example claude-code or github.
+	// Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.type is immutable; create a new provider instead"
+	// +required
+	Type string `json:"type"`
+
+	// CredentialsSecretRef names the Secret in this namespace that holds the
+	// credentials. Rotating the Secret pushes the new values to the gateway.
+	// +optional
+	CredentialsSecretRef *ProviderCredentialsReference `json:"credentialsSecretRef,omitempty"`
+
+	// Config is non-secret provider configuration.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// OpenShellProviderStatus is the observed state of a provider.
+type OpenShellProviderStatus struct {
+	// Conditions: Ready, Synced.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation the operator last acted on fully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// OpenShellProvider is a Tenant Admin's credential provider that
+// OpenShellSandboxes in the same namespace attach by name.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=osprov,categories=openshell
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.credentialsSecretRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OpenShellProvider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired provider.
+	// +required
+	Spec OpenShellProviderSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status OpenShellProviderStatus `json:"status,omitempty"`
+}
+
+// OpenShellProviderList contains a list of OpenShellProvider.
+// +kubebuilder:object:root=true
+type OpenShellProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OpenShellProvider `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OpenShellProvider{}, &OpenShellProviderList{})
+}

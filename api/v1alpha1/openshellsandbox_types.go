@@ -1,0 +1,228 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GatewayReference names an OpenShellGateway. The gateway usually lives in
+// the Platform Admin's namespace, so a namespace may be given.
+type GatewayReference struct {
+	// Name of the OpenShellGateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the OpenShellGateway; defaults to the sandbox's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// SandboxEnvVar is one environment variable of the agent process.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="set exactly one of value or valueFrom"
+type SandboxEnvVar struct {
+	// Name of the variable. Names starting with OPENSHELL_ are reserved by
+	// the supervisor.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('OPENSHELL_')",message="environment variables starting with OPENSHELL_ are reserved by the supervisor"
+	// +required
+	Name string `json:"name"`
+
+	// Value of the variable.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Value *string `json:"value,omitempty"`
+
+	// ValueFrom reads the value from a Secret in the sandbox's namespace.
+	// +optional
+	ValueFrom *SandboxEnvVarSource `json:"valueFrom,omitempty"`
+}
+
+// SandboxEnvVarSource is where an environment variable's value comes from.
+type SandboxEnvVarSource struct {
+	// SecretKeyRef selects a key of a Secret in the sandbox's namespace.
+	// +required
+	SecretKeyRef SecretKeyReference `json:"secretKeyRef"`
+}
+
+// SandboxGPU requests GPUs for the agent container.
+type SandboxGPU struct {
+	// Count of GPUs.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	Count int32 `json:"count,omitempty"`
+}
+
+// OpenShellSandboxSpec is the desired state of an agent sandbox.
+// +kubebuilder:validation:XValidation:rule="has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)",message="spec.command is immutable; create a new sandbox instead"
+type OpenShellSandboxSpec struct {
+	// GatewayRef names the OpenShellGateway that runs this sandbox. It cannot
+	// be changed: create a new sandbox to move to another gateway.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.gatewayRef is immutable"
+	// +required
+	GatewayRef GatewayReference `json:"gatewayRef"`
+
+	// PolicyRef names an OpenShellPolicy in the same namespace whose
+	// filesystem, process and network rules the supervisor enforces. Without
+	// one, the gateway's default policy applies.
+	// +optional
+	PolicyRef *LocalObjectReference `json:"policyRef,omitempty"`
+
+	// Image is the agent's OCI image. It must be allowed by the namespace's
+	// OpenShellImagePolicy; empty uses the gateway's default sandbox image.
+	// Changing it recreates the sandbox.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Command is the agent's main process argv, with no shell parsing.
+	// Empty runs an interactive login shell. Immutable.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=32768
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Env are environment variables for the agent process. Changing them
+	// recreates the sandbox.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []SandboxEnvVar `json:"env,omitempty"`
+
+	// Providers name OpenShellProviders in the same namespace whose
+	// credentials the sandbox may use. Changing the list attaches or detaches
+	// providers in place.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Providers []string `json:"providers,omitempty"`
+
+	// GPU requests GPUs for the agent. Changing it recreates the sandbox.
+	// +optional
+	GPU *SandboxGPU `json:"gpu,omitempty"`
+
+	// Resources are the agent container's requests and limits. Changing them
+	// recreates the sandbox.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// LogLevel of the supervisor inside the sandbox.
+	// +kubebuilder:validation:Enum=trace;debug;info;warn;error
+	// +optional
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// SandboxPhase summarises a sandbox's conditions.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Deleting
+type SandboxPhase string
+
+const (
+	// SandboxPhasePending means the sandbox waits for a prerequisite.
+	SandboxPhasePending SandboxPhase = "Pending"
+	// SandboxPhaseProvisioning means the gateway is creating the sandbox.
+	SandboxPhaseProvisioning SandboxPhase = "Provisioning"
+	// SandboxPhaseReady means the agent runs under its policy.
+	SandboxPhaseReady SandboxPhase = "Ready"
+	// SandboxPhaseRejected means validation refused the spec (see Accepted).
+	SandboxPhaseRejected SandboxPhase = "Rejected"
+	// SandboxPhaseError means the sandbox failed at the gateway.
+	SandboxPhaseError SandboxPhase = "Error"
+	// SandboxPhaseStopped means the sandbox is suspended.
+	SandboxPhaseStopped SandboxPhase = "Stopped"
+	// SandboxPhaseDeleting means the sandbox is being removed at the gateway.
+	SandboxPhaseDeleting SandboxPhase = "Deleting"
+)
+
+// AgentSandboxReference identifies the agents.x-k8s.io Sandbox object that
+// the gateway created for this sandbox.
+type AgentSandboxReference struct {
+	// APIVersion of the Sandbox object, for example agents.x-k8s.io/v1beta1.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Namespace of the Sandbox object.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the Sandbox object.
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// OpenShellSandboxStatus is the observed state of an agent sandbox.
+type OpenShellSandboxStatus struct {
+	// Phase summarises the conditions for display.
+	// +optional
+	Phase SandboxPhase `json:"phase,omitempty"`
+
+	// SandboxID is the gateway's ID (UUID) of the sandbox.
+	// +optional
+	SandboxID string `json:"sandboxID,omitempty"`
+
+	// GatewaySandboxName is the sandbox's name at the gateway, derived from
+	// namespace and name so that two namespaces never collide.
+	// +optional
+	GatewaySandboxName string `json:"gatewaySandboxName,omitempty"`
+
+	// Workspace is the gateway workspace this namespace maps to.
+	// +optional
+	Workspace string `json:"workspace,omitempty"`
+
+	// AgentSandbox is the agents.x-k8s.io Sandbox the gateway created.
+	// +optional
+	AgentSandbox *AgentSandboxReference `json:"agentSandbox,omitempty"`
+
+	// Conditions: Accepted, ImageAllowed, PolicyResolved, ProvidersResolved,
+	// GatewayReachable, Synced, Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation the operator last acted on fully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// OpenShellSandbox is a policy-enforced agent sandbox run by an OpenShell
+// gateway.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ossb,categories=openshell
+// +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.gatewayRef.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Sandbox ID",type=string,JSONPath=`.status.sandboxID`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OpenShellSandbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec OpenShellSandboxSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status OpenShellSandboxStatus `json:"status,omitempty"`
+}
+
+// OpenShellSandboxList contains a list of OpenShellSandbox.
+// +kubebuilder:object:root=true
+type OpenShellSandboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OpenShellSandbox `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OpenShellSandbox{}, &OpenShellSandboxList{})
+}

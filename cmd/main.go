@@ -1,0 +1,61 @@
+// Command manager runs the OpenShell operator.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+)
+
+// The metrics endpoint authenticates and authorizes its callers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// Leader election uses a Lease in the operator's namespace (see config/rbac/leader_election_role.yaml).
+
+func main() {
+	var opts manager.Options
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" disables it.`)
+	flag.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader with a Lease so only one replica is active.")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's namespace).")
+	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
+	flag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with the webhook serving certificate (tls.crt, tls.key).")
+	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics and webhook servers.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	ns, err := operatorenv.WatchNamespaces(os.Getenv(operatorenv.EnvWatchNamespace))
+	if err != nil {
+		log.Error(err, "Invalid watch namespaces")
+		os.Exit(1)
+	}
+	opts.WatchNamespaces = ns
+	if opts.LeaderElectionNamespace == "" {
+		opts.LeaderElectionNamespace = os.Getenv(operatorenv.EnvOperatorNamespace)
+	}
+
+	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)
+	if err != nil {
+		log.Error(err, "Unable to set up the manager")
+		os.Exit(1)
+	}
+	if len(ns) == 0 {
+		log.Info("Watching all namespaces")
+	} else {
+		log.Info("Watching namespaces", "namespaces", ns)
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}

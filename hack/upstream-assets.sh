@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Copies the upstream manifests the tests use (the CRDs of OpenShift,
+# cert-manager, OLM and Agent Sandbox, and kwok's fast Stage objects) from the
+# Go module cache into one folder, so tests read a fixed layout and never
+# download anything at run time. Versions are pinned here, in go.mod and in
+# hack/tools/*/go.mod.
+set -euo pipefail
+out=${1:?usage: upstream-crds.sh OUTDIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+moddir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
+mainmod() { go list -m -f '{{.Dir}}' "$1"; }
+
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm}
+
+os=$(mainmod github.com/openshift/api)
+cp "$os/route/v1/zz_generated.crd-manifests/routes.crd.yaml" "$out.tmp/crds/openshift/"
+cp "$os/security/v1/zz_generated.crd-manifests/"*securitycontextconstraints.crd.yaml "$out.tmp/crds/openshift/"
+cp "$os/config/v1/zz_generated.crd-manifests/"*imagedigestmirrorsets.crd.yaml "$out.tmp/crds/openshift/"
+cp "$os/config/v1/zz_generated.crd-manifests/"*imagetagmirrorsets.crd.yaml "$out.tmp/crds/openshift/"
+
+cm=$(mainmod github.com/cert-manager/cert-manager)
+cp "$cm"/deploy/crds/cert-manager.io_*.yaml "$out.tmp/crds/cert-manager/"
+
+olm=$(mainmod github.com/operator-framework/api)
+cp "$olm"/crds/operators.coreos.com_*.yaml "$out.tmp/crds/olm/"
+
+# Agent Sandbox in its three API shapes: v1alpha1 only, v1alpha1+v1beta1, v1beta1 only.
+for v in v0.4.6 v0.5.6 v1.0.3; do
+	d=$(moddir "sigs.k8s.io/agent-sandbox@$v")
+	mkdir -p "$out.tmp/crds/agent-sandbox/$v"
+	cp "$d"/k8s/crds/*.yaml "$out.tmp/crds/agent-sandbox/$v/"
+done
+kwok=$(cd hack/tools/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+mkdir -p "$out.tmp/kwok-stages"
+cp "$kwok"/kustomize/stage/node/fast/node-*.yaml "$kwok"/kustomize/stage/pod/fast/pod-*.yaml "$out.tmp/kwok-stages/"
+
+chmod -R u+w "$out.tmp"
+rm -rf "$out" && mv "$out.tmp" "$out"

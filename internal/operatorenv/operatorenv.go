@@ -1,0 +1,85 @@
+// Package operatorenv reads the operator's environment: the namespaces it
+// watches (WATCH_NAMESPACE, wired by OLM from olm.targetNamespaces), its own
+// namespace, and the digest-pinned operand images (RELATED_IMAGE_*).
+package operatorenv
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Environment variable names.
+const (
+	// EnvWatchNamespace is empty for all namespaces, or a comma list.
+	EnvWatchNamespace = "WATCH_NAMESPACE"
+	// EnvOperatorNamespace is the namespace the operator runs in (downward API).
+	EnvOperatorNamespace = "OPERATOR_NAMESPACE"
+	// EnvRelatedImageGateway is the OpenShell gateway image.
+	EnvRelatedImageGateway = "RELATED_IMAGE_GATEWAY"
+	// EnvRelatedImageSupervisor is the OpenShell supervisor image.
+	EnvRelatedImageSupervisor = "RELATED_IMAGE_SUPERVISOR"
+	// EnvRelatedImageSandbox is the default agent sandbox image.
+	EnvRelatedImageSandbox = "RELATED_IMAGE_SANDBOX"
+)
+
+// WatchNamespaces parses WATCH_NAMESPACE. An empty (or blank) value means
+// all namespaces and returns nil. Entries are trimmed, de-duplicated and
+// must be valid namespace names.
+func WatchNamespaces(v string) ([]string, error) {
+	var out []string
+	for _, raw := range strings.Split(v, ",") {
+		ns := strings.TrimSpace(raw)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%s: %q is not a namespace name: %s", EnvWatchNamespace, ns, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
+}
+
+// RelatedImages are the operand images the operator may deploy. They come
+// only from RELATED_IMAGE_* (never hard-coded tags) so that the CSV's
+// relatedImages, oc-mirror and ImageDigestMirrorSets cover them.
+type RelatedImages struct {
+	Gateway    string
+	Supervisor string
+	Sandbox    string
+}
+
+// RelatedImagesFromEnv reads RELATED_IMAGE_* with getenv (os.Getenv in
+// production). Missing values stay empty; callers report them as a condition.
+func RelatedImagesFromEnv(getenv func(string) string) RelatedImages {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return RelatedImages{
+		Gateway:    getenv(EnvRelatedImageGateway),
+		Supervisor: getenv(EnvRelatedImageSupervisor),
+		Sandbox:    getenv(EnvRelatedImageSandbox),
+	}
+}
+
+// Missing lists the RELATED_IMAGE_* variables that are unset.
+func (r RelatedImages) Missing() []string {
+	var out []string
+	for name, v := range map[string]string{
+		EnvRelatedImageGateway:    r.Gateway,
+		EnvRelatedImageSupervisor: r.Supervisor,
+		EnvRelatedImageSandbox:    r.Sandbox,
+	} {
+		if v == "" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,250 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// KwokNodeAnnotation marks nodes that kwok manages.
+const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// ClusterOptions configures a local e2e cluster.
+type ClusterOptions struct {
+	EnvOptions
+	// Nodes is the number of fake kwok nodes; default 1.
+	Nodes int
+	// NoAgentSandboxController skips starting the Agent Sandbox controller.
+	NoAgentSandboxController bool
+}
+
+// Cluster is a local control plane that runs pods: kube-apiserver and etcd
+// (envtest), kube-controller-manager, kube-scheduler, kwok with fake nodes,
+// and the real Agent Sandbox controller.
+type Cluster struct {
+	*Env
+	Dir            string
+	KubeconfigPath string
+	Processes      []*Process
+}
+
+// StartCluster starts every component and returns once the nodes are Ready
+// and schedulable. On error everything started so far is stopped.
+func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, retErr error) {
+	if opts.AgentSandbox == "" {
+		opts.AgentSandbox = AgentSandboxBetaOnly
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 1
+	}
+	bins := map[string]string{}
+	for _, b := range []string{"kube-controller-manager", "kube-scheduler", "kwok", "agent-sandbox-controller"} {
+		p, err := Binary(b)
+		if err != nil {
+			return nil, err
+		}
+		bins[b] = p
+	}
+	dir, err := os.MkdirTemp("", "openshell-e2e-")
+	if err != nil {
+		return nil, fmt.Errorf("create cluster dir: %w", err)
+	}
+	c := &Cluster{Dir: dir}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, c.Stop())
+		}
+	}()
+
+	if c.Env, err = StartEnv(opts.EnvOptions); err != nil {
+		return nil, err
+	}
+	if c.KubeconfigPath, err = c.WriteKubeconfig(dir); err != nil {
+		return nil, err
+	}
+	kc := "--kubeconfig=" + c.KubeconfigPath
+
+	if err := c.start("kube-controller-manager", bins["kube-controller-manager"], kc,
+		// No kubelets: node IPAM and lifecycle make no sense, and the token
+		// controller needs a signing key we do not hand out.
+		"--controllers=*,-nodeipam,-nodelifecycle,-serviceaccount-token",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
+		"--concurrent-gc-syncs=5"); err != nil {
+		return nil, err
+	}
+	if err := c.start("kube-scheduler", bins["kube-scheduler"], kc, "--leader-elect=false", "--secure-port=0"); err != nil {
+		return nil, err
+	}
+	kwokCfg, err := writeKwokConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	kwokPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.start("kwok", bins["kwok"], kc, "--config="+kwokCfg,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort)); err != nil {
+		return nil, err
+	}
+	if err := c.addNodes(ctx, opts.Nodes); err != nil {
+		return nil, err
+	}
+	if !opts.NoAgentSandboxController {
+		if err := c.start("agent-sandbox-controller", bins["agent-sandbox-controller"], kc,
+			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(name, bin string, args ...string) error {
+	p, err := StartProcess(c.Dir, name, bin, args...)
+	if err != nil {
+		return err
+	}
+	c.Processes = append(c.Processes, p)
+	return nil
+}
+
+// Process returns the named component.
+func (c *Cluster) Process(name string) *Process {
+	for _, p := range c.Processes {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// CheckProcesses returns an error naming any component that has exited,
+// with the end of its log.
+func (c *Cluster) CheckProcesses() error {
+	var errs []error
+	for _, p := range c.Processes {
+		if done, err := p.Exited(); done {
+			errs = append(errs, fmt.Errorf("%s exited (%v):\n%s", p.Name, err, p.Tail(2000)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops every component in reverse start order and removes the folder.
+// Logs are kept when OPENSHELL_KEEP_E2E is set.
+func (c *Cluster) Stop() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for i := len(c.Processes) - 1; i >= 0; i-- {
+		errs = append(errs, c.Processes[i].Stop(10*time.Second))
+	}
+	c.Processes = nil
+	errs = append(errs, c.Env.Stop())
+	if os.Getenv("OPENSHELL_KEEP_E2E") == "" {
+		errs = append(errs, os.RemoveAll(c.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+func writeKwokConfig(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(UpstreamDir("kwok-stages"), "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("kwok stages missing in %s: run `make tools` first", UpstreamDir("kwok-stages"))
+	}
+	var docs []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read kwok stage: %w", err)
+		}
+		docs = append(docs, strings.TrimSpace(string(b)))
+	}
+	p := filepath.Join(dir, "kwok.yaml")
+	return p, os.WriteFile(p, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o600)
+}
+
+// addNodes creates fake nodes for kwok, waits until kwok reports them Ready,
+// and lifts the not-ready taint that the node lifecycle controller (off
+// here: there are no kubelets) would otherwise remove.
+func (c *Cluster) addNodes(ctx context.Context, n int) error {
+	for i := range n {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        fmt.Sprintf("kwok-node-%d", i),
+			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+		}}
+		if err := c.Client.Create(ctx, node); err != nil {
+			return fmt.Errorf("create node %s: %w", node.Name, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+			if err := c.CheckProcesses(); err != nil {
+				return false, err
+			}
+			cur := &corev1.Node{}
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), cur); err != nil {
+				return false, err
+			}
+			if !nodeReady(cur) {
+				return false, nil
+			}
+			var kept []corev1.Taint
+			for _, t := range cur.Spec.Taints {
+				if t.Key != corev1.TaintNodeNotReady {
+					kept = append(kept, t)
+				}
+			}
+			if len(kept) == len(cur.Spec.Taints) {
+				return true, nil
+			}
+			cur.Spec.Taints = kept
+			return false, c.Client.Update(ctx, cur)
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("node %s never became Ready and schedulable: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// FreePort asks the kernel for a free loopback TCP port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// CheckProcessesMessage is CheckProcesses as text for assertion messages.
+func (c *Cluster) CheckProcessesMessage() string {
+	if err := c.CheckProcesses(); err != nil {
+		return err.Error()
+	}
+	return "all cluster components are running"
+}

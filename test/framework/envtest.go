@@ -1,0 +1,146 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/openshell/openshell-operator/internal/scheme"
+)
+
+// EnvOptions chooses which CRDs an envtest API server starts with. Our own
+// CRDs are always installed.
+type EnvOptions struct {
+	// OpenShift installs Route, SecurityContextConstraints,
+	// ImageDigestMirrorSet and ImageTagMirrorSet.
+	OpenShift bool
+	// CertManager installs the cert-manager.io CRDs.
+	CertManager bool
+	// OLM installs the operators.coreos.com CRDs.
+	OLM bool
+	// AgentSandbox installs the CRDs of this Agent Sandbox release
+	// (AgentSandboxAlphaOnly, AgentSandboxAlphaBeta, AgentSandboxBetaOnly);
+	// empty installs none.
+	AgentSandbox string
+	// WithoutOwnCRDs skips our CRDs (only for tests of upstream pieces).
+	WithoutOwnCRDs bool
+	// Webhooks, when set, are installed and served by envtest's helper.
+	Webhooks *envtest.WebhookInstallOptions
+	// APIServerFlags are extra kube-apiserver flags (name without "--").
+	APIServerFlags map[string]string
+}
+
+// Env is a running envtest control plane.
+type Env struct {
+	*envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+}
+
+// Scheme is the operator's scheme plus the OLM types tests create.
+func Scheme() *runtime.Scheme {
+	s := scheme.New()
+	utilruntime.Must(operatorsv1alpha1.AddToScheme(s))
+	utilruntime.Must(operatorsv1.AddToScheme(s))
+	return s
+}
+
+// CRDDirs lists the CRD folders that opts asks for, failing when one is
+// missing (which means `make tools` has not run).
+func CRDDirs(opts EnvOptions) ([]string, error) {
+	var dirs []string
+	if !opts.WithoutOwnCRDs {
+		dirs = append(dirs, OwnCRDDir())
+	}
+	if opts.OpenShift {
+		dirs = append(dirs, UpstreamDir("crds", CRDsOpenShift))
+	}
+	if opts.CertManager {
+		dirs = append(dirs, UpstreamDir("crds", CRDsCertManager))
+	}
+	if opts.OLM {
+		dirs = append(dirs, UpstreamDir("crds", CRDsOLM))
+	}
+	if opts.AgentSandbox != "" {
+		dirs = append(dirs, AgentSandboxCRDDir(opts.AgentSandbox))
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("CRD folder %s missing: run `make tools` first: %w", d, err)
+		}
+	}
+	return dirs, nil
+}
+
+// StartEnv starts etcd and kube-apiserver from bin/ with the requested CRDs
+// installed and established.
+func StartEnv(opts EnvOptions) (*Env, error) {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := Binary(b); err != nil {
+			return nil, err
+		}
+	}
+	dirs, err := CRDDirs(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := Scheme()
+	te := &envtest.Environment{
+		BinaryAssetsDirectory: BinDir(),
+		CRDDirectoryPaths:     dirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s,
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Scheme: s,
+		},
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	if opts.Webhooks != nil {
+		te.WebhookInstallOptions = *opts.Webhooks
+	}
+	args := te.ControlPlane.GetAPIServer().Configure()
+	for k, v := range opts.APIServerFlags {
+		args.Set(k, v)
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest control plane: %w", err)
+	}
+	// Tests create many objects quickly; the default client limits would
+	// throttle them and make timing-based Eventually checks flaky.
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		_ = te.Stop()
+		return nil, fmt.Errorf("build client: %w", err)
+	}
+	return &Env{Environment: te, Config: cfg, Client: c, Scheme: s}, nil
+}
+
+// Stop stops the control plane and removes its temporary files.
+func (e *Env) Stop() error {
+	if e == nil || e.Environment == nil {
+		return nil
+	}
+	return e.Environment.Stop()
+}
+
+// WriteKubeconfig writes an admin kubeconfig for this control plane into dir.
+func (e *Env) WriteKubeconfig(dir string) (string, error) {
+	p := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(p, e.KubeConfig, 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return p, nil
+}

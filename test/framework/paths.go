@@ -1,0 +1,67 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// RepoRoot is the repository's top folder, found from this source file so
+// that tests work from any package directory.
+func RepoRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("framework: cannot locate source file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BinDir is where `make tools` puts binaries; OPENSHELL_BIN overrides it.
+func BinDir() string {
+	if d := os.Getenv("OPENSHELL_BIN"); d != "" {
+		return d
+	}
+	return filepath.Join(RepoRoot(), "bin")
+}
+
+// Binary returns the path of a tool built by `make tools`, or an error that
+// tells the reader how to build it.
+func Binary(name string) (string, error) {
+	p := filepath.Join(BinDir(), name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found in %s: run `make tools` first: %w", name, BinDir(), err)
+	}
+	return p, nil
+}
+
+// UpstreamCRDs are the folders (under bin/upstream/crds) of upstream CRD
+// manifests copied from the module cache by hack/upstream-assets.sh.
+const (
+	CRDsOpenShift   = "openshift"
+	CRDsCertManager = "cert-manager"
+	CRDsOLM         = "olm"
+)
+
+// AgentSandbox releases whose CRDs are available, one per API shape.
+const (
+	// AgentSandboxAlphaOnly serves agents.x-k8s.io/v1alpha1 only.
+	AgentSandboxAlphaOnly = "v0.4.6"
+	// AgentSandboxAlphaBeta serves v1alpha1 and v1beta1 with a conversion webhook.
+	AgentSandboxAlphaBeta = "v0.5.6"
+	// AgentSandboxBetaOnly serves v1beta1 only.
+	AgentSandboxBetaOnly = "v1.0.3"
+)
+
+// UpstreamDir is a folder under bin/upstream.
+func UpstreamDir(parts ...string) string {
+	return filepath.Join(append([]string{BinDir(), "upstream"}, parts...)...)
+}
+
+// AgentSandboxCRDDir is the CRD folder of one Agent Sandbox release.
+func AgentSandboxCRDDir(version string) string {
+	return UpstreamDir("crds", "agent-sandbox", version)
+}
+
+// OwnCRDDir is the folder of this project's generated CRDs.
+func OwnCRDDir() string { return filepath.Join(RepoRoot(), "config", "crd", "bases") }
