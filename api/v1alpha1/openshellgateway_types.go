@@ -406,5 +406,5 @@ type OpenShellGatewayList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&OpenShellGateway{}, &OpenShellGatewayList{})
+	objectTypes = append(objectTypes, &OpenShellGateway{}, &OpenShellGatewayList{})
 }

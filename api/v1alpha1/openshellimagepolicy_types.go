@@ -100,5 +100,5 @@ type OpenShellImagePolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&OpenShellImagePolicy{}, &OpenShellImagePolicyList{})
+	objectTypes = append(objectTypes, &OpenShellImagePolicy{}, &OpenShellImagePolicyList{})
 }

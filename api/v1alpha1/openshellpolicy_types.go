@@ -271,5 +271,5 @@ type OpenShellPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&OpenShellPolicy{}, &OpenShellPolicyList{})
+	objectTypes = append(objectTypes, &OpenShellPolicy{}, &OpenShellPolicyList{})
 }

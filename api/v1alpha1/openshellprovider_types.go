@@ -89,5 +89,5 @@ type OpenShellProviderList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&OpenShellProvider{}, &OpenShellProviderList{})
+	objectTypes = append(objectTypes, &OpenShellProvider{}, &OpenShellProviderList{})
 }

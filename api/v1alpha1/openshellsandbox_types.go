@@ -224,5 +224,5 @@ type OpenShellSandboxList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&OpenShellSandbox{}, &OpenShellSandboxList{})
+	objectTypes = append(objectTypes, &OpenShellSandbox{}, &OpenShellSandboxList{})
 }

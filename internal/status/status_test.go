@@ -1,0 +1,64 @@
+package status
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/scheme"
+)
+
+func TestSetConditionKeepsTransitionTimeUnlessStatusFlips(t *testing.T) {
+	o := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	if !SetCondition(o, "Ready", metav1.ConditionFalse, "Pending", "waiting") {
+		t.Fatal("first SetCondition reported no change")
+	}
+	first := o.Status.Conditions[0]
+	if first.ObservedGeneration != 3 {
+		t.Fatalf("observedGeneration = %d, want 3", first.ObservedGeneration)
+	}
+	if SetCondition(o, "Ready", metav1.ConditionFalse, "Pending", "waiting") {
+		t.Fatal("identical SetCondition reported a change")
+	}
+	if !SetCondition(o, "Ready", metav1.ConditionFalse, "Pending", "still waiting") {
+		t.Fatal("message change not reported")
+	}
+	if !o.Status.Conditions[0].LastTransitionTime.Equal(&first.LastTransitionTime) {
+		t.Fatal("lastTransitionTime moved without a status flip")
+	}
+	o.Generation = 4
+	if !SetCondition(o, "Ready", metav1.ConditionFalse, "Pending", "still waiting") {
+		t.Fatal("new generation not reported as a change")
+	}
+}
+
+func TestPatchWritesOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	o := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 1}}
+	writes := 0
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(o).WithStatusSubresource(o).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				writes++
+				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		}).Build()
+
+	orig := o.DeepCopy()
+	if err := Patch(ctx, c, orig, o); err != nil || writes != 0 {
+		t.Fatalf("unchanged status: err=%v writes=%d, want no write", err, writes)
+	}
+	o.SetObservedGeneration(1)
+	if err := Patch(ctx, c, orig, o); err != nil || writes != 1 {
+		t.Fatalf("changed status: err=%v writes=%d, want one write", err, writes)
+	}
+	got := &openshellv1alpha1.OpenShellPolicy{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil || got.Status.ObservedGeneration != 1 {
+		t.Fatalf("stored observedGeneration = %d (err %v), want 1", got.Status.ObservedGeneration, err)
+	}
+}

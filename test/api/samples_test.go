@@ -1,0 +1,40 @@
+package api
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openshell/openshell-operator/test/framework"
+)
+
+// TestSamplesAreValid creates every sample in config/samples: what the
+// README, the demo and the CSV's alm-examples show must pass admission.
+func TestSamplesAreValid(t *testing.T) {
+	ctx := context.Background()
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "samples", "openshell_*.yaml"))
+	if err != nil || len(files) != 5 {
+		t.Fatalf("want one sample per kind (5), found %d (%v)", len(files), err)
+	}
+	ns := createNamespace(ctx, t, "samples")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.UnmarshalStrict(b, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetNamespace(ns)
+			if err := env.Client.Create(ctx, u); err != nil {
+				t.Fatalf("sample rejected: %v", err)
+			}
+		})
+	}
+}
