@@ -3,21 +3,43 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	"github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/policy"
+	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/internal/preflight"
 )
 
-// SetupWithManager registers all reconcilers.
-func SetupWithManager(mgr ctrl.Manager) error {
+// EventSource names the operator in events.
+const EventSource = "openshell-operator"
+
+// Options tune the controllers (tests shorten periods).
+type Options struct {
+	// PreflightResync re-probes aggregated APIs; 0 uses the default.
+	PreflightResync time.Duration
+}
+
+// SetupWithManager registers all reconcilers around one shared preflight store.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create discovery client: %w", err)
+	}
+	store := preflight.NewStore()
+	rec := mgr.GetEventRecorder(EventSource)
+	c := mgr.GetClient()
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
-		"OpenShellGateway":     &gateway.Reconciler{},
-		"OpenShellSandbox":     &sandbox.Reconciler{},
+		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
+			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
+		"OpenShellGateway":     &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec},
+		"OpenShellSandbox":     &sandbox.Reconciler{Client: c, Preflight: store, Recorder: rec},
 		"OpenShellPolicy":      &policy.Reconciler{},
 		"OpenShellProvider":    &provider.Reconciler{},
 		"OpenShellImagePolicy": &imagepolicy.Reconciler{},

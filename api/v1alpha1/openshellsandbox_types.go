@@ -226,3 +226,17 @@ type OpenShellSandboxList struct {
 func init() {
 	objectTypes = append(objectTypes, &OpenShellSandbox{}, &OpenShellSandboxList{})
 }
+
+// Reasons of an OpenShellSandbox's Accepted and Ready conditions.
+const (
+	// SandboxReasonAccepted: every check passed; the sandbox may be created.
+	SandboxReasonAccepted = "Accepted"
+	// SandboxReasonAgentSandboxCRDMissing: the agents.x-k8s.io Sandbox CRD is
+	// missing, not established or serves no supported version. The sandbox
+	// waits (phase Pending) and is re-queued when the CRD appears.
+	SandboxReasonAgentSandboxCRDMissing = "AgentSandboxCRDMissing"
+	// SandboxReasonPreflightPending: the operator has not probed the cluster yet.
+	SandboxReasonPreflightPending = "PreflightPending"
+	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.
+	SandboxReasonWaitingForGateway = "WaitingForGateway"
+)

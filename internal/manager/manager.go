@@ -49,6 +49,8 @@ type Options struct {
 	// SkipControllerNameValidation lets tests run several managers in one
 	// process (controller names are global metric labels).
 	SkipControllerNameValidation bool
+	// Controllers tune the reconcilers.
+	Controllers controllers.Options
 }
 
 // New builds a manager with every controller registered.
@@ -93,7 +95,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr); err != nil {
+	if err := controllers.SetupWithManager(mgr, opts.Controllers); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

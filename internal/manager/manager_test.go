@@ -25,6 +25,7 @@ var env *framework.Env
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	framework.SetupLogging()
 	if testing.Short() {
 		fmt.Println("skipping manager tests in -short mode")
 		os.Exit(0)

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	framework.SetupLogging()
 	if testing.Short() {
 		fmt.Println("skipping API tests in -short mode: they need kube-apiserver")
 		return 0

@@ -1,0 +1,19 @@
+package framework
+
+import (
+	"io"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// SetupLogging routes controller logs to stderr when OPENSHELL_TEST_LOG is
+// set, and discards them otherwise, so test output stays readable.
+func SetupLogging() {
+	var w io.Writer = io.Discard
+	if os.Getenv("OPENSHELL_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
+}
