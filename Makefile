@@ -74,8 +74,22 @@ verify: ## Regenerate everything and fail if the tree changed.
 ##@ Test
 
 .PHONY: test
-test: tools ## Run all tests: unit, API (CEL) and integration on envtest, e2e on a local cluster.
+test: tools ## Run all tests: unit, API (CEL) and integration on envtest, e2e on a local cluster, bounded fuzzing.
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# Fuzz targets as package:Target. `make fuzz FUZZTIME=10m` for a long run.
+FUZZ_TARGETS := \
+	./internal/imagepolicy:FuzzParseReference \
+	./internal/imagepolicy:FuzzEvaluate
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.

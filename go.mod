@@ -4,6 +4,7 @@ go 1.26.3
 
 require (
 	github.com/cert-manager/cert-manager v1.21.2
+	github.com/distribution/reference v0.6.0
 	github.com/onsi/gomega v1.40.0
 	github.com/openshift/api v0.0.0-20260709102940-580f1c1ba691
 	github.com/operator-framework/api v0.45.0
@@ -58,6 +59,7 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.5 // indirect
