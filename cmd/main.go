@@ -27,6 +27,7 @@ func main() {
 	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	flag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with the webhook serving certificate (tls.crt, tls.key).")
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics and webhook servers.")
+	flag.BoolVar(&opts.Controllers.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks (needs the serving certificate in --webhook-cert-dir).")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

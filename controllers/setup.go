@@ -9,12 +9,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/openshell/openshell-operator/controllers/gateway"
-	"github.com/openshell/openshell-operator/controllers/imagepolicy"
+	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/webhook"
 )
 
 // EventSource names the operator in events.
@@ -22,6 +24,9 @@ const EventSource = "openshell-operator"
 
 // Options tune the controllers (tests shorten periods).
 type Options struct {
+	// EnableWebhooks registers the admission webhooks on the manager's
+	// webhook server (off for out-of-cluster runs without certificates).
+	EnableWebhooks bool
 	// PreflightResync re-probes aggregated APIs; 0 uses the default.
 	PreflightResync time.Duration
 }
@@ -33,19 +38,25 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("create discovery client: %w", err)
 	}
 	store := preflight.NewStore()
+	policies := imagepolicy.NewCache()
 	rec := mgr.GetEventRecorder(EventSource)
 	c := mgr.GetClient()
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
 		"OpenShellGateway":     &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec},
-		"OpenShellSandbox":     &sandbox.Reconciler{Client: c, Preflight: store, Recorder: rec},
+		"OpenShellSandbox":     &sandbox.Reconciler{Client: c, Preflight: store, Policies: policies, Recorder: rec},
 		"OpenShellPolicy":      &policy.Reconciler{},
 		"OpenShellProvider":    &provider.Reconciler{},
-		"OpenShellImagePolicy": &imagepolicy.Reconciler{},
+		"OpenShellImagePolicy": &imagepolicyctrl.Reconciler{Client: c, Policies: policies},
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up %s controller: %w", name, err)
+		}
+	}
+	if opts.EnableWebhooks {
+		if err := (&webhook.SandboxValidator{Reader: c, Policies: policies}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // GatewayReference names an OpenShellGateway. The gateway usually lives in
@@ -237,6 +238,18 @@ const (
 	SandboxReasonAgentSandboxCRDMissing = "AgentSandboxCRDMissing"
 	// SandboxReasonPreflightPending: the operator has not probed the cluster yet.
 	SandboxReasonPreflightPending = "PreflightPending"
+	// SandboxReasonGatewayNotFound: spec.gatewayRef names no OpenShellGateway.
+	SandboxReasonGatewayNotFound = "GatewayNotFound"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.
 	SandboxReasonWaitingForGateway = "WaitingForGateway"
 )
+
+// GatewayKey is the namespaced name of the referenced gateway; the namespace
+// defaults to the sandbox's own.
+func (s *OpenShellSandbox) GatewayKey() types.NamespacedName {
+	ns := s.Spec.GatewayRef.Namespace
+	if ns == "" {
+		ns = s.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: s.Spec.GatewayRef.Name}
+}

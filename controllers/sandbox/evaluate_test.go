@@ -1,39 +1,64 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/preflight"
 )
 
-func TestEvaluatePreflightGate(t *testing.T) {
+func TestEvaluate(t *testing.T) {
 	available := preflight.Result{AgentSandbox: preflight.AgentSandbox{Available: true, Preferred: "v1alpha1"}}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	allowed := imagepolicy.Decision{Allowed: true, Reason: imagepolicy.ReasonAllowed, Message: "ok"}
+	denied := imagepolicy.Decision{Reason: imagepolicy.ReasonImageNotMirrored, Message: "image x is not mirrored"}
+	enforce := openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce}
+	warn := openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyWarn}
+
 	for name, tt := range map[string]struct {
-		pf       preflight.Result
-		known    bool
-		accepted metav1.ConditionStatus
-		reason   string
+		obs       observed
+		sandboxID string
+		accepted  metav1.ConditionStatus
+		reason    string
+		image     metav1.ConditionStatus
+		phase     openshellv1alpha1.SandboxPhase
 	}{
-		"preflight pending": {preflight.Result{}, false, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPreflightPending},
-		"crd missing":       {preflight.Result{AgentSandbox: preflight.EvaluateAgentSandbox(nil)}, true, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing},
-		"crd available":     {available, true, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted},
+		"preflight pending": {observed{gateway: gw, image: allowed, enforce: enforce}, "",
+			metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPreflightPending, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
+		"crd missing": {observed{preflight: preflight.Result{AgentSandbox: preflight.EvaluateAgentSandbox(nil)}, preflightKnown: true, gateway: gw, image: allowed, enforce: enforce}, "",
+			metav1.ConditionFalse, openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
+		"gateway missing": {observed{preflight: available, preflightKnown: true, image: allowed, enforce: enforce}, "",
+			metav1.ConditionFalse, openshellv1alpha1.SandboxReasonGatewayNotFound, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
+		"image denied, enforce": {observed{preflight: available, preflightKnown: true, gateway: gw, image: denied, enforce: enforce}, "",
+			metav1.ConditionFalse, imagepolicy.ReasonImageNotMirrored, metav1.ConditionFalse, openshellv1alpha1.SandboxPhaseRejected},
+		"image denied, already running": {observed{preflight: available, preflightKnown: true, gateway: gw, image: denied, enforce: enforce}, "3f6c",
+			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionFalse, openshellv1alpha1.SandboxPhasePending},
+		"image denied, warn": {observed{preflight: available, preflightKnown: true, gateway: gw, image: denied, enforce: warn}, "",
+			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionFalse, openshellv1alpha1.SandboxPhasePending},
+		"all good": {observed{preflight: available, preflightKnown: true, gateway: gw, image: allowed, enforce: enforce}, "",
+			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Generation: 5}}
-			evaluate(sb, tt.pf, tt.known)
+			sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 5}}
+			sb.Status.SandboxID = tt.sandboxID
+			evaluate(sb, tt.obs)
 			c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted)
 			if c == nil || c.Status != tt.accepted || c.Reason != tt.reason || c.ObservedGeneration != 5 {
 				t.Fatalf("Accepted = %+v, want %s/%s at generation 5", c, tt.accepted, tt.reason)
 			}
-			if sb.Status.Phase != openshellv1alpha1.SandboxPhasePending {
-				t.Fatalf("phase = %s, want Pending", sb.Status.Phase)
+			if img := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionImageAllowed); img == nil || img.Status != tt.image {
+				t.Fatalf("ImageAllowed = %+v, want %s", img, tt.image)
 			}
-			if r := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
-				t.Fatalf("Ready = %+v, want False", r)
+			if sb.Status.Phase != tt.phase {
+				t.Fatalf("phase = %s, want %s", sb.Status.Phase, tt.phase)
+			}
+			if tt.reason == openshellv1alpha1.SandboxReasonGatewayNotFound && !strings.Contains(c.Message, "fix spec.gatewayRef") {
+				t.Fatalf("message %q is not actionable", c.Message)
 			}
 		})
 	}

@@ -39,7 +39,9 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; required out of cluster.
 	LeaderElectionNamespace string
-	// WebhookPort and WebhookCertDir configure the admission webhook server.
+	// WebhookHost, WebhookPort and WebhookCertDir configure the admission
+	// webhook server (an empty host listens on all addresses).
+	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
 	// EnableHTTP2 is off by default: HTTP/2 Rapid Reset and Stream
@@ -87,6 +89,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &gracefulShutdown,
 		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
 			TLSOpts: tlsOpts,
@@ -101,7 +104,13 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	ready := healthz.Ping
+	if opts.Controllers.EnableWebhooks {
+		// Not ready until the webhook server serves: the API server would
+		// otherwise fail admission calls routed to this pod.
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 	return mgr, nil

@@ -12,26 +12,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// All re-queues every object of a kind (from the cache) whatever the event
-// carries. newList returns an empty list of the kind, e.g. &FooList{}.
-func All(c client.Client, newList func() client.ObjectList) handler.MapFunc {
+// Requests lists objects (from the cache) and returns a request for each.
+func Requests(ctx context.Context, c client.Reader, list client.ObjectList, opts ...client.ListOption) []reconcile.Request {
+	if err := c.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing objects to re-queue")
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Extracting list items to re-queue")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(items))
+	for _, it := range items {
+		if o, ok := it.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return reqs
+}
+
+// All re-queues every object of a kind, whatever the event carries.
+// newList returns an empty list of the kind, e.g. &FooList{}.
+func All(c client.Reader, newList func() client.ObjectList) handler.MapFunc {
 	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := newList()
-		if err := c.List(ctx, list); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing objects to re-queue")
-			return nil
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Extracting list items to re-queue")
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(items))
-		for _, it := range items {
-			if o, ok := it.(client.Object); ok {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-			}
-		}
-		return reqs
+		return Requests(ctx, c, newList())
 	}
 }

@@ -1,0 +1,309 @@
+package webhook_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers"
+	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/test/framework"
+)
+
+var env *framework.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	framework.SetupLogging()
+	if testing.Short() {
+		fmt.Println("skipping webhook integration tests in -short mode")
+		os.Exit(0)
+	}
+	var err error
+	env, err = framework.StartEnv(framework.EnvOptions{
+		AgentSandbox: framework.AgentSandboxBetaOnly,
+		Webhooks: &envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml")},
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, err := startManager(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func startManager(ctx context.Context) (<-chan error, error) {
+	wh := env.WebhookInstallOptions
+	mgr, err := manager.New(env.Config, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
+		Controllers: controllers.Options{EnableWebhooks: true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	// Wait until the webhook answers before running tests.
+	err = framework.WaitFor(ctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
+	})
+	return done, err
+}
+
+const digest = "@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+type tenant struct {
+	ns string
+	gw *openshellv1alpha1.OpenShellGateway
+}
+
+// newTenant creates a namespace with a gateway using the given enforcement
+// and, when allowed is non-nil, an image policy.
+func newTenant(ctx context.Context, t *testing.T, enf openshellv1alpha1.ImagePolicyEnforcement, allowed []string, mirrors ...openshellv1alpha1.ImageMirror) tenant {
+	t.Helper()
+	g := NewWithT(t)
+	ns := framework.CreateNamespace(ctx, t, env.Client, "img")
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: enf}}
+	g.Expect(env.Client.Create(ctx, gw)).To(Succeed())
+	if allowed != nil || mirrors != nil {
+		p := &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "mirrors", Namespace: ns},
+			Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: allowed, Mirrors: mirrors}}
+		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	}
+	// The webhook reads through the manager's cache. The controllers write
+	// status from that same cache, so once both objects carry status the
+	// webhook sees them too and admission decisions are deterministic.
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		if allowed != nil || mirrors != nil {
+			p := &openshellv1alpha1.OpenShellImagePolicy{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mirrors"}, p)).To(Succeed())
+			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
+		}
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	return tenant{ns: ns, gw: gw}
+}
+
+func sandbox(ns, name, image string) *openshellv1alpha1.OpenShellSandbox {
+	return &openshellv1alpha1.OpenShellSandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw"}, Image: image},
+	}
+}
+
+var (
+	enforceDeny  = openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}
+	enforceAllow = openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyAllow}
+	warnDeny     = openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyWarn, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}
+	disabled     = openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyDisabled, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}
+)
+
+func TestAdmission(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(ctx, t, enforceDeny, []string{"mirror.corp/openshell"},
+		openshellv1alpha1.ImageMirror{Source: "ghcr.io/nvidia/openshell-community", Mirrors: []string{"mirror.corp/community"}})
+	for _, tt := range []struct {
+		name, image, reason, hint string
+	}{
+		{"mirrored by digest", "mirror.corp/openshell/base" + digest, "", ""},
+		{"mapped source by digest", "ghcr.io/nvidia/openshell-community/sandboxes/base" + digest, "", ""},
+		{"default image", "", "", ""},
+		{"not mirrored", "docker.io/library/ubuntu:latest", imagepolicy.ReasonImageNotMirrored, "closest allowed: "},
+		{"tag only", "mirror.corp/openshell/base:1.0", imagepolicy.ReasonImageNotDigestPinned, "pin it as mirror.corp/openshell/base@sha256:<digest>"},
+		{"boundary trick", "mirror.corp/openshell-evil/base" + digest, imagepolicy.ReasonImageNotAllowed, "closest allowed: mirror.corp/openshell"},
+		{"invalid", "mirror.corp/OpenShell/base" + digest, imagepolicy.ReasonImageReferenceInvalid, "must be lowercase"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			name := strings.ReplaceAll(tt.name, " ", "-")
+			err := env.Client.Create(ctx, sandbox(tn.ns, name, tt.image))
+			if tt.reason == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(`denied the request: ` + tt.reason + ": "))
+			g.Expect(err.Error()).To(ContainSubstring(tt.hint), "the message says what to do")
+		})
+	}
+
+	t.Run("update to a bad image is denied, other updates are not", func(t *testing.T) {
+		g := NewWithT(t)
+		sb := sandbox(tn.ns, "updated", "mirror.corp/openshell/base"+digest)
+		g.Expect(env.Client.Create(ctx, sb)).To(Succeed())
+		bad := sb.DeepCopy()
+		bad.Spec.Image = "docker.io/library/ubuntu" + digest
+		err := env.Client.Patch(ctx, bad, client.MergeFrom(sb))
+		g.Expect(err).To(MatchError(ContainSubstring(imagepolicy.ReasonImageNotMirrored)))
+		labelled := sb.DeepCopy()
+		labelled.Labels = map[string]string{"team": "a"}
+		g.Expect(env.Client.Patch(ctx, labelled, client.MergeFrom(sb))).To(Succeed())
+	})
+}
+
+func TestNoPolicyAndIsolation(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	denyNS := newTenant(ctx, t, enforceDeny, nil)
+	err := env.Client.Create(ctx, sandbox(denyNS.ns, "s", "mirror.corp/openshell/base"+digest))
+	g.Expect(err).To(MatchError(ContainSubstring(imagepolicy.ReasonImageNotAllowed + ": ")))
+	g.Expect(err).To(MatchError(ContainSubstring("has no OpenShellImagePolicy")))
+
+	allowNS := newTenant(ctx, t, enforceAllow, nil)
+	g.Expect(env.Client.Create(ctx, sandbox(allowNS.ns, "s", "docker.io/library/ubuntu:latest"))).To(Succeed())
+
+	// A policy in another namespace does not allow anything here.
+	other := newTenant(ctx, t, enforceDeny, []string{"docker.io/library"})
+	_ = other
+	err = env.Client.Create(ctx, sandbox(denyNS.ns, "s2", "docker.io/library/ubuntu"+digest))
+	g.Expect(err).To(MatchError(ContainSubstring(imagepolicy.ReasonImageNotAllowed)))
+
+	off := newTenant(ctx, t, disabled, nil)
+	g.Expect(env.Client.Create(ctx, sandbox(off.ns, "s", "anything.example/x:latest"))).To(Succeed())
+}
+
+// warnings records admission warnings returned to a client.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func TestWarnMode(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, warnDeny, []string{"mirror.corp/openshell"})
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	sb := sandbox(tn.ns, "warned", "docker.io/library/ubuntu"+digest)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	g.Expect(w.msgs).To(ContainElement(And(HavePrefix(imagepolicy.ReasonImageNotMirrored+": "), ContainSubstring("mode is Warn"))))
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sb), sb)).To(Succeed())
+		img := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionImageAllowed)
+		g.Expect(img).NotTo(BeNil())
+		g.Expect(img.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(img.Reason).To(Equal(imagepolicy.ReasonImageNotMirrored))
+		g.Expect(meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted)).To(BeTrue())
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+}
+
+// TestPolicyEditReevaluatesSandboxes: tightening a policy turns an admitted
+// sandbox that has not been created at the gateway into Rejected with the
+// reason; loosening it again accepts it.
+func TestPolicyEditReevaluatesSandboxes(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceDeny, []string{"mirror.corp/openshell", "mirror.corp/extra"})
+	sb := sandbox(tn.ns, "agent", "mirror.corp/extra/agent"+digest)
+	g.Expect(env.Client.Create(ctx, sb)).To(Succeed())
+
+	expect := func(phase openshellv1alpha1.SandboxPhase, image metav1.ConditionStatus, reason string) {
+		t.Helper()
+		g.Eventually(func(g Gomega) {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+			g.Expect(cur.Status.Phase).To(Equal(phase))
+			img := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionImageAllowed)
+			g.Expect(img).NotTo(BeNil())
+			g.Expect(img.Status).To(Equal(image))
+			g.Expect(img.Reason).To(Equal(reason))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+	}
+	expect(openshellv1alpha1.SandboxPhasePending, metav1.ConditionTrue, imagepolicy.ReasonAllowed)
+
+	setAllowed := func(allowed ...string) {
+		t.Helper()
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &openshellv1alpha1.OpenShellImagePolicy{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "mirrors"}, p); err != nil {
+				return err
+			}
+			p.Spec.AllowedMirrors = allowed
+			return env.Client.Update(ctx, p)
+		})).To(Succeed())
+	}
+	setAllowed("mirror.corp/openshell")
+	expect(openshellv1alpha1.SandboxPhaseRejected, metav1.ConditionFalse, imagepolicy.ReasonImageNotAllowed)
+	cur := &openshellv1alpha1.OpenShellSandbox{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+	acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+	g.Expect(acc.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(acc.Reason).To(Equal(imagepolicy.ReasonImageNotAllowed))
+
+	setAllowed("mirror.corp/openshell", "mirror.corp/extra")
+	expect(openshellv1alpha1.SandboxPhasePending, metav1.ConditionTrue, imagepolicy.ReasonAllowed)
+
+	// A gateway switch to Disabled is seen through the gateway index.
+	setAllowed("mirror.corp/openshell")
+	expect(openshellv1alpha1.SandboxPhaseRejected, metav1.ConditionFalse, imagepolicy.ReasonImageNotAllowed)
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), gw); err != nil {
+			return err
+		}
+		gw.Spec.ImagePolicy.Mode = openshellv1alpha1.ImagePolicyDisabled
+		return env.Client.Update(ctx, gw)
+	})).To(Succeed())
+	expect(openshellv1alpha1.SandboxPhasePending, metav1.ConditionTrue, imagepolicy.ReasonPolicyDisabled)
+}
+
+func TestInvalidPolicyEntriesAreReported(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceDeny, []string{"mirror.corp/ok", "library/ubuntu"})
+	g.Eventually(func(g Gomega) {
+		p := &openshellv1alpha1.OpenShellImagePolicy{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "mirrors"}, p)).To(Succeed())
+		c := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal("InvalidEntry"))
+		g.Expect(c.Message).To(ContainSubstring(`spec.allowedMirrors[1] "library/ubuntu": location "library/ubuntu" must start with a registry host`))
+		g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+}
