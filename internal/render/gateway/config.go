@@ -1,0 +1,208 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+// Paths inside the gateway container.
+const (
+	ConfigDir         = "/etc/openshell"
+	ConfigFile        = "gateway.toml"
+	JWTDir            = "/etc/openshell-jwt"
+	ServerTLSDir      = "/etc/openshell-tls/server"
+	ServerExternalDir = "/etc/openshell-tls/server-external"
+	ClientCADir       = "/etc/openshell-tls/client-ca"
+	DataDir           = "/var/openshell"
+	KEKEnv            = "OPENSHELL_GATEWAY_CREDENTIAL_KEY_ENCRYPTION_KEY"
+	// JWTTTLSeconds bounds sandbox JWTs; upstream warns about non-expiring ones.
+	JWTTTLSeconds = 3600
+	// ProxyUID is the network sidecar's UID in relaxed mode (upstream default).
+	ProxyUID = 1337
+)
+
+// The gateway rejects unknown keys, so these types carry only keys that
+// exist upstream (facts §4.2) and omit every unset one.
+type gatewayFile struct {
+	OpenShell openshellSection `toml:"openshell"`
+}
+
+type openshellSection struct {
+	Version int            `toml:"version"`
+	Gateway gatewaySection `toml:"gateway"`
+	Drivers driversSection `toml:"drivers"`
+}
+
+type gatewaySection struct {
+	BindAddress                  string                `toml:"bind_address"`
+	HealthBindAddress            string                `toml:"health_bind_address"`
+	MetricsBindAddress           string                `toml:"metrics_bind_address"`
+	LogLevel                     string                `toml:"log_level"`
+	ComputeDrivers               []string              `toml:"compute_drivers"`
+	SandboxNamespace             string                `toml:"sandbox_namespace"`
+	DefaultImage                 string                `toml:"default_image,omitempty"`
+	SupervisorImage              string                `toml:"supervisor_image,omitempty"`
+	ClientTLSSecretName          string                `toml:"client_tls_secret_name"`
+	PolicyValidationFailureMode  string                `toml:"policy_validation_failure_mode"`
+	TLS                          tlsSection            `toml:"tls"`
+	GatewayJWT                   jwtSection            `toml:"gateway_jwt"`
+	OIDC                         *oidcSection          `toml:"oidc,omitempty"`
+	CredentialStorage            credentialStorage     `toml:"credential_storage"`
+}
+
+type tlsSection struct {
+	CertPath            string   `toml:"cert_path"`
+	KeyPath             string   `toml:"key_path"`
+	ClientCAPath        string   `toml:"client_ca_path"`
+	ExternalCertPath    string   `toml:"external_cert_path,omitempty"`
+	ExternalKeyPath     string   `toml:"external_key_path,omitempty"`
+	ExternalServerNames []string `toml:"external_server_names,omitempty"`
+}
+
+type jwtSection struct {
+	SigningKeyPath string `toml:"signing_key_path"`
+	PublicKeyPath  string `toml:"public_key_path"`
+	KIDPath        string `toml:"kid_path"`
+	GatewayID      string `toml:"gateway_id"`
+	TTLSecs        int    `toml:"ttl_secs"`
+}
+
+type oidcSection struct {
+	Issuer     string `toml:"issuer"`
+	Audience   string `toml:"audience"`
+	RolesClaim string `toml:"roles_claim"`
+	AdminRole  string `toml:"admin_role"`
+	UserRole   string `toml:"user_role"`
+}
+
+type credentialStorage struct {
+	KeyEncryptionKeyEnv string `toml:"key_encryption_key_env"`
+}
+
+type driversSection struct {
+	Kubernetes kubernetesDriver `toml:"kubernetes"`
+}
+
+type kubernetesDriver struct {
+	WorkspaceMode            string        `toml:"workspace_mode"`
+	GatewayID                string        `toml:"gateway_id"`
+	Namespace                string        `toml:"namespace"`
+	ServiceAccountName       string        `toml:"service_account_name"`
+	Topology                 string        `toml:"topology"`
+	GRPCEndpoint             string        `toml:"grpc_endpoint"`
+	ClientTLSSecretName      string        `toml:"client_tls_secret_name"`
+	SupervisorSideloadMethod string        `toml:"supervisor_sideload_method"`
+	SATokenTTLSecs           int           `toml:"sa_token_ttl_secs"`
+	OperatorNamespaceLabel   string        `toml:"operator_namespace_label,omitempty"`
+	Sidecar                  *sidecarOpts  `toml:"sidecar,omitempty"`
+}
+
+type sidecarOpts struct {
+	ProxyUID                         int  `toml:"proxy_uid"`
+	ProcessBinaryAwareNetworkPolicy  bool `toml:"process_binary_aware_network_policy"`
+}
+
+// OIDC role names the operator's tokens carry.
+const (
+	OIDCRolesClaim = "roles"
+	OIDCAdminRole  = "openshell-admin"
+	OIDCUserRole   = "openshell-user"
+	// OperatorNamespaceLabel marks namespaces an Operator-mode gateway may use.
+	OperatorNamespaceLabel = "openshell.ai/workspace"
+)
+
+// GatewayTOML renders gateway.toml. TLS is always on: there is no way to
+// render disable_tls.
+func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, error) {
+	n := NamesFor(gw)
+	logLevel := "info"
+	if m := gw.Spec.Managed; m != nil && m.LogLevel != "" {
+		logLevel = m.LogLevel
+	}
+	g := gatewaySection{
+		BindAddress:                 fmt.Sprintf("0.0.0.0:%d", PortGRPC),
+		HealthBindAddress:           fmt.Sprintf("0.0.0.0:%d", PortHealth),
+		MetricsBindAddress:          fmt.Sprintf("0.0.0.0:%d", PortMetrics),
+		LogLevel:                    logLevel,
+		ComputeDrivers:              []string{"kubernetes"},
+		SandboxNamespace:            n.SandboxNamespace,
+		DefaultImage:                in.Images.Sandbox,
+		SupervisorImage:             in.Images.Supervisor,
+		ClientTLSSecretName:         n.ClientTLS,
+		PolicyValidationFailureMode: "fail_closed",
+		TLS: tlsSection{
+			CertPath:     ServerTLSDir + "/tls.crt",
+			KeyPath:      ServerTLSDir + "/tls.key",
+			ClientCAPath: ClientCADir + "/ca.crt",
+		},
+		GatewayJWT: jwtSection{
+			SigningKeyPath: JWTDir + "/signing.pem",
+			PublicKeyPath:  JWTDir + "/public.pem",
+			KIDPath:        JWTDir + "/kid",
+			GatewayID:      n.GatewayID,
+			TTLSecs:        JWTTTLSeconds,
+		},
+		CredentialStorage: credentialStorage{KeyEncryptionKeyEnv: KEKEnv},
+	}
+	if ExternalIssuer(gw) != nil {
+		g.TLS.ExternalCertPath = ServerExternalDir + "/tls.crt"
+		g.TLS.ExternalKeyPath = ServerExternalDir + "/tls.key"
+		g.TLS.ExternalServerNames = ExternalDNSNames(gw)
+	}
+	if in.OIDC != nil {
+		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
+			RolesClaim: OIDCRolesClaim, AdminRole: OIDCAdminRole, UserRole: OIDCUserRole}
+	}
+	k := kubernetesDriver{
+		WorkspaceMode:       strings.ToLower(string(WorkspaceMode(gw))),
+		GatewayID:           n.GatewayID,
+		Namespace:           n.SandboxNamespace,
+		ServiceAccountName:  n.SandboxSA,
+		Topology:            strings.ToLower(string(Topology(gw))),
+		GRPCEndpoint:        fmt.Sprintf("https://%s.%s.svc.cluster.local:%d", n.Fullname, gw.Namespace, PortGRPC),
+		ClientTLSSecretName: n.ClientTLS,
+		// Image volumes need Kubernetes 1.35 and a volume type outside the
+		// narrow SCC; the init container copy works everywhere.
+		SupervisorSideloadMethod: "init-container",
+		SATokenTTLSecs:           3600,
+	}
+	if WorkspaceMode(gw) == openshellv1alpha1.WorkspaceModeOperator {
+		k.OperatorNamespaceLabel = OperatorNamespaceLabel
+	}
+	if Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar {
+		k.Sidecar = &sidecarOpts{ProxyUID: ProxyUID, ProcessBinaryAwareNetworkPolicy: true}
+	}
+	b, err := toml.Marshal(gatewayFile{OpenShell: openshellSection{Version: 1, Gateway: g, Drivers: driversSection{Kubernetes: k}}})
+	if err != nil {
+		return "", fmt.Errorf("render gateway.toml: %w", err)
+	}
+	return "# Rendered by openshell-operator from OpenShellGateway " + gw.Namespace + "/" + gw.Name + ". Do not edit.\n" + string(b), nil
+}
+
+// ExternalDNSNames are the names on the externally presented certificate.
+func ExternalDNSNames(gw *openshellv1alpha1.OpenShellGateway) []string {
+	var out []string
+	if h := RouteHost(gw); h != "" {
+		out = append(out, h)
+	}
+	if m := gw.Spec.Managed; m != nil {
+		for _, d := range m.TLS.ExternalDNSNames {
+			if d != RouteHost(gw) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// ConfigHash is the pod template annotation value for a configuration.
+func ConfigHash(config string) string {
+	sum := sha256.Sum256([]byte(config))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,241 @@
+// Package gateway renders every object of a managed OpenShell gateway as
+// pure functions of the OpenShellGateway and resolved Inputs: the same
+// inputs always give the same objects, which golden files pin down.
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+)
+
+// Ports of the gateway container.
+const (
+	PortGRPC    = 8080
+	PortHealth  = 8081
+	PortMetrics = 9090
+	// SandboxSSHPort is where the gateway reaches sandbox pods.
+	SandboxSSHPort = 2222
+)
+
+// Labels on every object the operator renders for a gateway.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelPartOf    = "app.kubernetes.io/part-of"
+	// LabelGatewayNamespace and LabelGatewayName find a gateway's children
+	// in other namespaces and at cluster scope, where owner references
+	// cannot point at it.
+	LabelGatewayNamespace = "openshell.ai/gateway-namespace"
+	LabelGatewayName      = "openshell.ai/gateway-name"
+
+	// AnnotationConfigHash on the pod template rolls the gateway when its
+	// configuration changes, and only then.
+	AnnotationConfigHash = "openshell.ai/config-hash"
+
+	// AgentSandboxPodLabel is set by the Agent Sandbox controller on every
+	// pod it creates; the sandbox NetworkPolicy selects on it.
+	AgentSandboxPodLabel = "agents.x-k8s.io/sandbox-name-hash"
+
+	ManagedByValue = "openshell-operator"
+	appName        = "openshell-gateway"
+)
+
+// TLSSource says who issues the gateway's internal certificates.
+type TLSSource string
+
+const (
+	// TLSCertManager: cert-manager issues them from a per-gateway CA.
+	TLSCertManager TLSSource = "cert-manager"
+	// TLSBuiltin: the operator's built-in PKI issues them.
+	TLSBuiltin TLSSource = "built-in PKI"
+)
+
+// OIDC is the identity provider the gateway trusts for user tokens.
+type OIDC struct {
+	Issuer   string
+	Audience string
+}
+
+// Inputs are everything rendering needs besides the gateway itself,
+// resolved by the controller beforehand.
+type Inputs struct {
+	// Images are the operand images (gateway spec overrides applied).
+	Images operatorenv.RelatedImages
+	// Route and SCC report the OpenShift APIs (from preflight).
+	Route, SCC bool
+	// TLS is the certificate source.
+	TLS TLSSource
+	// OIDC is nil until the operator's identity is configured.
+	OIDC *OIDC
+}
+
+// OpenShift is true when the OpenShift security APIs are served; pods then
+// leave UIDs and fsGroup to the restricted-v2 SCC.
+func (in Inputs) OpenShift() bool { return in.SCC }
+
+// ResolveImages applies the gateway's image overrides to the operator's
+// RELATED_IMAGE_* defaults.
+func ResolveImages(gw *openshellv1alpha1.OpenShellGateway, defaults operatorenv.RelatedImages) operatorenv.RelatedImages {
+	out := defaults
+	if m := gw.Spec.Managed; m != nil {
+		if m.Images.Gateway != "" {
+			out.Gateway = m.Images.Gateway
+		}
+		if m.Images.Supervisor != "" {
+			out.Supervisor = m.Images.Supervisor
+		}
+		if m.Images.Sandbox != "" {
+			out.Sandbox = m.Images.Sandbox
+		}
+	}
+	return out
+}
+
+// Names are the names of a gateway's objects.
+type Names struct {
+	// Fullname names the workload, Service, Route and gateway ServiceAccount.
+	Fullname         string
+	Config           string
+	JWT              string
+	KEK              string
+	CA               string
+	ServerTLS        string
+	ServerExternal   string
+	ClientTLS        string
+	SandboxSA        string
+	SandboxNamespace string
+	// ClusterScoped names this gateway's ClusterRole and ClusterRoleBinding;
+	// it includes the namespace so gateways of the same name never collide.
+	ClusterScoped string
+	// GatewayID is the gateway's DNS-1123 identity (JWT issuer/audience,
+	// managed namespace prefix).
+	GatewayID string
+}
+
+// NamesFor derives object names from the gateway.
+func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
+	n := gw.Name
+	sandboxNS := gw.Namespace
+	if m := gw.Spec.Managed; m != nil && m.Sandboxes.Namespace != "" {
+		sandboxNS = m.Sandboxes.Namespace
+	}
+	return Names{
+		Fullname:         n,
+		Config:           n + "-config",
+		JWT:              n + "-jwt-keys",
+		KEK:              n + "-credential-kek",
+		CA:               n + "-ca-tls",
+		ServerTLS:        n + "-server-tls",
+		ServerExternal:   n + "-server-external-tls",
+		ClientTLS:        n + "-client-tls",
+		SandboxSA:        n + "-sandbox",
+		SandboxNamespace: sandboxNS,
+		ClusterScoped:    truncateHashed("openshell-gateway-"+gw.Namespace+"-"+n, gw.Namespace+"/"+n, 253),
+		GatewayID:        GatewayID(gw.Namespace, gw.Name),
+	}
+}
+
+// GatewayID is a DNS-1123 label of at most 32 characters, unique per
+// namespace/name: in managed workspace mode the gateway prefixes namespaces
+// with "openshell-<id>-", and 19 more characters must still fit in 63.
+func GatewayID(namespace, name string) string {
+	return truncateHashed(name, namespace+"/"+name, 32)
+}
+
+// truncateHashed returns s if it fits max, else a prefix of s and a short
+// hash of key, so that truncated names stay unique and deterministic.
+func truncateHashed(s, key string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])[:8]
+	prefix := strings.TrimRight(s[:max-len(h)-1], "-.")
+	return fmt.Sprintf("%s-%s", prefix, h)
+}
+
+// Labels are the common labels of every child.
+func Labels(gw *openshellv1alpha1.OpenShellGateway, component string) map[string]string {
+	return map[string]string{
+		LabelName:             appName,
+		LabelInstance:         gw.Name,
+		LabelComponent:        component,
+		LabelManagedBy:        ManagedByValue,
+		LabelPartOf:           "openshell",
+		LabelGatewayNamespace: gw.Namespace,
+		LabelGatewayName:      truncateHashed(gw.Name, gw.Namespace+"/"+gw.Name, 63),
+	}
+}
+
+// SelectorLabels select the gateway pods.
+func SelectorLabels(gw *openshellv1alpha1.OpenShellGateway) map[string]string {
+	return map[string]string{LabelName: appName, LabelInstance: gw.Name}
+}
+
+// Replicas is the desired gateway replica count.
+func Replicas(gw *openshellv1alpha1.OpenShellGateway) int32 {
+	if m := gw.Spec.Managed; m != nil && m.Replicas != nil {
+		return *m.Replicas
+	}
+	return 1
+}
+
+// UsesPostgres reports whether the gateway uses an external database.
+func UsesPostgres(gw *openshellv1alpha1.OpenShellGateway) bool {
+	m := gw.Spec.Managed
+	return m != nil && m.Persistence != nil && m.Persistence.Postgres != nil
+}
+
+// Topology is the supervisor topology, Sidecar by default.
+func Topology(gw *openshellv1alpha1.OpenShellGateway) openshellv1alpha1.SupervisorTopology {
+	if m := gw.Spec.Managed; m != nil && m.SupervisorTopology != "" {
+		return m.SupervisorTopology
+	}
+	return openshellv1alpha1.SupervisorTopologySidecar
+}
+
+// WorkspaceMode is the driver workspace mode, Shared by default.
+func WorkspaceMode(gw *openshellv1alpha1.OpenShellGateway) openshellv1alpha1.WorkspaceMode {
+	if m := gw.Spec.Managed; m != nil && m.Sandboxes.WorkspaceMode != "" {
+		return m.Sandboxes.WorkspaceMode
+	}
+	return openshellv1alpha1.WorkspaceModeShared
+}
+
+// RouteEnabled reports whether a Route is wanted (and the API exists).
+func RouteEnabled(gw *openshellv1alpha1.OpenShellGateway, in Inputs) bool {
+	if !in.Route {
+		return false
+	}
+	m := gw.Spec.Managed
+	return m == nil || m.Route.Enabled == nil || *m.Route.Enabled
+}
+
+// RouteHost is the configured Route host, possibly empty.
+func RouteHost(gw *openshellv1alpha1.OpenShellGateway) string {
+	if m := gw.Spec.Managed; m != nil {
+		return m.Route.Host
+	}
+	return ""
+}
+
+// ServiceDNSNames are the in-cluster names of the gateway Service.
+func ServiceDNSNames(gw *openshellv1alpha1.OpenShellGateway) []string {
+	n := NamesFor(gw).Fullname
+	return []string{n, n + "." + gw.Namespace, n + "." + gw.Namespace + ".svc", n + "." + gw.Namespace + ".svc.cluster.local"}
+}
+
+// ExternalIssuer is the admin's issuer for the external certificate, if any.
+func ExternalIssuer(gw *openshellv1alpha1.OpenShellGateway) *openshellv1alpha1.IssuerReference {
+	if m := gw.Spec.Managed; m != nil {
+		return m.TLS.IssuerRef
+	}
+	return nil
+}

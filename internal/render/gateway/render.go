@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/scc"
+)
+
+// Rendered is every object of a managed gateway, in apply order.
+type Rendered struct {
+	// Config is gateway.toml; ConfigHash rolls the pods when it changes.
+	Config, ConfigHash string
+	// Objects to apply: namespaced ones in the gateway namespace carry an
+	// owner reference; the rest carry the gateway labels.
+	Objects []client.Object
+	// ClusterScoped are the names (kind/name) of the cluster-scoped objects
+	// this gateway needs, for cleanup bookkeeping.
+	UsesSCC bool
+}
+
+// Render renders a managed gateway.
+func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error) {
+	config, err := GatewayTOML(gw, in)
+	if err != nil {
+		return Rendered{}, err
+	}
+	r := Rendered{Config: config, ConfigHash: ConfigHash(config)}
+	add := func(objs ...client.Object) { r.Objects = append(r.Objects, objs...) }
+	add(ServiceAccounts(gw)...)
+	add(RBAC(gw)...)
+	if in.TLS == TLSCertManager {
+		add(CertManagerObjects(gw, in)...)
+	}
+	add(ConfigMap(gw, config), Service(gw), Workload(gw, in, r.ConfigHash), PodDisruptionBudget(gw))
+	add(NetworkPolicies(gw)...)
+	if RouteEnabled(gw, in) {
+		add(Route(gw))
+	}
+	if UsesNarrowSCC(gw, in) {
+		n := NamesFor(gw)
+		m := meta(gw, "", n.SandboxNamespace, "sandbox-scc")
+		add(scc.SidecarSCC(), scc.UseRole(), scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, m.Labels, m.OwnerReferences))
+		r.UsesSCC = true
+	}
+	return r, nil
+}
+
+// UsesNarrowSCC reports whether the gateway needs the operator's SCC: on
+// OpenShift, in the sidecar topology.
+func UsesNarrowSCC(gw *openshellv1alpha1.OpenShellGateway, in Inputs) bool {
+	return in.SCC && Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar
+}

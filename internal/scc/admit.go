@@ -1,0 +1,150 @@
+package scc
+
+import (
+	"fmt"
+	"slices"
+
+	securityv1 "github.com/openshift/api/security/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Violations lists why an SCC would not admit a pod, container by
+// container, following the SCC admission rules for the fields the sandbox
+// pod uses: privilege, host namespaces, ports and paths, capabilities,
+// privilege escalation, UIDs, volume types and seccomp. An empty result
+// means admitted. It is a test oracle, not a replacement for OpenShift's
+// admission plugin.
+func Violations(s *securityv1.SecurityContextConstraints, pod corev1.PodSpec) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	if pod.HostNetwork && !s.AllowHostNetwork {
+		bad("pod: hostNetwork is not allowed")
+	}
+	if pod.HostPID && !s.AllowHostPID {
+		bad("pod: hostPID is not allowed")
+	}
+	if pod.HostIPC && !s.AllowHostIPC {
+		bad("pod: hostIPC is not allowed")
+	}
+	for _, v := range pod.Volumes {
+		t := volumeType(v)
+		if t == securityv1.FSTypeHostPath && !s.AllowHostDirVolumePlugin {
+			bad("volume %s: hostPath is not allowed", v.Name)
+		}
+		if !slices.Contains(s.Volumes, securityv1.FSTypeAll) && !slices.Contains(s.Volumes, t) {
+			bad("volume %s: type %s is not allowed", v.Name, t)
+		}
+	}
+	if pod.SecurityContext != nil && pod.SecurityContext.SeccompProfile != nil {
+		if p := seccompName(pod.SecurityContext.SeccompProfile); !seccompAllowed(s, p) {
+			bad("pod: seccomp profile %s is not allowed", p)
+		}
+	}
+	var podUser *int64
+	if pod.SecurityContext != nil {
+		podUser = pod.SecurityContext.RunAsUser
+	}
+	check := func(c corev1.Container) {
+		sc := c.SecurityContext
+		if sc == nil {
+			sc = &corev1.SecurityContext{}
+		}
+		if sc.Privileged != nil && *sc.Privileged && !s.AllowPrivilegedContainer {
+			bad("container %s: privileged is not allowed", c.Name)
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 && !s.AllowHostPorts {
+				bad("container %s: hostPort %d is not allowed", c.Name, p.HostPort)
+			}
+		}
+		if sc.Capabilities != nil {
+			for _, cp := range sc.Capabilities.Add {
+				if slices.Contains(s.RequiredDropCapabilities, cp) {
+					bad("container %s: capability %s must be dropped", c.Name, cp)
+				} else if !slices.Contains(s.AllowedCapabilities, cp) && !slices.Contains(s.AllowedCapabilities, securityv1.AllowAllCapabilities) &&
+					!slices.Contains(s.DefaultAddCapabilities, cp) {
+					bad("container %s: capability %s is not allowed", c.Name, cp)
+				}
+			}
+		}
+		if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation && s.AllowPrivilegeEscalation != nil && !*s.AllowPrivilegeEscalation {
+			bad("container %s: allowPrivilegeEscalation is not allowed", c.Name)
+		}
+		uid := podUser
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+		switch s.RunAsUser.Type {
+		case securityv1.RunAsUserStrategyMustRunAsNonRoot:
+			if uid != nil && *uid == 0 {
+				bad("container %s: runs as root, but the SCC requires non-root", c.Name)
+			}
+		case securityv1.RunAsUserStrategyMustRunAs:
+			if uid == nil || s.RunAsUser.UID == nil || *uid != *s.RunAsUser.UID {
+				bad("container %s: must run as UID %v", c.Name, s.RunAsUser.UID)
+			}
+		case securityv1.RunAsUserStrategyMustRunAsRange:
+			if uid != nil && s.RunAsUser.UIDRangeMin != nil && s.RunAsUser.UIDRangeMax != nil &&
+				(*uid < *s.RunAsUser.UIDRangeMin || *uid > *s.RunAsUser.UIDRangeMax) {
+				bad("container %s: UID %d is outside the range %d-%d", c.Name, *uid, *s.RunAsUser.UIDRangeMin, *s.RunAsUser.UIDRangeMax)
+			}
+		}
+		if sc.SeccompProfile != nil {
+			if p := seccompName(sc.SeccompProfile); !seccompAllowed(s, p) {
+				bad("container %s: seccomp profile %s is not allowed", c.Name, p)
+			}
+		}
+	}
+	for _, c := range pod.InitContainers {
+		check(c)
+	}
+	for _, c := range pod.Containers {
+		check(c)
+	}
+	return out
+}
+
+func volumeType(v corev1.Volume) securityv1.FSType {
+	switch {
+	case v.EmptyDir != nil:
+		return securityv1.FSTypeEmptyDir
+	case v.Secret != nil:
+		return securityv1.FSTypeSecret
+	case v.Projected != nil:
+		return securityv1.FSProjected
+	case v.PersistentVolumeClaim != nil:
+		return securityv1.FSTypePersistentVolumeClaim
+	case v.ConfigMap != nil:
+		return securityv1.FSTypeConfigMap
+	case v.HostPath != nil:
+		return securityv1.FSTypeHostPath
+	case v.DownwardAPI != nil:
+		return securityv1.FSTypeDownwardAPI
+	case v.CSI != nil:
+		return securityv1.FSTypeCSI
+	case v.Ephemeral != nil:
+		return securityv1.FSTypeEphemeral
+	case v.Image != nil:
+		return "image"
+	}
+	return securityv1.FSTypeNone
+}
+
+func seccompName(p *corev1.SeccompProfile) string {
+	switch p.Type {
+	case corev1.SeccompProfileTypeRuntimeDefault:
+		return "runtime/default"
+	case corev1.SeccompProfileTypeUnconfined:
+		return "unconfined"
+	case corev1.SeccompProfileTypeLocalhost:
+		if p.LocalhostProfile != nil {
+			return "localhost/" + *p.LocalhostProfile
+		}
+	}
+	return string(p.Type)
+}
+
+func seccompAllowed(s *securityv1.SecurityContextConstraints, profile string) bool {
+	return slices.Contains(s.SeccompProfiles, "*") || slices.Contains(s.SeccompProfiles, profile)
+}
