@@ -41,6 +41,10 @@ func main() {
 		os.Exit(1)
 	}
 	opts.WatchNamespaces = ns
+	opts.Controllers.Images = operatorenv.RelatedImagesFromEnv(os.Getenv)
+	if missing := opts.Controllers.Images.Missing(); len(missing) > 0 {
+		log.Info("Operand images are not set; managed gateways will report RelatedImagesMissing", "unset", missing)
+	}
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = os.Getenv(operatorenv.EnvOperatorNamespace)
 	}

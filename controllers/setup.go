@@ -15,6 +15,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/webhook"
 )
@@ -27,6 +28,11 @@ type Options struct {
 	// EnableWebhooks registers the admission webhooks on the manager's
 	// webhook server (off for out-of-cluster runs without certificates).
 	EnableWebhooks bool
+	// Images are the operand images (RELATED_IMAGE_*).
+	Images operatorenv.RelatedImages
+	// PKI and Clock tune the built-in PKI (tests exercise rotation).
+	PKI   gateway.PKIOptions
+	Clock func() time.Time
 	// PreflightResync re-probes aggregated APIs; 0 uses the default.
 	PreflightResync time.Duration
 }
@@ -44,7 +50,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
-		"OpenShellGateway":     &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec},
+		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec,
+			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock},
 		"OpenShellSandbox":     &sandbox.Reconciler{Client: c, Preflight: store, Policies: policies, Recorder: rec},
 		"OpenShellPolicy":      &policy.Reconciler{},
 		"OpenShellProvider":    &provider.Reconciler{},

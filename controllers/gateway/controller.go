@@ -1,48 +1,134 @@
-// Package gateway reconciles OpenShellGateway objects: it reports the
-// cluster preflight (Agent Sandbox, cert-manager, Route, Kubernetes version)
-// as conditions and summarises them in Available, Progressing, Degraded and
-// the phase.
+// Package gateway reconciles OpenShellGateway objects. A Managed gateway is
+// installed and kept in sync: observe (preflight, secrets, workload, Route,
+// certificates) → ensure generated secrets → render (pure) → server-side
+// apply → report status. An External gateway is only reported on.
 package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	routev1 "github.com/openshift/api/route/v1"
+	securityv1 "github.com/openshift/api/security/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/internal/apply"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
 )
+
+// Finalizer removes what owner references cannot: cluster-scoped objects and
+// children in another sandbox namespace.
+const Finalizer = "openshell.ai/gateway-cleanup"
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,resourceNames=openshell-sandbox-sidecar,verbs=use;update;patch;delete
+//
+// What the operator grants the gateway it must hold itself (RBAC escalation
+// prevention):
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes;sandboxes/status,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 
 // Reconciler reconciles OpenShellGateway.
 type Reconciler struct {
 	Client    client.Client
 	Preflight *preflight.Store
 	Recorder  events.EventRecorder
+	// Images are the operator's RELATED_IMAGE_* defaults.
+	Images operatorenv.RelatedImages
+	// PKI tunes the built-in PKI; Clock defaults to time.Now.
+	PKI   PKIOptions
+	Clock func() time.Time
+
+	ctrl    controller.Controller
+	cache   sourceKinder
+	watchMu sync.Mutex
+	watched map[string]bool
 }
 
-// Reconcile observes the gateway and the cluster, then reports status.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// sourceKinder creates watch sources lazily for APIs that may appear later.
+type sourceKinder func(obj client.Object, h handler.EventHandler) source.Source
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
+}
+
+// Reconcile installs or reports one gateway.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	if err := r.Client.Get(ctx, req.NamespacedName, gw); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	orig := gw.DeepCopy()
+	if !gw.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, gw)
+	}
 	pf, known := r.Preflight.Get()
+	if !known {
+		// Nothing is known about the cluster yet: writing "pending" would
+		// only churn status (after every operator restart). The first probe
+		// re-queues every gateway.
+		return ctrl.Result{}, nil
+	}
+	orig := gw.DeepCopy()
+	r.ensureWatches(pf, known)
 
-	setStatus(gw, pf, known, workloadState(gw))
-	gw.Status.ObservedGeneration = gw.Generation
-
+	var h health
+	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+		h.waiting = append(h.waiting, issue{Reason: ReasonConnecting, Message: "waiting for the external gateway's Health RPC"})
+	} else {
+		var err error
+		h, res, err = r.reconcileManaged(ctx, gw, pf)
+		if err != nil {
+			retErr = err
+			h.degraded = append(h.degraded, issue{Reason: ReasonApplyFailed, Message: sanitize(err)})
+		}
+	}
+	setStatus(gw, pf, known, h)
+	if retErr == nil {
+		gw.Status.ObservedGeneration = gw.Generation
+	}
 	if orig.Status.Phase != gw.Status.Phase {
 		typ := corev1.EventTypeNormal
 		if gw.Status.Phase == openshellv1alpha1.GatewayPhaseDegraded || gw.Status.Phase == openshellv1alpha1.GatewayPhasePending {
@@ -50,15 +136,202 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		r.Recorder.Eventf(gw, nil, typ, "Phase"+string(gw.Status.Phase), "Reconcile", "%s", phaseMessage(gw))
 	}
-	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, gw)
+	return res, errors.Join(retErr, status.Patch(ctx, r.Client, orig, gw))
 }
 
-// SetupWithManager registers the reconciler; a preflight change re-queues
-// every gateway.
+// sanitize keeps error messages stable for conditions: no resource
+// versions or UIDs that would change on every attempt and cause endless
+// status writes.
+func sanitize(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": the object has been modified"); i >= 0 {
+		msg = msg[:i] + ": conflict, retrying"
+	}
+	return msg
+}
+
+func (r *Reconciler) reconcileManaged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
+	var h health
+	var res ctrl.Result
+	if controllerutil.AddFinalizer(gw, Finalizer) {
+		if err := r.Client.Update(ctx, gw); err != nil {
+			return h, res, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
+	if pf.CertManager {
+		in.TLS = render.TLSCertManager
+	}
+	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
+		h.degraded = append(h.degraded, issue{Reason: ReasonRelatedImagesMissing,
+			Message: "the operator has no gateway or supervisor image: set RELATED_IMAGE_GATEWAY and RELATED_IMAGE_SUPERVISOR on its Deployment, or spec.managed.images"})
+		return h, res, nil
+	}
+
+	if err := r.ensureGeneratedSecrets(ctx, gw); err != nil {
+		return h, res, err
+	}
+	if in.TLS == render.TLSBuiltin {
+		next, err := r.ensureBuiltinPKI(ctx, gw, in)
+		if err != nil {
+			return h, res, fmt.Errorf("built-in PKI: %w", err)
+		}
+		// Renewal is scheduled for its moment, not discovered by polling.
+		res.RequeueAfter = max(time.Until(next), time.Second)
+		if r.Clock != nil {
+			res.RequeueAfter = max(next.Sub(r.now()), time.Second)
+		}
+	}
+
+	rendered, err := render.Render(gw, in)
+	if err != nil {
+		return h, res, err
+	}
+	for _, o := range rendered.Objects {
+		if err := apply.Apply(ctx, r.Client, o); err != nil {
+			return h, res, err
+		}
+	}
+	if err := r.prune(ctx, gw, in, rendered); err != nil {
+		return h, res, err
+	}
+
+	// Observe what the applied objects became.
+	wl, err := r.observeWorkload(ctx, gw)
+	if err != nil {
+		return h, res, err
+	}
+	if !wl.Ready {
+		h.waiting = append(h.waiting, issue{Reason: wl.Reason, Message: wl.Message})
+	}
+	h.ready = wl.Message
+
+	tls, err := r.observeTLS(ctx, gw, in.TLS)
+	if err != nil {
+		return h, res, err
+	}
+	if render.ExternalIssuer(gw) != nil && in.TLS != render.TLSCertManager {
+		tls = tlsState{Reason: ReasonCertManagerRequired,
+			Message: "spec.managed.tls.issuerRef needs cert-manager, which is not installed: install the cert-manager Operator or remove issuerRef"}
+	}
+	switch {
+	case tls.Ready:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)
+	case tls.Reason == ReasonCertificatesPending:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		h.waiting = append(h.waiting, issue{Reason: tls.Reason, Message: tls.Message})
+	default:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		h.degraded = append(h.degraded, issue{Reason: tls.Reason, Message: tls.Message})
+	}
+
+	gw.Status.Endpoint = render.InternalEndpoint(gw)
+	switch {
+	case !pf.Route:
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "RouteAPIUnavailable",
+			"route.openshift.io/v1 is not served: no Route is created; status.endpoint is the in-cluster Service address")
+	case !render.RouteEnabled(gw, in):
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "RouteDisabled", "spec.managed.route.enabled is false")
+	default:
+		rs, err := r.observeRoute(ctx, gw)
+		if err != nil {
+			return h, res, err
+		}
+		if rs.Admitted {
+			status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionTrue, "Admitted", rs.Message)
+			gw.Status.Endpoint = "https://" + rs.Host + ":443"
+		} else {
+			status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "NotAdmitted", rs.Message)
+		}
+	}
+
+	switch {
+	case !pf.SCC:
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, "NotApplicable",
+			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
+	case rendered.UsesSCC:
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, "Applied",
+			fmt.Sprintf("SecurityContextConstraints %s is applied and granted to ServiceAccount %s/%s", scc.Name,
+				render.NamesFor(gw).SandboxNamespace, render.NamesFor(gw).SandboxSA))
+	default:
+		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionFalse, "PrivilegedRequired", msg)
+		h.degraded = append(h.degraded, issue{Reason: "PrivilegedRequired", Message: msg})
+	}
+	return h, res, nil
+}
+
+// ensureWatches starts watches on kinds whose API may appear after the
+// operator started (Route, cert-manager, SCC): a watch on a missing API
+// would stop the manager.
+func (r *Reconciler) ensureWatches(pf preflight.Result, known bool) {
+	if r.ctrl == nil || !known {
+		return
+	}
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	owned := handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Client.RESTMapper(), &openshellv1alpha1.OpenShellGateway{}, handler.OnlyControllerOwner())
+	for name, w := range map[string]struct {
+		ok   bool
+		objs []client.Object
+		h    handler.EventHandler
+	}{
+		"route":       {pf.Route, []client.Object{&routev1.Route{}}, owned},
+		"certmanager": {pf.CertManager, []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}}, owned},
+		"scc": {pf.SCC, []client.Object{&securityv1.SecurityContextConstraints{}},
+			handler.EnqueueRequestsFromMapFunc(enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} }))},
+	} {
+		if !w.ok || r.watched[name] {
+			continue
+		}
+		for _, o := range w.objs {
+			if err := r.ctrl.Watch(r.cache(o, w.h)); err != nil {
+				ctrl.Log.WithName("gateway").Error(err, "Starting watch", "kind", fmt.Sprintf("%T", o))
+				return
+			}
+		}
+		r.watched[name] = true
+	}
+}
+
+// SetupWithManager registers the reconciler with watches on every kind it
+// owns; cluster-scoped children map back to their gateway by label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	r.watched = map[string]bool{}
+	byLabels := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ns, name := o.GetLabels()[render.LabelGatewayNamespace], o.GetLabels()[render.LabelInstance]
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+	})
+	managed := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[render.LabelManagedBy] == render.ManagedByValue
+	}))
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellGateway{}).
 		Named("openshellgateway").
-		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
-		Complete(r)
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		WatchesMetadata(&rbacv1.ClusterRole{}, byLabels, managed).
+		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
+		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
+			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.ctrl = c
+	r.cache = func(obj client.Object, h handler.EventHandler) source.Source {
+		return source.Kind(mgr.GetCache(), obj, h)
+	}
+	return nil
 }

@@ -8,6 +8,14 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
+// Condition types owned by the gateway installer.
+const (
+	ConditionTLSReady         = "TLSReady"
+	ConditionRouteAdmitted    = "RouteAdmitted"
+	ConditionSCCReady         = "SCCReady"
+	ConditionGatewayReachable = openshellv1alpha1.ConditionGatewayReachable
+)
+
 // Reasons of the Available, Progressing and Degraded conditions.
 const (
 	// ReasonAgentSandboxUnavailable: the Agent Sandbox CRD is missing or unusable.
@@ -22,7 +30,26 @@ const (
 	ReasonConnecting = "Connecting"
 	// ReasonWorkloadReady: the gateway serves requests.
 	ReasonWorkloadReady = "WorkloadReady"
+	// ReasonRelatedImagesMissing: the operator has no image to deploy.
+	ReasonRelatedImagesMissing = "RelatedImagesMissing"
+	// ReasonApplyFailed: an object could not be written.
+	ReasonApplyFailed = "ApplyFailed"
 )
+
+// issue is one reason the gateway is not (yet) available.
+type issue struct {
+	Reason, Message string
+	// Phase overrides the phase this issue implies.
+	Phase openshellv1alpha1.GatewayPhase
+}
+
+// health is everything the summary conditions depend on, besides preflight.
+type health struct {
+	// degraded issues need an admin; waiting ones resolve by themselves.
+	degraded, waiting []issue
+	// ready is the Available message when nothing is wrong.
+	ready string
+}
 
 // workload is what the operator knows about the gateway process itself.
 type workload struct {
@@ -30,51 +57,56 @@ type workload struct {
 	Reason, Message string
 }
 
-// workloadState reports the gateway process. Installation and the External
-// health check land with the gateway installation issue; until then a
-// gateway is never claimed Available.
-func workloadState(gw *openshellv1alpha1.OpenShellGateway) workload {
-	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
-		return workload{Reason: ReasonConnecting, Message: "waiting for the external gateway's Health RPC"}
-	}
-	return workload{Reason: ReasonInstalling, Message: "the gateway workload is not rolled out yet"}
-}
-
-// setStatus renders every condition and the phase from the preflight result
-// and the workload state. It is pure: same inputs, same status.
-func setStatus(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, known bool, wl workload) {
+// setStatus renders the preflight conditions and the Available,
+// Progressing and Degraded summary with the phase. Pure: same inputs, same
+// status.
+func setStatus(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, known bool, h health) {
 	for _, c := range preflight.GatewayConditions(pf, known) {
 		status.SetCondition(gw, c.Type, c.Status, c.Reason, c.Message)
 	}
 	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
 		status.SetCondition(gw, typ, s, reason, msg)
 	}
-	switch {
-	case !known:
+	if !known {
 		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionUnknown, preflight.ReasonPreflightPending, "waiting for the first cluster probe")
 		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionUnknown, preflight.ReasonPreflightPending, "waiting for the first cluster probe")
 		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionTrue, preflight.ReasonPreflightPending, "waiting for the first cluster probe")
 		gw.Status.Phase = openshellv1alpha1.GatewayPhasePending
-	case !pf.AgentSandbox.Available:
-		msg := "sandboxes cannot be created: " + pf.AgentSandbox.Message
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonAgentSandboxUnavailable, msg)
-		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonAgentSandboxUnavailable, msg)
-		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonAgentSandboxUnavailable, "waiting for the Agent Sandbox CRD")
-		gw.Status.Phase = openshellv1alpha1.GatewayPhasePending
-	case !pf.Kubernetes.Supported:
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonKubernetesTooOld, pf.Kubernetes.Message)
-		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonKubernetesTooOld, pf.Kubernetes.Message)
-		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonKubernetesTooOld, pf.Kubernetes.Message)
+		return
+	}
+	var degraded []issue
+	if !pf.AgentSandbox.Available {
+		degraded = append(degraded, issue{ReasonAgentSandboxUnavailable, "sandboxes cannot be created: " + pf.AgentSandbox.Message, openshellv1alpha1.GatewayPhasePending})
+	}
+	if !pf.Kubernetes.Supported {
+		degraded = append(degraded, issue{ReasonKubernetesTooOld, pf.Kubernetes.Message, ""})
+	}
+	degraded = append(degraded, h.degraded...)
+
+	switch {
+	case len(degraded) > 0:
+		first := degraded[0]
+		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionTrue, first.Reason, first.Message)
+		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, first.Reason, first.Message)
+		if len(h.waiting) > 0 {
+			set(openshellv1alpha1.ConditionProgressing, metav1.ConditionTrue, h.waiting[0].Reason, h.waiting[0].Message)
+		} else {
+			set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, first.Reason, "waiting for the problem to be fixed")
+		}
 		gw.Status.Phase = openshellv1alpha1.GatewayPhaseDegraded
-	case !wl.Ready:
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "prerequisites are met")
-		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, wl.Reason, wl.Message)
-		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionTrue, wl.Reason, wl.Message)
+		if first.Phase != "" {
+			gw.Status.Phase = first.Phase
+		}
+	case len(h.waiting) > 0:
+		w := h.waiting[0]
+		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing is degraded")
+		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, w.Reason, w.Message)
+		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
 		gw.Status.Phase = openshellv1alpha1.GatewayPhaseInstalling
 	default:
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "prerequisites are met")
-		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonWorkloadReady, wl.Message)
-		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonWorkloadReady, wl.Message)
+		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing is degraded")
+		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonWorkloadReady, h.ready)
+		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonWorkloadReady, h.ready)
 		gw.Status.Phase = openshellv1alpha1.GatewayPhaseAvailable
 	}
 }

@@ -57,6 +57,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if _, known := r.Preflight.Get(); !known {
+		// Before the first cluster probe there is nothing new to say; the
+		// probe re-queues every sandbox (and a restart writes nothing).
+		return ctrl.Result{}, nil
+	}
 	orig := sb.DeepCopy()
 	obs, err := r.observe(ctx, sb)
 	if err != nil {

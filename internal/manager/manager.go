@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/openshell/openshell-operator/controllers"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -69,7 +73,13 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.SecureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	cacheOpts := cache.Options{}
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		// Only the operator's own Secrets are cached (gateway keys and
+		// certificates, labelled by the operator or by cert-manager from the
+		// Certificate's secretTemplate). Tenant Secrets are read on demand:
+		// a cluster-wide Secret cache would hold every credential in memory.
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})},
+	}}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {

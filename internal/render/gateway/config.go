@@ -40,20 +40,20 @@ type openshellSection struct {
 }
 
 type gatewaySection struct {
-	BindAddress                  string                `toml:"bind_address"`
-	HealthBindAddress            string                `toml:"health_bind_address"`
-	MetricsBindAddress           string                `toml:"metrics_bind_address"`
-	LogLevel                     string                `toml:"log_level"`
-	ComputeDrivers               []string              `toml:"compute_drivers"`
-	SandboxNamespace             string                `toml:"sandbox_namespace"`
-	DefaultImage                 string                `toml:"default_image,omitempty"`
-	SupervisorImage              string                `toml:"supervisor_image,omitempty"`
-	ClientTLSSecretName          string                `toml:"client_tls_secret_name"`
-	PolicyValidationFailureMode  string                `toml:"policy_validation_failure_mode"`
-	TLS                          tlsSection            `toml:"tls"`
-	GatewayJWT                   jwtSection            `toml:"gateway_jwt"`
-	OIDC                         *oidcSection          `toml:"oidc,omitempty"`
-	CredentialStorage            credentialStorage     `toml:"credential_storage"`
+	BindAddress                 string            `toml:"bind_address"`
+	HealthBindAddress           string            `toml:"health_bind_address"`
+	MetricsBindAddress          string            `toml:"metrics_bind_address"`
+	LogLevel                    string            `toml:"log_level"`
+	ComputeDrivers              []string          `toml:"compute_drivers"`
+	SandboxNamespace            string            `toml:"sandbox_namespace"`
+	DefaultImage                string            `toml:"default_image,omitempty"`
+	SupervisorImage             string            `toml:"supervisor_image,omitempty"`
+	ClientTLSSecretName         string            `toml:"client_tls_secret_name"`
+	PolicyValidationFailureMode string            `toml:"policy_validation_failure_mode"`
+	TLS                         tlsSection        `toml:"tls"`
+	GatewayJWT                  jwtSection        `toml:"gateway_jwt"`
+	OIDC                        *oidcSection      `toml:"oidc,omitempty"`
+	CredentialStorage           credentialStorage `toml:"credential_storage"`
 }
 
 type tlsSection struct {
@@ -90,22 +90,22 @@ type driversSection struct {
 }
 
 type kubernetesDriver struct {
-	WorkspaceMode            string        `toml:"workspace_mode"`
-	GatewayID                string        `toml:"gateway_id"`
-	Namespace                string        `toml:"namespace"`
-	ServiceAccountName       string        `toml:"service_account_name"`
-	Topology                 string        `toml:"topology"`
-	GRPCEndpoint             string        `toml:"grpc_endpoint"`
-	ClientTLSSecretName      string        `toml:"client_tls_secret_name"`
-	SupervisorSideloadMethod string        `toml:"supervisor_sideload_method"`
-	SATokenTTLSecs           int           `toml:"sa_token_ttl_secs"`
-	OperatorNamespaceLabel   string        `toml:"operator_namespace_label,omitempty"`
-	Sidecar                  *sidecarOpts  `toml:"sidecar,omitempty"`
+	WorkspaceMode            string       `toml:"workspace_mode"`
+	GatewayID                string       `toml:"gateway_id"`
+	Namespace                string       `toml:"namespace"`
+	ServiceAccountName       string       `toml:"service_account_name"`
+	Topology                 string       `toml:"topology"`
+	GRPCEndpoint             string       `toml:"grpc_endpoint"`
+	ClientTLSSecretName      string       `toml:"client_tls_secret_name"`
+	SupervisorSideloadMethod string       `toml:"supervisor_sideload_method"`
+	SATokenTTLSecs           int          `toml:"sa_token_ttl_secs"`
+	OperatorNamespaceLabel   string       `toml:"operator_namespace_label,omitempty"`
+	Sidecar                  *sidecarOpts `toml:"sidecar,omitempty"`
 }
 
 type sidecarOpts struct {
-	ProxyUID                         int  `toml:"proxy_uid"`
-	ProcessBinaryAwareNetworkPolicy  bool `toml:"process_binary_aware_network_policy"`
+	ProxyUID                        int  `toml:"proxy_uid"`
+	ProcessBinaryAwareNetworkPolicy bool `toml:"process_binary_aware_network_policy"`
 }
 
 // OIDC role names the operator's tokens carry.

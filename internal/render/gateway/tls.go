@@ -46,6 +46,9 @@ func CertManagerObjects(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []cli
 	ecdsa := &cmv1.CertificatePrivateKey{Algorithm: cmv1.ECDSAKeyAlgorithm, Size: 256, RotationPolicy: cmv1.RotationPolicyAlways}
 	dur := &metav1.Duration{Duration: LeafValidity}
 	renew := &metav1.Duration{Duration: LeafRenewBefore}
+	// cert-manager copies these labels onto the Secrets it writes: the
+	// operator caches only Secrets labelled as its own.
+	tmpl := &cmv1.CertificateSecretTemplate{Labels: Labels(gw, "tls")}
 	local := func(name string) cmmeta.IssuerReference {
 		return cmmeta.IssuerReference{Name: name, Kind: cmv1.IssuerKind, Group: "cert-manager.io"}
 	}
@@ -53,17 +56,17 @@ func CertManagerObjects(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []cli
 		&cmv1.Issuer{ObjectMeta: meta(gw, selfSigned, gw.Namespace, "tls"),
 			Spec: cmv1.IssuerSpec{IssuerConfig: cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}}},
 		&cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-ca", gw.Namespace, "tls"),
-			Spec: cmv1.CertificateSpec{IsCA: true, CommonName: CACommonName, SecretName: n.CA,
+			Spec: cmv1.CertificateSpec{IsCA: true, CommonName: CACommonName, SecretName: n.CA, SecretTemplate: tmpl,
 				Duration: &metav1.Duration{Duration: CAValidity}, PrivateKey: ecdsa, IssuerRef: local(selfSigned)}},
 		&cmv1.Issuer{ObjectMeta: meta(gw, caIssuer, gw.Namespace, "tls"),
 			Spec: cmv1.IssuerSpec{IssuerConfig: cmv1.IssuerConfig{CA: &cmv1.CAIssuer{SecretName: n.CA}}}},
 		&cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-server", gw.Namespace, "tls"),
 			Spec: cmv1.CertificateSpec{CommonName: n.Fullname, DNSNames: ServerDNSNames(gw, in), IPAddresses: []string{"127.0.0.1"},
-				SecretName: n.ServerTLS, Duration: dur, RenewBefore: renew, PrivateKey: ecdsa, IssuerRef: local(caIssuer),
+				SecretName: n.ServerTLS, SecretTemplate: tmpl, Duration: dur, RenewBefore: renew, PrivateKey: ecdsa, IssuerRef: local(caIssuer),
 				Usages: []cmv1.KeyUsage{cmv1.UsageServerAuth, cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment}}},
 		&cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-client", gw.Namespace, "tls"),
 			Spec: cmv1.CertificateSpec{CommonName: ClientCommonName, Subject: &cmv1.X509Subject{OrganizationalUnits: []string{ClientOU}},
-				SecretName: n.ClientTLS, Duration: dur, RenewBefore: renew, PrivateKey: ecdsa, IssuerRef: local(caIssuer),
+				SecretName: n.ClientTLS, SecretTemplate: tmpl, Duration: dur, RenewBefore: renew, PrivateKey: ecdsa, IssuerRef: local(caIssuer),
 				Usages: []cmv1.KeyUsage{cmv1.UsageClientAuth, cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment}}},
 	}
 	if ext := ExternalIssuer(gw); ext != nil {
@@ -73,7 +76,7 @@ func CertManagerObjects(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []cli
 			cn = names[0]
 		}
 		out = append(out, &cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-server-external", gw.Namespace, "tls"),
-			Spec: cmv1.CertificateSpec{CommonName: cn, DNSNames: names, SecretName: n.ServerExternal,
+			Spec: cmv1.CertificateSpec{CommonName: cn, DNSNames: names, SecretName: n.ServerExternal, SecretTemplate: tmpl,
 				Duration: dur, RenewBefore: renew, PrivateKey: ecdsa,
 				IssuerRef: cmmeta.IssuerReference{Name: ext.Name, Kind: ext.Kind, Group: ext.Group},
 				Usages:    []cmv1.KeyUsage{cmv1.UsageServerAuth, cmv1.UsageDigitalSignature, cmv1.UsageKeyEncipherment}}})

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	routev1 "github.com/openshift/api/route/v1"
+	securityv1 "github.com/openshift/api/security/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
+)
+
+// ownedBy reports whether o carries gw's labels (children outside the
+// gateway's namespace and at cluster scope have no owner reference).
+func ownedBy(o client.Object, gw *openshellv1alpha1.OpenShellGateway) bool {
+	want := render.Labels(gw, "")
+	l := o.GetLabels()
+	return l[render.LabelGatewayNamespace] == want[render.LabelGatewayNamespace] && l[render.LabelGatewayName] == want[render.LabelGatewayName]
+}
+
+// deleteIfOurs deletes the named object when it exists and belongs to gw.
+func (r *Reconciler) deleteIfOurs(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, o client.Object) error {
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !ownedBy(o, gw) {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %T %s: %w", o, client.ObjectKeyFromObject(o), err)
+	}
+	return nil
+}
+
+// prune deletes children that an earlier spec needed and this one does not:
+// the other workload kind, a disabled Route, cert-manager objects after a
+// switch to the built-in PKI, the SCC binding after a switch to Combined.
+func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, rendered render.Rendered) error {
+	n := render.NamesFor(gw)
+	var stale []client.Object
+	if render.UsesPostgres(gw) {
+		stale = append(stale, &appsv1.StatefulSet{})
+	} else {
+		stale = append(stale, &appsv1.Deployment{})
+	}
+	for _, o := range stale {
+		o.SetNamespace(gw.Namespace)
+		o.SetName(n.Fullname)
+	}
+	if in.Route && !render.RouteEnabled(gw, in) {
+		stale = append(stale, &routev1.Route{})
+		stale[len(stale)-1].SetNamespace(gw.Namespace)
+		stale[len(stale)-1].SetName(n.Fullname)
+	}
+	if in.TLS == render.TLSCertManager && render.ExternalIssuer(gw) == nil {
+		c := &cmv1.Certificate{}
+		c.SetNamespace(gw.Namespace)
+		c.SetName(n.Fullname + "-server-external")
+		stale = append(stale, c)
+	}
+	if in.SCC && !rendered.UsesSCC {
+		rb := scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, nil, nil)
+		stale = append(stale, &rbacv1.RoleBinding{ObjectMeta: rb.ObjectMeta})
+	}
+	for _, o := range stale {
+		if err := r.deleteIfOurs(ctx, gw, o); err != nil {
+			return err
+		}
+	}
+	if in.TLS == render.TLSBuiltin {
+		if pf, _ := r.Preflight.Get(); pf.CertManager {
+			return r.deleteCertManagerObjects(ctx, gw)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteCertManagerObjects(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
+	sel := client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}
+	for _, o := range []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}} {
+		if err := r.Client.DeleteAllOf(ctx, o, client.InNamespace(gw.Namespace), sel); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete stale cert-manager objects: %w", err)
+		}
+	}
+	return nil
+}
+
+// reconcileDelete removes cluster-scoped children, children in another
+// sandbox namespace, and the shared SCC when no other gateway needs it.
+// Children in the gateway's namespace go by garbage collection.
+func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
+	if !controllerutil.ContainsFinalizer(gw, Finalizer) {
+		return nil
+	}
+	n := render.NamesFor(gw)
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{},
+	} {
+		o.SetName(n.ClusterScoped)
+		if err := r.deleteIfOurs(ctx, gw, o); err != nil {
+			return err
+		}
+	}
+	if n.SandboxNamespace != gw.Namespace {
+		sel := client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}
+		for _, o := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}} {
+			if err := r.Client.DeleteAllOf(ctx, o, client.InNamespace(n.SandboxNamespace), sel); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete children in %s: %w", n.SandboxNamespace, err)
+			}
+		}
+	}
+	// Secrets written by cert-manager carry the labels but no owner reference.
+	if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(gw.Namespace),
+		client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}); err != nil {
+		return fmt.Errorf("delete certificate secrets: %w", err)
+	}
+	pf, known := r.Preflight.Get()
+	if known && pf.SCC {
+		inUse, err := r.sccUsedByOthers(ctx, gw, pf)
+		if err != nil {
+			return err
+		}
+		if !inUse {
+			for _, o := range []client.Object{
+				&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scc.UseClusterRole}},
+				&securityv1.SecurityContextConstraints{ObjectMeta: metav1.ObjectMeta{Name: scc.Name}},
+			} {
+				if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete %s: %w", o.GetName(), err)
+				}
+			}
+		}
+	}
+	controllerutil.RemoveFinalizer(gw, Finalizer)
+	if err := r.Client.Update(ctx, gw); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
+// sccUsedByOthers reports whether another live managed gateway needs the SCC.
+func (r *Reconciler) sccUsedByOthers(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (bool, error) {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return false, fmt.Errorf("list gateways: %w", err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+			continue
+		}
+		if render.UsesNarrowSCC(o, render.Inputs{SCC: pf.SCC}) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,408 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	. "github.com/onsi/gomega"
+	routev1 "github.com/openshift/api/route/v1"
+	securityv1 "github.com/openshift/api/security/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers"
+	"github.com/openshell/openshell-operator/controllers/gateway"
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/pki"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
+	"github.com/openshell/openshell-operator/test/framework"
+)
+
+// Two control planes: OpenShift with cert-manager, and vanilla Kubernetes.
+var openshift, vanilla *framework.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	framework.SetupLogging()
+	if testing.Short() {
+		fmt.Println("skipping gateway integration tests in -short mode")
+		os.Exit(0)
+	}
+	var err error
+	if openshift, err = framework.StartEnv(framework.EnvOptions{OpenShift: true, CertManager: true, AgentSandbox: framework.AgentSandboxBetaOnly}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if vanilla, err = framework.StartEnv(framework.EnvOptions{AgentSandbox: framework.AgentSandboxBetaOnly}); err != nil {
+		_ = openshift.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = openshift.Stop()
+	_ = vanilla.Stop()
+	os.Exit(code)
+}
+
+func newGateway(ns string, mutate func(*openshellv1alpha1.ManagedGatewaySpec)) *openshellv1alpha1.OpenShellGateway {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	if mutate != nil {
+		mutate(gw.Spec.Managed)
+	}
+	return gw
+}
+
+func cond(g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway, typ string) metav1.Condition {
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+	found := meta.FindStatusCondition(cur.Status.Conditions, typ)
+	g.Expect(found).NotTo(BeNil(), "condition %s missing", typ)
+	return *found
+}
+
+// children are the namespaced objects of the OpenShift variant.
+func children(ns string) []client.Object {
+	key := func(o client.Object, name string) client.Object { o.SetNamespace(ns); o.SetName(name); return o }
+	return []client.Object{
+		key(&corev1.ServiceAccount{}, "openshell"), key(&corev1.ServiceAccount{}, "openshell-sandbox"),
+		key(&rbacv1.Role{}, "openshell-sandbox"), key(&rbacv1.RoleBinding{}, "openshell-sandbox"),
+		key(&corev1.ConfigMap{}, "openshell-config"), key(&corev1.Service{}, "openshell"),
+		key(&appsv1.StatefulSet{}, "openshell"), key(&policyv1.PodDisruptionBudget{}, "openshell"),
+		key(&networkingv1.NetworkPolicy{}, "openshell-gateway"), key(&networkingv1.NetworkPolicy{}, "openshell-sandboxes"),
+		key(&routev1.Route{}, "openshell"),
+		key(&cmv1.Issuer{}, "openshell-selfsigned"), key(&cmv1.Issuer{}, "openshell-ca-issuer"),
+		key(&cmv1.Certificate{}, "openshell-ca"), key(&cmv1.Certificate{}, "openshell-server"), key(&cmv1.Certificate{}, "openshell-client"),
+		key(&rbacv1.RoleBinding{}, scc.RoleBindingName+"-openshell-sandbox"),
+		key(&corev1.Secret{}, "openshell-jwt-keys"), key(&corev1.Secret{}, "openshell-credential-kek"),
+	}
+}
+
+func clusterChildren(ns string) []client.Object {
+	name := render.NamesFor(newGateway(ns, nil)).ClusterScoped
+	return []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		&securityv1.SecurityContextConstraints{ObjectMeta: metav1.ObjectMeta{Name: scc.Name}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scc.UseClusterRole}},
+	}
+}
+
+// playCertManager writes the Secrets cert-manager would write for the
+// server and client Certificates (with the secretTemplate labels).
+func playCertManager(ctx context.Context, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway) *pki.KeyPair {
+	now := time.Now()
+	ca, err := pki.NewCA("openshell-ca", 24*time.Hour, now)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, crt := range []string{"openshell-server", "openshell-client"} {
+		cert := &cmv1.Certificate{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: crt}, cert)).To(Succeed())
+		leaf, err := ca.Issue(pki.LeafRequest{CommonName: cert.Spec.CommonName, DNSNames: cert.Spec.DNSNames,
+			Server: crt == "openshell-server", Client: crt == "openshell-client", Validity: 12 * time.Hour}, now)
+		g.Expect(err).NotTo(HaveOccurred())
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cert.Spec.SecretName, Namespace: gw.Namespace,
+			Labels: cert.Spec.SecretTemplate.Labels}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM}}
+		g.Expect(c.Create(ctx, s)).To(Succeed())
+	}
+	return ca
+}
+
+func reconcileCount(controller string) float64 {
+	mfs, _ := metrics.Registry.Gather()
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []client.Object) map[string]string {
+	out := map[string]string{}
+	for _, o := range objs {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed(), "%T %s", o, o.GetName())
+		out[fmt.Sprintf("%T/%s", o, o.GetName())] = o.GetResourceVersion()
+	}
+	return out
+}
+
+// TestManagedGatewayOnOpenShift installs a gateway with cert-manager, a
+// Route and the narrow SCC, and walks it to Available, through drift,
+// configuration changes, an operator restart and deletion.
+func TestManagedGatewayOnOpenShift(t *testing.T) {
+	outer := t
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := openshift.Client
+	ns := framework.CreateNamespace(ctx, t, c, "gw")
+	stop := framework.StartManager(t, openshift.Config, manager.Options{WatchNamespaces: []string{ns}})
+
+	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+
+	all := append(children(ns), clusterChildren(ns)...)
+	g.Eventually(func(g Gomega) {
+		for _, o := range all {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed(), "%T %s", o, o.GetName())
+		}
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	for _, o := range children(ns) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		g.Expect(metav1.IsControlledBy(o, &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{UID: currentUID(ctx, g, c, gw)}})).
+			To(BeTrue(), "%T %s has no controller reference to the gateway: %+v", o, o.GetName(), o.GetOwnerReferences())
+	}
+
+	// Waiting for certificates, a router and pods.
+	g.Eventually(func(g Gomega) {
+		g.Expect(cond(g, c, gw, gateway.ConditionTLSReady).Reason).To(Equal(gateway.ReasonCertificatesPending))
+		g.Expect(cond(g, c, gw, gateway.ConditionSCCReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Reason).To(Equal("NotAdmitted"))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionFalse))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	// Play cert-manager, the router and the StatefulSet controller.
+	ca := playCertManager(ctx, g, c, gw)
+	rt := &routev1.Route{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, rt)).To(Succeed())
+	g.Expect(rt.Spec.TLS.Termination).To(Equal(routev1.TLSTerminationPassthrough))
+	g.Expect(rt.Spec.TLS.InsecureEdgeTerminationPolicy).To(Equal(routev1.InsecureEdgeTerminationPolicyNone))
+	rt.Status.Ingress = []routev1.RouteIngress{{Host: "openshell.apps.example.com", RouterName: "default",
+		Conditions: []routev1.RouteIngressCondition{{Type: routev1.RouteAdmitted, Status: corev1.ConditionTrue}}}}
+	g.Expect(c.Status().Update(ctx, rt)).To(Succeed())
+	markStatefulSetReady(ctx, g, c, ns)
+
+	g.Eventually(func(g Gomega) {
+		tls := cond(g, c, gw, gateway.ConditionTLSReady)
+		g.Expect(tls.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(tls.Message).To(ContainSubstring("issued by cert-manager; the earliest expires at"))
+		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionTrue))
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseAvailable))
+		g.Expect(cur.Status.Endpoint).To(Equal("https://openshell.apps.example.com:443"))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	_ = ca
+
+	t.Run("drift is corrected", func(t *testing.T) {
+		g := NewWithT(t)
+		svc := &corev1.Service{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, svc)).To(Succeed())
+		svc.Spec.Ports = svc.Spec.Ports[:1]
+		g.Expect(c.Update(ctx, svc)).To(Succeed())
+		cm := &corev1.ConfigMap{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-config"}, cm)).To(Succeed())
+		cm.Data["gateway.toml"] = "disable_tls = true\n"
+		g.Expect(c.Update(ctx, cm)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+			g.Expect(svc.Spec.Ports).To(HaveLen(2))
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+			g.Expect(cm.Data["gateway.toml"]).NotTo(ContainSubstring("disable_tls"))
+			g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("[openshell.gateway.tls]"))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+	})
+
+	t.Run("a config change rolls the gateway, other changes do not", func(t *testing.T) {
+		g := NewWithT(t)
+		hash := func(g Gomega) string {
+			sts := &appsv1.StatefulSet{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
+			return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
+		}
+		before := hash(g)
+		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
+			gw.Spec.ImagePolicy.Mode = openshellv1alpha1.ImagePolicyWarn
+		})
+		g.Consistently(hash).WithTimeout(2 * time.Second).Should(Equal(before))
+		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.LogLevel = "debug" })
+		g.Eventually(hash).WithTimeout(10 * time.Second).ShouldNot(Equal(before))
+		cm := &corev1.ConfigMap{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-config"}, cm)).To(Succeed())
+		g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("log_level = 'debug'"))
+		markStatefulSetReady(ctx, g, c, ns)
+	})
+
+	t.Run("restarting the operator writes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Eventually(func(g Gomega) {
+			g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionTrue))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		objs := append(append(children(ns), clusterChildren(ns)...), &openshellv1alpha1.OpenShellGateway{ObjectMeta: gw.ObjectMeta})
+		stop()
+		before := resourceVersions(ctx, g, c, objs)
+		count := reconcileCount("openshellgateway")
+		framework.StartManager(outer, openshift.Config, manager.Options{WatchNamespaces: []string{ns}})
+		g.Eventually(func() float64 { return reconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
+		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
+	})
+
+	t.Run("deletion removes cluster-scoped objects", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(c.Delete(ctx, gw)).To(Succeed())
+		g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), &openshellv1alpha1.OpenShellGateway{}) }).
+			WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+		for _, o := range clusterChildren(ns) {
+			g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(o), o))).To(BeTrue(), "%T %s left behind", o, o.GetName())
+		}
+		for _, name := range []string{"openshell-server-tls", "openshell-client-tls"} {
+			g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
+		}
+	})
+}
+
+func currentUID(ctx context.Context, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway) types.UID {
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+	return cur.UID
+}
+
+func updateGateway(ctx context.Context, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway, mutate func(*openshellv1alpha1.OpenShellGateway)) {
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		mutate(cur)
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+}
+
+// markStatefulSetReady plays the StatefulSet controller and kubelet, which
+// envtest does not run.
+func markStatefulSetReady(ctx context.Context, g Gomega, c client.Client, ns string) {
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts); err != nil {
+			return err
+		}
+		sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 1, ReadyReplicas: 1,
+			UpdatedReplicas: 1, CurrentReplicas: 1, AvailableReplicas: 1}
+		return c.Status().Update(ctx, sts)
+	})).To(Succeed())
+}
+
+// TestBuiltinPKIOnVanillaKubernetes: without cert-manager the operator
+// issues the certificates, renews leaves before expiry and rotates its CA;
+// without OpenShift there is no Route and no SCC, and conditions say so.
+func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := vanilla.Client
+	ns := framework.CreateNamespace(ctx, t, c, "pki")
+	clock := &fakeClock{now: time.Now()}
+	framework.StartManager(t, vanilla.Config, manager.Options{WatchNamespaces: []string{ns},
+		Controllers: controllers.Options{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
+	gw := newGateway(ns, nil)
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+
+	read := func(g Gomega, name string) *x509.Certificate {
+		s := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+		cert, err := pki.ParseCert(s.Data["tls.crt"])
+		g.Expect(err).NotTo(HaveOccurred())
+		return cert
+	}
+	var ca, server, client1 *x509.Certificate
+	g.Eventually(func(g Gomega) {
+		ca, server, client1 = read(g, "openshell-ca-tls"), read(g, "openshell-server-tls"), read(g, "openshell-client-tls")
+		tls := cond(g, c, gw, gateway.ConditionTLSReady)
+		g.Expect(tls.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(tls.Message).To(ContainSubstring("issued by built-in PKI"))
+		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Reason).To(Equal("RouteAPIUnavailable"))
+		g.Expect(cond(g, c, gw, gateway.ConditionSCCReady).Reason).To(Equal("NotApplicable"))
+	}).WithTimeout(15 * time.Second).Should(Succeed())
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	_, err := server.Verify(x509.VerifyOptions{Roots: pool, DNSName: "openshell." + ns + ".svc", CurrentTime: clock.Now()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, &routev1.Route{})).NotTo(Succeed())
+
+	// Past two thirds of the leaf lifetime both leaves are reissued by the
+	// same CA.
+	clock.Advance(2*24*time.Hour + time.Hour)
+	poke(ctx, g, c, gw)
+	g.Eventually(func(g Gomega) {
+		s2 := read(g, "openshell-server-tls")
+		g.Expect(s2.SerialNumber).NotTo(Equal(server.SerialNumber))
+		g.Expect(read(g, "openshell-client-tls").SerialNumber).NotTo(Equal(client1.SerialNumber))
+		g.Expect(read(g, "openshell-ca-tls").SerialNumber).To(Equal(ca.SerialNumber))
+		g.Expect(s2.CheckSignatureFrom(ca)).To(Succeed())
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	// Past two thirds of the CA lifetime the CA rotates and every leaf follows.
+	clock.Advance(20 * 24 * time.Hour)
+	poke(ctx, g, c, gw)
+	g.Eventually(func(g Gomega) {
+		newCA := read(g, "openshell-ca-tls")
+		g.Expect(newCA.SerialNumber).NotTo(Equal(ca.SerialNumber))
+		g.Expect(read(g, "openshell-server-tls").CheckSignatureFrom(newCA)).To(Succeed())
+		g.Expect(read(g, "openshell-client-tls").CheckSignatureFrom(newCA)).To(Succeed())
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	// An external issuer needs cert-manager: said plainly.
+	updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt", Kind: "ClusterIssuer", Group: "cert-manager.io"}
+	})
+	g.Eventually(func(g Gomega) {
+		tls := cond(g, c, gw, gateway.ConditionTLSReady)
+		g.Expect(tls.Reason).To(Equal(gateway.ReasonCertManagerRequired))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionTrue))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+}
+
+// poke changes an annotation to make the operator reconcile now.
+func poke(ctx context.Context, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway) {
+	updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
+		if gw.Annotations == nil {
+			gw.Annotations = map[string]string{}
+		}
+		gw.Annotations["test/poke"] = time.Now().String()
+	})
+}
+
+// fakeClock drives the built-in PKI's notion of now.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}

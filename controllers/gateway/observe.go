@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	routev1 "github.com/openshift/api/route/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/pki"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+)
+
+// observeWorkload reads the StatefulSet or Deployment and says whether the
+// gateway serves: every replica updated and ready for the current spec.
+func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (workload, error) {
+	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}
+	want := render.Replicas(gw)
+	var gen, observed int64
+	var ready, updated int32
+	if render.UsesPostgres(gw) {
+		d := &appsv1.Deployment{}
+		if err := r.Client.Get(ctx, key, d); err != nil {
+			return workload{}, client.IgnoreNotFound(err)
+		}
+		gen, observed, ready, updated = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas
+	} else {
+		s := &appsv1.StatefulSet{}
+		if err := r.Client.Get(ctx, key, s); err != nil {
+			return workload{Reason: ReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
+		}
+		gen, observed, ready, updated = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas
+	}
+	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
+	if observed < gen || updated < want || ready < want {
+		return workload{Reason: ReasonInstalling, Message: msg + " (rolling out)"}, nil
+	}
+	return workload{Ready: true, Reason: ReasonWorkloadReady, Message: msg}, nil
+}
+
+// routeState is what the Route's status says.
+type routeState struct {
+	Admitted bool
+	Host     string
+	Message  string
+}
+
+func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (routeState, error) {
+	rt := &routev1.Route{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}, rt); err != nil {
+		if apierrors.IsNotFound(err) {
+			return routeState{Message: "the Route is being created"}, nil
+		}
+		return routeState{}, fmt.Errorf("get route: %w", err)
+	}
+	for _, ing := range rt.Status.Ingress {
+		for _, c := range ing.Conditions {
+			if c.Type != routev1.RouteAdmitted {
+				continue
+			}
+			if c.Status == corev1.ConditionTrue {
+				return routeState{Admitted: true, Host: ing.Host, Message: fmt.Sprintf("admitted by router %s for host %s", ing.RouterName, ing.Host)}, nil
+			}
+			return routeState{Host: ing.Host, Message: fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message)}, nil
+		}
+	}
+	return routeState{Message: "waiting for a router to admit the Route"}, nil
+}
+
+// tlsState is what the gateway's certificate Secrets hold.
+type tlsState struct {
+	Ready   bool
+	Reason  string
+	Message string
+	// Expires is the earliest expiry of the server and client certificates.
+	Expires time.Time
+}
+
+// Reasons of the TLSReady condition.
+const (
+	ReasonCertificatesReady   = "CertificatesReady"
+	ReasonCertificatesPending = "CertificatesPending"
+	ReasonCertificateInvalid  = "CertificateInvalid"
+	ReasonCertManagerRequired = "CertManagerRequired"
+)
+
+func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, source render.TLSSource) (tlsState, error) {
+	n := render.NamesFor(gw)
+	names := []string{n.ServerTLS, n.ClientTLS}
+	if render.ExternalIssuer(gw) != nil {
+		names = append(names, n.ServerExternal)
+	}
+	var expires time.Time
+	now := r.now()
+	for _, name := range names {
+		s := &corev1.Secret{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: name}, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return tlsState{Reason: ReasonCertificatesPending, Message: fmt.Sprintf("waiting for %s to write Secret %s", source, name)}, nil
+			}
+			return tlsState{}, fmt.Errorf("read secret %s: %w", name, err)
+		}
+		cert, err := pki.ParseCert(s.Data[pki.KeyCert])
+		if err != nil || len(s.Data[pki.KeyKey]) == 0 || (name != n.ServerExternal && len(s.Data[pki.KeyCA]) == 0) {
+			return tlsState{Reason: ReasonCertificateInvalid, Message: fmt.Sprintf("Secret %s does not hold a usable tls.crt, tls.key and ca.crt", name)}, nil
+		}
+		if !now.Before(cert.NotAfter) {
+			return tlsState{Reason: ReasonCertificateInvalid, Message: fmt.Sprintf("the certificate in Secret %s expired at %s", name, cert.NotAfter.UTC().Format(time.RFC3339))}, nil
+		}
+		if expires.IsZero() || cert.NotAfter.Before(expires) {
+			expires = cert.NotAfter
+		}
+	}
+	return tlsState{Ready: true, Reason: ReasonCertificatesReady, Expires: expires,
+		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}, nil
+}

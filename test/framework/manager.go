@@ -1,0 +1,55 @@
+package framework
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+)
+
+// TestImages are digest-pinned operand images for tests (nothing pulls them).
+var TestImages = operatorenv.RelatedImages{
+	Gateway:    "registry.example/openshell/gateway@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+	Supervisor: "registry.example/openshell/supervisor@sha256:2222222222222222222222222222222222222222222222222222222222222222",
+	Sandbox:    "registry.example/openshell/sandbox@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+}
+
+// StartManager runs the operator's manager until the returned stop
+// function is called (also at test cleanup). Metrics and probes are off
+// unless opts set them; images default to TestImages.
+func StartManager(t testing.TB, cfg *rest.Config, opts manager.Options) (stop func()) {
+	t.Helper()
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
+	if opts.ProbeAddr == "" {
+		opts.ProbeAddr = "0"
+	}
+	if opts.Controllers.Images == (operatorenv.RelatedImages{}) {
+		opts.Controllers.Images = TestImages
+	}
+	opts.SkipControllerNameValidation = true
+	mgr, err := manager.New(cfg, opts)
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager exited with error: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
