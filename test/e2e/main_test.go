@@ -28,7 +28,9 @@ func run(m *testing.M) int {
 	}
 	var err error
 	cluster, err = framework.StartCluster(context.Background(), framework.ClusterOptions{
-		EnvOptions: framework.EnvOptions{OpenShift: true, CertManager: true, AgentSandbox: framework.AgentSandboxBetaOnly},
+		// OpenShift APIs without cert-manager: the built-in PKI issues certificates
+		// (no cert-manager controller can run here).
+		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start e2e cluster:", err)
