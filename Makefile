@@ -39,8 +39,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code and the gateway gRPC client.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	cd proto && $(LOCALBIN)/buf generate
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configuration.
@@ -66,8 +67,8 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
 	$(MAKE) generate manifests
-	@if [ -n "$$(git status --porcelain -- api config bundle catalog)" ]; then \
-		git status --short -- api config bundle catalog; git --no-pager diff --stat -- api config bundle catalog; \
+	@if [ -n "$$(git status --porcelain -- api config bundle catalog internal/gateway/pb)" ]; then \
+		git status --short -- api config bundle catalog internal/gateway/pb; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb; \
 		echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 
@@ -115,7 +116,7 @@ demo: tools ## Bring up a local cluster, the operator and a test gateway, and sh
 
 ##@ Tools
 
-TOOL_BINS := $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc \
+TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc \
 	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler \
 	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm
 
@@ -135,6 +136,8 @@ $(LOCALBIN)/protoc-gen-go: $(TOOLS_DIR)/codegen/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/codegen && go build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
 $(LOCALBIN)/protoc-gen-go-grpc: $(TOOLS_DIR)/codegen/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/codegen && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+$(LOCALBIN)/buf: $(TOOLS_DIR)/buf/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/buf && go build -o $@ github.com/bufbuild/buf/cmd/buf
 $(LOCALBIN)/etcd: $(TOOLS_DIR)/etcd/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/etcd && go build -trimpath -o $@ go.etcd.io/etcd/server/v3
 $(LOCALBIN)/kube-%: $(TOOLS_DIR)/kube/go.mod | $(LOCALBIN)

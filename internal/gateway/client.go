@@ -1,0 +1,251 @@
+// Package gateway is the operator's client of the OpenShell gateway API:
+// one pooled gRPC connection per gateway, TLS verified against the gateway
+// CA with SNI, per-call deadlines, retries with backoff only for retryable
+// codes, an x-request-id on every call, and a bearer token that is never
+// logged.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+)
+
+// Defaults for calls.
+const (
+	DefaultCallTimeout = 10 * time.Second
+	DefaultAttempts    = 3
+	RequestIDHeader    = "x-request-id"
+)
+
+// TokenSource returns a bearer token for a gateway (empty: no token).
+type TokenSource interface {
+	Token(ctx context.Context) (string, error)
+}
+
+// Target describes how to reach one gateway.
+type Target struct {
+	// Endpoint is https://host:port.
+	Endpoint string
+	// ServerName overrides SNI and verification; defaults to the host.
+	ServerName string
+	// CAPEM is the CA bundle that signs the gateway's server certificate.
+	CAPEM []byte
+	// Tokens authenticates calls; nil sends none (Health needs none).
+	Tokens TokenSource
+}
+
+// key identifies a connection; a changed CA or endpoint gives a new one.
+func (t Target) key() string {
+	sum := sha256.Sum256(append([]byte(t.Endpoint+"\x00"+t.ServerName+"\x00"), t.CAPEM...))
+	return hex.EncodeToString(sum[:])
+}
+
+// Pool keeps one connection per gateway.
+type Pool struct {
+	// CallTimeout bounds each attempt; Attempts bounds retries.
+	CallTimeout time.Duration
+	Attempts    int
+
+	mu    sync.Mutex
+	conns map[string]*pooled // by gateway name
+}
+
+type pooled struct {
+	key  string
+	conn *grpc.ClientConn
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{conns: map[string]*pooled{}} }
+
+// Client is a gateway API client bound to one connection.
+type Client struct {
+	openshellv1.OpenShellClient
+}
+
+// Get returns the client for gateway name (namespace/name), dialing or
+// re-dialing when the target changed.
+func (p *Pool) Get(name string, t Target) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := t.key()
+	if c, ok := p.conns[name]; ok {
+		if c.key == k {
+			return &Client{openshellv1.NewOpenShellClient(c.conn)}, nil
+		}
+		_ = c.conn.Close()
+		delete(p.conns, name)
+	}
+	conn, err := p.dial(t)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[name] = &pooled{key: k, conn: conn}
+	return &Client{openshellv1.NewOpenShellClient(conn)}, nil
+}
+
+// Forget closes the connection of a deleted gateway.
+func (p *Pool) Forget(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[name]; ok {
+		_ = c.conn.Close()
+		delete(p.conns, name)
+	}
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, c := range p.conns {
+		_ = c.conn.Close()
+		delete(p.conns, name)
+	}
+}
+
+func (p *Pool) dial(t Target) (*grpc.ClientConn, error) {
+	u, err := url.Parse(t.Endpoint)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("gateway endpoint %q must be an https:// URL", t.Endpoint)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(t.CAPEM) {
+		return nil, errors.New("gateway CA bundle holds no PEM certificate")
+	}
+	serverName := t.ServerName
+	if serverName == "" {
+		serverName = u.Hostname()
+	}
+	tlsCfg := &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	timeout, attempts := p.CallTimeout, p.Attempts
+	if timeout == 0 {
+		timeout = DefaultCallTimeout
+	}
+	if attempts == 0 {
+		attempts = DefaultAttempts
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		// The gateway pings every 20 s; stay well above its minimum.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+		// Retries wrap the deadline so that each attempt gets its own.
+		grpc.WithChainUnaryInterceptor(requestID, retry(attempts), deadline(timeout)),
+		grpc.WithChainStreamInterceptor(streamRequestID),
+	}
+	if t.Tokens != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{t.Tokens}))
+	}
+	conn, err := grpc.NewClient(host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial gateway %s: %w", t.Endpoint, err)
+	}
+	return conn, nil
+}
+
+// bearer adds the token; it requires TLS, so it never leaves in clear text.
+type bearer struct{ src TokenSource }
+
+func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	tok, err := b.src.Token(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get gateway token: %w", err)
+	}
+	if tok == "" {
+		return nil, nil
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
+
+// NewRequestID returns a random UUIDv4 string.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func withRequestID(ctx context.Context) context.Context {
+	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get(RequestIDHeader)) > 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, NewRequestID())
+}
+
+func requestID(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(withRequestID(ctx), method, req, reply, cc, opts...)
+}
+
+func streamRequestID(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(withRequestID(ctx), desc, cc, method, opts...)
+}
+
+func deadline(d time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// Retryable reports whether a call failed in a way a retry can fix: the
+// gateway was unreachable or shed load. Everything else is a verdict.
+func Retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+func retry(attempts int) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		backoff := 100 * time.Millisecond
+		var err error
+		for i := 0; i < attempts; i++ {
+			if err = invoker(ctx, method, req, reply, cc, opts...); err == nil || !Retryable(err) {
+				return err
+			}
+			if i == attempts-1 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		return err
+	}
+}

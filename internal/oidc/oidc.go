@@ -1,0 +1,262 @@
+// Package oidc makes the operator the OIDC issuer for its managed gateways,
+// so that it holds a platform-admin identity without a long-lived secret:
+// RS256 signing keys live in a Secret in the operator's namespace and rotate
+// (the previous key stays in the JWKS until every token it signed has
+// expired), discovery and JWKS are served over TLS, and access tokens live
+// at most 15 minutes with an audience unique to each gateway.
+package oidc
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Token and key lifetimes.
+const (
+	// TokenTTL bounds every token the operator mints.
+	TokenTTL = 15 * time.Minute
+	// RefreshBefore renews a cached token this long before it expires.
+	RefreshBefore = 3 * time.Minute
+	// KeyRotation is how long a signing key signs before it is replaced.
+	KeyRotation = 24 * time.Hour
+	// Subject identifies the operator in gateway audit logs.
+	Subject = "system:openshell-operator"
+	// AdminRole is the role the gateway maps to platform admin.
+	AdminRole = "openshell-admin"
+	// RolesClaim carries the roles (the gateway's roles_claim).
+	RolesClaim = "roles"
+
+	keySecretCurrent  = "current.pem"
+	keySecretPrevious = "previous.pem"
+	keySecretRotated  = "rotated-at"
+)
+
+// Audience is the audience of tokens for one gateway: unique, so a token
+// for one gateway is useless at another.
+func Audience(namespace, name string) string {
+	return "openshell-gateway/" + namespace + "/" + name
+}
+
+type signingKey struct {
+	key *rsa.PrivateKey
+	kid string
+}
+
+// Issuer mints tokens and serves discovery and JWKS.
+type Issuer struct {
+	// URL is the issuer identifier, https://host[:port].
+	URL string
+	// Client reads and writes the key Secret (namespace SecretNamespace).
+	Client          client.Client
+	SecretNamespace string
+	SecretName      string
+	Clock           func() time.Time
+
+	mu       sync.RWMutex
+	current  *signingKey
+	previous *signingKey
+	rotated  time.Time
+}
+
+func (i *Issuer) now() time.Time {
+	if i.Clock != nil {
+		return i.Clock()
+	}
+	return time.Now()
+}
+
+// Sync loads the keys from the Secret, creating or rotating them when due.
+// Call it at start and periodically; it writes only when it rotates.
+func (i *Issuer) Sync(ctx context.Context) error {
+	s := &corev1.Secret{}
+	err := i.Client.Get(ctx, client.ObjectKey{Namespace: i.SecretNamespace, Name: i.SecretName}, s)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read OIDC key secret: %w", err)
+	}
+	exists := err == nil
+	cur, prev, rotated := parseKeys(s)
+	if cur != nil && i.now().Sub(rotated) < KeyRotation {
+		i.set(cur, prev, rotated)
+		return nil
+	}
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("generate OIDC signing key: %w", err)
+	}
+	next := &signingKey{key: k, kid: kid(&k.PublicKey)}
+	now := i.now()
+	data := map[string][]byte{keySecretCurrent: encodeKey(k), keySecretRotated: []byte(now.UTC().Format(time.RFC3339))}
+	if cur != nil {
+		data[keySecretPrevious] = encodeKey(cur.key)
+	}
+	s.Data = data
+	s.Type = corev1.SecretTypeOpaque
+	if exists {
+		err = i.Client.Update(ctx, s)
+	} else {
+		s.ObjectMeta = metav1.ObjectMeta{Name: i.SecretName, Namespace: i.SecretNamespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "openshell-operator", "app.kubernetes.io/component": "oidc"}}
+		err = i.Client.Create(ctx, s)
+	}
+	if err != nil {
+		return fmt.Errorf("store OIDC signing key: %w", err)
+	}
+	i.set(next, cur, now)
+	return nil
+}
+
+func (i *Issuer) set(cur, prev *signingKey, rotated time.Time) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.current, i.previous, i.rotated = cur, prev, rotated
+}
+
+func parseKeys(s *corev1.Secret) (cur, prev *signingKey, rotated time.Time) {
+	load := func(b []byte) *signingKey {
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil
+		}
+		k, err := x509.ParsePKCS1PrivateKey(blk.Bytes)
+		if err != nil {
+			return nil
+		}
+		return &signingKey{key: k, kid: kid(&k.PublicKey)}
+	}
+	cur, prev = load(s.Data[keySecretCurrent]), load(s.Data[keySecretPrevious])
+	rotated, _ = time.Parse(time.RFC3339, string(s.Data[keySecretRotated]))
+	return cur, prev, rotated
+}
+
+func encodeKey(k *rsa.PrivateKey) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+}
+
+func kid(pub *rsa.PublicKey) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Claims are the token claims the gateway reads.
+type Claims struct {
+	jwt.Claims
+	Roles []string `json:"roles"`
+}
+
+// Token mints a token for one audience.
+func (i *Issuer) Token(audience string) (string, time.Time, error) {
+	i.mu.RLock()
+	k := i.current
+	i.mu.RUnlock()
+	if k == nil {
+		return "", time.Time{}, errors.New("OIDC issuer has no signing key yet")
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.kid))
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("create signer: %w", err)
+	}
+	now := i.now()
+	exp := now.Add(TokenTTL)
+	c := Claims{Claims: jwt.Claims{
+		Issuer: i.URL, Subject: Subject, Audience: jwt.Audience{audience},
+		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)), Expiry: jwt.NewNumericDate(exp),
+		ID: hex.EncodeToString(randBytes(12)),
+	}, Roles: []string{AdminRole}}
+	tok, err := jwt.Signed(signer).Claims(c).Serialize()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("sign token: %w", err)
+	}
+	return tok, exp, nil
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// JWKS is the public key set: the current key and, until its tokens
+// expire, the previous one.
+func (i *Issuer) JWKS() jose.JSONWebKeySet {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	var set jose.JSONWebKeySet
+	for _, k := range []*signingKey{i.current, i.previous} {
+		if k == nil {
+			continue
+		}
+		if k == i.previous && i.now().Sub(i.rotated) > TokenTTL+time.Minute {
+			continue
+		}
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.key.PublicKey, KeyID: k.kid, Algorithm: string(jose.RS256), Use: "sig"})
+	}
+	return set
+}
+
+// Handler serves /.well-known/openid-configuration and /jwks.json.
+func (i *Issuer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{
+			"issuer":                                i.URL,
+			"jwks_uri":                              i.URL + "/jwks.json",
+			"id_token_signing_alg_values_supported": []string{"RS256"},
+			"response_types_supported":              []string{"token"},
+			"subject_types_supported":               []string{"public"},
+		})
+	})
+	mux.HandleFunc("/jwks.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, i.JWKS()) })
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=60")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// TokenSource caches one token per audience and refreshes it before expiry.
+type TokenSource struct {
+	Issuer   *Issuer
+	Audience string
+
+	mu  sync.Mutex
+	tok string
+	exp time.Time
+}
+
+// Token returns a valid token, minting a new one when the cached one is
+// within RefreshBefore of expiring.
+func (t *TokenSource) Token(context.Context) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok != "" && t.Issuer.now().Add(RefreshBefore).Before(t.exp) {
+		return t.tok, nil
+	}
+	tok, exp, err := t.Issuer.Token(t.Audience)
+	if err != nil {
+		return "", err
+	}
+	t.tok, t.exp = tok, exp
+	return tok, nil
+}

@@ -1,0 +1,141 @@
+package oidc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/openshell/openshell-operator/internal/scheme"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newIssuer(t *testing.T, c client.Client, clk *clock) *Issuer {
+	t.Helper()
+	i := &Issuer{URL: "https://issuer.example", Client: c, SecretNamespace: "ops", SecretName: "oidc-keys", Clock: clk.now}
+	if err := i.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+func verify(t *testing.T, tok string, set jose.JSONWebKeySet, aud string, at time.Time) (Claims, error) {
+	t.Helper()
+	parsed, err := jwt.ParseSigned(tok, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return Claims{}, err
+	}
+	keys := set.Key(parsed.Headers[0].KeyID)
+	if len(keys) == 0 {
+		return Claims{}, errors.New("unknown kid")
+	}
+	var c Claims
+	if err := parsed.Claims(keys[0].Key, &c); err != nil {
+		return Claims{}, err
+	}
+	return c, c.ValidateWithLeeway(jwt.Expected{Issuer: "https://issuer.example", AnyAudience: jwt.Audience{aud}, Time: at}, 0)
+}
+
+func TestTokensVerifyAgainstJWKS(t *testing.T) {
+	clk := &clock{time.Now()}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	i := newIssuer(t, c, clk)
+	tok, exp, err := i.Token(Audience("gw-ns", "gw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.Sub(clk.t) > TokenTTL {
+		t.Fatalf("token lives %s, more than %s", exp.Sub(clk.t), TokenTTL)
+	}
+	claims, err := verify(t, tok, i.JWKS(), Audience("gw-ns", "gw"), clk.t)
+	if err != nil {
+		t.Fatalf("token does not verify: %v", err)
+	}
+	if len(claims.Roles) != 1 || claims.Roles[0] != AdminRole {
+		t.Fatalf("roles = %v", claims.Roles)
+	}
+	if _, err := verify(t, tok, i.JWKS(), Audience("gw-ns", "other"), clk.t); err == nil {
+		t.Fatal("a token for one gateway verified for another")
+	}
+	if _, err := verify(t, tok, i.JWKS(), Audience("gw-ns", "gw"), clk.t.Add(TokenTTL+time.Second)); err == nil {
+		t.Fatal("an expired token verified")
+	}
+}
+
+func TestKeyRotationKeepsPreviousKeyUntilTokensExpire(t *testing.T) {
+	clk := &clock{time.Now()}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	i := newIssuer(t, c, clk)
+	old, _, _ := i.Token("aud")
+
+	// A second replica loads the same key from the Secret.
+	other := newIssuer(t, c, clk)
+	if _, err := verify(t, old, other.JWKS(), "aud", clk.t); err != nil {
+		t.Fatalf("a second issuer does not share the key: %v", err)
+	}
+
+	clk.t = clk.t.Add(KeyRotation + time.Minute)
+	if err := i.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(i.JWKS().Keys); n != 2 {
+		t.Fatalf("JWKS right after rotation has %d keys, want 2", n)
+	}
+	if _, err := verify(t, old, i.JWKS(), "aud", clk.t.Add(-KeyRotation)); err != nil {
+		t.Fatalf("a token of the previous key no longer verifies: %v", err)
+	}
+	clk.t = clk.t.Add(TokenTTL + 2*time.Minute)
+	if n := len(i.JWKS().Keys); n != 1 {
+		t.Fatalf("JWKS after the old tokens expired has %d keys, want 1", n)
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ops", Name: "oidc-keys"}, s); err != nil || len(s.Data[keySecretPrevious]) == 0 {
+		t.Fatalf("rotated secret: %v", err)
+	}
+}
+
+func TestTokenSourceRefreshesBeforeExpiry(t *testing.T) {
+	clk := &clock{time.Now()}
+	i := newIssuer(t, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), clk)
+	ts := &TokenSource{Issuer: i, Audience: "aud"}
+	a, _ := ts.Token(context.Background())
+	b, _ := ts.Token(context.Background())
+	if a != b {
+		t.Fatal("a fresh token was not reused")
+	}
+	clk.t = clk.t.Add(TokenTTL - RefreshBefore + time.Second)
+	c, _ := ts.Token(context.Background())
+	if c == a {
+		t.Fatal("a token about to expire was reused")
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	clk := &clock{time.Now()}
+	i := newIssuer(t, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), clk)
+	srv := httptest.NewServer(i.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["issuer"] != i.URL || doc["jwks_uri"] != i.URL+"/jwks.json" {
+		t.Fatalf("discovery = %v", doc)
+	}
+}
