@@ -7,14 +7,18 @@ import (
 
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
+	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
+	gwclient "github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/webhook"
@@ -33,6 +37,10 @@ type Options struct {
 	// PKI and Clock tune the built-in PKI (tests exercise rotation).
 	PKI   gateway.PKIOptions
 	Clock func() time.Time
+	// Issuer is the operator's OIDC issuer (nil: not configured).
+	Issuer *oidc.Issuer
+	// WatchNamespaces mirrors the manager cache (nil: all namespaces).
+	WatchNamespaces []string
 	// PreflightResync re-probes aggregated APIs; 0 uses the default.
 	PreflightResync time.Duration
 }
@@ -47,14 +55,28 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	policies := imagepolicy.NewCache()
 	rec := mgr.GetEventRecorder(EventSource)
 	c := mgr.GetClient()
+	api := mgr.GetAPIReader()
+	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gwclient.NewPool(), Issuer: opts.Issuer}
+	// Secrets are watched by metadata only, in a cache of their own: the
+	// manager's Secret cache holds only the operator's own Secrets.
+	secretMeta, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces(opts.WatchNamespaces)})
+	if err != nil {
+		return fmt.Errorf("create secret metadata cache: %w", err)
+	}
+	if err := mgr.Add(secretMeta); err != nil {
+		return err
+	}
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
-		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec,
+		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways,
 			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock},
-		"OpenShellSandbox":     &sandbox.Reconciler{Client: c, Preflight: store, Policies: policies, Recorder: rec},
-		"OpenShellPolicy":      &policy.Reconciler{},
-		"OpenShellProvider":    &provider.Reconciler{},
+		"OpenShellSandbox": &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
+			Recorder: rec, Gateways: gateways},
+		"OpenShellPolicy": &policy.Reconciler{Client: c},
+		"OpenShellProvider": &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
+			SecretMetadata: secretMeta},
 		"OpenShellImagePolicy": &imagepolicyctrl.Reconciler{Client: c, Policies: policies},
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
@@ -65,6 +87,20 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		if err := (&webhook.SandboxValidator{Reader: c, Policies: policies}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
 		}
+		if err := (&webhook.PolicyValidator{Reader: c}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
+		}
 	}
 	return nil
+}
+
+func namespaces(ns []string) map[string]cache.Config {
+	if len(ns) == 0 {
+		return nil
+	}
+	out := map[string]cache.Config{}
+	for _, n := range ns {
+		out[n] = cache.Config{}
+	}
+	return out
 }

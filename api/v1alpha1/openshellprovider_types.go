@@ -46,8 +46,37 @@ type OpenShellProviderSpec struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
+// ProviderGatewayStatus records what one gateway holds of the provider.
+type ProviderGatewayStatus struct {
+	// Gateway is the namespace/name of the OpenShellGateway.
+	Gateway string `json:"gateway"`
+	// Workspace at the gateway.
+	Workspace string `json:"workspace"`
+	// Name of the provider at the gateway.
+	Name string `json:"name"`
+	// SecretResourceVersion of the credentials Secret last pushed; a newer
+	// one is pushed with UpdateProvider (rotation). Values are never stored.
+	// +optional
+	SecretResourceVersion string `json:"secretResourceVersion,omitempty"`
+	// ObservedGeneration of the provider spec last pushed.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// CredentialKeys are the names (never the values) of the credentials
+	// last pushed, so that a key removed from the Secret is removed at the
+	// gateway too.
+	// +listType=set
+	// +optional
+	CredentialKeys []string `json:"credentialKeys,omitempty"`
+}
+
 // OpenShellProviderStatus is the observed state of a provider.
 type OpenShellProviderStatus struct {
+	// Gateways that hold this provider, because sandboxes using them attach it.
+	// +listType=map
+	// +listMapKey=gateway
+	// +optional
+	Gateways []ProviderGatewayStatus `json:"gateways,omitempty"`
+
 	// Conditions: Ready, Synced.
 	// +listType=map
 	// +listMapKey=type

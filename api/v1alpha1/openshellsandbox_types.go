@@ -181,6 +181,30 @@ type OpenShellSandboxStatus struct {
 	// +optional
 	AgentSandbox *AgentSandboxReference `json:"agentSandbox,omitempty"`
 
+	// Gateway is the namespace/name of the OpenShellGateway that holds the
+	// sandbox; deletion cleans up there even if spec.gatewayRef is gone.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+
+	// AppliedSpecHash is the hash of the immutable parts of the spec (image,
+	// command, env, GPU, resources, log level) the gateway sandbox was
+	// created from; a different hash recreates it.
+	// +optional
+	AppliedSpecHash string `json:"appliedSpecHash,omitempty"`
+
+	// AppliedPolicyHash is the hash of the policy last applied in place.
+	// +optional
+	AppliedPolicyHash string `json:"appliedPolicyHash,omitempty"`
+
+	// PolicyVersion is the gateway's version of the applied policy.
+	// +optional
+	PolicyVersion int64 `json:"policyVersion,omitempty"`
+
+	// AttachedProviders are the providers attached at the gateway.
+	// +listType=set
+	// +optional
+	AttachedProviders []string `json:"attachedProviders,omitempty"`
+
 	// Conditions: Accepted, ImageAllowed, PolicyResolved, ProvidersResolved,
 	// GatewayReachable, Synced, Ready.
 	// +listType=map
@@ -240,6 +264,12 @@ const (
 	SandboxReasonPreflightPending = "PreflightPending"
 	// SandboxReasonGatewayNotFound: spec.gatewayRef names no OpenShellGateway.
 	SandboxReasonGatewayNotFound = "GatewayNotFound"
+	// SandboxReasonPolicyNotFound: spec.policyRef names no OpenShellPolicy.
+	SandboxReasonPolicyNotFound = "PolicyNotFound"
+	// SandboxReasonProviderNotFound: spec.providers names a missing provider.
+	SandboxReasonProviderNotFound = "ProviderNotFound"
+	// SandboxReasonSecretNotFound: an env secretKeyRef cannot be read.
+	SandboxReasonSecretNotFound = "SecretNotFound"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.
 	SandboxReasonWaitingForGateway = "WaitingForGateway"
 )

@@ -34,6 +34,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
@@ -75,6 +76,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Images are the operator's RELATED_IMAGE_* defaults.
 	Images operatorenv.RelatedImages
+	// Gateways connects to gateways (External health checks).
+	Gateways *gwconn.Resolver
 	// PKI tunes the built-in PKI; Clock defaults to time.Now.
 	PKI   PKIOptions
 	Clock func() time.Time
@@ -116,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 
 	var h health
 	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
-		h.waiting = append(h.waiting, issue{Reason: ReasonConnecting, Message: "waiting for the external gateway's Health RPC"})
+		h, res = r.checkExternal(ctx, gw)
 	} else {
 		var err error
 		h, res, err = r.reconcileManaged(ctx, gw, pf)

@@ -1,29 +1,108 @@
-// Package policy reconciles OpenShellPolicy objects.
+// Package policy reconciles OpenShellPolicy objects: it counts the
+// sandboxes that reference a policy (changes propagate through the sandbox
+// controller, which watches policies) and holds a finalizer while any
+// sandbox uses it, a backstop for the deletion webhook.
 package policy
 
 import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers/internal/observe"
+	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// Finalizer keeps a referenced policy until no sandbox uses it.
+const Finalizer = "openshell.ai/policy-in-use"
+
+// Reasons of the Ready condition.
+const (
+	ReasonValid = "Valid"
+	ReasonInUse = "InUse"
 )
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/finalizers,verbs=update
 
-// Reconciler reconciles OpenShellPolicy. Until its real flow lands it only records
-// status.observedGeneration.
+// Reconciler reconciles OpenShellPolicy.
 type Reconciler struct {
-	observe.Reconciler[*openshellv1alpha1.OpenShellPolicy]
+	Client client.Client
 }
 
-// SetupWithManager registers the reconciler with the manager.
+// Users lists the sandboxes in the policy's namespace that reference it.
+func Users(ctx context.Context, c client.Reader, p *openshellv1alpha1.OpenShellPolicy) ([]string, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{sandbox.PolicyIndex: p.Name}); err != nil {
+		return nil, fmt.Errorf("list sandboxes using policy %s: %w", p.Name, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, s := range list.Items {
+		if s.DeletionTimestamp.IsZero() {
+			names = append(names, s.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Reconcile updates the usage count and the finalizer.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &openshellv1alpha1.OpenShellPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	users, err := Users(ctx, r.Client, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	orig := p.DeepCopy()
+	wantFinalizer := len(users) > 0
+	if wantFinalizer != controllerutil.ContainsFinalizer(p, Finalizer) {
+		if wantFinalizer && p.DeletionTimestamp.IsZero() {
+			controllerutil.AddFinalizer(p, Finalizer)
+		} else if !wantFinalizer {
+			controllerutil.RemoveFinalizer(p, Finalizer)
+		}
+		if err := r.Client.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		orig = p.DeepCopy()
+	}
+	if !p.DeletionTimestamp.IsZero() && len(users) > 0 {
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInUse,
+			"deletion waits until no sandbox references this policy: "+strings.Join(users, ", "))
+	} else {
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonValid,
+			fmt.Sprintf("used by %d sandbox(es)", len(users)))
+	}
+	p.Status.SandboxCount = int32(len(users))
+	p.Status.ObservedGeneration = p.Generation
+	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, p)
+}
+
+// SetupWithManager registers the reconciler; sandbox changes re-queue the
+// policy they reference (also the one they stopped referencing, via the
+// old object of the update event).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.Client = mgr.GetClient()
-	r.New = func() *openshellv1alpha1.OpenShellPolicy { return &openshellv1alpha1.OpenShellPolicy{} }
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellPolicy{}).
 		Named("openshellpolicy").
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
+			}
+			return nil
+		})).
 		Complete(r)
 }

@@ -1,29 +1,320 @@
-// Package provider reconciles OpenShellProvider objects.
+// Package provider reconciles OpenShellProvider objects: it pushes the
+// provider, with credentials read from its Secret in the same namespace, to
+// every gateway whose sandboxes attach it, pushes again when the Secret
+// rotates, and deletes it there when it goes. Credential values are never
+// written to status, events or logs, and a provider is never read back
+// from the gateway and written again (the gateway returns REDACTED).
 package provider
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers/internal/observe"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
+	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// SecretIndex indexes providers by their credentials Secret, so that only
+// referenced Secrets trigger work.
+const SecretIndex = "spec.credentialsSecretRef.name"
+
+// Finalizer deletes the provider at its gateways first.
+const Finalizer = "openshell.ai/provider-cleanup"
+
+// Reasons of the Ready condition.
+const (
+	ReasonSynced         = "Synced"
+	ReasonUnused         = "Unused"
+	ReasonSecretNotFound = "SecretNotFound"
+	ReasonGatewayError   = "GatewayError"
+	ReasonInUse          = "AttachedAtGateway"
 )
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/finalizers,verbs=update
 
-// Reconciler reconciles OpenShellProvider. Until its real flow lands it only records
-// status.observedGeneration.
+// Reconciler reconciles OpenShellProvider.
 type Reconciler struct {
-	observe.Reconciler[*openshellv1alpha1.OpenShellProvider]
+	Client client.Client
+	// APIReader reads credential Secrets on demand: they are never cached.
+	APIReader client.Reader
+	Gateways  *gwconn.Resolver
+	Recorder  events.EventRecorder
+	// SecretMetadata is a metadata-only cache of Secrets: rotations are
+	// noticed without holding any Secret value in memory.
+	SecretMetadata cache.Cache
 }
 
-// SetupWithManager registers the reconciler with the manager.
+// Reconcile pushes the provider where it is needed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &openshellv1alpha1.OpenShellProvider{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, p)
+	}
+	orig := p.DeepCopy()
+	needed, err := r.neededGateways(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(needed) > 0 && controllerutil.AddFinalizer(p, Finalizer) {
+		if err := r.Client.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		orig = p.DeepCopy()
+	}
+	res, err := r.push(ctx, p, needed)
+	p.Status.ObservedGeneration = p.Generation
+	return res, joinErr(err, status.Patch(ctx, r.Client, orig, p))
+}
+
+func joinErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// neededGateways are the existing gateways of sandboxes that attach p.
+func (r *Reconciler) neededGateways(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) ([]*openshellv1alpha1.OpenShellGateway, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{sandbox.ProviderIndex: p.Name}); err != nil {
+		return nil, fmt.Errorf("list sandboxes using provider: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []*openshellv1alpha1.OpenShellGateway
+	for i := range list.Items {
+		key := list.Items[i].GatewayKey()
+		if seen[key.String()] {
+			continue
+		}
+		seen[key.String()] = true
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if err := r.Client.Get(ctx, key, gw); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, gw)
+	}
+	sort.Slice(out, func(i, j int) bool { return gwconn.Key(out[i]) < gwconn.Key(out[j]) })
+	return out, nil
+}
+
+// credentials reads the Secret; keys filters it. It returns the values and
+// the Secret's resourceVersion.
+func (r *Reconciler) credentials(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) (map[string]string, string, error) {
+	ref := p.Spec.CredentialsSecretRef
+	if ref == nil {
+		return map[string]string{}, "", nil
+	}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, s); err != nil {
+		return nil, "", err
+	}
+	creds := map[string]string{}
+	for k, v := range s.Data {
+		if len(ref.Keys) == 0 || slices.Contains(ref.Keys, k) {
+			creds[k] = string(v)
+		}
+	}
+	for _, k := range ref.Keys {
+		if _, ok := creds[k]; !ok {
+			return nil, "", fmt.Errorf("secret %s has no key %q", ref.Name, k)
+		}
+	}
+	return creds, s.ResourceVersion, nil
+}
+
+func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, needed []*openshellv1alpha1.OpenShellGateway) (ctrl.Result, error) {
+	if len(needed) == 0 {
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonUnused, "no sandbox attaches this provider yet")
+		return ctrl.Result{}, nil
+	}
+	creds, secretRV, err := r.credentials(ctx, p)
+	if err != nil {
+		msg := err.Error() // our own message naming a missing key
+		var apiErr apierrors.APIStatus
+		switch {
+		case apierrors.IsNotFound(err):
+			msg = fmt.Sprintf("Secret %s not found in namespace %s", p.Spec.CredentialsSecretRef.Name, p.Namespace)
+		case errors.As(err, &apiErr):
+			msg = fmt.Sprintf("cannot read Secret %s: %s", p.Spec.CredentialsSecretRef.Name, apiErr.Status().Reason)
+		}
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonSecretNotFound, msg)
+		return ctrl.Result{}, nil
+	}
+	var failed []string
+	for _, gw := range needed {
+		key := gwconn.Key(gw)
+		i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
+		if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation {
+			continue
+		}
+		var prevKeys []string
+		if i >= 0 {
+			prevKeys = p.Status.Gateways[i].CredentialKeys
+		}
+		entry, err := r.pushTo(ctx, gw, p, creds, prevKeys, i >= 0)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message()))
+			continue
+		}
+		entry.SecretResourceVersion, entry.ObservedGeneration = secretRV, p.Generation
+		if i >= 0 {
+			p.Status.Gateways[i] = entry
+		} else {
+			p.Status.Gateways = append(p.Status.Gateways, entry)
+		}
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsPushed", "Push",
+			"provider pushed to gateway %s (%d credential keys)", key, len(creds))
+	}
+	if len(failed) > 0 {
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonGatewayError, strings.Join(failed, "; "))
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
+		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
+	return ctrl.Result{}, nil
+}
+
+// pushTo creates or updates the provider at one gateway with the full
+// current credentials; keys that disappeared are sent empty (deleted).
+func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
+	creds map[string]string, prevKeys []string, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
+	ws := gateway.WorkspaceName(p.Namespace)
+	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Workspace: ws, Name: p.Name}
+	for k := range creds {
+		entry.CredentialKeys = append(entry.CredentialKeys, k)
+	}
+	sort.Strings(entry.CredentialKeys)
+	conn, err := r.Gateways.Connect(ctx, gw)
+	if err != nil {
+		return entry, err
+	}
+	if _, err := conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+		return entry, err
+	}
+	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
+		Credentials: creds, Config: p.Spec.Config}
+	if !known {
+		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, Workspace: ws})
+		if grpcstatus.Code(err) != codes.AlreadyExists {
+			return entry, err
+		}
+	}
+	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
+		Credentials: map[string]string{}, Config: p.Spec.Config}
+	for k, v := range creds {
+		upd.Credentials[k] = v
+	}
+	for _, k := range prevKeys {
+		if _, ok := creds[k]; !ok {
+			upd.Credentials[k] = "" // removed from the Secret: delete at the gateway
+		}
+	}
+	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, Workspace: ws})
+	return entry, err
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	orig := p.DeepCopy()
+	var left []openshellv1alpha1.ProviderGatewayStatus
+	for _, e := range p.Status.Gateways {
+		ns, name, _ := strings.Cut(e.Gateway, "/")
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return ctrl.Result{}, err
+		}
+		conn, err := r.Gateways.Connect(ctx, gw)
+		if err == nil {
+			_, err = conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
+		}
+		if err != nil {
+			left = append(left, e)
+			status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInUse,
+				"waiting to delete the provider at "+e.Gateway+": "+grpcstatus.Convert(err).Message())
+		}
+	}
+	p.Status.Gateways = left
+	if len(left) > 0 {
+		if err := status.Patch(ctx, r.Client, orig, p); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	controllerutil.RemoveFinalizer(p, Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
+}
+
+// SetupWithManager registers the reconciler: sandbox changes re-queue the
+// providers they attach; Secret changes (metadata only) re-queue the
+// providers that reference them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.Client = mgr.GetClient()
-	r.New = func() *openshellv1alpha1.OpenShellProvider { return &openshellv1alpha1.OpenShellProvider{} }
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &openshellv1alpha1.OpenShellProvider{}, SecretIndex,
+		func(o client.Object) []string {
+			if ref := o.(*openshellv1alpha1.OpenShellProvider).Spec.CredentialsSecretRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("index providers by secret: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellProvider{}).
 		Named("openshellprovider").
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			var reqs []reconcile.Request
+			for _, name := range o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
+			}
+			return reqs
+		})).
+		WatchesRawSource(source.Kind(r.SecretMetadata, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
+					client.InNamespace(o.GetNamespace()), client.MatchingFields{SecretIndex: o.GetName()})
+			}))).
 		Complete(r)
+}
+
+func secretMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
 }

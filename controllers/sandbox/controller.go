@@ -1,44 +1,65 @@
 // Package sandbox reconciles OpenShellSandbox objects: observe → validate
-// (preflight, gateway, image policy; references as they land) → create and
-// follow at the gateway → report status.
+// (preflight, gateway, policy, providers, env Secrets, image policy) →
+// create at the gateway, apply policy and provider changes in place,
+// recreate on immutable changes → follow the gateway's phase → report.
 package sandbox
 
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// GatewayIndex indexes sandboxes by "namespace/name" of their gateway, so a
-// gateway change re-queues only its own sandboxes.
-const GatewayIndex = "spec.gatewayRef"
+// Indexes over sandboxes, so that a change re-queues only the sandboxes it
+// affects.
+const (
+	// GatewayIndex: "namespace/name" of the gateway.
+	GatewayIndex = "spec.gatewayRef"
+	// PolicyIndex: name of the referenced OpenShellPolicy.
+	PolicyIndex = "spec.policyRef"
+	// ProviderIndex: names of the referenced OpenShellProviders.
+	ProviderIndex = "spec.providers"
+)
+
+// Finalizer deletes the sandbox at the gateway before the object goes.
+const Finalizer = "openshell.ai/sandbox-cleanup"
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/finalizers,verbs=update
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies;openshellpolicies;openshellproviders,verbs=get;list;watch
 
 // Reconciler reconciles OpenShellSandbox.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// APIReader reads tenant Secrets (env secretKeyRef) without caching them.
+	APIReader client.Reader
 	Preflight *preflight.Store
 	Policies  *imagepolicy.Cache
 	Recorder  events.EventRecorder
+	Gateways  *gwconn.Resolver
+
+	mu       sync.Mutex
+	failures map[types.NamespacedName]int
 }
 
 // observed is what one reconcile read from the cluster.
@@ -49,13 +70,25 @@ type observed struct {
 	gateway *openshellv1alpha1.OpenShellGateway
 	image   imagepolicy.Decision
 	enforce openshellv1alpha1.ImagePolicyEnforcement
+	// policy is nil when none is referenced or it is missing.
+	policy            *openshellv1alpha1.OpenShellPolicy
+	providers         []*openshellv1alpha1.OpenShellProvider
+	missingProviders  []string
+	unsyncedProviders []string
+	// env holds resolved values; envError names what could not be read
+	// (never a value).
+	env      map[string]string
+	envError string
 }
 
-// Reconcile validates the sandbox and reports status.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile validates the sandbox, drives it at the gateway and reports.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	sb := &openshellv1alpha1.OpenShellSandbox{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sb.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, sb)
 	}
 	if _, known := r.Preflight.Get(); !known {
 		// Before the first cluster probe there is nothing new to say; the
@@ -63,19 +96,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
+	defer func() {
+		if orig.Status.Phase != sb.Status.Phase {
+			r.recordPhase(sb)
+		}
+		if err := status.Patch(ctx, r.Client, orig, sb); err != nil {
+			retErr = err
+		}
+	}()
 	obs, err := r.observe(ctx, sb)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	evaluate(sb, obs)
+	ok := evaluate(sb, obs)
 	sb.Status.ObservedGeneration = sb.Generation
-
-	if orig.Status.Phase != sb.Status.Phase {
-		r.recordPhase(sb)
+	if !ok {
+		// A blocked or rejected sandbox is not an error: nothing is retried
+		// until a watched input (CRD, gateway, policy, provider, image
+		// policy, spec) changes.
+		return ctrl.Result{}, nil
 	}
-	// A blocked or rejected sandbox is not an error: nothing is retried until
-	// a watched input (CRD, gateway, image policy, spec) changes.
-	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, sb)
+	if controllerutil.AddFinalizer(sb, Finalizer) {
+		// Status is patched by the deferred call; the finalizer needs an update.
+		fin := orig.DeepCopy()
+		controllerutil.AddFinalizer(fin, Finalizer)
+		if err := r.Client.Patch(ctx, fin, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		sb.ResourceVersion = fin.ResourceVersion
+		orig.ResourceVersion = fin.ResourceVersion
+	}
+	return r.sync(ctx, sb, obs)
 }
 
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {
@@ -93,7 +144,65 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		return obs, err
 	}
 	obs.image, obs.enforce = d, enf
+	if ref := sb.Spec.PolicyRef; ref != nil {
+		p := &openshellv1alpha1.OpenShellPolicy{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, p); {
+		case err == nil && p.DeletionTimestamp.IsZero():
+			obs.policy = p
+		case err != nil && !apierrors.IsNotFound(err):
+			return obs, fmt.Errorf("get policy %s: %w", ref.Name, err)
+		}
+	}
+	for _, name := range sb.Spec.Providers {
+		p := &openshellv1alpha1.OpenShellProvider{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, p); {
+		case err == nil:
+			obs.providers = append(obs.providers, p)
+		case apierrors.IsNotFound(err):
+			obs.missingProviders = append(obs.missingProviders, name)
+		default:
+			return obs, fmt.Errorf("get provider %s: %w", name, err)
+		}
+	}
+	if obs.gateway != nil {
+		obs.unsyncedProviders = unsynced(obs.providers, gwconn.Key(obs.gateway))
+	}
+	obs.env, obs.envError = r.resolveEnv(ctx, sb)
 	return obs, nil
+}
+
+// resolveEnv reads env values, Secrets included, from the sandbox's own
+// namespace only. Errors name the Secret and key, never a value.
+func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (map[string]string, string) {
+	env := map[string]string{}
+	secrets := map[string]*corev1.Secret{}
+	for _, e := range sb.Spec.Env {
+		if e.Value != nil {
+			env[e.Name] = *e.Value
+			continue
+		}
+		if e.ValueFrom == nil {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		s, ok := secrets[ref.Name]
+		if !ok {
+			s = &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, ref.Name, sb.Namespace)
+				}
+				return nil, fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, ref.Name, apierrors.ReasonForError(err))
+			}
+			secrets[ref.Name] = s
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, ref.Name, ref.Key)
+		}
+		env[e.Name] = string(v)
+	}
+	return env, ""
 }
 
 func (r *Reconciler) recordPhase(sb *openshellv1alpha1.OpenShellSandbox) {
@@ -101,42 +210,65 @@ func (r *Reconciler) recordPhase(sb *openshellv1alpha1.OpenShellSandbox) {
 	typ, reason, note := corev1.EventTypeNormal, "Phase"+string(sb.Status.Phase), "sandbox is "+string(sb.Status.Phase)
 	if c != nil {
 		note += ": " + c.Message
-		if c.Status == "False" && sb.Status.Phase != openshellv1alpha1.SandboxPhasePending {
+	}
+	switch sb.Status.Phase {
+	case openshellv1alpha1.SandboxPhaseRejected, openshellv1alpha1.SandboxPhaseError:
+		typ = corev1.EventTypeWarning
+		if c != nil {
+			reason = c.Reason
+		}
+	case openshellv1alpha1.SandboxPhasePending:
+		if c != nil && c.Reason == openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing {
 			typ, reason = corev1.EventTypeWarning, c.Reason
 		}
-	}
-	if sb.Status.Phase == openshellv1alpha1.SandboxPhasePending && c != nil &&
-		c.Reason == openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing {
-		typ, reason = corev1.EventTypeWarning, c.Reason
 	}
 	r.Recorder.Eventf(sb, nil, typ, reason, "Reconcile", "%s", note)
 }
 
-// SetupWithManager registers the reconciler. Preflight changes re-queue
-// every sandbox; a gateway change re-queues its sandboxes (index); an image
-// policy change re-queues the sandboxes of its namespace.
+// SetupWithManager registers the reconciler and its indexes and watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &openshellv1alpha1.OpenShellSandbox{}, GatewayIndex,
-		func(o client.Object) []string {
+	r.failures = map[types.NamespacedName]int{}
+	idx := mgr.GetFieldIndexer()
+	for name, fn := range map[string]client.IndexerFunc{
+		GatewayIndex: func(o client.Object) []string {
 			return []string{o.(*openshellv1alpha1.OpenShellSandbox).GatewayKey().String()}
-		}); err != nil {
-		return fmt.Errorf("index sandboxes by gateway: %w", err)
+		},
+		PolicyIndex: func(o client.Object) []string {
+			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		},
+		ProviderIndex: func(o client.Object) []string { return o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers },
+	} {
+		if err := idx.IndexField(context.Background(), &openshellv1alpha1.OpenShellSandbox{}, name, fn); err != nil {
+			return fmt.Errorf("index sandboxes by %s: %w", name, err)
+		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellSandbox{}).
 		Named("openshellsandbox").
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfGateway)).
-		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesInNamespace)).
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(GatewayIndex, func(o client.Object) string {
+			return client.ObjectKeyFromObject(o).String()
+		}))).
+		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(PolicyIndex, client.Object.GetName))).
+		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(ProviderIndex, client.Object.GetName))).
+		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
+		})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
 		Complete(r)
 }
 
-func (r *Reconciler) sandboxesOfGateway(ctx context.Context, gw client.Object) []reconcile.Request {
-	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{},
-		client.MatchingFields{GatewayIndex: client.ObjectKeyFromObject(gw).String()})
-}
-
-func (r *Reconciler) sandboxesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
+// byIndex re-queues the sandboxes whose index field equals key(o); for
+// namespaced references (policy, provider) only in o's namespace.
+func (r *Reconciler) byIndex(index string, key func(client.Object) string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		opts := []client.ListOption{client.MatchingFields{index: key(o)}}
+		if index != GatewayIndex {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, opts...)
+	}
 }

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -10,17 +12,35 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// evaluate runs the checks that need no gateway call and sets conditions
-// and phase. The first failing gate decides Accepted: preflight, then the
-// gateway reference, then the image policy. Pure.
-func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) {
+// Condition types a sandbox reports besides Accepted, Ready and Synced.
+const (
+	ConditionPolicyResolved    = "PolicyResolved"
+	ConditionProvidersResolved = "ProvidersResolved"
+)
+
+// Reasons of PolicyResolved and ProvidersResolved.
+const (
+	ReasonResolved        = "Resolved"
+	ReasonNoPolicy        = "NoPolicy"
+	ReasonProviderSyncing = "ProviderSyncing"
+)
+
+// evaluate runs every check that needs no gateway call and sets the
+// conditions and phase they decide. The first failing gate decides
+// Accepted: preflight, gateway reference, policy, providers, env Secrets,
+// then the image policy. It reports whether the sandbox may go to the
+// gateway. Pure.
+func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
 		status.SetCondition(sb, typ, s, reason, msg)
 	}
-	reject := func(phase openshellv1alpha1.SandboxPhase, reason, msg string) {
+	reject := func(phase openshellv1alpha1.SandboxPhase, reason, msg string) bool {
 		set(openshellv1alpha1.ConditionAccepted, metav1.ConditionFalse, reason, msg)
 		set(openshellv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		sb.Status.Phase = phase
+		if sb.Status.SandboxID == "" || phase == openshellv1alpha1.SandboxPhaseRejected {
+			sb.Status.Phase = phase
+		}
+		return false
 	}
 
 	d := obs.image
@@ -30,28 +50,80 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) {
 	}
 	set(openshellv1alpha1.ConditionImageAllowed, imageStatus, d.Reason, d.Message)
 
+	switch {
+	case sb.Spec.PolicyRef == nil:
+		set(ConditionPolicyResolved, metav1.ConditionTrue, ReasonNoPolicy, "no spec.policyRef: the gateway's default policy applies")
+	case obs.policy == nil:
+		set(ConditionPolicyResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyNotFound,
+			fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace))
+	default:
+		set(ConditionPolicyResolved, metav1.ConditionTrue, ReasonResolved, "OpenShellPolicy "+obs.policy.Name+" resolved")
+	}
+	switch {
+	case len(obs.missingProviders) > 0:
+		set(ConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderNotFound,
+			fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace))
+	case len(obs.unsyncedProviders) > 0:
+		set(ConditionProvidersResolved, metav1.ConditionFalse, ReasonProviderSyncing,
+			fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway", strings.Join(obs.unsyncedProviders, ", ")))
+	default:
+		set(ConditionProvidersResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers)))
+	}
+
 	if blocked, msg := preflight.Blocking(obs.preflight, obs.preflightKnown); blocked {
 		reason := openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing
 		if !obs.preflightKnown {
 			reason = openshellv1alpha1.SandboxReasonPreflightPending
 		}
-		reject(openshellv1alpha1.SandboxPhasePending, reason, msg)
-		return
+		return reject(openshellv1alpha1.SandboxPhasePending, reason, msg)
 	}
 	if obs.gateway == nil {
-		reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
+		return reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
 			fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey()))
-		return
+	}
+	if c := findCondition(sb, ConditionPolicyResolved); c.Status == metav1.ConditionFalse {
+		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
+	}
+	if len(obs.missingProviders) > 0 {
+		c := findCondition(sb, ConditionProvidersResolved)
+		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
+	}
+	if obs.envError != "" {
+		return reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, obs.envError)
 	}
 	// An image that no longer complies is reported on a sandbox that already
 	// runs (it is not killed); a sandbox not yet created is rejected.
 	if !d.Allowed && obs.enforce.Mode == openshellv1alpha1.ImagePolicyEnforce && sb.Status.SandboxID == "" {
-		reject(openshellv1alpha1.SandboxPhaseRejected, d.Reason, d.Message)
-		return
+		return reject(openshellv1alpha1.SandboxPhaseRejected, d.Reason, d.Message)
 	}
 	set(openshellv1alpha1.ConditionAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted,
 		"prerequisites are met; Agent Sandbox "+obs.preflight.AgentSandbox.Preferred+" will be used")
-	set(openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonWaitingForGateway,
-		"waiting for the sandbox to be created at the gateway")
-	sb.Status.Phase = openshellv1alpha1.SandboxPhasePending
+	if sb.Status.Phase == "" || sb.Status.Phase == openshellv1alpha1.SandboxPhaseRejected {
+		sb.Status.Phase = openshellv1alpha1.SandboxPhasePending
+	}
+	if sb.Status.SandboxID == "" {
+		set(openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonWaitingForGateway,
+			"waiting for the sandbox to be created at the gateway")
+	}
+	return len(obs.unsyncedProviders) == 0 || sb.Status.SandboxID != ""
+}
+
+func findCondition(sb *openshellv1alpha1.OpenShellSandbox, typ string) metav1.Condition {
+	for _, c := range sb.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// unsynced lists providers whose status lacks an entry for the gateway.
+func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gatewayKey string) []string {
+	var out []string
+	for _, p := range providers {
+		if !slices.ContainsFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == gatewayKey }) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/openshell/openshell-operator/controllers"
+	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
@@ -57,6 +58,20 @@ type Options struct {
 	SkipControllerNameValidation bool
 	// Controllers tune the reconcilers.
 	Controllers controllers.Options
+	// OIDC, when set, makes the operator the OIDC issuer of its gateways.
+	OIDC *OIDCOptions
+}
+
+// OIDCOptions configure the operator's OIDC issuer.
+type OIDCOptions struct {
+	// IssuerURL is the https:// URL gateways fetch discovery from.
+	IssuerURL string
+	// BindAddress serves discovery and JWKS, e.g. ":8444".
+	BindAddress string
+	// TLS is the serving configuration (certificate included).
+	TLS *tls.Config
+	// Namespace and KeySecret hold the signing keys.
+	Namespace, KeySecret string
 }
 
 // New builds a manager with every controller registered.
@@ -107,6 +122,20 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	opts.Controllers.WatchNamespaces = opts.WatchNamespaces
+	if o := opts.OIDC; o != nil {
+		// The key Secret lives in the operator's namespace, which the cache
+		// may not watch: read and write it directly.
+		direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("create OIDC key client: %w", err)
+		}
+		issuer := &oidc.Issuer{URL: o.IssuerURL, Client: direct, SecretNamespace: o.Namespace, SecretName: o.KeySecret}
+		opts.Controllers.Issuer = issuer
+		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS}); err != nil {
+			return nil, err
+		}
 	}
 	if err := controllers.SetupWithManager(mgr, opts.Controllers); err != nil {
 		return nil, err

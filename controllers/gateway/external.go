@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"google.golang.org/grpc/status"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	gwstatus "github.com/openshell/openshell-operator/internal/status"
+)
+
+// externalHealthPeriod is how often an External gateway's Health RPC is
+// called: one small unauthenticated read per gateway per period.
+const externalHealthPeriod = time.Minute
+
+// Reasons of GatewayReachable for External gateways.
+const (
+	ReasonHealthy     = "Healthy"
+	ReasonUnreachable = "Unreachable"
+)
+
+// checkExternal calls the gateway's Health RPC and reports reachability.
+func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (health, ctrl.Result) {
+	var h health
+	res := ctrl.Result{RequeueAfter: externalHealthPeriod}
+	gw.Status.Endpoint = gw.Spec.External.Endpoint
+	unreachable := func(msg string) (health, ctrl.Result) {
+		gwstatus.SetCondition(gw, ConditionGatewayReachable, metav1.ConditionFalse, ReasonUnreachable, msg)
+		h.degraded = append(h.degraded, issue{Reason: ReasonUnreachable, Message: msg})
+		return h, ctrl.Result{RequeueAfter: 10 * time.Second}
+	}
+	if r.Gateways == nil {
+		return unreachable("no gateway connections configured")
+	}
+	conn, err := r.Gateways.Connect(ctx, gw)
+	if err != nil {
+		return unreachable(err.Error())
+	}
+	resp, err := conn.Health(ctx, &openshellv1.HealthRequest{})
+	if err != nil {
+		return unreachable("Health RPC failed: " + status.Convert(err).Message())
+	}
+	if resp.Status != openshellv1.ServiceStatus_SERVICE_STATUS_HEALTHY {
+		return unreachable("the gateway reports " + resp.Status.String())
+	}
+	gw.Status.Version = resp.Version
+	gwstatus.SetCondition(gw, ConditionGatewayReachable, metav1.ConditionTrue, ReasonHealthy, "Health RPC answered HEALTHY")
+	h.ready = "the external gateway answers its Health RPC"
+	return h, res
+}

@@ -1,0 +1,149 @@
+// Package gwconn resolves how the operator reaches and authenticates to an
+// OpenShellGateway: endpoint, CA and token source, for Managed gateways
+// (in-cluster Service, the gateway CA, tokens from the operator's OIDC
+// issuer) and External ones (spec.external, the given CA Secret, the
+// client-credentials grant or the operator's issuer).
+package gwconn
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+)
+
+// Keys of an External gateway's credentials Secret.
+const (
+	KeyClientID     = "client-id"
+	KeyClientSecret = "client-secret"
+	KeyTokenURL     = "token-url"
+)
+
+// Resolver builds gateway clients.
+type Resolver struct {
+	// Client is the cached client (gateways, the operator's own Secrets).
+	Client client.Client
+	// APIReader reads Secrets the operator does not label (External CA and
+	// credentials) without caching them.
+	APIReader client.Reader
+	Pool      *gateway.Pool
+	// Issuer is the operator's OIDC issuer; nil when not configured.
+	Issuer *oidc.Issuer
+
+	mu     sync.Mutex
+	tokens map[string]gateway.TokenSource
+}
+
+// Key names a gateway in the pool.
+func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }
+
+// Connect returns a connected client for the gateway.
+func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gateway.Client, error) {
+	t, err := r.target(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	return r.Pool.Get(Key(gw), t)
+}
+
+// Forget drops the connection of a deleted gateway.
+func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
+	r.Pool.Forget(Key(gw))
+	r.mu.Lock()
+	delete(r.tokens, Key(gw))
+	r.mu.Unlock()
+}
+
+func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gateway.Target, error) {
+	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+		ext := gw.Spec.External
+		if ext == nil {
+			return gateway.Target{}, fmt.Errorf("spec.external is not set")
+		}
+		ca, err := r.secretKey(ctx, r.APIReader, gw.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)
+		if err != nil {
+			return gateway.Target{}, err
+		}
+		ts, err := r.tokenSource(ctx, gw)
+		if err != nil {
+			return gateway.Target{}, err
+		}
+		return gateway.Target{Endpoint: ext.Endpoint, ServerName: ext.ServerName, CAPEM: ca, Tokens: ts}, nil
+	}
+	ca, err := r.secretKey(ctx, r.Client, gw.Namespace, render.NamesFor(gw).ServerTLS, "ca.crt")
+	if err != nil {
+		return gateway.Target{}, err
+	}
+	ts, err := r.tokenSource(ctx, gw)
+	if err != nil {
+		return gateway.Target{}, err
+	}
+	return gateway.Target{Endpoint: render.InternalEndpoint(gw), CAPEM: ca, Tokens: ts}, nil
+}
+
+func (r *Resolver) secretKey(ctx context.Context, reader client.Reader, ns, name, key string) ([]byte, error) {
+	s := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	}
+	v, ok := s.Data[key]
+	if !ok || len(v) == 0 {
+		return nil, fmt.Errorf("secret %s/%s has no key %q", ns, name, key)
+	}
+	return v, nil
+}
+
+// tokenSource is the client-credentials grant when an External gateway
+// names a credentials Secret, and the operator's own issuer otherwise.
+func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gateway.TokenSource, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tokens == nil {
+		r.tokens = map[string]gateway.TokenSource{}
+	}
+	if ts, ok := r.tokens[Key(gw)]; ok {
+		return ts, nil
+	}
+	var ts gateway.TokenSource
+	if ext := gw.Spec.External; ext != nil && ext.CredentialsSecretRef != nil {
+		s := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, s); err != nil {
+			return nil, fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
+		}
+		for _, k := range []string{KeyClientID, KeyClientSecret, KeyTokenURL} {
+			if len(s.Data[k]) == 0 {
+				return nil, fmt.Errorf("credentials Secret %s has no key %q", ext.CredentialsSecretRef.Name, k)
+			}
+		}
+		cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
+			TokenURL: string(s.Data[KeyTokenURL])}
+		// ReuseTokenSource caches the token until shortly before it expires.
+		ts = oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(context.Background()))}
+	} else {
+		if r.Issuer == nil {
+			return nil, fmt.Errorf("the operator's OIDC issuer is not configured (--oidc-issuer-url) and the gateway names no credentials Secret")
+		}
+		ts = &oidc.TokenSource{Issuer: r.Issuer, Audience: oidc.Audience(gw.Namespace, gw.Name)}
+	}
+	r.tokens[Key(gw)] = ts
+	return ts, nil
+}
+
+type oauth2Source struct{ src oauth2.TokenSource }
+
+func (o oauth2Source) Token(context.Context) (string, error) {
+	t, err := o.src.Token()
+	if err != nil {
+		return "", fmt.Errorf("client-credentials grant: %w", err)
+	}
+	return t.AccessToken, nil
+}

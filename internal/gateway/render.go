@@ -1,0 +1,174 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+)
+
+// Labels and annotations the operator puts on gateway sandboxes. The UID
+// label is how a sandbox found on ALREADY_EXISTS is recognised as ours.
+const (
+	LabelOwnerUID       = "openshell.ai/k8s-uid"
+	AnnotationNamespace = "openshell.ai/k8s-namespace"
+	AnnotationName      = "openshell.ai/k8s-name"
+	// TemplateLabel marks the pods of operator-created sandboxes.
+	TemplateLabel = "openshell.ai/managed-by-operator"
+)
+
+var landlock = map[openshellv1alpha1.LandlockCompatibility]string{
+	openshellv1alpha1.LandlockBestEffort:      "best_effort",
+	openshellv1alpha1.LandlockHardRequirement: "hard_requirement",
+}
+
+// Policy renders an OpenShellPolicy as the gateway's SandboxPolicy.
+func Policy(spec openshellv1alpha1.OpenShellPolicySpec) *sandboxv1.SandboxPolicy {
+	p := &sandboxv1.SandboxPolicy{Version: 1}
+	if fs := spec.Filesystem; fs != nil {
+		p.Filesystem = &sandboxv1.FilesystemPolicy{IncludeWorkdir: fs.IncludeWorkdir == nil || *fs.IncludeWorkdir,
+			ReadOnly: fs.ReadOnly, ReadWrite: fs.ReadWrite}
+	}
+	if ll := spec.Landlock; ll != nil {
+		p.Landlock = &sandboxv1.LandlockPolicy{Compatibility: landlock[ll.Compatibility]}
+	}
+	if pr := spec.Process; pr != nil {
+		p.Process = &sandboxv1.ProcessPolicy{RunAsUser: pr.RunAsUser, RunAsGroup: pr.RunAsGroup}
+	}
+	if len(spec.NetworkPolicies) > 0 {
+		p.NetworkPolicies = map[string]*sandboxv1.NetworkPolicyRule{}
+	}
+	for _, r := range spec.NetworkPolicies {
+		rule := &sandboxv1.NetworkPolicyRule{Name: r.Name}
+		for _, e := range r.Endpoints {
+			ep := &sandboxv1.NetworkEndpoint{Host: e.Host, Protocol: e.Protocol, Enforcement: e.Enforcement,
+				Access: e.Access, AllowedIps: e.AllowedIPs, Path: e.Path}
+			if e.Port != nil {
+				ep.Port = uint32(*e.Port)
+			}
+			for _, port := range e.Ports {
+				ep.Ports = append(ep.Ports, uint32(port))
+			}
+			for _, l7 := range e.Rules {
+				ep.Rules = append(ep.Rules, &sandboxv1.L7Rule{Allow: &sandboxv1.L7Allow{Method: l7.Method, Path: l7.Path,
+					Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName}})
+			}
+			for _, l7 := range e.DenyRules {
+				ep.DenyRules = append(ep.DenyRules, &sandboxv1.L7DenyRule{Method: l7.Method, Path: l7.Path,
+					Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName})
+			}
+			rule.Endpoints = append(rule.Endpoints, ep)
+		}
+		for _, b := range r.Binaries {
+			rule.Binaries = append(rule.Binaries, &sandboxv1.NetworkBinary{Path: b.Path})
+		}
+		p.NetworkPolicies[r.Name] = rule
+	}
+	return p
+}
+
+// Hash is a stable hash of a message (deterministic encoding).
+func Hash(m proto.Message) string {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// SpecInputs are what CreateSandbox needs besides the sandbox itself.
+type SpecInputs struct {
+	Policy *sandboxv1.SandboxPolicy
+	// Env holds resolved values (secretKeyRef already read).
+	Env map[string]string
+	// Providers are gateway provider names.
+	Providers []string
+}
+
+// SandboxSpec renders the gateway spec of a sandbox.
+func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*openshellv1.SandboxSpec, error) {
+	spec := &openshellv1.SandboxSpec{
+		LogLevel:    sb.Spec.LogLevel,
+		Environment: in.Env,
+		Command:     sb.Spec.Command,
+		Policy:      in.Policy,
+		Providers:   in.Providers,
+		Template: &openshellv1.SandboxTemplate{
+			Image:  sb.Spec.Image,
+			Labels: map[string]string{TemplateLabel: "true"},
+		},
+	}
+	if sb.Spec.GPU != nil {
+		n := uint32(max(sb.Spec.GPU.Count, 1))
+		spec.ResourceRequirements = &openshellv1.ResourceRequirements{Gpu: &openshellv1.GpuResourceRequirements{Count: &n}}
+	}
+	if r := sb.Spec.Resources; r != nil && (len(r.Limits) > 0 || len(r.Requests) > 0) {
+		st, err := structpb.NewStruct(map[string]any{"limits": quantities(r.Limits), "requests": quantities(r.Requests)})
+		if err != nil {
+			return nil, fmt.Errorf("render resources: %w", err)
+		}
+		spec.Template.Resources = st
+	}
+	return spec, nil
+}
+
+func quantities(l corev1.ResourceList) map[string]any {
+	out := map[string]any{}
+	for k, v := range l {
+		out[string(k)] = v.String()
+	}
+	return out
+}
+
+// ImmutableHash hashes what cannot change in place (image, command, env,
+// GPU, resources, log level): a change means a new gateway sandbox. Env is
+// hashed by its references, not the Secret values, so rotating an env
+// Secret does not recreate sandboxes.
+func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
+	h := sha256.New()
+	w := func(s string) { _, _ = h.Write([]byte(s)); _, _ = h.Write([]byte{0}) }
+	w(sb.Spec.Image)
+	w(sb.Spec.LogLevel)
+	for _, c := range sb.Spec.Command {
+		w(c)
+	}
+	w("env")
+	env := append([]openshellv1alpha1.SandboxEnvVar{}, sb.Spec.Env...)
+	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+	for _, e := range env {
+		w(e.Name)
+		if e.Value != nil {
+			w("=" + *e.Value)
+		}
+		if e.ValueFrom != nil {
+			w("secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key)
+		}
+	}
+	if sb.Spec.GPU != nil {
+		w(fmt.Sprintf("gpu=%d", sb.Spec.GPU.Count))
+	}
+	if r := sb.Spec.Resources; r != nil {
+		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
+			keys := make([]string, 0, len(l))
+			for k := range l {
+				keys = append(keys, string(k))
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				q := l[corev1.ResourceName(k)]
+				w(k + "=" + q.String())
+			}
+			w("|")
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

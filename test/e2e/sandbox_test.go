@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// loadSample reads a sample from config/samples into obj.
+func loadSample(t *testing.T, file string, obj client.Object) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sandboxStatus(ctx context.Context, g Gomega, key client.ObjectKey) *openshellv1alpha1.OpenShellSandbox {
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	g.Expect(cluster.Client.Get(ctx, key, sb)).To(Succeed())
+	return sb
+}
+
+// TestSandboxLifecycle applies the samples in a tenant namespace against an
+// External gateway (the test gateway) and walks a sandbox through Ready,
+// an in-place policy edit, a provider rotation, an image change (recreate),
+// tenant isolation, a rejected image, a gateway outage and deletion.
+func TestSandboxLifecycle(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, c, "platform")
+	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "tenant-a")
+	other := framework.CreateNamespace(ctx, t, c, "tenant-b")
+
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		ImagePolicy: openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+
+	g.Eventually(func(g Gomega) {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)).To(BeTrue(), "%+v", gw.Status.Conditions)
+		g.Expect(gw.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseAvailable))
+		g.Expect(gw.Status.Version).NotTo(BeEmpty())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// The tenant admin's objects, from the samples.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-credentials", Namespace: tenant},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}}
+	g.Expect(c.Create(ctx, secret)).To(Succeed())
+	for file, obj := range map[string]client.Object{
+		"openshell_v1alpha1_openshellpolicy.yaml":      &openshellv1alpha1.OpenShellPolicy{},
+		"openshell_v1alpha1_openshellprovider.yaml":    &openshellv1alpha1.OpenShellProvider{},
+		"openshell_v1alpha1_openshellimagepolicy.yaml": &openshellv1alpha1.OpenShellImagePolicy{},
+	} {
+		loadSample(t, file, obj)
+		obj.SetNamespace(tenant)
+		g.Expect(c.Create(ctx, obj)).To(Succeed(), file)
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	loadSample(t, "openshell_v1alpha1_openshellsandbox.yaml", sb)
+	sb.Namespace = tenant
+	sb.Spec.GatewayRef = openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	key := client.ObjectKeyFromObject(sb)
+
+	var firstID string
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+		g.Expect(cur.Status.SandboxID).NotTo(BeEmpty())
+		g.Expect(cur.Status.AgentSandbox).NotTo(BeNil())
+		firstID = cur.Status.SandboxID
+	}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+	cur := sandboxStatus(ctx, g, key)
+	pod := &corev1.Pod{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: cur.Status.AgentSandbox.Name}, pod)).To(Succeed())
+	g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+	g.Expect(pod.Spec.InitContainers).NotTo(BeEmpty(), "the sandbox pod has the sidecar shape")
+	ws, name := gateway.WorkspaceName(tenant), gateway.SandboxName(tenant, sb.Name)
+	g.Expect(cur.Status.Workspace).To(Equal(ws))
+	g.Expect(cur.Status.GatewaySandboxName).To(Equal(name))
+	g.Expect(st.Gateway.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}))
+
+	t.Run("policy network edit applies in place", func(t *testing.T) {
+		g := NewWithT(t)
+		before := st.Gateway.SandboxPolicyVersion(ws, name)
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &openshellv1alpha1.OpenShellPolicy{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
+				return err
+			}
+			port := int32(443)
+			p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: "github",
+				Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: &port}}})
+			return c.Update(ctx, p)
+		})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(st.Gateway.SandboxPolicyVersion(ws, name)).To(Equal(before + 1))
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(cur.Status.SandboxID).To(Equal(firstID), "an in-place change must not recreate")
+			g.Expect(cur.Status.PolicyVersion).To(Equal(int64(before + 1)))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	})
+
+	t.Run("credential rotation is pushed, values never shown", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s := &corev1.Secret{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+				return err
+			}
+			s.Data["ANTHROPIC_API_KEY"] = []byte("sk-test-rotated-value")
+			return c.Update(ctx, s)
+		})).To(Succeed())
+		g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).
+			WithContext(ctx).WithTimeout(20 * time.Second).Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-rotated-value"}))
+		p := &openshellv1alpha1.OpenShellProvider{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "anthropic"}, p)).To(Succeed())
+		evs := &eventsv1.EventList{}
+		g.Expect(c.List(ctx, evs, client.InNamespace(tenant))).To(Succeed())
+		dump, _ := yaml.Marshal(map[string]any{"provider": p, "sandbox": sandboxStatus(ctx, g, key), "events": evs.Items})
+		for _, v := range []string{"sk-test-first-value", "sk-test-rotated-value"} {
+			g.Expect(string(dump)).NotTo(ContainSubstring(v), "a credential value leaked into status or events")
+		}
+	})
+
+	t.Run("tenant B cannot use tenant A's policy, provider or secrets", func(t *testing.T) {
+		g := NewWithT(t)
+		ip := &openshellv1alpha1.OpenShellImagePolicy{}
+		loadSample(t, "openshell_v1alpha1_openshellimagepolicy.yaml", ip)
+		ip.Namespace = other
+		g.Expect(c.Create(ctx, ip)).To(Succeed())
+		b := sb.DeepCopy()
+		b.ObjectMeta = metav1.ObjectMeta{Name: "borrower", Namespace: other}
+		b.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "KEY", ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+			SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: "anthropic-credentials", Key: "ANTHROPIC_API_KEY"}}}}
+		g.Expect(c.Create(ctx, b)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(b))
+			acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			g.Expect(acc).NotTo(BeNil())
+			g.Expect(acc.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(acc.Reason).To(Equal(openshellv1alpha1.SandboxReasonPolicyNotFound))
+			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, "ProvidersResolved").Reason).To(Equal(openshellv1alpha1.SandboxReasonProviderNotFound))
+			g.Expect(cur.Status.SandboxID).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		// Remove the policy and provider references: the Secret of tenant A
+		// is still out of reach.
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(b))
+			cur.Spec.PolicyRef, cur.Spec.Providers = nil, nil
+			return c.Update(ctx, cur)
+		})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			acc := meta.FindStatusCondition(sandboxStatus(ctx, g, client.ObjectKeyFromObject(b)).Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			g.Expect(acc.Reason).To(Equal(openshellv1alpha1.SandboxReasonSecretNotFound))
+			g.Expect(acc.Message).To(ContainSubstring("Secret anthropic-credentials not found in namespace " + other))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	})
+
+	t.Run("an unmirrored image is rejected", func(t *testing.T) {
+		g := NewWithT(t)
+		bad := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "unmirrored", Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: sb.Spec.GatewayRef, Image: "docker.io/library/ubuntu:latest"}}
+		g.Expect(c.Create(ctx, bad)).To(Succeed()) // no webhook in this cluster: the controller rejects it
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(bad))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected))
+			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(imagepolicy.ReasonImageNotMirrored))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(gateway.SandboxName(tenant, "unmirrored")))
+	})
+
+	t.Run("an image change recreates the sandbox", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := sandboxStatus(ctx, g, key)
+			cur.Spec.Image = strings.Replace(cur.Spec.Image, "sandboxes/base", "sandboxes/python", 1)
+			return c.Update(ctx, cur)
+		})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(cur.Status.SandboxID).NotTo(BeEmpty())
+			g.Expect(cur.Status.SandboxID).NotTo(Equal(firstID))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	t.Run("a gateway outage is reported and recovered from", func(t *testing.T) {
+		g := NewWithT(t)
+		st.Gateway.SetUnavailable(true)
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &openshellv1alpha1.OpenShellPolicy{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
+				return err
+			}
+			p.Spec.NetworkPolicies = p.Spec.NetworkPolicies[:1]
+			return c.Update(ctx, p)
+		})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, key)
+			r := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
+			g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "an outage does not flap the phase")
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		st.Gateway.SetUnavailable(false)
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	t.Run("deletion removes the gateway row, the Sandbox and its pod", func(t *testing.T) {
+		g := NewWithT(t)
+		cur := sandboxStatus(ctx, g, key)
+		crName := cur.Status.AgentSandbox.Name
+		g.Expect(c.Delete(ctx, cur)).To(Succeed())
+		g.Eventually(func() error { return c.Get(ctx, key, &openshellv1alpha1.OpenShellSandbox{}) }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name))
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(sandboxGVK)
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: crName}, cr))).To(BeTrue())
+		g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: crName}, &corev1.Pod{}) }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+	})
+}

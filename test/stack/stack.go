@@ -1,0 +1,161 @@
+// Package stack runs the operator with its OIDC issuer and a test gateway
+// (the stand-in for the OpenShell gateway) against a cluster, and registers
+// the gateway as an External OpenShellGateway. The e2e tests and `make demo`
+// share it.
+package stack
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// Options configure a stack.
+type Options struct {
+	// GatewayNamespace holds the OpenShellGateway and its CA Secret.
+	GatewayNamespace string
+	// GatewayName defaults to "openshell".
+	GatewayName string
+	// SandboxNamespace is where the test gateway creates agents.x-k8s.io
+	// Sandboxes (shared workspace mode).
+	SandboxNamespace string
+	// Manager options (WATCH_NAMESPACE, ...); OIDC is filled in.
+	Manager manager.Options
+	// ImagePolicy is the gateway's enforcement.
+	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
+}
+
+// Stack is a running operator plus test gateway.
+type Stack struct {
+	Gateway    *testgateway.Gateway
+	GatewayObj *openshellv1alpha1.OpenShellGateway
+	CA         *pki.KeyPair
+	stopMgr    context.CancelFunc
+	mgrDone    chan error
+}
+
+// Start brings everything up; Stop tears it down.
+func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options) (_ *Stack, retErr error) {
+	if opts.GatewayName == "" {
+		opts.GatewayName = "openshell"
+	}
+	now := time.Now()
+	ca, err := pki.NewCA("openshell-test-ca", 24*time.Hour, now)
+	if err != nil {
+		return nil, err
+	}
+	leaf := func(cn string) (tls.Certificate, error) {
+		kp, err := ca.Issue(pki.LeafRequest{CommonName: cn, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+			Server: true, Validity: 12 * time.Hour}, now)
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	}
+	issuerCert, err := leaf("openshell-operator-oidc")
+	if err != nil {
+		return nil, err
+	}
+	gwCert, err := leaf("openshell-test-gateway")
+	if err != nil {
+		return nil, err
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	issuerURL := "https://127.0.0.1:" + strconv.Itoa(port)
+
+	s := &Stack{CA: ca}
+	defer func() {
+		if retErr != nil {
+			s.Stop()
+		}
+	}()
+	mopts := opts.Manager
+	if mopts.MetricsAddr == "" {
+		mopts.MetricsAddr = "0"
+	}
+	if mopts.ProbeAddr == "" {
+		mopts.ProbeAddr = "0"
+	}
+	if mopts.Controllers.Images.Gateway == "" {
+		mopts.Controllers.Images = framework.TestImages
+	}
+	mopts.SkipControllerNameValidation = true
+	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
+		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, Namespace: opts.GatewayNamespace,
+		KeySecret: "openshell-operator-oidc-keys"}
+	mgr, err := manager.New(cfg, mopts)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	s.stopMgr, s.mgrDone = cancel, make(chan error, 1)
+	go func() { s.mgrDone <- mgr.Start(mctx) }()
+
+	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	// The issuer must serve before the gateway fetches its JWKS; the
+	// gateway fetches lazily, on the first token it sees.
+	s.Gateway, err = testgateway.Start(ctx, testgateway.Options{
+		Cert: gwCert,
+		OIDC: testgateway.OIDC{Issuer: issuerURL, Audience: oidc.Audience(opts.GatewayNamespace, opts.GatewayName), CAPEM: ca.CertPEM,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole},
+		Kube: kube, Namespace: opts.SandboxNamespace, GatewayID: opts.GatewayName + "-test",
+		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
+		ClientTLSSecret: opts.GatewayName + "-client-tls", ServiceAccount: opts.GatewayName + "-sandbox",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start test gateway: %w", err)
+	}
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: opts.GatewayName + "-gateway-ca", Namespace: opts.GatewayNamespace},
+		Data: map[string][]byte{"ca.crt": ca.CertPEM}}
+	if err := c.Create(ctx, caSecret); err != nil {
+		return nil, fmt.Errorf("create gateway CA secret: %w", err)
+	}
+	s.GatewayObj = &openshellv1alpha1.OpenShellGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: opts.GatewayName, Namespace: opts.GatewayNamespace},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: s.Gateway.Endpoint(),
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: caSecret.Name, Key: "ca.crt"}},
+			ImagePolicy: opts.ImagePolicy},
+	}
+	if err := c.Create(ctx, s.GatewayObj); err != nil {
+		return nil, fmt.Errorf("create gateway: %w", err)
+	}
+	return s, nil
+}
+
+// Stop stops the manager and the test gateway.
+func (s *Stack) Stop() error {
+	var errs []error
+	if s.stopMgr != nil {
+		s.stopMgr()
+		errs = append(errs, <-s.mgrDone)
+		s.stopMgr = nil
+	}
+	if s.Gateway != nil {
+		s.Gateway.Stop()
+		s.Gateway = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,235 @@
+package testgateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// OIDC configures token validation as the gateway does it (facts §3.3):
+// discovery then JWKS over TLS, RS256 only, kid required (an unknown kid
+// triggers one refresh), exact issuer, audience contained, exp with 60 s
+// leeway, roles at RolesClaim.
+type OIDC struct {
+	Issuer     string
+	Audience   string
+	CAPEM      []byte
+	RolesClaim string
+	AdminRole  string
+	UserRole   string
+}
+
+// authMode per method (facts §1.3).
+var unauthenticated = map[string]bool{"/openshell.v1.OpenShell/Health": true}
+
+// platformAdmin methods need the admin role (global_role platform_admin).
+var platformAdmin = map[string]bool{
+	"/openshell.v1.OpenShell/GetGatewayInfo":  true,
+	"/openshell.v1.OpenShell/CreateWorkspace": true,
+	"/openshell.v1.OpenShell/DeleteWorkspace": true,
+}
+
+type verifier struct {
+	cfg  OIDC
+	http *http.Client
+
+	mu   sync.Mutex
+	keys jose.JSONWebKeySet
+}
+
+func newVerifier(cfg OIDC) (*verifier, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cfg.CAPEM) {
+		return nil, fmt.Errorf("OIDC CA bundle holds no certificate")
+	}
+	if cfg.RolesClaim == "" {
+		cfg.RolesClaim = "roles"
+	}
+	if cfg.AdminRole == "" {
+		cfg.AdminRole = "openshell-admin"
+	}
+	if cfg.UserRole == "" {
+		cfg.UserRole = "openshell-user"
+	}
+	return &verifier{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}, nil
+}
+
+func (v *verifier) refresh(ctx context.Context) error {
+	get := func(url string, out any) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := v.http.Do(req)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	var disco struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := get(strings.TrimSuffix(v.cfg.Issuer, "/")+"/.well-known/openid-configuration", &disco); err != nil {
+		return err
+	}
+	var set jose.JSONWebKeySet
+	if err := get(disco.JWKSURI, &set); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.keys = set
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		v.mu.Lock()
+		ks := v.keys.Key(kid)
+		v.mu.Unlock()
+		if len(ks) > 0 {
+			return &ks[0], nil
+		}
+		if attempt == 0 {
+			if err := v.refresh(ctx); err != nil {
+				return nil, status.Error(codes.Internal, "OIDC key refresh failed")
+			}
+		}
+	}
+	return nil, status.Error(codes.Unauthenticated, "invalid token: unknown signing key")
+}
+
+type principal struct {
+	Subject string
+	Roles   []string
+}
+
+func (v *verifier) verify(ctx context.Context, raw string) (*principal, error) {
+	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, "invalid token: "+err.Error())
+	}
+	kid := tok.Headers[0].KeyID
+	if kid == "" {
+		return nil, status.Error(codes.Unauthenticated, "invalid token: missing kid")
+	}
+	k, err := v.key(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	var std jwt.Claims
+	all := map[string]any{}
+	if err := tok.Claims(k.Key, &std, &all); err != nil {
+		return nil, status.Error(codes.Unauthenticated, "invalid token: bad signature")
+	}
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: time.Now()}, 60*time.Second); err != nil {
+		return nil, status.Error(codes.Unauthenticated, "invalid token: "+err.Error())
+	}
+	p := &principal{Subject: std.Subject}
+	var cur any = all
+	for _, part := range strings.Split(v.cfg.RolesClaim, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			cur = nil
+			break
+		}
+		cur = m[part]
+	}
+	if list, ok := cur.([]any); ok {
+		for _, r := range list {
+			if s, ok := r.(string); ok {
+				p.Roles = append(p.Roles, s)
+			}
+		}
+	}
+	return p, nil
+}
+
+func (v *verifier) authorize(ctx context.Context, method string) error {
+	if unauthenticated[method] {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 || !strings.HasPrefix(vals[0], "Bearer ") {
+		return status.Error(codes.Unauthenticated, "missing authorization header")
+	}
+	p, err := v.verify(ctx, strings.TrimPrefix(vals[0], "Bearer "))
+	if err != nil {
+		return err
+	}
+	admin := slices.Contains(p.Roles, v.cfg.AdminRole)
+	if platformAdmin[method] && !admin {
+		return status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.AdminRole)
+	}
+	if !admin && !slices.Contains(p.Roles, v.cfg.UserRole) {
+		return status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.UserRole)
+	}
+	return nil
+}
+
+func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.before(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := g.before(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// before counts the call, applies injected faults, then authenticates.
+func (g *Gateway) before(ctx context.Context, method string) error {
+	g.mu.Lock()
+	g.calls[method]++
+	down, delay := g.unavailable, g.delay
+	fail, ok := g.failNext[method]
+	if ok {
+		delete(g.failNext, method)
+	}
+	g.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if down {
+		return status.Error(codes.Unavailable, "gateway unavailable (injected)")
+	}
+	if ok {
+		return status.Error(fail, "injected failure")
+	}
+	if err := g.verifier.authorize(ctx, method); err != nil {
+		g.mu.Lock()
+		g.authFailures++
+		g.mu.Unlock()
+		return err
+	}
+	return nil
+}

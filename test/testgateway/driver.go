@@ -1,0 +1,224 @@
+package testgateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxpod"
+)
+
+// Labels the driver puts on Sandbox CRs (facts §5.5).
+const (
+	LabelSandboxID        = "openshell.ai/sandbox-id"
+	LabelSandboxName      = "openshell.ai/sandbox-name"
+	LabelSandboxWorkspace = "openshell.ai/sandbox-workspace"
+	LabelManagedBy        = "openshell.ai/managed-by"
+	LabelGatewayID        = "openshell.ai/gateway-id"
+)
+
+// transient Ready=False reasons keep a sandbox PROVISIONING (facts §2.3).
+var transient = map[string]bool{
+	"reconcilererror": true, "dependenciesnotready": true, "supervisornotconnected": true, "starting": true,
+	"containerstarting": true, "containercreated": true, "healthcheckstarting": true, "inspectfailed": true,
+}
+
+type driver struct {
+	g   *Gateway
+	gvk schema.GroupVersionKind
+}
+
+// newDriver probes v1beta1 then v1alpha1 (cached for the process, as the
+// gateway does) and starts watching its Sandbox CRs.
+func newDriver(ctx context.Context, g *Gateway) (*driver, error) {
+	d := &driver{g: g}
+	for _, v := range []string{"v1beta1", "v1alpha1"} {
+		gvk := schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: v, Kind: "Sandbox"}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk)
+		err := g.opts.Kube.List(ctx, list, client.InNamespace(g.opts.Namespace), client.Limit(1))
+		if err == nil {
+			d.gvk = gvk
+			break
+		}
+		if !apierrors.IsNotFound(err) && !strings.Contains(err.Error(), "no matches for kind") {
+			return nil, fmt.Errorf("probe agents.x-k8s.io/%s: %w", v, err)
+		}
+	}
+	if d.gvk.Empty() {
+		return nil, fmt.Errorf("neither agents.x-k8s.io/v1beta1 nor v1alpha1 Sandbox is served")
+	}
+	go d.watch(ctx)
+	return d, nil
+}
+
+func (d *driver) selector() client.MatchingLabels {
+	return client.MatchingLabels{LabelManagedBy: "openshell", LabelGatewayID: d.g.opts.GatewayID}
+}
+
+// create renders the sidecar-topology pod into an agents.x-k8s.io Sandbox.
+func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sandbox) error {
+	o := d.g.opts
+	env := map[string]string{}
+	for k, v := range sb.Spec.Environment {
+		env[k] = v
+	}
+	pod := sandboxpod.Sidecar(sandboxpod.Inputs{
+		ServiceAccount: o.ServiceAccount, AgentImage: sb.Spec.Template.Image, SupervisorImage: o.SupervisorImage,
+		ClientTLSSecret: o.ClientTLSSecret, SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name,
+		GRPCEndpoint: d.g.Endpoint(), BinaryAware: true, Env: env,
+	})
+	if gpu := sb.Spec.GetResourceRequirements().GetGpu(); gpu != nil {
+		n := int64(1)
+		if gpu.Count != nil {
+			n = int64(*gpu.Count)
+		}
+		pod.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resourceQuantity(n)}
+	}
+	podMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	if err != nil {
+		return err
+	}
+	labels := map[string]any{LabelSandboxID: sb.Metadata.Id, LabelSandboxName: sb.Metadata.Name,
+		LabelSandboxWorkspace: sb.Metadata.Workspace, LabelManagedBy: "openshell", LabelGatewayID: o.GatewayID}
+	tmplLabels := map[string]any{}
+	for k, v := range sb.Spec.Template.Labels {
+		tmplLabels[k] = v
+	}
+	cr := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": row.crName, "namespace": o.Namespace, "labels": labels,
+			"annotations": map[string]any{LabelSandboxID: sb.Metadata.Id, LabelSandboxName: sb.Metadata.Name, LabelSandboxWorkspace: sb.Metadata.Workspace}},
+		"spec": map[string]any{"podTemplate": map[string]any{
+			"metadata": map[string]any{"labels": tmplLabels, "annotations": map[string]any{"openshell.io/sandbox-id": sb.Metadata.Id}},
+			"spec":     podMap,
+		}},
+	}}
+	cr.SetGroupVersionKind(d.gvk)
+	if d.gvk.Version == "v1alpha1" {
+		_ = unstructured.SetNestedField(cr.Object, int64(1), "spec", "replicas")
+	}
+	if err := o.Kube.Create(ctx, cr); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return status.Error(codes.AlreadyExists, "sandbox already exists")
+		}
+		return err
+	}
+	return nil
+}
+
+// delete removes the CR; false means it was already gone.
+func (d *driver) delete(ctx context.Context, row *sandboxRow) (bool, error) {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(d.gvk)
+	cr.SetNamespace(d.g.opts.Namespace)
+	cr.SetName(row.crName)
+	err := d.g.opts.Kube.Delete(ctx, cr)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// watch follows the CRs and maps them onto rows, reconnecting on failure.
+func (d *driver) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(d.gvk)
+		w, err := d.g.opts.Kube.Watch(ctx, list, client.InNamespace(d.g.opts.Namespace), d.selector())
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			d.apply(ev.Type, u)
+		}
+		w.Stop()
+	}
+}
+
+func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
+	id := u.GetLabels()[LabelSandboxID]
+	d.g.mu.Lock()
+	row, ok := d.g.byID[id]
+	d.g.mu.Unlock()
+	if !ok {
+		return
+	}
+	if t == watch.Deleted {
+		d.g.remove(row)
+		return
+	}
+	phase, conds := derivePhase(u)
+	d.g.mu.Lock()
+	defer d.g.mu.Unlock()
+	if row.deleting {
+		phase = openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING
+	}
+	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR {
+		phase = row.sb.Status.Phase // ERROR is sticky
+	}
+	if row.sb.Status.Phase == phase && len(row.sb.Status.Conditions) == len(conds) {
+		return
+	}
+	row.sb.Status.Phase = phase
+	row.sb.Status.Conditions = conds
+	row.sb.Status.SandboxName = u.GetName()
+	row.sb.Metadata.ResourceVersion++
+	d.g.notify(id)
+}
+
+// derivePhase maps the CR to the public phase (facts §2.3, §6.6); the test
+// gateway treats the supervisor as connected once the pod is Ready.
+func derivePhase(u *unstructured.Unstructured) (openshellv1.SandboxPhase, []*openshellv1.SandboxCondition) {
+	if u.GetDeletionTimestamp() != nil {
+		return openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING, nil
+	}
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var conds []*openshellv1.SandboxCondition
+	phase := openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING
+	readySeen := false
+	for _, c := range raw {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		st, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
+		conds = append(conds, &openshellv1.SandboxCondition{Type: typ, Status: st, Reason: reason, Message: msg})
+		switch {
+		case typ == "Suspended" && st == string(metav1.ConditionTrue):
+			return openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED, conds
+		case typ == "Ready" && !readySeen:
+			readySeen = true
+			if st == string(metav1.ConditionTrue) {
+				phase = openshellv1.SandboxPhase_SANDBOX_PHASE_READY
+			} else if st == string(metav1.ConditionFalse) && !transient[strings.ToLower(reason)] {
+				phase = openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR
+			}
+		}
+	}
+	return phase, conds
+}
+
+func resourceQuantity(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.DecimalSI) }

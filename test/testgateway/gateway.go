@@ -1,0 +1,228 @@
+// Package testgateway is the stand-in for the OpenShell gateway, which
+// cannot run here. It serves the subset of openshell.v1.OpenShell the
+// operator uses over real gRPC and TLS, validates OIDC RS256 tokens against
+// the operator's discovery and JWKS as the gateway does, enforces the
+// documented names, limits and status codes, and acts as the Kubernetes
+// compute driver: it creates agents.x-k8s.io Sandboxes with the sidecar pod
+// shape and maps their Ready condition to the phase model. Faults
+// (unavailable, slow, errors) can be injected.
+package testgateway
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+)
+
+// Version is what Health reports.
+const Version = "0.0.111-test"
+
+// Options configure a test gateway.
+type Options struct {
+	// Listen is host:port; default 127.0.0.1:0.
+	Listen string
+	// Cert is the server certificate; ClientCA, when set, is accepted for
+	// optional client certificates (the gateway requires none with OIDC).
+	Cert tls.Certificate
+	OIDC OIDC
+	// Kube creates and watches agents.x-k8s.io Sandboxes in Namespace.
+	Kube      client.WithWatch
+	Namespace string
+	GatewayID string
+	// DefaultImage and SupervisorImage as in gateway.toml.
+	DefaultImage, SupervisorImage string
+	ClientTLSSecret               string
+	ServiceAccount                string
+}
+
+// Gateway is a running test gateway.
+type Gateway struct {
+	openshellv1.UnimplementedOpenShellServer
+	opts     Options
+	verifier *verifier
+	srv      *grpc.Server
+	lis      net.Listener
+	driver   *driver
+	cancel   context.CancelFunc
+
+	mu           sync.Mutex
+	calls        map[string]int
+	authFailures int
+	unavailable  bool
+	delay        time.Duration
+	failNext     map[string]codes.Code
+
+	workspaces map[string]*datamodelv1.Workspace
+	sandboxes  map[wsName]*sandboxRow
+	byID       map[string]*sandboxRow
+	providers  map[wsName]*datamodelv1.Provider
+	watchers   map[string][]chan struct{}
+}
+
+type wsName struct{ ws, name string }
+
+type sandboxRow struct {
+	sb       *openshellv1.Sandbox
+	crName   string
+	policyV  uint32
+	deleting bool
+}
+
+// Start serves until Stop.
+func Start(ctx context.Context, opts Options) (*Gateway, error) {
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	v, err := newVerifier(opts.OIDC)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, failNext: map[string]codes.Code{},
+		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
+		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}}
+	g.workspaces["default"] = newWorkspace("default")
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	g.lis = lis
+	g.srv = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{opts.Cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})),
+		grpc.MaxRecvMsgSize(1<<20), // the gateway's 1 MiB request limit
+		grpc.ChainUnaryInterceptor(g.unaryAuth),
+		grpc.ChainStreamInterceptor(g.streamAuth),
+	)
+	openshellv1.RegisterOpenShellServer(g.srv, g)
+	dctx, cancel := context.WithCancel(ctx)
+	g.cancel = cancel
+	if opts.Kube != nil {
+		g.driver, err = newDriver(dctx, g)
+		if err != nil {
+			cancel()
+			_ = lis.Close()
+			return nil, err
+		}
+	}
+	go func() { _ = g.srv.Serve(lis) }()
+	return g, nil
+}
+
+// Endpoint is the https:// address clients dial.
+func (g *Gateway) Endpoint() string { return "https://" + g.lis.Addr().String() }
+
+// Stop stops serving and the driver.
+func (g *Gateway) Stop() {
+	g.cancel()
+	g.srv.Stop()
+}
+
+// SetUnavailable makes every RPC fail with UNAVAILABLE.
+func (g *Gateway) SetUnavailable(down bool) { g.mu.Lock(); g.unavailable = down; g.mu.Unlock() }
+
+// SetDelay delays every RPC.
+func (g *Gateway) SetDelay(d time.Duration) { g.mu.Lock(); g.delay = d; g.mu.Unlock() }
+
+// FailNext fails the next call of method (e.g. "CreateSandbox") with code.
+func (g *Gateway) FailNext(method string, code codes.Code) {
+	g.mu.Lock()
+	g.failNext["/openshell.v1.OpenShell/"+method] = code
+	g.mu.Unlock()
+}
+
+// Calls returns how often each method was called (by short name).
+func (g *Gateway) Calls() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range g.calls {
+		out[k[len("/openshell.v1.OpenShell/"):]] = v
+	}
+	return out
+}
+
+// AuthFailures counts rejected calls.
+func (g *Gateway) AuthFailures() int { g.mu.Lock(); defer g.mu.Unlock(); return g.authFailures }
+
+// StoredCredentials returns a provider's stored (unredacted) credentials.
+func (g *Gateway) StoredCredentials(workspace, name string) map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.providers[wsName{workspace, name}]
+	if !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range p.Credentials {
+		out[k] = v
+	}
+	return out
+}
+
+// SandboxPolicyVersion returns the policy version of a sandbox (0: none).
+func (g *Gateway) SandboxPolicyVersion(workspace, name string) uint32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.sandboxes[wsName{workspace, name}]; ok {
+		return r.policyV
+	}
+	return 0
+}
+
+// SandboxNames lists the sandbox rows of a workspace.
+func (g *Gateway) SandboxNames(workspace string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for k := range g.sandboxes {
+		if k.ws == workspace {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// notify wakes WatchSandbox streams of one sandbox; call with g.mu held.
+func (g *Gateway) notify(id string) {
+	for _, ch := range g.watchers[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func newWorkspace(name string) *datamodelv1.Workspace {
+	return &datamodelv1.Workspace{
+		Metadata: &datamodelv1.ObjectMeta{Id: gateway.NewRequestID(), Name: name, CreatedAtMs: time.Now().UnixMilli(), ResourceVersion: 1},
+		Status:   &datamodelv1.WorkspaceStatus{Phase: datamodelv1.WorkspacePhase_WORKSPACE_PHASE_ACTIVE},
+	}
+}
+
+// workspaceOf resolves "" to default and requires an active workspace.
+func (g *Gateway) workspaceOf(ws string) (string, error) {
+	if ws == "" {
+		ws = "default"
+	}
+	w, ok := g.workspaces[ws]
+	if !ok {
+		return "", status.Errorf(codes.NotFound, "workspace '%s' not found", ws)
+	}
+	if w.Status.Phase != datamodelv1.WorkspacePhase_WORKSPACE_PHASE_ACTIVE {
+		return "", status.Errorf(codes.FailedPrecondition, "workspace '%s' is terminating", ws)
+	}
+	return ws, nil
+}
+
