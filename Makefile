@@ -112,7 +112,7 @@ run: manifests generate ## Run the manager against the cluster in ~/.kube/config
 
 .PHONY: demo
 demo: tools ## Bring up a local cluster, the operator and a test gateway, and show sandboxes.
-	@echo "make demo: not yet — it lands with the sandbox lifecycle issue."
+	go run ./test/demo
 
 ##@ Tools
 
