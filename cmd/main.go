@@ -28,6 +28,9 @@ func main() {
 	flag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with the webhook serving certificate (tls.crt, tls.key).")
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics and webhook servers.")
 	flag.BoolVar(&opts.Controllers.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks (needs the serving certificate in --webhook-cert-dir).")
+	var issuerURL, issuerAddr string
+	flag.StringVar(&issuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, which managed gateways trust (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444; "none" disables the issuer).`)
+	flag.StringVar(&issuerAddr, "oidc-bind-address", ":8444", "Address serving OIDC discovery and JWKS over TLS.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -47,6 +50,19 @@ func main() {
 	}
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = os.Getenv(operatorenv.EnvOperatorNamespace)
+	}
+
+	opNS := os.Getenv(operatorenv.EnvOperatorNamespace)
+	if issuerURL == "" && opNS != "" {
+		issuerURL = "https://openshell-operator-oidc." + opNS + ".svc:8444"
+	}
+	if issuerURL != "" && issuerURL != "none" {
+		if opNS == "" {
+			log.Error(nil, "The OIDC issuer needs OPERATOR_NAMESPACE for its key and certificate Secrets")
+			os.Exit(1)
+		}
+		opts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: issuerAddr, Namespace: opNS,
+			KeySecret: "openshell-operator-oidc-keys", TLSSecret: "openshell-operator-oidc-tls"}
 	}
 
 	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)

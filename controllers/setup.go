@@ -70,7 +70,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
-		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways,
+		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
 			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock},
 		"OpenShellSandbox": &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
 			Recorder: rec, Gateways: gateways},

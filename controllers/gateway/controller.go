@@ -36,6 +36,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/apply"
+	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -76,6 +77,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Images are the operator's RELATED_IMAGE_* defaults.
 	Images operatorenv.RelatedImages
+	// Issuer is the operator's OIDC issuer, configured into managed gateways.
+	Issuer *oidc.Issuer
 	// Gateways connects to gateways (External health checks).
 	Gateways *gwconn.Resolver
 	// PKI tunes the built-in PKI; Clock defaults to time.Now.
@@ -164,6 +167,16 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, gw *openshellv1alpha1
 	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
 	if pf.CertManager {
 		in.TLS = render.TLSCertManager
+	}
+	if r.Issuer != nil {
+		ca := r.Issuer.CA()
+		if len(ca) == 0 {
+			// The issuer is starting; rendering without it would roll the
+			// gateway twice.
+			h.waiting = append(h.waiting, issue{Reason: ReasonInstalling, Message: "waiting for the operator's OIDC issuer to serve"})
+			return h, ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		}
+		in.OIDC = &render.OIDC{Issuer: r.Issuer.URL, Audience: oidc.Audience(gw.Namespace, gw.Name), CAPEM: ca}
 	}
 	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
 		h.degraded = append(h.degraded, issue{Reason: ReasonRelatedImagesMissing,

@@ -2,9 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -405,4 +408,49 @@ func (f *fakeClock) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.now = f.now.Add(d)
+}
+
+// TestManagedGatewayTrustsTheOperatorIssuer: with the operator as OIDC
+// issuer (self-issued serving certificate), a managed gateway's
+// gateway.toml names the issuer and a per-gateway audience, and the CA it
+// is given verifies the issuer's TLS endpoint, which serves discovery.
+func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := vanilla.Client
+	ns := framework.CreateNamespace(ctx, t, c, "oidc")
+	port, err := framework.FreePort()
+	g.Expect(err).NotTo(HaveOccurred())
+	issuerURL := fmt.Sprintf("https://127.0.0.1:%d", port)
+	framework.StartManager(t, vanilla.Config, manager.Options{WatchNamespaces: []string{ns},
+		OIDC: &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: fmt.Sprintf("127.0.0.1:%d", port), Namespace: ns,
+			KeySecret: "oidc-keys", TLSSecret: "oidc-tls"}})
+	gw := newGateway(ns, nil)
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+
+	cm := &corev1.ConfigMap{}
+	ca := &corev1.ConfigMap{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-config"}, cm)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-oidc-ca"}, ca)).To(Succeed())
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("[openshell.gateway.oidc]"))
+	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("issuer = '" + issuerURL + "'"))
+	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("audience = 'openshell-gateway/" + ns + "/openshell'"))
+
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM([]byte(ca.Data["ca.crt"]))).To(BeTrue())
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(issuerURL + "/.well-known/openid-configuration")
+	g.Expect(err).NotTo(HaveOccurred(), "the CA given to the gateway must verify the issuer")
+	defer func() { _ = resp.Body.Close() }()
+	var disco map[string]any
+	g.Expect(json.NewDecoder(resp.Body).Decode(&disco)).To(Succeed())
+	g.Expect(disco["issuer"]).To(Equal(issuerURL))
+
+	g.Eventually(func(g Gomega) {
+		sts := &appsv1.StatefulSet{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/etc/openshell-tls/oidc-ca/ca.crt"}))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
 }

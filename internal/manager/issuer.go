@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openshell/openshell-operator/internal/oidc"
@@ -21,6 +23,9 @@ type issuerServer struct {
 	issuer *oidc.Issuer
 	addr   string
 	tls    *tls.Config
+	// tlsSecret holds the self-issued serving certificate when tls is nil.
+	tlsSecret string
+	client    client.Client
 }
 
 // NeedLeaderElection is false: followers serve the JWKS too.
@@ -30,6 +35,18 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("oidc-issuer")
 	if err := s.syncWithRetry(ctx); err != nil {
 		return err
+	}
+	if s.tls == nil {
+		u, err := url.Parse(s.issuer.URL)
+		if err != nil {
+			return fmt.Errorf("parse issuer URL: %w", err)
+		}
+		cert, ca, err := oidc.EnsureServingCert(ctx, s.client, s.issuer.SecretNamespace, s.tlsSecret, []string{u.Hostname()}, time.Now())
+		if err != nil {
+			return err
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.issuer.SetCA(ca)
 	}
 	lis, err := net.Listen("tcp", s.addr)
 	if err != nil {

@@ -68,8 +68,12 @@ type OIDCOptions struct {
 	IssuerURL string
 	// BindAddress serves discovery and JWKS, e.g. ":8444".
 	BindAddress string
-	// TLS is the serving configuration (certificate included).
-	TLS *tls.Config
+	// TLS is the serving configuration with its certificate, and CAPEM the
+	// CA gateways must trust. Without TLS the operator issues its own
+	// serving certificate (Secret TLSSecret) for the issuer URL's host.
+	TLS       *tls.Config
+	CAPEM     []byte
+	TLSSecret string
 	// Namespace and KeySecret hold the signing keys.
 	Namespace, KeySecret string
 }
@@ -133,7 +137,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 		issuer := &oidc.Issuer{URL: o.IssuerURL, Client: direct, SecretNamespace: o.Namespace, SecretName: o.KeySecret}
 		opts.Controllers.Issuer = issuer
-		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS}); err != nil {
+		issuer.SetCA(o.CAPEM)
+		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsSecret: o.TLSSecret, client: direct}); err != nil {
 			return nil, err
 		}
 	}

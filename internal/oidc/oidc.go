@@ -71,6 +71,7 @@ type Issuer struct {
 	Clock           func() time.Time
 
 	mu       sync.RWMutex
+	caPEM    []byte
 	current  *signingKey
 	previous *signingKey
 	rotated  time.Time
@@ -121,6 +122,21 @@ func (i *Issuer) Sync(ctx context.Context) error {
 	}
 	i.set(next, cur, now)
 	return nil
+}
+
+// SetCA records the CA that signs the issuer's serving certificate.
+func (i *Issuer) SetCA(pem []byte) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.caPEM = pem
+}
+
+// CA is the PEM CA gateways must trust to fetch discovery and JWKS; nil
+// until the issuer serves.
+func (i *Issuer) CA() []byte {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.caPEM
 }
 
 func (i *Issuer) set(cur, prev *signingKey, rotated time.Time) {

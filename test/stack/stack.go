@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	}
 	mopts.SkipControllerNameValidation = true
 	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
-		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, Namespace: opts.GatewayNamespace,
+		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
 		KeySecret: "openshell-operator-oidc-keys"}
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {

@@ -225,4 +225,3 @@ func (g *Gateway) workspaceOf(ws string) (string, error) {
 	}
 	return ws, nil
 }
-

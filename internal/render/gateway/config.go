@@ -19,6 +19,7 @@ const (
 	ServerTLSDir      = "/etc/openshell-tls/server"
 	ServerExternalDir = "/etc/openshell-tls/server-external"
 	ClientCADir       = "/etc/openshell-tls/client-ca"
+	OIDCCADir         = "/etc/openshell-tls/oidc-ca"
 	DataDir           = "/var/openshell"
 	KEKEnv            = "OPENSHELL_GATEWAY_CREDENTIAL_KEY_ENCRYPTION_KEY"
 	// JWTTTLSeconds bounds sandbox JWTs; upstream warns about non-expiring ones.
@@ -201,8 +202,9 @@ func ExternalDNSNames(gw *openshellv1alpha1.OpenShellGateway) []string {
 	return out
 }
 
-// ConfigHash is the pod template annotation value for a configuration.
-func ConfigHash(config string) string {
-	sum := sha256.Sum256([]byte(config))
+// ConfigHash is the pod template annotation value for a configuration and
+// the trust bundle the gateway reads at start-up.
+func ConfigHash(config string, oidcCA []byte) string {
+	sum := sha256.Sum256(append([]byte(config+"\x00"), oidcCA...))
 	return hex.EncodeToString(sum[:])
 }

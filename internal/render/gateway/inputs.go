@@ -61,6 +61,9 @@ const (
 type OIDC struct {
 	Issuer   string
 	Audience string
+	// CAPEM signs the issuer's serving certificate; the gateway trusts it
+	// through SSL_CERT_FILE to fetch discovery and JWKS.
+	CAPEM []byte
 }
 
 // Inputs are everything rendering needs besides the gateway itself,
@@ -103,6 +106,7 @@ type Names struct {
 	// Fullname names the workload, Service, Route and gateway ServiceAccount.
 	Fullname         string
 	Config           string
+	OIDCCA           string
 	JWT              string
 	KEK              string
 	CA               string
@@ -129,6 +133,7 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 	return Names{
 		Fullname:         n,
 		Config:           n + "-config",
+		OIDCCA:           n + "-oidc-ca",
 		JWT:              n + "-jwt-keys",
 		KEK:              n + "-credential-kek",
 		CA:               n + "-ca-tls",

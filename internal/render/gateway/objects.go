@@ -115,6 +115,12 @@ func ConfigMap(gw *openshellv1alpha1.OpenShellGateway, config string) *corev1.Co
 		Data: map[string]string{ConfigFile: config}}
 }
 
+// OIDCCAConfigMap holds the CA of the operator's OIDC issuer.
+func OIDCCAConfigMap(gw *openshellv1alpha1.OpenShellGateway, caPEM []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: meta(gw, NamesFor(gw).OIDCCA, gw.Namespace, "oidc"),
+		Data: map[string]string{"ca.crt": string(caPEM)}}
+}
+
 // Service exposes gRPC (and HTTP on the same port) and metrics.
 func Service(gw *openshellv1alpha1.OpenShellGateway) *corev1.Service {
 	return &corev1.Service{
@@ -172,6 +178,14 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	}
 	if !UsesPostgres(gw) {
 		mounts = append(mounts, corev1.VolumeMount{Name: "openshell-data", MountPath: DataDir})
+	}
+	if in.OIDC != nil {
+		// Only the issuer's CA: the gateway needs no other outbound trust
+		// (it may replace the system store).
+		mounts = append(mounts, corev1.VolumeMount{Name: "oidc-ca", MountPath: OIDCCADir, ReadOnly: true})
+		vols = append(vols, corev1.Volume{Name: "oidc-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: n.OIDCCA}}}})
+		env = append(env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: OIDCCADir + "/ca.crt"})
 	}
 	probe := func(path string, initial, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{

@@ -25,14 +25,22 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 	if err != nil {
 		return Rendered{}, err
 	}
-	r := Rendered{Config: config, ConfigHash: ConfigHash(config)}
+	var ca []byte
+	if in.OIDC != nil {
+		ca = in.OIDC.CAPEM
+	}
+	r := Rendered{Config: config, ConfigHash: ConfigHash(config, ca)}
 	add := func(objs ...client.Object) { r.Objects = append(r.Objects, objs...) }
 	add(ServiceAccounts(gw)...)
 	add(RBAC(gw)...)
 	if in.TLS == TLSCertManager {
 		add(CertManagerObjects(gw, in)...)
 	}
-	add(ConfigMap(gw, config), Service(gw), Workload(gw, in, r.ConfigHash), PodDisruptionBudget(gw))
+	add(ConfigMap(gw, config))
+	if in.OIDC != nil {
+		add(OIDCCAConfigMap(gw, in.OIDC.CAPEM))
+	}
+	add(Service(gw), Workload(gw, in, r.ConfigHash), PodDisruptionBudget(gw))
 	add(NetworkPolicies(gw)...)
 	if RouteEnabled(gw, in) {
 		add(Route(gw))

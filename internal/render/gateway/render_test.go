@@ -48,7 +48,8 @@ var variants = map[string]struct {
 	"openshift": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
 	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
-		OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8443", Audience: "openshell-gateway/openshell-system/openshell"}}},
+		OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8444", Audience: "openshell-gateway/openshell-system/openshell",
+			CAPEM: []byte("-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n")}}},
 	// Postgres, three replicas, external issuer, sandboxes in another
 	// namespace in Managed workspace mode, combined topology.
 	"postgres-external-issuer": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
