@@ -204,8 +204,12 @@ func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 
 // before counts the call, applies injected faults, then authenticates.
 func (g *Gateway) before(ctx context.Context, method string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
 	g.mu.Lock()
 	g.calls[method]++
+	if ids := md.Get("x-request-id"); len(ids) > 0 {
+		g.requestIDs = append(g.requestIDs, ids[0])
+	}
 	down, delay := g.unavailable, g.delay
 	fail, ok := g.failNext[method]
 	if ok {

@@ -61,6 +61,7 @@ type Gateway struct {
 	mu           sync.Mutex
 	calls        map[string]int
 	authFailures int
+	requestIDs   []string
 	unavailable  bool
 	delay        time.Duration
 	failNext     map[string]codes.Code
@@ -151,6 +152,13 @@ func (g *Gateway) Calls() map[string]int {
 		out[k[len("/openshell.v1.OpenShell/"):]] = v
 	}
 	return out
+}
+
+// RequestIDs are the x-request-id values received, in order.
+func (g *Gateway) RequestIDs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string{}, g.requestIDs...)
 }
 
 // AuthFailures counts rejected calls.

@@ -1,0 +1,142 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+type fixture struct {
+	gw     *testgateway.Gateway
+	ca     *pki.KeyPair
+	issuer *oidc.Issuer
+}
+
+// start runs a test gateway whose TLS certificate and token issuer the
+// client must trust, without a cluster (no compute driver).
+func start(t *testing.T) fixture {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("test-ca", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", DNSNames: []string{"gateway.test"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		Server: true, Validity: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	issuer := &oidc.Issuer{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), SecretNamespace: "ns", SecretName: "keys"}
+	if err := issuer.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(issuer.Handler())
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	issuer.URL = srv.URL
+	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: issuer.URL, Audience: "aud", CAPEM: ca.CertPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	return fixture{gw: gw, ca: ca, issuer: issuer}
+}
+
+func TestHealthOverVerifiedTLSWithRequestIDs(t *testing.T) {
+	f := start(t)
+	pool := gateway.NewPool()
+	defer pool.Close()
+	c, err := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		resp, err := c.Health(context.Background(), &openshellv1.HealthRequest{})
+		if err != nil || resp.Status != openshellv1.ServiceStatus_SERVICE_STATUS_HEALTHY {
+			t.Fatalf("Health = %v, %v", resp, err)
+		}
+	}
+	ids := f.gw.RequestIDs()
+	if len(ids) != 2 || ids[0] == ids[1] || len(ids[0]) != 36 {
+		t.Fatalf("request IDs = %v: want one distinct UUID per call", ids)
+	}
+	// The same target reuses the pooled connection.
+	again, _ := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	if again == nil {
+		t.Fatal("no client")
+	}
+}
+
+func TestWrongCAIsRefused(t *testing.T) {
+	f := start(t)
+	other, _ := pki.NewCA("other", time.Hour, time.Now())
+	pool := gateway.NewPool()
+	defer pool.Close()
+	pool.Attempts = 1
+	c, err := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: other.CertPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Health(ctx, &openshellv1.HealthRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Health with an untrusted gateway certificate = %v, want Unavailable (TLS failure)", err)
+	}
+	if n := f.gw.Calls()["Health"]; n != 0 {
+		t.Fatalf("the gateway received %d calls over an unverified connection", n)
+	}
+}
+
+func TestRetriesOnlyRetryableCodes(t *testing.T) {
+	f := start(t)
+	pool := gateway.NewPool()
+	defer pool.Close()
+	c, _ := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
+		Tokens: &oidc.TokenSource{Issuer: f.issuer, Audience: "aud"}})
+	f.gw.FailNext("Health", codes.Unavailable)
+	if _, err := c.Health(context.Background(), &openshellv1.HealthRequest{}); err != nil {
+		t.Fatalf("an Unavailable call was not retried: %v", err)
+	}
+	if n := f.gw.Calls()["Health"]; n != 2 {
+		t.Fatalf("Health calls = %d, want 2 (one failure, one retry)", n)
+	}
+	f.gw.FailNext("Health", codes.InvalidArgument)
+	if _, err := c.Health(context.Background(), &openshellv1.HealthRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("InvalidArgument = %v", err)
+	}
+	if n := f.gw.Calls()["Health"]; n != 3 {
+		t.Fatalf("Health calls = %d, want 3: a verdict is not retried", n)
+	}
+}
+
+func TestTokensAreRequiredAndChecked(t *testing.T) {
+	f := start(t)
+	pool := gateway.NewPool()
+	defer pool.Close()
+	anon, _ := pool.Get("anon", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	if _, err := anon.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no token: %v, want Unauthenticated", err)
+	}
+	wrongAud, _ := pool.Get("wrong", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
+		Tokens: &oidc.TokenSource{Issuer: f.issuer, Audience: "another-gateway"}})
+	if _, err := wrongAud.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("wrong audience: %v, want Unauthenticated", err)
+	}
+}
