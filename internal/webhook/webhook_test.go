@@ -307,3 +307,35 @@ func TestInvalidPolicyEntriesAreReported(t *testing.T) {
 		g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }
+
+// TestPolicyInUseCannotBeDeleted: deleting a policy that a sandbox
+// references is refused with the sandbox named, the policy counts its
+// users, and once the sandbox stops referencing it the policy goes.
+func TestPolicyInUseCannotBeDeleted(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, nil)
+	p := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: tn.ns}}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	sb := sandbox(tn.ns, "user", "")
+	sb.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "restricted"}
+	g.Expect(env.Client.Create(ctx, sb)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellPolicy{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+		g.Expect(cur.Status.SandboxCount).To(Equal(int32(1)))
+		g.Expect(cur.Finalizers).To(ContainElement("openshell.ai/policy-in-use"))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	err := env.Client.Delete(ctx, p)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("PolicyInUse: OpenShellPolicy restricted is used by OpenShellSandbox user"))
+
+	g.Expect(env.Client.Delete(ctx, sb)).To(Succeed())
+	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).
+		WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+	g.Eventually(func() error { return env.Client.Delete(ctx, p) }).WithTimeout(10 * time.Second).Should(Succeed())
+	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(p), p) }).
+		WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+}

@@ -199,6 +199,22 @@ func TestSandboxLifecycle(t *testing.T) {
 		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(gateway.SandboxName(tenant, "unmirrored")))
 	})
 
+	t.Run("a gateway sandbox that is not ours is never adopted", func(t *testing.T) {
+		g := NewWithT(t)
+		st.Gateway.SeedSandbox(ws, gateway.SandboxName(tenant, "squatter"), map[string]string{gateway.LabelOwnerUID: "someone-else"})
+		sq := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "squatter", Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: sb.Spec.GatewayRef}}
+		g.Expect(c.Create(ctx, sq)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sq))
+			synced := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)
+			g.Expect(synced).NotTo(BeNil())
+			g.Expect(synced.Reason).To(Equal("NameConflict"))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError))
+			g.Expect(cur.Status.SandboxID).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	})
+
 	t.Run("an image change recreates the sandbox", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -8,6 +8,7 @@ package gwconn
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"golang.org/x/oauth2"
@@ -38,6 +39,9 @@ type Resolver struct {
 	Pool      *gateway.Pool
 	// Issuer is the operator's OIDC issuer; nil when not configured.
 	Issuer *oidc.Issuer
+	// TokenHTTPClient calls External identity providers' token endpoints
+	// (nil: the default client and system roots).
+	TokenHTTPClient *http.Client
 
 	mu     sync.Mutex
 	tokens map[string]gateway.TokenSource
@@ -127,7 +131,11 @@ func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenSh
 		cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
 			TokenURL: string(s.Data[KeyTokenURL])}
 		// ReuseTokenSource caches the token until shortly before it expires.
-		ts = oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(context.Background()))}
+		tctx := context.Background()
+		if r.TokenHTTPClient != nil {
+			tctx = context.WithValue(tctx, oauth2.HTTPClient, r.TokenHTTPClient)
+		}
+		ts = oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(tctx))}
 	} else {
 		if r.Issuer == nil {
 			return nil, fmt.Errorf("the operator's OIDC issuer is not configured (--oidc-issuer-url) and the gateway names no credentials Secret")

@@ -1,0 +1,100 @@
+package gwconn_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// TestExternalGatewayWithClientCredentials: an External gateway that names
+// a credentials Secret is called with tokens from the OAuth2
+// client-credentials grant at the Secret's token URL.
+func TestExternalGatewayWithClientCredentials(t *testing.T) {
+	now := time.Now()
+	ca, _ := pki.NewCA("ca", time.Hour, now)
+	leaf, _ := ca.Issue(pki.LeafRequest{CommonName: "x", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
+	cert, _ := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+
+	// An identity provider: OIDC discovery/JWKS plus a token endpoint that
+	// checks the client's id and secret.
+	idp := &oidc.Issuer{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), SecretNamespace: "idp", SecretName: "keys"}
+	if err := idp.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	grants := 0
+	mux := http.NewServeMux()
+	mux.Handle("/.well-known/", idp.Handler())
+	mux.Handle("/jwks.json", idp.Handler())
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		id, secret, ok := r.BasicAuth()
+		if !ok || id != "operator" || secret != "s3cret" || r.FormValue("grant_type") != "client_credentials" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		grants++
+		tok, _, _ := idp.Token("external-aud")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "bearer", "expires_in": 900})
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	idp.URL = srv.URL
+
+	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: idp.URL, Audience: "external-aud", CAPEM: ca.CertPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop()
+
+	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
+				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
+			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
+	).Build()
+	r := &gwconn.Resolver{Client: k, APIReader: k, Pool: gateway.NewPool(), TokenHTTPClient: srv.Client()}
+	conn, err := r.Connect(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := conn.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); err != nil {
+			t.Fatalf("GetGatewayInfo with a client-credentials token: %v", err)
+		}
+	}
+	if grants != 1 {
+		t.Fatalf("token endpoint called %d times, want 1 (the token is reused until it nears expiry)", grants)
+	}
+
+	// Without credentials and without an operator issuer there is no identity.
+	obj.Spec.External.CredentialsSecretRef = nil
+	obj.Name = "no-identity"
+	if _, err := r.Connect(context.Background(), obj); err == nil {
+		t.Fatal("connected without any identity")
+	}
+}
