@@ -66,10 +66,10 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
-	$(MAKE) generate manifests
-	@if [ -n "$$(git status --porcelain -- api config bundle catalog internal/gateway/pb)" ]; then \
-		git status --short -- api config bundle catalog internal/gateway/pb; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb; \
-		echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; fi
+	$(MAKE) generate manifests bundle
+	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gateway/pb)" ]; then \
+		git status --short -- api config bundle bundle.Dockerfile catalog internal/gateway/pb; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb; \
+		echo "generated files are stale: run 'make generate manifests bundle' and commit"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 
 ##@ Test
@@ -99,6 +99,21 @@ test-unit: ## Run only the tests that need no control plane.
 .PHONY: bench
 bench: tools ## Run the benchmarks and print their tables.
 	go test -run '^$$' -bench . -benchmem ./...
+
+##@ OLM packaging
+
+VERSION ?= 0.1.0
+CHANNELS ?= candidate-v0,stable-v0
+DEFAULT_CHANNEL ?= stable-v0
+
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.
+	go run ./hack/bundle generate -version $(VERSION) -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL) \
+		-skip-range '>=0.0.0 <$(VERSION)'
+
+.PHONY: bundle-validate
+bundle-validate: ## Validate the bundle: operator-framework validators plus digest and consistency checks.
+	go run ./hack/bundle validate -dir bundle -k8s-version 1.34
 
 ##@ Build
 

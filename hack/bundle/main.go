@@ -1,0 +1,70 @@
+// Command bundle generates (`bundle generate`) and validates (`bundle
+// validate`) the OLM bundle; `make bundle` and `make bundle-validate` run it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/openshell/openshell-operator/internal/bundle"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bundle generate|validate [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	dir := fs.String("dir", "bundle", "bundle folder")
+	manifests := fs.String("manifests", "config/manifests", "kustomization with the CSV base")
+	images := fs.String("images", "config/manifests/images.yaml", "digest-pinned images")
+	version := fs.String("version", "0.1.0", "bundle version (semver)")
+	channels := fs.String("channels", "candidate-v0,stable-v0", "channels, comma separated")
+	defaultChannel := fs.String("default-channel", "stable-v0", "default channel")
+	skipRange := fs.String("skip-range", "", "olm.skipRange")
+	k8s := fs.String("k8s-version", "1.34", "Kubernetes version for the deprecated-API check")
+	_ = fs.Parse(os.Args[2:])
+
+	switch os.Args[1] {
+	case "generate":
+		var imgs bundle.Images
+		raw, err := os.ReadFile(*images)
+		if err == nil {
+			err = yaml.UnmarshalStrict(raw, &imgs)
+		}
+		if err != nil {
+			fail(fmt.Errorf("read images: %w", err))
+		}
+		if err := bundle.Generate(bundle.Options{ManifestsDir: *manifests, OutputDir: *dir, Dockerfile: "bundle.Dockerfile",
+			Package: "openshell-operator", Version: *version, Channels: strings.Split(*channels, ","), DefaultChannel: *defaultChannel,
+			SkipRange: *skipRange, Images: imgs, OpenShiftVersions: "v4.16-v4.21"}); err != nil {
+			fail(err)
+		}
+	case "validate":
+		r, err := bundle.Validate(*dir, *k8s)
+		if err != nil {
+			fail(err)
+		}
+		for _, e := range r.Errors {
+			fmt.Println("ERROR  ", e)
+		}
+		for _, w := range r.Warnings {
+			fmt.Println("WARNING", w)
+		}
+		fmt.Printf("%d errors, %d warnings\n", len(r.Errors), len(r.Warnings))
+		if !r.OK() {
+			os.Exit(1)
+		}
+	default:
+		fail(fmt.Errorf("unknown command %q", os.Args[1]))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bundle:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,151 @@
+package bundle
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/utils/ptr"
+)
+
+// webhookServicePort is the port OLM's webhook Service exposes.
+const webhookServicePort = 443
+
+// assembleCSV completes the CSV base with what the manifests say.
+func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVersion, error) {
+	csv := c.csv.DeepCopy()
+	csv.Name = o.Package + ".v" + o.Version
+	csv.Namespace = "placeholder"
+	v, err := parseVersion(o.Version)
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.Version = v
+	csv.Spec.Replaces = o.Replaces
+	if csv.Annotations == nil {
+		csv.Annotations = map[string]string{}
+	}
+	if o.SkipRange != "" {
+		csv.Annotations["olm.skipRange"] = o.SkipRange
+	}
+
+	// Deployments, with the images pinned.
+	var deps []operatorsv1alpha1.StrategyDeploymentSpec
+	var sa string
+	var related []operatorsv1alpha1.RelatedImage
+	for _, d := range c.deployments {
+		spec := d.Spec.DeepCopy()
+		for i := range spec.Template.Spec.Containers {
+			ct := &spec.Template.Spec.Containers[i]
+			if ct.Name == "manager" {
+				if o.Images.Operator != "" {
+					ct.Image = o.Images.Operator
+				}
+				csv.Annotations["containerImage"] = ct.Image
+				related = append(related, operatorsv1alpha1.RelatedImage{Name: "openshell-operator", Image: ct.Image})
+			}
+			for j := range ct.Env {
+				e := &ct.Env[j]
+				if !strings.HasPrefix(e.Name, relatedPrefix) {
+					continue
+				}
+				if img, ok := o.Images.Related[e.Name]; ok {
+					e.Value = img
+				}
+				related = append(related, operatorsv1alpha1.RelatedImage{
+					Name: strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e.Name, relatedPrefix)), "_", "-"), Image: e.Value})
+			}
+		}
+		sa = spec.Template.Spec.ServiceAccountName
+		deps = append(deps, operatorsv1alpha1.StrategyDeploymentSpec{Name: d.Name, Spec: *spec,
+			Label: d.Labels})
+	}
+	sort.Slice(related, func(i, j int) bool { return related[i].Name < related[j].Name })
+	csv.Spec.RelatedImages = related
+
+	// Permissions: what the ServiceAccount is bound to.
+	var cluster, namespaced []operatorsv1alpha1.StrategyDeploymentPermissions
+	for _, b := range c.cbindings {
+		if !boundTo(b.Subjects, sa) {
+			continue
+		}
+		r, ok := c.clusterRoles[b.RoleRef.Name]
+		if !ok {
+			return nil, fmt.Errorf("ClusterRoleBinding %s refers to unknown ClusterRole %s", b.Name, b.RoleRef.Name)
+		}
+		cluster = append(cluster, operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: r.Rules})
+	}
+	for _, b := range c.bindings {
+		if !boundTo(b.Subjects, sa) {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		switch b.RoleRef.Kind {
+		case "Role":
+			r, ok := c.roles[b.RoleRef.Name]
+			if !ok {
+				return nil, fmt.Errorf("RoleBinding %s refers to unknown Role %s", b.Name, b.RoleRef.Name)
+			}
+			rules = r.Rules
+		case "ClusterRole":
+			r, ok := c.clusterRoles[b.RoleRef.Name]
+			if !ok {
+				return nil, fmt.Errorf("RoleBinding %s refers to unknown ClusterRole %s", b.Name, b.RoleRef.Name)
+			}
+			rules = r.Rules
+		}
+		namespaced = append(namespaced, operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: rules})
+	}
+	csv.Spec.InstallStrategy = operatorsv1alpha1.NamedInstallStrategy{
+		StrategyName: operatorsv1alpha1.InstallStrategyNameDeployment,
+		StrategySpec: operatorsv1alpha1.StrategyDetailsDeployment{
+			DeploymentSpecs: deps, ClusterPermissions: cluster, Permissions: namespaced,
+		},
+	}
+
+	// Webhooks: OLM creates the Service and the serving certificate.
+	var defs []operatorsv1alpha1.WebhookDescription
+	for _, cfg := range c.webhooks {
+		for _, w := range cfg.Webhooks {
+			path := ""
+			if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
+				path = *w.ClientConfig.Service.Path
+			}
+			defs = append(defs, operatorsv1alpha1.WebhookDescription{
+				GenerateName: w.Name, Type: operatorsv1alpha1.ValidatingAdmissionWebhook, DeploymentName: c.deployments[0].Name,
+				ContainerPort: webhookServicePort, TargetPort: ptrIntOrString(9443), Rules: w.Rules,
+				FailurePolicy: w.FailurePolicy, SideEffects: sideEffects(w.SideEffects), AdmissionReviewVersions: w.AdmissionReviewVersions,
+				TimeoutSeconds: w.TimeoutSeconds, WebhookPath: ptr.To(path),
+			})
+		}
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].GenerateName < defs[j].GenerateName })
+	csv.Spec.WebhookDefinitions = defs
+
+	examples, err := almExamples(c.samples)
+	if err != nil {
+		return nil, err
+	}
+	csv.Annotations["alm-examples"] = examples
+	return csv, nil
+}
+
+func boundTo(subjects []rbacv1.Subject, sa string) bool {
+	for _, s := range subjects {
+		if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa {
+			return true
+		}
+	}
+	return false
+}
+
+func sideEffects(s *admissionregistrationv1.SideEffectClass) *admissionregistrationv1.SideEffectClass {
+	if s == nil {
+		none := admissionregistrationv1.SideEffectClassNone
+		return &none
+	}
+	return s
+}
