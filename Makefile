@@ -66,10 +66,10 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
-	$(MAKE) generate manifests bundle
+	$(MAKE) generate manifests bundle catalog
 	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gateway/pb)" ]; then \
 		git status --short -- api config bundle bundle.Dockerfile catalog internal/gateway/pb; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb; \
-		echo "generated files are stale: run 'make generate manifests bundle' and commit"; exit 1; fi
+		echo "generated files are stale: run 'make generate manifests bundle catalog' and commit"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 
 ##@ Test
@@ -110,6 +110,23 @@ DEFAULT_CHANNEL ?= stable-v0
 bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.
 	go run ./hack/bundle generate -version $(VERSION) -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL) \
 		-skip-range '>=0.0.0 <$(VERSION)'
+
+.PHONY: catalog
+catalog: ## Render the File-Based Catalog (catalog/configs) from the bundle, by the bundle image digest.
+	go run ./hack/bundle catalog -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL)
+
+.PHONY: catalog-validate
+catalog-validate: ## Validate the catalog as opm validate does, plus digest checks.
+	go run ./hack/bundle catalog-validate
+
+.PHONY: images
+images: $(LOCALBIN)/opm ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-amd64 ./cmd
+	cd $(TOOLS_DIR)/opm && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -tags containers_image_openpgp \
+		-ldflags "-s -w -buildid=" -o $(LOCALBIN)/opm-linux-amd64 github.com/operator-framework/operator-registry/cmd/opm
+	go run ./hack/bundle images
+	$(MAKE) bundle catalog
+	go run ./hack/bundle images
 
 .PHONY: bundle-validate
 bundle-validate: ## Validate the bundle: operator-framework validators plus digest and consistency checks.

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/internal/bundle"
+	"github.com/openshell/openshell-operator/internal/catalog"
 )
 
 func main() {
@@ -27,6 +29,11 @@ func main() {
 	defaultChannel := fs.String("default-channel", "stable-v0", "default channel")
 	skipRange := fs.String("skip-range", "", "olm.skipRange")
 	k8s := fs.String("k8s-version", "1.34", "Kubernetes version for the deprecated-API check")
+	catalogDir := fs.String("catalog", "catalog/configs", "File-Based Catalog folder")
+	bundleRepo := fs.String("bundle-repo", "quay.io/openshell/openshell-operator-bundle", "bundle image repository")
+	operatorBin := fs.String("operator-binary", "bin/manager-linux-amd64", "static operator binary for the operator image")
+	opmBin := fs.String("opm-binary", "bin/opm-linux-amd64", "static opm binary for the catalog image")
+	imagesOut := fs.String("out", "bin/images", "folder for the OCI image layouts")
 	_ = fs.Parse(os.Args[2:])
 
 	switch os.Args[1] {
@@ -58,6 +65,31 @@ func main() {
 		fmt.Printf("%d errors, %d warnings\n", len(r.Errors), len(r.Warnings))
 		if !r.OK() {
 			os.Exit(1)
+		}
+	case "catalog":
+		digest, err := bundleDigest(*dir)
+		if err != nil {
+			fail(err)
+		}
+		cfg, err := catalog.Render(catalog.Options{BundleDir: *dir, BundleImage: *bundleRepo + "@" + digest,
+			Channels: strings.Split(*channels, ","), DefaultChannel: *defaultChannel})
+		if err != nil {
+			fail(err)
+		}
+		if err := os.RemoveAll(*catalogDir); err != nil {
+			fail(err)
+		}
+		if err := catalog.Write(cfg, *catalogDir); err != nil {
+			fail(err)
+		}
+	case "catalog-validate":
+		if err := catalog.Validate(context.Background(), *catalogDir); err != nil {
+			fail(err)
+		}
+		fmt.Println("catalog valid")
+	case "images":
+		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *imagesOut, *images); err != nil {
+			fail(err)
 		}
 	default:
 		fail(fmt.Errorf("unknown command %q", os.Args[1]))

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openshell/openshell-operator/internal/images"
+)
+
+// bundleDigest is the digest of the bundle image built from dir.
+func bundleDigest(dir string) (string, error) {
+	img, err := bundleImage(dir)
+	if err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	return d.String(), err
+}
+
+func bundleImage(dir string) (v1.Image, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata", "annotations.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		return nil, err
+	}
+	return images.Bundle(dir, meta.Annotations)
+}
+
+var operatorLine = regexp.MustCompile(`(?m)^operator: .*$`)
+
+// buildImages writes the operator, bundle and catalog images as OCI
+// layouts, prints their digests, and pins the operator digest in the
+// images file.
+func buildImages(bundleDir, catalogDir, operatorBin, opmBin, out, imagesFile string) error {
+	bin, err := os.ReadFile(operatorBin)
+	if err != nil {
+		return fmt.Errorf("read operator binary (make images builds it): %w", err)
+	}
+	op, err := images.Operator(bin, map[string]string{"org.opencontainers.image.source": "https://github.com/openshell/openshell-operator"})
+	if err != nil {
+		return err
+	}
+	bundle, err := bundleImage(bundleDir)
+	if err != nil {
+		return err
+	}
+	opm, err := os.ReadFile(opmBin)
+	if err != nil {
+		return fmt.Errorf("read opm binary: %w", err)
+	}
+	cat, err := images.Catalog(opm, catalogDir)
+	if err != nil {
+		return err
+	}
+	for name, img := range map[string]v1.Image{"openshell-operator": op, "openshell-operator-bundle": bundle, "openshell-operator-catalog": cat} {
+		p, err := layout.Write(filepath.Join(out, name), empty.Index)
+		if err != nil {
+			return err
+		}
+		if err := p.AppendImage(img); err != nil {
+			return err
+		}
+		d, _ := img.Digest()
+		fmt.Printf("%-28s %s\n", name, d)
+		if name == "openshell-operator" {
+			raw, err := os.ReadFile(imagesFile)
+			if err != nil {
+				return err
+			}
+			raw = operatorLine.ReplaceAll(raw, []byte("operator: quay.io/openshell/openshell-operator@"+d.String()))
+			if err := os.WriteFile(imagesFile, raw, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
