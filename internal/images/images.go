@@ -159,4 +159,3 @@ func Catalog(opm []byte, configsDir string) (v1.Image, error) {
 	return Build(Config{Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"}, User: "65532:65532",
 		Labels: map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"}}, l)
 }
-
