@@ -57,7 +57,7 @@ func TestCatalogServedByOpm(t *testing.T) {
 	}
 	g.Expect(channels).To(ConsistOf("candidate-v0", "stable-v0"))
 
-	b, err := reg.GetBundleForChannel(ctx, &api.GetBundleInChannelRequest{PkgName: "openshell-operator", ChannelName: "stable-v0"})
+	b, err := reg.GetBundle(ctx, &api.GetBundleRequest{PkgName: "openshell-operator", ChannelName: "stable-v0", CsvName: "openshell-operator.v0.1.0"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(b.CsvName).To(Equal("openshell-operator.v0.1.0"))
 	g.Expect(b.BundlePath).To(MatchRegexp(`^quay\.io/openshell/openshell-operator-bundle@sha256:[0-9a-f]{64}$`))
