@@ -81,4 +81,3 @@ func TestInstallModes(t *testing.T) {
 		})
 	}
 }
-
