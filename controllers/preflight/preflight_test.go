@@ -2,7 +2,6 @@ package preflight_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,22 +31,7 @@ const flipTimeout = 5 * time.Second
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping preflight integration tests in -short mode")
-		os.Exit(0)
-	}
-	var err error
-	// Vanilla Kubernetes: no Agent Sandbox, OpenShift or cert-manager CRDs.
-	// The tests install and remove them while the operator runs.
-	if env, err = framework.StartEnv(framework.EnvOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{}, &env))
 }
 
 func condition(g Gomega, conds []metav1.Condition, typ string) metav1.Condition {

@@ -3,8 +3,6 @@ package manager_test
 import (
 	"context"
 	"crypto/tls"
-	"flag"
-	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -24,20 +22,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping manager tests in -short mode")
-		os.Exit(0)
-	}
-	var err error
-	if env, err = framework.StartEnv(framework.EnvOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{}, &env))
 }
 
 func startManager(t *testing.T, opts manager.Options) {

@@ -5,8 +5,6 @@
 package api
 
 import (
-	"flag"
-	"fmt"
 	"os"
 	"testing"
 
@@ -16,24 +14,5 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping API tests in -short mode: they need kube-apiserver")
-		return 0
-	}
-	var err error
-	if env, err = framework.StartEnv(framework.EnvOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	return code
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{}, &env))
 }

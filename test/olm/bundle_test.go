@@ -4,8 +4,6 @@ package olm
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,20 +17,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping OLM tests in -short mode")
-		os.Exit(0)
-	}
-	var err error
-	if env, err = framework.StartEnv(framework.EnvOptions{OLM: true, WithoutOwnCRDs: true}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{OLM: true, WithoutOwnCRDs: true}, &env))
 }
 
 // TestBundleAppliesToAnAPIServer creates every manifest of the committed
