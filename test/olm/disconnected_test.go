@@ -12,12 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	. "github.com/onsi/gomega"
-	configv1 "github.com/openshift/api/config/v1"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	. "github.com/onsi/gomega"
+	configv1 "github.com/openshift/api/config/v1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"sigs.k8s.io/yaml"
 
