@@ -97,8 +97,9 @@ test-unit: ## Run only the tests that need no control plane.
 	go test $(GO_TEST_FLAGS) -short ./...
 
 .PHONY: bench
-bench: tools ## Run the benchmarks and print their tables.
+bench: tools ## Run the benchmarks and print their tables (BENCH_N=100,500,1000 for the full cluster run).
 	go test -run '^$$' -bench . -benchmem ./...
+	go run ./test/bench
 
 ##@ OLM packaging
 

@@ -65,7 +65,11 @@ func main() {
 			KeySecret: "openshell-operator-oidc-keys", TLSSecret: "openshell-operator-oidc-tls"}
 	}
 
-	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)
+	cfg := ctrl.GetConfigOrDie()
+	// Sandboxes come in bursts; the client-go default (5 QPS) would queue
+	// status writes behind each other.
+	cfg.QPS, cfg.Burst = 50, 100
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)

@@ -7,6 +7,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -40,6 +45,9 @@ const (
 	ProviderIndex = "spec.providers"
 )
 
+// MaxConcurrentReconciles bounds parallel sandbox reconciles.
+const MaxConcurrentReconciles = 8
+
 // Finalizer deletes the sandbox at the gateway before the object goes.
 const Finalizer = "openshell.ai/sandbox-cleanup"
 
@@ -60,6 +68,10 @@ type Reconciler struct {
 
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
+	follow   *followers
+	// workspaces remembers the workspaces known to exist per gateway, so
+	// CreateWorkspace is called once, not on every reconcile.
+	workspaces sync.Map
 }
 
 // observed is what one reconcile read from the cluster.
@@ -101,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			r.recordPhase(sb)
 		}
 		if err := status.Patch(ctx, r.Client, orig, sb); err != nil {
-			retErr = err
+			retErr, res = err, ctrl.Result{}
 		}
 	}()
 	obs, err := r.observe(ctx, sb)
@@ -205,7 +217,21 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 	return env, ""
 }
 
+// specOrDeletionChanged passes updates that change the spec (generation),
+// start deletion, or change labels and annotations.
+var specOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
+}}
+
+// recordPhase emits an event when the phase changes, except for the normal
+// progress through Pending and Provisioning: each event is an API write,
+// and sandboxes come in bursts.
 func (r *Reconciler) recordPhase(sb *openshellv1alpha1.OpenShellSandbox) {
+	if sb.Status.Phase == openshellv1alpha1.SandboxPhaseProvisioning {
+		return
+	}
 	c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionReady)
 	typ, reason, note := corev1.EventTypeNormal, "Phase"+string(sb.Status.Phase), "sandbox is "+string(sb.Status.Phase)
 	if c != nil {
@@ -228,6 +254,7 @@ func (r *Reconciler) recordPhase(sb *openshellv1alpha1.OpenShellSandbox) {
 // SetupWithManager registers the reconciler and its indexes and watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.failures = map[types.NamespacedName]int{}
+	r.follow = newFollowers()
 	idx := mgr.GetFieldIndexer()
 	for name, fn := range map[string]client.IndexerFunc{
 		GatewayIndex: func(o client.Object) []string {
@@ -246,8 +273,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&openshellv1alpha1.OpenShellSandbox{}).
+		// Status and finalizer writes (ours) do not need another reconcile.
+		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(specOrDeletionChanged)).
 		Named("openshellsandbox").
+		// Reconciles wait on gateway round trips: run several at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(GatewayIndex, func(o client.Object) string {
 			return client.ObjectKeyFromObject(o).String()
 		}))).
@@ -256,6 +286,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
 		})).
+		WatchesRawSource(source.Channel(r.follow.events, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
 		Complete(r)

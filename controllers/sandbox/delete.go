@@ -67,6 +67,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	r.mu.Lock()
 	delete(r.failures, client.ObjectKeyFromObject(sb))
 	r.mu.Unlock()
+	r.follow.stop(client.ObjectKeyFromObject(sb))
 	return ctrl.Result{}, nil
 }
 

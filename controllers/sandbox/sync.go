@@ -36,11 +36,11 @@ const (
 	ReasonRejected     = "RejectedByGateway"
 )
 
-// Polling while a sandbox provisions or is deleted; capped backoff while
-// the gateway is unreachable.
+// A safety re-check while a sandbox provisions (WatchSandbox streams the
+// changes); capped backoff while the gateway is unreachable.
 const (
-	provisionPoll = 2 * time.Second
-	maxBackoff    = 30 * time.Second
+	provisionPoll = 15 * time.Second
+	maxBackoff    = 10 * time.Second
 )
 
 var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
@@ -79,9 +79,13 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 }
 
 func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws, name string) (ctrl.Result, error) {
-	if _, err := conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
-		Labels: map[string]string{"openshell.ai/k8s-namespace": sb.Namespace}}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
-		return ctrl.Result{}, fmt.Errorf("create workspace %s: %w", ws, err)
+	wsKey := sb.Status.Gateway + "/" + ws
+	if _, ok := r.workspaces.Load(wsKey); !ok {
+		if _, err := conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
+			Labels: map[string]string{"openshell.ai/k8s-namespace": sb.Namespace}}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+			return ctrl.Result{}, fmt.Errorf("create workspace %s: %w", ws, err)
+		}
+		r.workspaces.Store(wsKey, true)
 	}
 	policy := gateway.Policy(openshellv1alpha1.OpenShellPolicySpec{})
 	if obs.policy != nil {
@@ -152,6 +156,10 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRejected, msg)
 			sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
 			return ctrl.Result{}, nil
+		case grpcstatus.Code(err) == codes.NotFound:
+			// The gateway lost the workspace (a new database): create it again.
+			r.workspaces.Delete(wsKey)
+			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
 		default:
 			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
 		}
@@ -199,8 +207,11 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 
 	// Follow the phase: read while it is moving; a Ready sandbox with
 	// nothing to apply costs no call.
+	key := client.ObjectKeyFromObject(sb)
 	if current == nil || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
-		if current == nil || current.Status.GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+		if snap := r.follow.snapshot(key, sb.Status.SandboxID); snap != nil && current == nil {
+			current = snap // streamed by WatchSandbox: no call needed
+		} else if current == nil {
 			resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: name, Workspace: ws})
 			if grpcstatus.Code(err) == codes.NotFound {
 				// The gateway lost it: create it again.
@@ -214,7 +225,13 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 			current = resp.Sandbox
 		}
 	}
-	return r.report(sb, obs, current), nil
+	res := r.report(sb, obs, current)
+	if res.RequeueAfter > 0 {
+		// Still moving: follow the gateway's stream so the next change is
+		// reported as it happens; the requeue is only a safety net.
+		r.follow.ensure(key, conn, sb.Status.SandboxID)
+	}
+	return res, nil
 }
 
 // report maps the gateway sandbox onto status and says when to look again.

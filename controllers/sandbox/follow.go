@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+)
+
+// followers stream WatchSandbox for sandboxes that are still moving
+// (provisioning, recreating), keep the latest snapshot, and re-queue the
+// sandbox on every change: readiness is reported when the gateway sees it,
+// not at the next poll. A stream ends once the sandbox is Ready (the
+// gateway's stop_on_terminal) or fails; the next reconcile starts a new one
+// if the sandbox is still moving.
+type followers struct {
+	mu     sync.Mutex
+	active map[types.NamespacedName]follow
+	latest map[types.NamespacedName]*openshellv1.Sandbox
+	events chan event.GenericEvent
+}
+
+type follow struct {
+	id     string
+	cancel context.CancelFunc
+}
+
+func newFollowers() *followers {
+	return &followers{active: map[types.NamespacedName]follow{}, latest: map[types.NamespacedName]*openshellv1.Sandbox{},
+		events: make(chan event.GenericEvent, 1024)}
+}
+
+// snapshot returns the latest streamed state of sandbox id, if any.
+func (f *followers) snapshot(key types.NamespacedName, id string) *openshellv1.Sandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.latest[key]; ok && s.GetMetadata().GetId() == id {
+		return s
+	}
+	return nil
+}
+
+// ensure starts a stream for sandbox id unless one runs.
+func (f *followers) ensure(key types.NamespacedName, conn *gateway.Client, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.active[key]; ok {
+		if cur.id == id {
+			return
+		}
+		cur.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.active[key] = follow{id: id, cancel: cancel}
+	go f.run(ctx, key, conn, id)
+}
+
+// stop ends the stream and forgets the snapshot (deleted sandbox).
+func (f *followers) stop(key types.NamespacedName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.active[key]; ok {
+		cur.cancel()
+		delete(f.active, key)
+	}
+	delete(f.latest, key)
+}
+
+func (f *followers) run(ctx context.Context, key types.NamespacedName, conn *gateway.Client, id string) {
+	defer func() {
+		f.mu.Lock()
+		if cur, ok := f.active[key]; ok && cur.id == id {
+			delete(f.active, key)
+		}
+		f.mu.Unlock()
+	}()
+	stream, err := conn.WatchSandbox(ctx, &openshellv1.WatchSandboxRequest{Id: id, FollowStatus: true, StopOnTerminal: true})
+	if err != nil {
+		f.notify(key)
+		return
+	}
+	// The first snapshot repeats what CreateSandbox or GetSandbox returned
+	// unless the phase already moved; notify on phase changes only.
+	last := openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				f.notify(key) // the reconcile falls back to GetSandbox and follows again
+			}
+			return
+		}
+		if s := ev.GetSandbox(); s != nil {
+			f.mu.Lock()
+			f.latest[key] = proto.Clone(s).(*openshellv1.Sandbox)
+			f.mu.Unlock()
+			if phase := s.GetStatus().GetPhase(); phase != last {
+				last = phase
+				f.notify(key)
+			}
+		}
+	}
+}
+
+func (f *followers) notify(key types.NamespacedName) {
+	obj := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	select {
+	case f.events <- event.GenericEvent{Object: obj}:
+	default:
+		// The queue is full of notifications; the periodic follow-up
+		// reconcile covers this one.
+	}
+}

@@ -1,0 +1,339 @@
+// Command bench is the cluster part of `make bench`: on the local e2e
+// cluster (real API server, controller-manager, scheduler, kwok, Agent
+// Sandbox controller) and the test gateway, it measures create→Ready
+// throughput and latency of N raw agents.x-k8s.io Sandboxes (the floor)
+// against N OpenShellSandboxes through the operator, in one run, with the
+// same creator at the same fixed rate, and prints the ratios. It never
+// fails on a number: machines here are noisy.
+//
+// Environment: BENCH_N (comma list, default "100"), BENCH_RATE (creates per
+// second, default 50), BENCH_OUT (results folder, default bench/results).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+var sandboxGVK = schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: "v1beta1", Kind: "Sandbox"}
+
+// Result is one path at one N.
+type Result struct {
+	Path       string        `json:"path"`
+	N          int           `json:"n"`
+	Ready      int           `json:"ready"`
+	P50        time.Duration `json:"p50"`
+	P95        time.Duration `json:"p95"`
+	P99        time.Duration `json:"p99"`
+	Wall       time.Duration `json:"wall"`
+	Throughput float64       `json:"throughputPerSecond"`
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Date     time.Time         `json:"date"`
+	Cores    int               `json:"cores"`
+	Rate     int               `json:"ratePerSecond"`
+	Versions map[string]string `json:"versions"`
+	Results  []Result          `json:"results"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	framework.SetupLogging()
+	ns := []int{100}
+	if v := os.Getenv("BENCH_N"); v != "" {
+		ns = nil
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("BENCH_N: %w", err)
+			}
+			ns = append(ns, n)
+		}
+	}
+	rate := 50
+	if v := os.Getenv("BENCH_RATE"); v != "" {
+		var err error
+		if rate, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("BENCH_RATE: %w", err)
+		}
+	}
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		out = filepath.Join(framework.RepoRoot(), "bench", "results")
+	}
+	ctx := context.Background()
+	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{EnvOptions: framework.EnvOptions{AgentSandbox: framework.AgentSandboxBetaOnly}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cluster.Stop() }()
+	c := cluster.Client
+	for _, n := range []string{"bench-gateway", "bench-sandboxes"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			return err
+		}
+	}
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Stop() }()
+	watcher, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		return err
+	}
+
+	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Versions: map[string]string{
+		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()}}
+	for _, n := range ns {
+		raw, err := measure(ctx, c, watcher, "raw", n, rate, rawPath)
+		if err != nil {
+			return err
+		}
+		op, err := measure(ctx, c, watcher, "operator", n, rate, operatorPath(st))
+		if err != nil {
+			return err
+		}
+		rep.Results = append(rep.Results, raw, op)
+		reportReconciles(os.Stdout)
+	}
+	printReport(os.Stdout, rep)
+	return write(out, rep)
+}
+
+// path creates object i in namespace ns and says how to read readiness
+// from watch events.
+type path struct {
+	list   func() client.ObjectList
+	create func(ctx context.Context, c client.Client, ns string, i int) error
+	ready  func(obj any) (string, bool)
+}
+
+var rawPath = path{
+	list: func() client.ObjectList {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(sandboxGVK)
+		return l
+	},
+	create: func(ctx context.Context, c client.Client, ns string, i int) error {
+		sb := &unstructured.Unstructured{}
+		sb.SetGroupVersionKind(sandboxGVK)
+		sb.SetNamespace(ns)
+		sb.SetName(fmt.Sprintf("raw-%d", i))
+		_ = unstructured.SetNestedField(sb.Object, map[string]any{"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "agent", "image": framework.TestImages.Sandbox}}}}, "spec", "podTemplate")
+		return c.Create(ctx, sb)
+	},
+	ready: func(o any) (string, bool) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return "", false
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, cnd := range conds {
+			m, _ := cnd.(map[string]any)
+			if m["type"] == "Ready" && m["status"] == "True" {
+				return u.GetName(), true
+			}
+		}
+		return u.GetName(), false
+	},
+}
+
+func operatorPath(st *stack.Stack) path {
+	return path{
+		list: func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} },
+		create: func(ctx context.Context, c client.Client, ns string, i int) error {
+			return c.Create(ctx, &openshellv1alpha1.OpenShellSandbox{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("os-%d", i), Namespace: ns},
+				Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{
+					Name: st.GatewayObj.Name, Namespace: st.GatewayObj.Namespace}}})
+		},
+		ready: func(o any) (string, bool) {
+			s, ok := o.(*openshellv1alpha1.OpenShellSandbox)
+			if !ok {
+				return "", false
+			}
+			return s.Name, s.Status.Phase == openshellv1alpha1.SandboxPhaseReady
+		},
+	}
+}
+
+// measure creates n objects at a fixed rate and records create→Ready.
+func measure(ctx context.Context, c client.Client, w client.WithWatch, name string, n, rate int, p path) (Result, error) {
+	ns := fmt.Sprintf("bench-%s-%d", name, n)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return Result{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	wi, err := w.Watch(wctx, p.list(), client.InNamespace(ns))
+	if err != nil {
+		return Result{}, err
+	}
+	defer wi.Stop()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	ready := map[string]time.Duration{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range wi.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			name, ok := p.ready(ev.Object)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if t, seen := created[name]; seen {
+				if _, already := ready[name]; !already {
+					ready[name] = time.Since(t)
+				}
+			}
+			finished := len(ready) == n
+			mu.Unlock()
+			if finished {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	prefix := map[string]string{"raw": "raw-", "operator": "os-"}[name]
+	for i := 0; i < n; i++ {
+		<-tick.C
+		mu.Lock()
+		created[fmt.Sprintf("%s%d", prefix, i)] = time.Now()
+		mu.Unlock()
+		if err := p.create(ctx, c, ns, i); err != nil {
+			return Result{}, fmt.Errorf("create %s %d: %w", name, i, err)
+		}
+	}
+	select {
+	case <-done:
+	case <-wctx.Done():
+	}
+	wall := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	lat := make([]time.Duration, 0, len(ready))
+	for _, d := range ready {
+		lat = append(lat, d)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99)}
+	if wall > 0 {
+		r.Throughput = float64(len(lat)) / wall.Seconds()
+	}
+	return r, nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+func printReport(f *os.File, rep Report) {
+	fmt.Fprintf(f, "\nCreate → Ready, %d cores, %d creates/s, Kubernetes %s, Agent Sandbox %s, kwok %s\n\n",
+		rep.Cores, rep.Rate, rep.Versions["kubernetes"], rep.Versions["agent-sandbox"], rep.Versions["kwok"])
+	w := tabwriter.NewWriter(f, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "N\tpath\tready\tp50\tp95\tp99\twall\tper s\tp50 ratio\twall ratio\t")
+	byN := map[int]Result{}
+	for _, r := range rep.Results {
+		if r.Path == "raw" {
+			byN[r.N] = r
+		}
+	}
+	for _, r := range rep.Results {
+		ratio, wallRatio := "", ""
+		if base, ok := byN[r.N]; ok && r.Path != "raw" && base.P50 > 0 && base.Wall > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.P50)/float64(base.P50))
+			wallRatio = fmt.Sprintf("%.2f", float64(r.Wall)/float64(base.Wall))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", r.N, r.Path, r.Ready,
+			r.P50.Round(time.Millisecond), r.P95.Round(time.Millisecond), r.P99.Round(time.Millisecond),
+			r.Wall.Round(time.Millisecond), r.Throughput, ratio, wallRatio)
+	}
+	_ = w.Flush()
+}
+
+func write(dir string, rep Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	stamp := rep.Date.Format("20060102T150405Z")
+	if err := os.WriteFile(filepath.Join(dir, "bench-"+stamp+".json"), b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "bench-"+stamp+".md"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	printReport(f, rep)
+	return nil
+}
+
+// reportReconciles prints how many reconciles each controller ran and their
+// mean duration, from the controller-runtime metrics.
+func reportReconciles(f *os.File) {
+	mfs, _ := metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ctrl := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" {
+					ctrl = l.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			if h.GetSampleCount() > 0 {
+				fmt.Fprintf(f, "  reconciles %-22s %6d, mean %s\n", ctrl, h.GetSampleCount(),
+					time.Duration(h.GetSampleSum()/float64(h.GetSampleCount())*float64(time.Second)).Round(time.Microsecond))
+			}
+		}
+	}
+}
