@@ -209,10 +209,7 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 }
 
 func (g *Gateway) lookup(ws, name string) (*sandboxRow, error) {
-	if ws == "" {
-		ws = "default"
-	}
-	r, ok := g.sandboxes[wsName{ws, name}]
+	r, ok := g.sandboxes[wsName{defaultWorkspace(ws), name}]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "sandbox not found")
 	}
@@ -245,10 +242,7 @@ func (g *Gateway) ListSandboxes(_ context.Context, req *openshellv1.ListSandboxe
 			want[k] = v
 		}
 	}
-	ws := req.Workspace
-	if ws == "" {
-		ws = "default"
-	}
+	ws := defaultWorkspace(req.Workspace)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := &openshellv1.ListSandboxesResponse{}
@@ -476,10 +470,7 @@ func (g *Gateway) CreateProvider(_ context.Context, req *openshellv1.CreateProvi
 func (g *Gateway) GetProvider(_ context.Context, req *openshellv1.GetProviderRequest) (*openshellv1.ProviderResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ws := req.Workspace
-	if ws == "" {
-		ws = "default"
-	}
+	ws := defaultWorkspace(req.Workspace)
 	p, ok := g.providers[wsName{ws, req.Name}]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "provider not found")
@@ -495,10 +486,7 @@ func (g *Gateway) UpdateProvider(_ context.Context, req *openshellv1.UpdateProvi
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ws := req.Workspace
-	if ws == "" {
-		ws = "default"
-	}
+	ws := defaultWorkspace(req.Workspace)
 	cur, ok := g.providers[wsName{ws, p.Metadata.Name}]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "provider not found")
@@ -531,10 +519,7 @@ func (g *Gateway) UpdateProvider(_ context.Context, req *openshellv1.UpdateProvi
 func (g *Gateway) DeleteProvider(_ context.Context, req *openshellv1.DeleteProviderRequest) (*openshellv1.DeleteProviderResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ws := req.Workspace
-	if ws == "" {
-		ws = "default"
-	}
+	ws := defaultWorkspace(req.Workspace)
 	if _, ok := g.providers[wsName{ws, req.Name}]; !ok {
 		return &openshellv1.DeleteProviderResponse{Deleted: false}, nil
 	}
@@ -622,4 +607,12 @@ func additive(old, next *sandboxv1.FilesystemPolicy) error {
 		}
 	}
 	return nil
+}
+
+// defaultWorkspace applies the gateway's rule: an empty workspace is "default".
+func defaultWorkspace(ws string) string {
+	if ws == "" {
+		return "default"
+	}
+	return ws
 }
