@@ -37,12 +37,16 @@ func SetCondition(o Object, typ string, s metav1.ConditionStatus, reason, msg st
 }
 
 // Patch writes o's status if it differs from orig's, with a merge patch
-// against orig. Unchanged status makes no request.
+// against orig. Unchanged status makes no request. The patch carries
+// orig's resourceVersion: a merge patch leaves out whatever did not change
+// relative to its base, so a base read from a stale cache would silently
+// keep another writer's values (a condition set by the previous reconcile,
+// say); the conflict makes the reconcile run again on fresh data instead.
 func Patch[T Object](ctx context.Context, c client.Client, orig, o T) error {
 	if equality.Semantic.DeepEqual(orig.StatusValue(), o.StatusValue()) {
 		return nil
 	}
-	if err := c.Status().Patch(ctx, o, client.MergeFrom(orig)); err != nil {
+	if err := c.Status().Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch status of %s: %w", client.ObjectKeyFromObject(o), err)
 	}
 	return nil
