@@ -250,8 +250,8 @@ func TestSandboxLifecycle(t *testing.T) {
 		st.Gateway.SetUnavailable(false)
 		g.Eventually(func(g Gomega) {
 			cur := sandboxStatus(ctx, g, key)
-			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)).To(BeTrue())
-			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)).To(BeTrue(), "%+v", cur.Status)
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)).To(BeTrue(), "%+v", cur.Status)
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	})
 

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,8 +48,72 @@ type Stack struct {
 	Gateway    *testgateway.Gateway
 	GatewayObj *openshellv1alpha1.OpenShellGateway
 	CA         *pki.KeyPair
-	stopMgr    context.CancelFunc
-	mgrDone    chan error
+	// Requests counts the operator's API requests (all managers of this stack).
+	Requests *RequestCounter
+	stopMgr  context.CancelFunc
+	mgrDone  chan error
+	mgrCfg   *rest.Config
+	mgrOpts  manager.Options
+}
+
+// RequestCounter counts API requests by kind: watch, GET, POST, PUT,
+// PATCH, DELETE.
+type RequestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Wrap is a rest.Config WrapTransport.
+func (rc *RequestCounter) Wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		key := r.Method
+		if r.Method == http.MethodGet && r.URL.Query().Get("watch") == "true" {
+			key = "WATCH"
+		}
+		rc.mu.Lock()
+		if rc.counts == nil {
+			rc.counts = map[string]int{}
+		}
+		rc.counts[key]++
+		rc.mu.Unlock()
+		return next.RoundTrip(r)
+	})
+}
+
+// Snapshot returns the counts so far.
+func (rc *RequestCounter) Snapshot() map[string]int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range rc.counts {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// RestartManager stops the operator and starts a new one with the same
+// options, as a pod restart would.
+func (s *Stack) RestartManager() error {
+	s.stopMgr()
+	if err := <-s.mgrDone; err != nil {
+		return err
+	}
+	return s.startManager()
+}
+
+func (s *Stack) startManager() error {
+	mgr, err := manager.New(s.mgrCfg, s.mgrOpts)
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	s.stopMgr, s.mgrDone = cancel, make(chan error, 1)
+	go func() { s.mgrDone <- mgr.Start(mctx) }()
+	return nil
 }
 
 // Start brings everything up; Stop tears it down.
@@ -82,7 +148,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(port)
 
-	s := &Stack{CA: ca}
+	s := &Stack{CA: ca, Requests: &RequestCounter{}}
 	defer func() {
 		if retErr != nil {
 			s.Stop()
@@ -102,13 +168,12 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
 		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
 		KeySecret: "openshell-operator-oidc-keys"}
-	mgr, err := manager.New(cfg, mopts)
-	if err != nil {
+	s.mgrCfg = rest.CopyConfig(cfg)
+	s.mgrCfg.Wrap(s.Requests.Wrap)
+	s.mgrOpts = mopts
+	if err := s.startManager(); err != nil {
 		return nil, err
 	}
-	mctx, cancel := context.WithCancel(context.Background())
-	s.stopMgr, s.mgrDone = cancel, make(chan error, 1)
-	go func() { s.mgrDone <- mgr.Start(mctx) }()
 
 	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
 	if err != nil {
