@@ -10,6 +10,7 @@ import (
 	"maps"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -71,7 +72,8 @@ type Reconciler struct {
 	follow   *followers
 	// workspaces remembers the workspaces known to exist per gateway, so
 	// CreateWorkspace is called once, not on every reconcile.
-	workspaces sync.Map
+	workspaces       sync.Map
+	workspaceLookups singleflight.Group
 }
 
 // observed is what one reconcile read from the cluster.

@@ -80,12 +80,8 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 
 func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws, name string) (ctrl.Result, error) {
 	wsKey := sb.Status.Gateway + "/" + ws
-	if _, ok := r.workspaces.Load(wsKey); !ok {
-		if _, err := conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
-			Labels: map[string]string{"openshell.ai/k8s-namespace": sb.Namespace}}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
-			return ctrl.Result{}, fmt.Errorf("create workspace %s: %w", ws, err)
-		}
-		r.workspaces.Store(wsKey, true)
+	if err := r.ensureWorkspace(ctx, conn, wsKey, ws, sb.Namespace); err != nil {
+		return ctrl.Result{}, err
 	}
 	policy := gateway.Policy(openshellv1alpha1.OpenShellPolicySpec{})
 	if obs.policy != nil {
@@ -205,8 +201,10 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 		current = nil
 	}
 
-	// Follow the phase: read while it is moving; a Ready sandbox with
-	// nothing to apply costs no call.
+	// Follow the phase: while it moves, from the WatchSandbox stream when
+	// one is running. A Ready sandbox is read once per reconcile, which in
+	// steady state means once per cache resync: that read is what notices a
+	// gateway that lost the sandbox (a new database) and recreates it.
 	key := client.ObjectKeyFromObject(sb)
 	if current == nil || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
 		if snap := r.follow.snapshot(key, sb.Status.SandboxID); snap != nil && current == nil {
@@ -232,6 +230,36 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 		r.follow.ensure(key, conn, sb.Status.SandboxID)
 	}
 	return res, nil
+}
+
+// ensureWorkspace makes sure the namespace's workspace exists, once per
+// gateway and process. It reads before it creates, and concurrent workers
+// share one lookup: after an operator restart every sandbox of a namespace
+// reconciles at once, and the gateway should see one read, not a burst of
+// CreateWorkspace calls answered AlreadyExists.
+func (r *Reconciler) ensureWorkspace(ctx context.Context, conn *gateway.Client, key, ws, namespace string) error {
+	if _, ok := r.workspaces.Load(key); ok {
+		return nil
+	}
+	_, err, _ := r.workspaceLookups.Do(key, func() (any, error) {
+		if _, ok := r.workspaces.Load(key); ok {
+			return nil, nil
+		}
+		_, err := conn.GetWorkspace(ctx, &openshellv1.GetWorkspaceRequest{Name: ws})
+		if grpcstatus.Code(err) == codes.NotFound {
+			_, err = conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
+				Labels: map[string]string{"openshell.ai/k8s-namespace": namespace}})
+			if grpcstatus.Code(err) == codes.AlreadyExists {
+				err = nil
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ensure workspace %s: %w", ws, err)
+		}
+		r.workspaces.Store(key, true)
+		return nil, nil
+	})
+	return err
 }
 
 // report maps the gateway sandbox onto status and says when to look again.

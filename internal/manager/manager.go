@@ -56,6 +56,11 @@ type Options struct {
 	// SkipControllerNameValidation lets tests run several managers in one
 	// process (controller names are global metric labels).
 	SkipControllerNameValidation bool
+	// SyncPeriod is how often the caches replay every object to the
+	// reconcilers; nil keeps controller-runtime's default (10 hours with
+	// jitter). The scale benchmark shortens it to show a full resync
+	// makes no writes.
+	SyncPeriod *time.Duration
 	// Controllers tune the reconcilers.
 	Controllers controllers.Options
 	// OIDC, when set, makes the operator the OIDC issuer of its gateways.
@@ -98,7 +103,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// Certificate's secretTemplate). Tenant Secrets are read on demand:
 		// a cluster-wide Secret cache would hold every credential in memory.
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})},
-	}}
+	}, SyncPeriod: opts.SyncPeriod}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {
