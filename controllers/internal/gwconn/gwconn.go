@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -43,8 +45,22 @@ type Resolver struct {
 	// (nil: the default client and system roots).
 	TokenHTTPClient *http.Client
 
+	// CARefresh is how long an External gateway's CA, read from a Secret
+	// the operator does not cache, is reused before it is read again
+	// (default one minute). Without it every sandbox reconcile would GET
+	// the Secret from the API server.
+	CARefresh time.Duration
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+
 	mu     sync.Mutex
 	tokens map[string]gateway.TokenSource
+	cas    map[string]cachedCA
+}
+
+type cachedCA struct {
+	pem  []byte
+	read time.Time
 }
 
 // Key names a gateway in the pool.
@@ -64,6 +80,11 @@ func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
 	r.Pool.Forget(Key(gw))
 	r.mu.Lock()
 	delete(r.tokens, Key(gw))
+	for id := range r.cas {
+		if strings.HasPrefix(id, gw.Namespace+"/") {
+			delete(r.cas, id) // cheap to read again; keeps the map bounded
+		}
+	}
 	r.mu.Unlock()
 }
 
@@ -73,7 +94,7 @@ func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGa
 		if ext == nil {
 			return gateway.Target{}, fmt.Errorf("spec.external is not set")
 		}
-		ca, err := r.secretKey(ctx, r.APIReader, gw.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)
+		ca, err := r.externalCA(ctx, gw.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)
 		if err != nil {
 			return gateway.Target{}, err
 		}
@@ -92,6 +113,38 @@ func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGa
 		return gateway.Target{}, err
 	}
 	return gateway.Target{Endpoint: render.InternalEndpoint(gw), CAPEM: ca, Tokens: ts}, nil
+}
+
+// externalCA reads an External gateway's CA Secret at most once per
+// CARefresh: a rotated CA takes effect within that time, and a failed read
+// is never cached.
+func (r *Resolver) externalCA(ctx context.Context, ns, name, key string) ([]byte, error) {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	refresh := r.CARefresh
+	if refresh <= 0 {
+		refresh = time.Minute
+	}
+	id := ns + "/" + name + "/" + key
+	r.mu.Lock()
+	c, ok := r.cas[id]
+	r.mu.Unlock()
+	if ok && now().Sub(c.read) < refresh {
+		return c.pem, nil
+	}
+	pem, err := r.secretKey(ctx, r.APIReader, ns, name, key)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.cas == nil {
+		r.cas = map[string]cachedCA{}
+	}
+	r.cas[id] = cachedCA{pem: pem, read: now()}
+	r.mu.Unlock()
+	return pem, nil
 }
 
 func (r *Resolver) secretKey(ctx context.Context, reader client.Reader, ns, name, key string) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -96,5 +97,63 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	obj.Name = "no-identity"
 	if _, err := r.Connect(context.Background(), obj); err == nil {
 		t.Fatal("connected without any identity")
+	}
+}
+
+// countingReader counts reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestExternalCAIsReadOncePerRefresh(t *testing.T) {
+	ca, err := pki.NewCA("ca", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
+			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte("https://idp.invalid/token")}},
+	).Build()
+	api := &countingReader{Reader: k}
+	now := time.Unix(1_800_000_000, 0)
+	r := &gwconn.Resolver{Client: k, APIReader: api, Pool: gateway.NewPool(), CARefresh: time.Minute, Now: func() time.Time { return now }}
+	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1",
+				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+	connect := func() {
+		t.Helper()
+		if _, err := r.Connect(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect() // reads the CA and the credentials
+	first := api.gets
+	for range 100 {
+		connect()
+	}
+	if api.gets != first {
+		t.Fatalf("100 connects within the refresh made %d more API reads, want 0", api.gets-first)
+	}
+	now = now.Add(time.Minute)
+	connect()
+	if api.gets != first+1 {
+		t.Fatalf("a connect after the refresh made %d API reads, want 1 (the CA again)", api.gets-first)
+	}
+
+	// A missing CA Secret is an error each time, never a cached success.
+	obj.Spec.External.CASecretRef.Name = "missing"
+	for range 2 {
+		if _, err := r.Connect(context.Background(), obj); err == nil {
+			t.Fatal("connected with a missing CA Secret")
+		}
 	}
 }
