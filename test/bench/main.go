@@ -7,7 +7,9 @@
 // fails on a number: machines here are noisy.
 //
 // Environment: BENCH_N (comma list, default "100"), BENCH_RATE (creates per
-// second, default 50), BENCH_OUT (results folder, default bench/results).
+// second, default 50), BENCH_STEADY (steady-state window, default 30s; 0
+// skips it; the issue's figure is 5m), BENCH_OUT (results folder, default
+// bench/results).
 package main
 
 import (
@@ -58,6 +60,7 @@ type Report struct {
 	Rate     int               `json:"ratePerSecond"`
 	Versions map[string]string `json:"versions"`
 	Results  []Result          `json:"results"`
+	Steady   []SteadyResult    `json:"steady,omitempty"`
 }
 
 func main() {
@@ -85,6 +88,13 @@ func run() error {
 		var err error
 		if rate, err = strconv.Atoi(v); err != nil {
 			return fmt.Errorf("BENCH_RATE: %w", err)
+		}
+	}
+	steady := 30 * time.Second
+	if v := os.Getenv("BENCH_STEADY"); v != "" {
+		var err error
+		if steady, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("BENCH_STEADY: %w", err)
 		}
 	}
 	out := os.Getenv("BENCH_OUT")
@@ -126,6 +136,18 @@ func run() error {
 		}
 		rep.Results = append(rep.Results, raw, op)
 		reportReconciles(os.Stdout)
+	}
+	if steady > 0 {
+		// Every OpenShellSandbox created above is still there and Ready.
+		total := 0
+		for _, r := range rep.Results {
+			if r.Path == "operator" {
+				total += r.Ready
+			}
+		}
+		if rep.Steady, err = measureSteady(st, total, steady); err != nil {
+			return err
+		}
 	}
 	printReport(os.Stdout, rep)
 	return write(out, rep)
@@ -291,6 +313,7 @@ func printReport(f *os.File, rep Report) {
 			r.Wall.Round(time.Millisecond), r.Throughput, ratio, wallRatio)
 	}
 	_ = w.Flush()
+	printSteady(f, rep.Steady)
 }
 
 func write(dir string, rep Report) error {

@@ -97,7 +97,13 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // RestartManager stops the operator and starts a new one with the same
 // options, as a pod restart would.
-func (s *Stack) RestartManager() error {
+func (s *Stack) RestartManager() error { return s.RestartManagerWith(nil) }
+
+// RestartManagerWith restarts the operator with options changed by edit.
+func (s *Stack) RestartManagerWith(edit func(*manager.Options)) error {
+	if edit != nil {
+		edit(&s.mgrOpts)
+	}
 	s.stopMgr()
 	if err := <-s.mgrDone; err != nil {
 		return err
