@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers"
@@ -130,23 +129,6 @@ func playCertManager(ctx context.Context, g Gomega, c client.Client, gw *openshe
 	return ca
 }
 
-func reconcileCount(controller string) float64 {
-	mfs, _ := metrics.Registry.Gather()
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
 
 func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []client.Object) map[string]string {
 	out := map[string]string{}
@@ -262,9 +244,9 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		objs := append(append(children(ns), clusterChildren(ns)...), &openshellv1alpha1.OpenShellGateway{ObjectMeta: gw.ObjectMeta})
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
-		count := reconcileCount("openshellgateway")
+		count := framework.ReconcileCount("openshellgateway")
 		framework.StartManager(outer, openshift.Config, manager.Options{WatchNamespaces: []string{ns}})
-		g.Eventually(func() float64 { return reconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
+		g.Eventually(func() float64 { return framework.ReconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
 		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
 	})
 

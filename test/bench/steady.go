@@ -8,9 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
 	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
@@ -56,7 +55,7 @@ func isMutatingRPC(method string) bool {
 // Both windows should make no writes and no mutating gateway calls.
 func measureSteady(st *stack.Stack, sandboxes int, window time.Duration) ([]SteadyResult, error) {
 	observe := func(phase string, act func() error) (SteadyResult, error) {
-		reqs, calls, recs := st.Requests.Snapshot(), st.Gateway.Calls(), reconcileTotal()
+		reqs, calls, recs := st.Requests.Snapshot(), st.Gateway.Calls(), int(framework.ReconcileCount(""))
 		if act != nil {
 			if err := act(); err != nil {
 				return SteadyResult{}, err
@@ -65,7 +64,7 @@ func measureSteady(st *stack.Stack, sandboxes int, window time.Duration) ([]Stea
 		time.Sleep(window) // the measurement window itself, not synchronisation
 		return SteadyResult{Phase: phase, Sandboxes: sandboxes, Window: window,
 			Requests: diff(st.Requests.Snapshot(), reqs), Gateway: diff(st.Gateway.Calls(), calls),
-			Reconciles: reconcileTotal() - recs}, nil
+			Reconciles: int(framework.ReconcileCount("")) - recs}, nil
 	}
 	idle, err := observe("idle", nil)
 	if err != nil {
@@ -89,22 +88,6 @@ func diff(now, before map[string]int) map[string]int {
 		}
 	}
 	return out
-}
-
-// reconcileTotal sums controller_runtime_reconcile_total over controllers
-// and results.
-func reconcileTotal() int {
-	mfs, _ := metrics.Registry.Gather()
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return int(total)
 }
 
 func printSteady(f *os.File, rs []SteadyResult) {

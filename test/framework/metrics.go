@@ -1,0 +1,35 @@
+package framework
+
+import "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+// ReconcileCount sums controller_runtime_reconcile_total for one controller
+// (all results), or for every controller when controller is empty. Tests
+// and benchmarks use it to see whether anything reconciled, not only
+// whether anything was written.
+func ReconcileCount(controller string) float64 {
+	mfs, _ := metrics.Registry.Gather()
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if controller == "" || hasLabel(m.GetLabel(), "controller", controller) {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func hasLabel[L interface {
+	GetName() string
+	GetValue() string
+}](labels []L, name, value string) bool {
+	for _, l := range labels {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
