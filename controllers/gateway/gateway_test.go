@@ -129,7 +129,6 @@ func playCertManager(ctx context.Context, g Gomega, c client.Client, gw *openshe
 	return ca
 }
 
-
 func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []client.Object) map[string]string {
 	out := map[string]string{}
 	for _, o := range objs {
