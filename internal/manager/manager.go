@@ -6,6 +6,7 @@ package manager
 import (
 	"crypto/tls"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,9 @@ type Options struct {
 	// SkipControllerNameValidation lets tests run several managers in one
 	// process (controller names are global metric labels).
 	SkipControllerNameValidation bool
+	// WebhookMiddleware, when set, wraps every admission handler; the scale
+	// benchmark uses it to time the webhooks as the API server calls them.
+	WebhookMiddleware func(http.Handler) http.Handler
 	// SyncPeriod is how often the caches replay every object to the
 	// reconcilers; nil keeps controller-runtime's default (10 hours with
 	// jitter). The scale benchmark shortens it to show a full resync
@@ -122,12 +126,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &gracefulShutdown,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    opts.WebhookHost,
-			Port:    opts.WebhookPort,
-			CertDir: opts.WebhookCertDir,
-			TLSOpts: tlsOpts,
-		}),
+		WebhookServer:                 webhookServer(opts, tlsOpts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -163,4 +162,27 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+func webhookServer(opts Options, tlsOpts []func(*tls.Config)) webhook.Server {
+	s := webhook.NewServer(webhook.Options{
+		Host:    opts.WebhookHost,
+		Port:    opts.WebhookPort,
+		CertDir: opts.WebhookCertDir,
+		TLSOpts: tlsOpts,
+	})
+	if opts.WebhookMiddleware == nil {
+		return s
+	}
+	return wrappedWebhookServer{Server: s, wrap: opts.WebhookMiddleware}
+}
+
+// wrappedWebhookServer applies a middleware to every registered handler.
+type wrappedWebhookServer struct {
+	webhook.Server
+	wrap func(http.Handler) http.Handler
+}
+
+func (s wrappedWebhookServer) Register(path string, h http.Handler) {
+	s.Server.Register(path, s.wrap(h))
 }

@@ -8,7 +8,8 @@
 //
 // Environment: BENCH_N (comma list, default "100"), BENCH_RATE (creates per
 // second, default 50), BENCH_STEADY (steady-state window, default 30s; 0
-// skips it; the issue's figure is 5m), BENCH_OUT (results folder, default
+// skips it; the issue's figure is 5m), BENCH_ADMISSION (concurrent creates
+// at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
 // bench/results).
 package main
 
@@ -55,12 +56,13 @@ type Result struct {
 
 // Report is everything one run measured.
 type Report struct {
-	Date     time.Time         `json:"date"`
-	Cores    int               `json:"cores"`
-	Rate     int               `json:"ratePerSecond"`
-	Versions map[string]string `json:"versions"`
-	Results  []Result          `json:"results"`
-	Steady   []SteadyResult    `json:"steady,omitempty"`
+	Date      time.Time         `json:"date"`
+	Cores     int               `json:"cores"`
+	Rate      int               `json:"ratePerSecond"`
+	Versions  map[string]string `json:"versions"`
+	Results   []Result          `json:"results"`
+	Steady    []SteadyResult    `json:"steady,omitempty"`
+	Admission *AdmissionResult  `json:"admission,omitempty"`
 }
 
 func main() {
@@ -95,6 +97,13 @@ func run() error {
 		var err error
 		if steady, err = time.ParseDuration(v); err != nil {
 			return fmt.Errorf("BENCH_STEADY: %w", err)
+		}
+	}
+	admission := 200
+	if v := os.Getenv("BENCH_ADMISSION"); v != "" {
+		var err error
+		if admission, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("BENCH_ADMISSION: %w", err)
 		}
 	}
 	out := os.Getenv("BENCH_OUT")
@@ -148,6 +157,13 @@ func run() error {
 		if rep.Steady, err = measureSteady(st, total, steady); err != nil {
 			return err
 		}
+	}
+	if admission > 0 {
+		a, err := measureAdmission(ctx, admission, 5, 1000)
+		if err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+		rep.Admission = &a
 	}
 	printReport(os.Stdout, rep)
 	return write(out, rep)
@@ -314,6 +330,7 @@ func printReport(f *os.File, rep Report) {
 	}
 	_ = w.Flush()
 	printSteady(f, rep.Steady)
+	printAdmission(f, rep.Admission)
 }
 
 func write(dir string, rep Report) error {
