@@ -61,7 +61,12 @@ func (c *Cache) Len() int {
 // name order. Policies being deleted no longer count.
 func (c *Cache) PoliciesIn(ctx context.Context, r client.Reader, namespace string) ([]*Policy, error) {
 	list := &openshellv1alpha1.OpenShellImagePolicyList{}
-	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// Without a deep copy: every admission and every sandbox reconcile lists
+	// the namespace's policies, and copying a 10,000-entry allowlist each
+	// time is garbage the webhook pays for in tail latency. Nothing here
+	// writes to the listed objects; Compile only reads them, and only on a
+	// new resourceVersion.
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list image policies in %s: %w", namespace, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
