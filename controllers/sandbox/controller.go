@@ -219,9 +219,10 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 	return env, ""
 }
 
-// specOrDeletionChanged passes updates that change the spec (generation),
-// start deletion, or change labels and annotations.
-var specOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+// SpecOrDeletionChanged passes updates that change the spec (generation),
+// start deletion, or change labels and annotations: status and finalizer
+// writes do not pass.
+var SpecOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
 	return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
 		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
@@ -276,14 +277,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
-		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(specOrDeletionChanged)).
+		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(SpecOrDeletionChanged)).
 		Named("openshellsandbox").
 		// Reconciles wait on gateway round trips: run several at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(GatewayIndex, func(o client.Object) string {
 			return client.ObjectKeyFromObject(o).String()
 		}))).
-		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(PolicyIndex, client.Object.GetName))).
+		// A policy's status (its usage count) changes with every sandbox
+		// that starts or stops using it; only its spec and deletion matter
+		// here. Without the filter, creating N sandboxes on one policy ran
+		// O(N²) reconciles.
+		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(PolicyIndex, client.Object.GetName)),
+			builder.WithPredicates(SpecOrDeletionChanged)).
 		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(ProviderIndex, client.Object.GetName))).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
