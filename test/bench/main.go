@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ type Report struct {
 	Versions  map[string]string `json:"versions"`
 	Results   []Result          `json:"results"`
 	Steady    []SteadyResult    `json:"steady,omitempty"`
+	Fanout    *FanoutResult     `json:"fanout,omitempty"`
 	Admission *AdmissionResult  `json:"admission,omitempty"`
 }
 
@@ -158,6 +160,14 @@ func run() error {
 			return err
 		}
 	}
+	// Fan-out over the largest operator namespace, after the steady-state
+	// windows (the edit is a change by design).
+	largest := slices.Max(ns)
+	f, err := measureFanout(ctx, c, watcher, fmt.Sprintf("bench-operator-%d", largest))
+	if err != nil {
+		return fmt.Errorf("policy fan-out: %w", err)
+	}
+	rep.Fanout = &f
 	if admission > 0 {
 		a, err := measureAdmission(ctx, admission, 5, 1000)
 		if err != nil {
@@ -172,6 +182,8 @@ func run() error {
 // path creates object i in namespace ns and says how to read readiness
 // from watch events.
 type path struct {
+	// setup prepares the namespace (nil: nothing to do).
+	setup  func(ctx context.Context, c client.Client, ns string) error
 	list   func() client.ObjectList
 	create func(ctx context.Context, c client.Client, ns string, i int) error
 	ready  func(obj any) (string, bool)
@@ -210,12 +222,16 @@ var rawPath = path{
 
 func operatorPath(st *stack.Stack) path {
 	return path{
+		setup: func(ctx context.Context, c client.Client, ns string) error {
+			return c.Create(ctx, newBenchPolicy(ns))
+		},
 		list: func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} },
 		create: func(ctx context.Context, c client.Client, ns string, i int) error {
 			return c.Create(ctx, &openshellv1alpha1.OpenShellSandbox{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("os-%d", i), Namespace: ns},
 				Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{
-					Name: st.GatewayObj.Name, Namespace: st.GatewayObj.Namespace}}})
+					Name: st.GatewayObj.Name, Namespace: st.GatewayObj.Namespace},
+					PolicyRef: &openshellv1alpha1.LocalObjectReference{Name: benchPolicy}}})
 		},
 		ready: func(o any) (string, bool) {
 			s, ok := o.(*openshellv1alpha1.OpenShellSandbox)
@@ -232,6 +248,11 @@ func measure(ctx context.Context, c client.Client, w client.WithWatch, name stri
 	ns := fmt.Sprintf("bench-%s-%d", name, n)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return Result{}, err
+	}
+	if p.setup != nil {
+		if err := p.setup(ctx, c, ns); err != nil {
+			return Result{}, fmt.Errorf("set up %s: %w", ns, err)
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -330,6 +351,7 @@ func printReport(f *os.File, rep Report) {
 	}
 	_ = w.Flush()
 	printSteady(f, rep.Steady)
+	printFanout(f, rep.Fanout)
 	printAdmission(f, rep.Admission)
 }
 
