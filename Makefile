@@ -98,8 +98,9 @@ test-unit: ## Run only the tests that need no control plane.
 
 .PHONY: bench
 bench: tools ## Run the benchmarks and print their tables (BENCH_N=100,500,1000 for the full cluster run).
-	go test -run '^$$' -bench . -benchmem ./...
-	go run ./test/bench
+	go test -run '^$$' -bench . -benchmem ./... > bin/go-bench.txt || { cat bin/go-bench.txt; exit 1; }
+	cat bin/go-bench.txt
+	BENCH_GO_RESULTS=bin/go-bench.txt go run ./test/bench
 
 ##@ OLM packaging
 

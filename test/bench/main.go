@@ -10,7 +10,8 @@
 // second, default 50), BENCH_STEADY (steady-state window, default 30s; 0
 // skips it; the issue's figure is 5m), BENCH_ADMISSION (concurrent creates
 // at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
-// bench/results).
+// bench/results), BENCH_GO_RESULTS (a `go test -bench` output to include;
+// make bench sets it).
 package main
 
 import (
@@ -65,6 +66,7 @@ type Report struct {
 	Steady    []SteadyResult    `json:"steady,omitempty"`
 	Fanout    *FanoutResult     `json:"fanout,omitempty"`
 	Admission *AdmissionResult  `json:"admission,omitempty"`
+	GoBench   []GoBench         `json:"goBenchmarks,omitempty"`
 }
 
 func main() {
@@ -108,6 +110,13 @@ func run() error {
 			return fmt.Errorf("BENCH_ADMISSION: %w", err)
 		}
 	}
+	var goBench []GoBench
+	if v := os.Getenv("BENCH_GO_RESULTS"); v != "" {
+		var err error
+		if goBench, err = readGoBench(v); err != nil {
+			return fmt.Errorf("BENCH_GO_RESULTS: %w", err)
+		}
+	}
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
 		out = filepath.Join(framework.RepoRoot(), "bench", "results")
@@ -135,7 +144,8 @@ func run() error {
 	}
 
 	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Versions: map[string]string{
-		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()}}
+		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()},
+		GoBench: goBench}
 	for _, n := range ns {
 		raw, err := measure(ctx, c, watcher, "raw", n, rate, rawPath)
 		if err != nil {
@@ -353,6 +363,7 @@ func printReport(f *os.File, rep Report) {
 	printSteady(f, rep.Steady)
 	printFanout(f, rep.Fanout)
 	printAdmission(f, rep.Admission)
+	printGoBench(f, rep.GoBench)
 }
 
 func write(dir string, rep Report) error {
