@@ -216,6 +216,19 @@ func (g *Gateway) lookup(ws, name string) (*sandboxRow, error) {
 	return r, nil
 }
 
+// lookupAt is lookup for a compare-and-swap update: a non-zero expected
+// resource version must match the stored one.
+func (g *Gateway) lookupAt(ws, name string, expected uint64) (*sandboxRow, error) {
+	r, err := g.lookup(ws, name)
+	if err != nil {
+		return nil, err
+	}
+	if expected != 0 && expected != r.sb.Metadata.ResourceVersion {
+		return nil, status.Error(codes.Aborted, "resource version mismatch")
+	}
+	return r, nil
+}
+
 // GetSandbox reads the stored row.
 func (g *Gateway) GetSandbox(_ context.Context, req *openshellv1.GetSandboxRequest) (*openshellv1.SandboxResponse, error) {
 	g.mu.Lock()
@@ -362,12 +375,9 @@ func (g *Gateway) AttachSandboxProvider(_ context.Context, req *openshellv1.Atta
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(req.Workspace, req.SandboxName)
+	r, err := g.lookupAt(req.Workspace, req.SandboxName, req.ExpectedResourceVersion)
 	if err != nil {
 		return nil, err
-	}
-	if req.ExpectedResourceVersion != 0 && req.ExpectedResourceVersion != r.sb.Metadata.ResourceVersion {
-		return nil, status.Error(codes.Aborted, "resource version mismatch")
 	}
 	if _, ok := g.providers[wsName{r.sb.Metadata.Workspace, req.ProviderName}]; !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "provider '%s' not found", req.ProviderName)
@@ -390,12 +400,9 @@ func (g *Gateway) AttachSandboxProvider(_ context.Context, req *openshellv1.Atta
 func (g *Gateway) DetachSandboxProvider(_ context.Context, req *openshellv1.DetachSandboxProviderRequest) (*openshellv1.DetachSandboxProviderResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(req.Workspace, req.SandboxName)
+	r, err := g.lookupAt(req.Workspace, req.SandboxName, req.ExpectedResourceVersion)
 	if err != nil {
 		return nil, err
-	}
-	if req.ExpectedResourceVersion != 0 && req.ExpectedResourceVersion != r.sb.Metadata.ResourceVersion {
-		return nil, status.Error(codes.Aborted, "resource version mismatch")
 	}
 	for i, p := range r.sb.Spec.Providers {
 		if p == req.ProviderName {
@@ -548,12 +555,9 @@ func (g *Gateway) UpdateConfig(_ context.Context, req *openshellv1.UpdateConfigR
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(req.Workspace, req.Name)
+	r, err := g.lookupAt(req.Workspace, req.Name, req.ExpectedResourceVersion)
 	if err != nil {
 		return nil, err
-	}
-	if req.ExpectedResourceVersion != 0 && req.ExpectedResourceVersion != r.sb.Metadata.ResourceVersion {
-		return nil, status.Error(codes.Aborted, "resource version mismatch")
 	}
 	if old := r.sb.Spec.Policy; old != nil {
 		if !proto.Equal(old.Landlock, req.Policy.Landlock) {
