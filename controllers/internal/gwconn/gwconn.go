@@ -81,8 +81,8 @@ func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
 	r.mu.Lock()
 	delete(r.tokens, Key(gw))
 	for id := range r.cas {
-		if strings.HasPrefix(id, gw.Namespace+"/") {
-			delete(r.cas, id) // cheap to read again; keeps the map bounded
+		if strings.HasPrefix(id, Key(gw)+"/") {
+			delete(r.cas, id)
 		}
 	}
 	r.mu.Unlock()
@@ -94,7 +94,7 @@ func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGa
 		if ext == nil {
 			return gateway.Target{}, fmt.Errorf("spec.external is not set")
 		}
-		ca, err := r.externalCA(ctx, gw.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)
+		ca, err := r.externalCA(ctx, gw, ext.CASecretRef.Name, ext.CASecretRef.Key)
 		if err != nil {
 			return gateway.Target{}, err
 		}
@@ -118,7 +118,7 @@ func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGa
 // externalCA reads an External gateway's CA Secret at most once per
 // CARefresh: a rotated CA takes effect within that time, and a failed read
 // is never cached.
-func (r *Resolver) externalCA(ctx context.Context, ns, name, key string) ([]byte, error) {
+func (r *Resolver) externalCA(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name, key string) ([]byte, error) {
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
@@ -127,14 +127,14 @@ func (r *Resolver) externalCA(ctx context.Context, ns, name, key string) ([]byte
 	if refresh <= 0 {
 		refresh = time.Minute
 	}
-	id := ns + "/" + name + "/" + key
+	id := Key(gw) + "/" + name + "/" + key
 	r.mu.Lock()
 	c, ok := r.cas[id]
 	r.mu.Unlock()
 	if ok && now().Sub(c.read) < refresh {
 		return c.pem, nil
 	}
-	pem, err := r.secretKey(ctx, r.APIReader, ns, name, key)
+	pem, err := r.secretKey(ctx, r.APIReader, gw.Namespace, name, key)
 	if err != nil {
 		return nil, err
 	}
