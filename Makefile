@@ -121,6 +121,11 @@ catalog: ## Render the File-Based Catalog (catalog/configs) from the bundle, by 
 catalog-validate: ## Validate the catalog as opm validate does, plus digest checks.
 	go run ./hack/bundle catalog-validate
 
+.PHONY: pin-images
+pin-images: ## Resolve the operand image tags in config/manifests/images.yaml to digests (needs registry access), then regenerate.
+	go run ./hack/bundle pin
+	$(MAKE) bundle catalog
+
 .PHONY: images
 images: $(LOCALBIN)/opm ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-amd64 ./cmd

@@ -1,5 +1,8 @@
 // Command bundle generates (`bundle generate`) and validates (`bundle
-// validate`) the OLM bundle; `make bundle` and `make bundle-validate` run it.
+// validate`) the OLM bundle, renders and validates the catalog, pins the
+// operand images by digest (`bundle pin`) and builds the images; the make
+// targets bundle, bundle-validate, catalog, catalog-validate, pin-images and
+// images run it.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/bundle"
 	"github.com/openshell/openshell-operator/internal/catalog"
+	"github.com/openshell/openshell-operator/internal/images"
 )
 
 func main() {
@@ -23,7 +27,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", "bundle", "bundle folder")
 	manifests := fs.String("manifests", "config/manifests", "kustomization with the CSV base")
-	images := fs.String("images", "config/manifests/images.yaml", "digest-pinned images")
+	imagesFile := fs.String("images", "config/manifests/images.yaml", "digest-pinned images")
 	version := fs.String("version", "0.1.0", "bundle version (semver)")
 	channels := fs.String("channels", "candidate-v0,stable-v0", "channels, comma separated")
 	defaultChannel := fs.String("default-channel", "stable-v0", "default channel")
@@ -39,7 +43,7 @@ func main() {
 	switch os.Args[1] {
 	case "generate":
 		var imgs bundle.Images
-		raw, err := os.ReadFile(*images)
+		raw, err := os.ReadFile(*imagesFile)
 		if err == nil {
 			err = yaml.UnmarshalStrict(raw, &imgs)
 		}
@@ -87,8 +91,17 @@ func main() {
 			fail(err)
 		}
 		fmt.Println("catalog valid")
+	case "pin":
+		pinned, err := images.PinFile(*imagesFile)
+		if err != nil {
+			fail(err)
+		}
+		for _, p := range pinned {
+			fmt.Printf("%s\n  -> %s\n", p.From, p.To)
+		}
+		fmt.Printf("%d images pinned in %s\n", len(pinned), *imagesFile)
 	case "images":
-		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *imagesOut, *images); err != nil {
+		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *imagesOut, *imagesFile); err != nil {
 			fail(err)
 		}
 	default:

@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/internal/bundle"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
-func generate(t *testing.T) string {
+func generate(t *testing.T, edit ...func(*bundle.Images)) string {
 	t.Helper()
 	root := framework.RepoRoot()
 	raw, err := os.ReadFile(filepath.Join(root, "config", "manifests", "images.yaml"))
@@ -22,6 +23,9 @@ func generate(t *testing.T) string {
 	var imgs bundle.Images
 	if err := yaml.UnmarshalStrict(raw, &imgs); err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range edit {
+		e(&imgs)
 	}
 	out := t.TempDir()
 	if err := bundle.Generate(bundle.Options{ManifestsDir: filepath.Join(root, "config", "manifests"), OutputDir: filepath.Join(out, "bundle"),
@@ -76,6 +80,60 @@ func TestOperatorFrameworkValidators(t *testing.T) {
 	for _, e := range r.Errors {
 		if !strings.Contains(e, "is not pinned by digest") {
 			t.Errorf("error: %s", e)
+		}
+	}
+}
+
+// TestPinnedBundle: once the operand images are pinned (make pin-images
+// rewrites them to repository@digest), the same validators and our digest
+// checks report nothing at all, and only then does the CSV claim the
+// disconnected feature. The digests here are stand-ins in a temporary
+// bundle; committed digests come from make pin-images and make images.
+func TestPinnedBundle(t *testing.T) {
+	csvOf := func(dir string) *operatorsv1alpha1.ClusterServiceVersion {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(dir, "bundle", "manifests", "openshell-operator.clusterserviceversion.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		if err := yaml.Unmarshal(raw, csv); err != nil {
+			t.Fatal(err)
+		}
+		return csv
+	}
+
+	committed := csvOf(generate(t))
+	anyTag := false
+	for _, ri := range committed.Spec.RelatedImages {
+		anyTag = anyTag || !strings.Contains(ri.Image, "@sha256:")
+	}
+	if got := committed.Annotations[bundle.FeatureDisconnected]; got != map[bool]string{true: "false", false: "true"}[anyTag] {
+		t.Errorf("committed images (some tags: %v): disconnected=%q", anyTag, got)
+	}
+
+	out := generate(t, func(imgs *bundle.Images) {
+		for k, v := range imgs.Related {
+			if !strings.Contains(v, "@sha256:") {
+				repo := v[:strings.LastIndex(v, ":")]
+				imgs.Related[k] = repo + "@sha256:" + strings.Repeat("0", 63) + string(rune('a'+len(k)%6))
+			}
+		}
+	})
+	r, err := bundle.Validate(filepath.Join(out, "bundle"), "1.34")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(r.Errors, r.Warnings...) {
+		t.Errorf("pinned bundle: %s", e)
+	}
+	csv := csvOf(out)
+	if got := csv.Annotations[bundle.FeatureDisconnected]; got != "true" {
+		t.Errorf("pinned bundle: disconnected=%q, want true", got)
+	}
+	for _, ri := range csv.Spec.RelatedImages {
+		if !strings.Contains(ri.Image, "@sha256:") {
+			t.Errorf("pinned bundle: related image %s is not pinned", ri.Image)
 		}
 	}
 }

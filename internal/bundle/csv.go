@@ -3,6 +3,7 @@ package bundle
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
@@ -13,6 +14,20 @@ import (
 
 // webhookServicePort is the port OLM's webhook Service exposes.
 const webhookServicePort = 443
+
+// FeatureDisconnected is the CSV annotation OperatorHub filters on for
+// operators that install from a mirror.
+const FeatureDisconnected = "features.operators.openshift.io/disconnected"
+
+// allPinned tells whether every related image is referenced by digest.
+func allPinned(related []operatorsv1alpha1.RelatedImage) bool {
+	for _, r := range related {
+		if !strings.Contains(r.Image, "@sha256:") {
+			return false
+		}
+	}
+	return len(related) > 0
+}
 
 // assembleCSV completes the CSV base with what the manifests say.
 func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVersion, error) {
@@ -65,6 +80,10 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 	}
 	sort.Slice(related, func(i, j int) bool { return related[i].Name < related[j].Name })
 	csv.Spec.RelatedImages = related
+	// On a disconnected cluster an ImageDigestMirrorSet redirects only
+	// digest references, so the feature holds only when every image the
+	// operator can run is pinned; it turns "true" when make pin-images has.
+	csv.Annotations[FeatureDisconnected] = strconv.FormatBool(allPinned(related))
 
 	// Permissions: what the ServiceAccount is bound to.
 	var cluster, namespaced []operatorsv1alpha1.StrategyDeploymentPermissions
