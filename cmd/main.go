@@ -4,6 +4,7 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -31,6 +32,15 @@ func main() {
 	var issuerURL, issuerAddr string
 	flag.StringVar(&issuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, which managed gateways trust (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444; "none" disables the issuer).`)
 	flag.StringVar(&issuerAddr, "oidc-bind-address", ":8444", "Address serving OIDC discovery and JWKS over TLS.")
+	var syncPeriod time.Duration
+	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "How often every watched object is reconciled again even when nothing changed (drift detection against the gateway).")
+	// Sandboxes come in bursts, and each costs a few writes (finalizer,
+	// status); the client-go default of 5 QPS would queue them behind each
+	// other.
+	var qps float64
+	var burst int
+	flag.Float64Var(&qps, "kube-api-qps", 50, "Sustained requests per second to the Kubernetes API server.")
+	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of requests to the Kubernetes API server.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -65,10 +75,13 @@ func main() {
 			KeySecret: "openshell-operator-oidc-keys", TLSSecret: "openshell-operator-oidc-tls"}
 	}
 
+	if syncPeriod <= 0 {
+		log.Error(nil, "--sync-period must be positive", "value", syncPeriod)
+		os.Exit(1)
+	}
+	opts.SyncPeriod = &syncPeriod
 	cfg := ctrl.GetConfigOrDie()
-	// Sandboxes come in bursts; the client-go default (5 QPS) would queue
-	// status writes behind each other.
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "Unable to set up the manager")
