@@ -9,16 +9,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -92,6 +93,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, p)
 }
 
+// countSettle is how long sandbox events for one policy are gathered before
+// its count is recomputed.
+const countSettle = time.Second
+
 // SetupWithManager registers the reconciler; sandbox changes re-queue the
 // policy they reference (also the one they stopped referencing, via the
 // old object of the update event).
@@ -99,7 +104,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellPolicy{}).
 		Named("openshellpolicy").
-		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		// The sandbox count is a summary: a burst of sandboxes becomes one
+		// status write per policy per second, not one per sandbox.
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, enqueue.Coalesced(countSettle, func(_ context.Context, o client.Object) []reconcile.Request {
 			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}

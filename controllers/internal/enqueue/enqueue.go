@@ -4,10 +4,13 @@ package enqueue
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -37,5 +40,35 @@ func Requests(ctx context.Context, c client.Reader, list client.ObjectList, opts
 func All(c client.Reader, newList func() client.ObjectList) handler.MapFunc {
 	return func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return Requests(ctx, c, newList())
+	}
+}
+
+// Coalesced is handler.EnqueueRequestsFromMapFunc with every request
+// delayed by delay. The work queue keeps one entry per object and the
+// earliest time asked for, so a burst of events for one object (a hundred
+// sandboxes created against one policy) becomes one reconcile per delay
+// instead of one per event. Use it for summaries, such as counts, that
+// need not follow every event at once.
+func Coalesced(delay time.Duration, fn handler.MapFunc) handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			for _, r := range fn(ctx, o) {
+				q.AddAfter(r, delay)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
 	}
 }
