@@ -112,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	orig := sb.DeepCopy()
 	defer func() {
 		if orig.Status.Phase != sb.Status.Phase {
-			r.recordPhase(sb)
+			r.recordPhase(orig.Status.Phase, sb)
 		}
 		if err := status.Patch(ctx, r.Client, orig, sb); err != nil {
 			retErr, res = err, ctrl.Result{}
@@ -229,11 +229,17 @@ var SpecOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent
 }}
 
 // recordPhase emits an event when the phase changes, except for the normal
-// progress through Pending and Provisioning: each event is an API write,
-// and sandboxes come in bursts.
-func (r *Reconciler) recordPhase(sb *openshellv1alpha1.OpenShellSandbox) {
-	if sb.Status.Phase == openshellv1alpha1.SandboxPhaseProvisioning {
+// progress through Pending and Provisioning to Ready (the "Created" event
+// already names the gateway sandbox): each event is an API write, and
+// sandboxes come in bursts. Ready after a failure is an event.
+func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *openshellv1alpha1.OpenShellSandbox) {
+	switch sb.Status.Phase {
+	case openshellv1alpha1.SandboxPhaseProvisioning:
 		return
+	case openshellv1alpha1.SandboxPhaseReady:
+		if from == "" || from == openshellv1alpha1.SandboxPhasePending || from == openshellv1alpha1.SandboxPhaseProvisioning {
+			return
+		}
 	}
 	c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionReady)
 	typ, reason, note := corev1.EventTypeNormal, "Phase"+string(sb.Status.Phase), "sandbox is "+string(sb.Status.Phase)
