@@ -7,11 +7,16 @@
 // fails on a number: machines here are noisy.
 //
 // Environment: BENCH_N (comma list, default "100"), BENCH_RATE (creates per
-// second, default 50), BENCH_STEADY (steady-state window, default 30s; 0
-// skips it; the issue's figure is 5m), BENCH_ADMISSION (concurrent creates
+// second, default 10: below what two cores sustain for the raw path, so the
+// ratio compares the paths, not two saturated machines), BENCH_STEADY
+// (steady-state window, default 30s; 0 skips it; the issue's figure is 5m),
+// BENCH_PROFILE (a folder: CPU profiles of the API server during each
+// create run), BENCH_ADMISSION (concurrent creates
 // at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
 // bench/results), BENCH_GO_RESULTS (a `go test -bench` output to include;
-// make bench sets it).
+// make bench sets it), BENCH_OPERATOR ("process", the default: the operator
+// binary as its own process, so its footprint can be read; "inprocess": the
+// manager inside this program).
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,16 +36,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxpod"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 var sandboxGVK = schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: "v1beta1", Kind: "Sandbox"}
@@ -54,6 +64,13 @@ type Result struct {
 	P99        time.Duration `json:"p99"`
 	Wall       time.Duration `json:"wall"`
 	Throughput float64       `json:"throughputPerSecond"`
+	// CPU is the CPU time each component spent during the run, by command
+	// name ("self" is this program: the creator, the watches and the test
+	// gateway).
+	CPU map[string]time.Duration `json:"cpu"`
+	// APIRequests are the API server's requests during the run, by verb
+	// and resource, from every client.
+	APIRequests map[string]int `json:"apiRequests"`
 }
 
 // Report is everything one run measured.
@@ -63,7 +80,9 @@ type Report struct {
 	Rate      int               `json:"ratePerSecond"`
 	Versions  map[string]string `json:"versions"`
 	Results   []Result          `json:"results"`
+	Operator  string            `json:"operator"`
 	Steady    []SteadyResult    `json:"steady,omitempty"`
+	Footprint []FootprintResult `json:"footprint,omitempty"`
 	Fanout    *FanoutResult     `json:"fanout,omitempty"`
 	Admission *AdmissionResult  `json:"admission,omitempty"`
 	GoBench   []GoBench         `json:"goBenchmarks,omitempty"`
@@ -89,7 +108,7 @@ func run() error {
 			ns = append(ns, n)
 		}
 	}
-	rate := 50
+	rate := 10
 	if v := os.Getenv("BENCH_RATE"); v != "" {
 		var err error
 		if rate, err = strconv.Atoi(v); err != nil {
@@ -133,7 +152,27 @@ func run() error {
 			return err
 		}
 	}
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes"})
+	mode := os.Getenv("BENCH_OPERATOR")
+	if mode == "" {
+		mode = "process"
+	}
+	sopts := stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes"}
+	switch mode {
+	case "process":
+		bin := filepath.Join(cluster.Dir, "manager")
+		// Built as make images builds the image's binary.
+		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin, "./cmd")
+		build.Dir = framework.RepoRoot()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build the operator: %w\n%s", err, out)
+		}
+		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir}
+	case "inprocess":
+	default:
+		return fmt.Errorf("BENCH_OPERATOR: %q is neither process nor inprocess", mode)
+	}
+	st, err := stack.Start(ctx, cluster.Config, c, sopts)
 	if err != nil {
 		return err
 	}
@@ -143,32 +182,50 @@ func run() error {
 		return err
 	}
 
-	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Versions: map[string]string{
+	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: mode, Versions: map[string]string{
 		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()},
 		GoBench: goBench}
 	for _, n := range ns {
-		raw, err := measure(ctx, c, watcher, "raw", n, rate, rawPath)
+		raw, err := measure(ctx, cluster.Config, c, watcher, "raw", n, rate, rawPath)
 		if err != nil {
 			return err
 		}
-		op, err := measure(ctx, c, watcher, "operator", n, rate, operatorPath(st))
+		op, err := measure(ctx, cluster.Config, c, watcher, "operator", n, rate, operatorPath(st))
 		if err != nil {
 			return err
 		}
 		rep.Results = append(rep.Results, raw, op)
-		reportReconciles(os.Stdout)
+		if err := reportReconciles(os.Stdout, st); err != nil {
+			return err
+		}
+	}
+	total, raws := 0, 0
+	for _, r := range rep.Results {
+		if r.Path == "operator" {
+			total += r.Ready
+		} else {
+			raws += r.Ready
+		}
+	}
+	fp, err := footprint(cluster, st, "after the creates", fmt.Sprintf("%d OpenShellSandboxes; %d Sandboxes, pods, services", total, total+raws))
+	if err != nil {
+		return err
+	}
+	if fp != nil {
+		rep.Footprint = append(rep.Footprint, *fp)
+	}
+	// From here on both the operator and the Agent Sandbox controller
+	// handle the same sandboxes: the raw ones go.
+	if err := deleteRaw(ctx, c, ns); err != nil {
+		return err
 	}
 	if steady > 0 {
 		// Every OpenShellSandbox created above is still there and Ready.
-		total := 0
-		for _, r := range rep.Results {
-			if r.Path == "operator" {
-				total += r.Ready
-			}
-		}
-		if rep.Steady, err = measureSteady(st, total, steady); err != nil {
+		steadyRes, prints, err := measureSteady(cluster, st, total, steady)
+		if err != nil {
 			return err
 		}
+		rep.Steady, rep.Footprint = steadyRes, append(rep.Footprint, prints...)
 	}
 	// Fan-out over the largest operator namespace, after the steady-state
 	// windows (the edit is a change by design).
@@ -199,6 +256,10 @@ type path struct {
 	ready  func(obj any) (string, bool)
 }
 
+// rawPath creates the Sandbox the gateway's compute driver would create for
+// an OpenShellSandbox (the sidecar topology, internal/sandboxpod), directly:
+// the floor is the same object without the operator and the gateway in
+// between, so the ratio measures what they add, not a smaller pod.
 var rawPath = path{
 	list: func() client.ObjectList {
 		l := &unstructured.UnstructuredList{}
@@ -206,12 +267,27 @@ var rawPath = path{
 		return l
 	},
 	create: func(ctx context.Context, c client.Client, ns string, i int) error {
-		sb := &unstructured.Unstructured{}
+		name := fmt.Sprintf("raw-%d", i)
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		pod := sandboxpod.Sidecar(sandboxpod.Inputs{ServiceAccount: "openshell-sandbox", AgentImage: framework.TestImages.Sandbox,
+			SupervisorImage: framework.TestImages.Supervisor, ClientTLSSecret: "openshell-client-tls", SandboxID: id, SandboxName: name,
+			GRPCEndpoint: "https://openshell.bench-gateway.svc:8080", BinaryAware: true})
+		podMap, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+		if err != nil {
+			return err
+		}
+		sb := &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": name, "namespace": ns,
+				"labels": map[string]any{testgateway.LabelSandboxID: id, testgateway.LabelSandboxName: name,
+					testgateway.LabelSandboxWorkspace: ns, testgateway.LabelManagedBy: "openshell", testgateway.LabelGatewayID: "bench"},
+				"annotations": map[string]any{testgateway.LabelSandboxID: id, testgateway.LabelSandboxName: name,
+					testgateway.LabelSandboxWorkspace: ns}},
+			"spec": map[string]any{"podTemplate": map[string]any{
+				"metadata": map[string]any{"annotations": map[string]any{"openshell.io/sandbox-id": id}},
+				"spec":     podMap,
+			}},
+		}}
 		sb.SetGroupVersionKind(sandboxGVK)
-		sb.SetNamespace(ns)
-		sb.SetName(fmt.Sprintf("raw-%d", i))
-		_ = unstructured.SetNestedField(sb.Object, map[string]any{"spec": map[string]any{"containers": []any{
-			map[string]any{"name": "agent", "image": framework.TestImages.Sandbox}}}}, "spec", "podTemplate")
 		return c.Create(ctx, sb)
 	},
 	ready: func(o any) (string, bool) {
@@ -254,7 +330,7 @@ func operatorPath(st *stack.Stack) path {
 }
 
 // measure creates n objects at a fixed rate and records create→Ready.
-func measure(ctx context.Context, c client.Client, w client.WithWatch, name string, n, rate int, p path) (Result, error) {
+func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.WithWatch, name string, n, rate int, p path) (Result, error) {
 	ns := fmt.Sprintf("bench-%s-%d", name, n)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return Result{}, err
@@ -298,6 +374,18 @@ func measure(ctx context.Context, c client.Client, w client.WithWatch, name stri
 			}
 		}
 	}()
+	usageBefore, err := framework.ChildrenUsage()
+	if err != nil {
+		return Result{}, err
+	}
+	reqsBefore, err := apiRequests(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	waitProfile := func() error { return nil }
+	if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+		waitProfile = profileAPIServer(ctx, cfg, n/rate+1, filepath.Join(dir, fmt.Sprintf("apiserver-%s-%d.pprof", name, n)))
+	}
 	start := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
@@ -316,6 +404,21 @@ func measure(ctx context.Context, c client.Client, w client.WithWatch, name stri
 	case <-wctx.Done():
 	}
 	wall := time.Since(start)
+	usageAfter, err := framework.ChildrenUsage()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := waitProfile(); err != nil {
+		return Result{}, err
+	}
+	reqsAfter, err := apiRequests(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	cpu := map[string]time.Duration{}
+	for name, u := range usageAfter {
+		cpu[name] = u.CPU - usageBefore[name].CPU
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	lat := make([]time.Duration, 0, len(ready))
@@ -323,7 +426,7 @@ func measure(ctx context.Context, c client.Client, w client.WithWatch, name stri
 		lat = append(lat, d)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99)}
+	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, CPU: cpu, APIRequests: diff(reqsAfter, reqsBefore), P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99)}
 	if wall > 0 {
 		r.Throughput = float64(len(lat)) / wall.Seconds()
 	}
@@ -360,10 +463,46 @@ func printReport(f *os.File, rep Report) {
 			r.Wall.Round(time.Millisecond), r.Throughput, ratio, wallRatio)
 	}
 	_ = w.Flush()
+	printCPU(f, rep.Results)
+	printAPIRequests(f, rep.Results)
 	printSteady(f, rep.Steady)
+	printFootprint(f, rep.Footprint)
 	printFanout(f, rep.Fanout)
 	printAdmission(f, rep.Admission)
 	printGoBench(f, rep.GoBench)
+}
+
+// printCPU shows where each path spent the machine's CPU.
+func printCPU(f *os.File, rs []Result) {
+	names := map[string]bool{}
+	for _, r := range rs {
+		for n, d := range r.CPU {
+			if d > 0 {
+				names[n] = true
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	cols := make([]string, 0, len(names))
+	for n := range names {
+		cols = append(cols, n)
+	}
+	sort.Strings(cols)
+	fmt.Fprintf(f, "\nCPU seconds per component during each run (self: the creator, the watches and the test gateway)\n\n")
+	w := tabwriter.NewWriter(f, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "N\tpath\t%s\ttotal\t\n", strings.Join(cols, "\t"))
+	for _, r := range rs {
+		var total time.Duration
+		cells := make([]string, 0, len(cols))
+		for _, c := range cols {
+			total += r.CPU[c]
+			cells = append(cells, fmt.Sprintf("%.2f", r.CPU[c].Seconds()))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%.2f\t\n", r.N, r.Path, strings.Join(cells, "\t"), total.Seconds())
+	}
+	_ = w.Flush()
 }
 
 func write(dir string, rep Report) error {
@@ -388,25 +527,48 @@ func write(dir string, rep Report) error {
 }
 
 // reportReconciles prints how many reconciles each controller ran and their
-// mean duration, from the controller-runtime metrics.
-func reportReconciles(f *os.File) {
-	mfs, _ := metrics.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			ctrl := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" {
-					ctrl = l.GetValue()
-				}
-			}
-			h := m.GetHistogram()
-			if h.GetSampleCount() > 0 {
-				fmt.Fprintf(f, "  reconciles %-22s %6d, mean %s\n", ctrl, h.GetSampleCount(),
-					time.Duration(h.GetSampleSum()/float64(h.GetSampleCount())*float64(time.Second)).Round(time.Microsecond))
-			}
+// mean duration, from the operator's controller-runtime metrics.
+func reportReconciles(f *os.File, st *stack.Stack) error {
+	recs, err := st.Reconciles()
+	if err != nil {
+		return fmt.Errorf("read reconcile metrics: %w", err)
+	}
+	names := make([]string, 0, len(recs))
+	for n := range recs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if r := recs[n]; r.Count > 0 {
+			fmt.Fprintf(f, "  reconciles %-22s %6d, mean %s\n", n, r.Count, (r.Total / time.Duration(r.Count)).Round(time.Microsecond))
 		}
 	}
+	return nil
+}
+
+// deleteRaw deletes the raw benchmark namespaces and waits until the
+// namespace controller and the Agent Sandbox controller have removed
+// their Sandboxes.
+func deleteRaw(ctx context.Context, c client.Client, sizes []int) error {
+	for _, n := range sizes {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-raw-%d", n)}}
+		if err := c.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	err := framework.WaitFor(wctx, time.Second, func(ctx context.Context) (bool, error) {
+		for _, n := range sizes {
+			err := c.Get(ctx, client.ObjectKey{Name: fmt.Sprintf("bench-raw-%d", n)}, &corev1.Namespace{})
+			if !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete the raw sandboxes: %w", err)
+	}
+	return nil
 }

@@ -130,6 +130,26 @@ func (c *Cluster) Process(name string) *Process {
 	return nil
 }
 
+// Restart stops the named component and starts it again with the same
+// arguments, as a pod restart would: it comes back with empty caches.
+func (c *Cluster) Restart(name string) error {
+	for i, p := range c.Processes {
+		if p.Name != name {
+			continue
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			return err
+		}
+		np, err := StartProcessEnv(c.Dir, name, p.cmd.Path, p.env, p.cmd.Args[1:]...)
+		if err != nil {
+			return err
+		}
+		c.Processes[i] = np
+		return nil
+	}
+	return fmt.Errorf("no component %q", name)
+}
+
 // CheckProcesses returns an error naming any component that has exited,
 // with the end of its log.
 func (c *Cluster) CheckProcesses() error {

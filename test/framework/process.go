@@ -17,6 +17,7 @@ type Process struct {
 	Name    string
 	LogPath string
 	cmd     *exec.Cmd
+	env     []string
 	done    chan struct{}
 	err     error
 }
@@ -25,19 +26,29 @@ type Process struct {
 // child gets SIGKILL if the test binary dies, so a crashed test leaves no
 // process behind.
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
+	return StartProcessEnv(dir, name, bin, nil, args...)
+}
+
+// StartProcessEnv is StartProcess with env added to this process's
+// environment (later entries win).
+func StartProcessEnv(dir, name, bin string, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
+	// Appended to, so a restarted component keeps its earlier log.
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, env: env, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = f.Close()
@@ -45,6 +56,9 @@ func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	}()
 	return p, nil
 }
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited reports whether the process has ended, and its error.
 func (p *Process) Exited() (bool, error) {

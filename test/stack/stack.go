@@ -41,6 +41,21 @@ type Options struct {
 	Manager manager.Options
 	// ImagePolicy is the gateway's enforcement.
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
+	// Process runs the operator as its own process, as deployed (cmd/,
+	// with its flags and client settings), so the kernel accounts its
+	// memory and CPU apart from the test; metrics then come from its
+	// metrics endpoint. Empty runs the manager in this process.
+	Process *ProcessOptions
+}
+
+// ProcessOptions run the operator binary.
+type ProcessOptions struct {
+	// Binary is the operator executable (go build ./cmd).
+	Binary string
+	// Kubeconfig is the admin kubeconfig it connects with.
+	Kubeconfig string
+	// Dir receives its log (operator.log).
+	Dir string
 }
 
 // Stack is a running operator plus test gateway.
@@ -54,6 +69,11 @@ type Stack struct {
 	mgrDone  chan error
 	mgrCfg   *rest.Config
 	mgrOpts  manager.Options
+
+	// Process mode.
+	procOpts   *ProcessOptions
+	proc       *framework.Process
+	metricsURL string
 }
 
 // RequestCounter counts API requests by kind: watch, GET, POST, PUT,
@@ -104,14 +124,30 @@ func (s *Stack) RestartManagerWith(edit func(*manager.Options)) error {
 	if edit != nil {
 		edit(&s.mgrOpts)
 	}
-	s.stopMgr()
-	if err := <-s.mgrDone; err != nil {
+	if err := s.stopManager(); err != nil {
 		return err
 	}
 	return s.startManager()
 }
 
+func (s *Stack) stopManager() error {
+	if s.proc != nil {
+		err := s.proc.Stop(30 * time.Second)
+		s.proc = nil
+		return err
+	}
+	if s.stopMgr == nil {
+		return nil
+	}
+	s.stopMgr()
+	s.stopMgr = nil
+	return <-s.mgrDone
+}
+
 func (s *Stack) startManager() error {
+	if s.procOpts != nil {
+		return s.startProcess()
+	}
 	mgr, err := manager.New(s.mgrCfg, s.mgrOpts)
 	if err != nil {
 		return err
@@ -154,7 +190,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(port)
 
-	s := &Stack{CA: ca, Requests: &RequestCounter{}}
+	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process}
 	defer func() {
 		if retErr != nil {
 			s.Stop()
@@ -177,6 +213,15 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	s.mgrCfg = rest.CopyConfig(cfg)
 	s.mgrCfg.Wrap(s.Requests.Wrap)
 	s.mgrOpts = mopts
+	if s.procOpts != nil {
+		// The binary issues its own OIDC serving certificate from the CA in
+		// this Secret when the Secret holds one: seeding it with the
+		// stack's CA lets the test gateway trust either mode alike.
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oidcTLSSecret, Namespace: opts.GatewayNamespace},
+			Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}}); err != nil {
+			return nil, fmt.Errorf("seed the OIDC serving CA: %w", err)
+		}
+	}
 	if err := s.startManager(); err != nil {
 		return nil, err
 	}
@@ -219,11 +264,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 // Stop stops the manager and the test gateway.
 func (s *Stack) Stop() error {
 	var errs []error
-	if s.stopMgr != nil {
-		s.stopMgr()
-		errs = append(errs, <-s.mgrDone)
-		s.stopMgr = nil
-	}
+	errs = append(errs, s.stopManager())
 	if s.Gateway != nil {
 		s.Gateway.Stop()
 		s.Gateway = nil

@@ -1,0 +1,135 @@
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Usage is what the kernel accounts to a process.
+type Usage struct {
+	// RSS is the resident set now, PeakRSS its high-water mark (VmHWM).
+	RSS, PeakRSS int64
+	// AnonRSS is the anonymous part of RSS (heap, stacks): what grows
+	// with the objects a controller holds. FileRSS is the part mapped
+	// from files, for a static Go binary the pages of its own executable.
+	AnonRSS, FileRSS int64
+	// CPU is user plus system time since the process started.
+	CPU time.Duration
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// ReadUsage reads /proc/<pid>/status and /proc/<pid>/stat.
+func ReadUsage(pid int) (Usage, error) {
+	var u Usage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch k {
+		case "VmRSS":
+			dst = &u.RSS
+		case "VmHWM":
+			dst = &u.PeakRSS
+		case "RssAnon":
+			dst = &u.AnonRSS
+		case "RssFile":
+			dst = &u.FileRSS
+		default:
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return u, fmt.Errorf("parse %s %q: %w", k, v, err)
+		}
+		*dst = kb << 10
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// The command name (field 2) may hold spaces; fields after it are
+	// counted from the closing parenthesis. utime and stime are fields 14
+	// and 15.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return u, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 13 {
+		return u, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return u, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	u.CPU = time.Duration(ticks) * time.Second / clockTicks
+	return u, nil
+}
+
+// ChildrenUsage reads every direct child of this process (the control
+// plane, the controllers, an operator process) by command name, and this
+// process itself as "self".
+func ChildrenUsage() (map[string]Usage, error) {
+	self := os.Getpid()
+	out := map[string]Usage{}
+	u, err := ReadUsage(self)
+	if err != nil {
+		return nil, err
+	}
+	out["self"] = u
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone since the listing
+		}
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(string(stat[end+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
+			continue
+		}
+		u, err := ReadUsage(pid)
+		if err != nil {
+			continue
+		}
+		name := string(stat[open+1 : end])
+		if prev, ok := out[name]; ok { // same name twice: add them up
+			u.RSS += prev.RSS
+			u.PeakRSS += prev.PeakRSS
+			u.AnonRSS += prev.AnonRSS
+			u.FileRSS += prev.FileRSS
+			u.CPU += prev.CPU
+		}
+		out[name] = u
+	}
+	return out, nil
+}

@@ -1,0 +1,43 @@
+package framework
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestReadUsage reads this test process: its resident set is at least the
+// 64 MiB it has just touched, the peak is not below it, and CPU time grows
+// with work done.
+func TestReadUsage(t *testing.T) {
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	before, err := ReadUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.RSS < int64(len(buf)) || before.PeakRSS < before.RSS || before.AnonRSS < int64(len(buf)) {
+		t.Fatalf("RSS %d, peak %d, anonymous %d: want all ≥ %d", before.RSS, before.PeakRSS, before.AnonRSS, len(buf))
+	}
+	if before.FileRSS <= 0 || before.AnonRSS+before.FileRSS > before.RSS {
+		t.Fatalf("anonymous %d + file %d must be positive parts of RSS %d", before.AnonRSS, before.FileRSS, before.RSS)
+	}
+	deadline := time.Now().Add(200 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	after, err := ReadUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CPU <= before.CPU {
+		t.Fatalf("CPU did not grow over a busy loop (%d iterations): %s then %s", x, before.CPU, after.CPU)
+	}
+	_ = buf[len(buf)-1]
+	if _, err := ReadUsage(-1); err == nil {
+		t.Fatal("no error for a process that cannot exist")
+	}
+}
