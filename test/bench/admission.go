@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -17,29 +22,39 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/scheme"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
 // AdmissionResult is the validating webhook's latency under concurrent
 // creates: as served (the handler from decoding the request to writing the
-// answer, timed at the webhook server) and as the
-// creating client saw it (the whole API request).
+// answer, timed at the webhook server) and as the creating client saw it
+// (the whole API request), once with every process sharing the cores and
+// once with the webhook on a core of its own.
 type AdmissionResult struct {
-	Concurrency   int           `json:"concurrency"`
-	Requests      int           `json:"requests"`
-	Denied        int           `json:"denied"`
-	PolicyEntries int           `json:"policyEntries"`
-	WebhookP50    time.Duration `json:"webhookP50"`
-	WebhookP99    time.Duration `json:"webhookP99"`
-	ClientP50     time.Duration `json:"clientP50"`
-	ClientP99     time.Duration `json:"clientP99"`
+	Concurrency   int            `json:"concurrency"`
+	PolicyEntries int            `json:"policyEntries"`
+	Rows          []AdmissionRow `json:"rows"`
+}
+
+// AdmissionRow is one placement's figures.
+type AdmissionRow struct {
+	Placement  string        `json:"placement"`
+	Requests   int           `json:"requests"`
+	Denied     int           `json:"denied"`
+	WebhookP50 time.Duration `json:"webhookP50"`
+	WebhookP90 time.Duration `json:"webhookP90"`
+	WebhookP95 time.Duration `json:"webhookP95"`
+	WebhookP99 time.Duration `json:"webhookP99"`
+	ClientP50  time.Duration `json:"clientP50"`
+	ClientP99  time.Duration `json:"clientP99"`
 	// WarmupMax is the slowest request of the unmeasured first round.
 	WarmupMax time.Duration `json:"warmupMax"`
 }
@@ -142,84 +157,235 @@ func measureAdmission(ctx context.Context, concurrency, rounds, entries int) (Ad
 		return AdmissionResult{}, fmt.Errorf("wait for the tenant: %w", err)
 	}
 
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: the API server sees the concurrency
-	creator, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	// The creating client runs in a process of its own: 200 goroutines
+	// encoding and sending requests in this process would share its
+	// scheduler and garbage collector with the webhook being measured,
+	// which runs alone in the operator's process when deployed.
+	dir, err := os.MkdirTemp("", "bench-admission-")
 	if err != nil {
 		return AdmissionResult{}, err
 	}
-	var (
-		mu        sync.Mutex
-		clientLat []time.Duration
-		denied    int
-		failure   error
-		warmup    time.Duration
-	)
-	for round := range rounds + 1 {
-		var wg sync.WaitGroup
-		for w := range concurrency {
+	defer os.RemoveAll(dir)
+	kubeconfig, err := env.WriteKubeconfig(dir)
+	if err != nil {
+		return AdmissionResult{}, err
+	}
+	spec := admissionClientSpec{Kubeconfig: kubeconfig, Namespace: ns, Gateway: gw.Name,
+		Concurrency: concurrency, Rounds: rounds, Entries: entries}
+	res := AdmissionResult{Concurrency: concurrency, PolicyEntries: entries}
+	row, err := runAdmissionRounds(ctx, spec, rec, nil)
+	if err != nil {
+		return AdmissionResult{}, err
+	}
+	row.Placement = "all processes share the cores"
+	res.Rows = append(res.Rows, row)
+	if runtime.NumCPU() < 2 {
+		return res, nil
+	}
+	// In a cluster the API server runs on control-plane nodes and the
+	// operator elsewhere: on one machine, the closest is a core for the
+	// webhook (this process) and the other cores for the rest.
+	others := []int{}
+	for c := range runtime.NumCPU() - 1 {
+		others = append(others, c+1)
+	}
+	pin := func(int) error {
+		children, err := framework.Children()
+		if err != nil {
+			return err
+		}
+		for pid := range children {
+			if err := framework.SetAffinity(pid, others...); err != nil {
+				return err
+			}
+		}
+		// One core, one P: two Ps would take turns on it.
+		runtime.GOMAXPROCS(1)
+		return framework.SetAffinity(os.Getpid(), 0)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func() {
+		children, _ := framework.Children()
+		for pid := range children {
+			_ = framework.SetAffinity(pid)
+		}
+		_ = framework.SetAffinity(os.Getpid())
+	}()
+	row, err = runAdmissionRounds(ctx, spec, rec, pin)
+	if err != nil {
+		return AdmissionResult{}, err
+	}
+	row.Placement = "webhook on a core of its own"
+	res.Rows = append(res.Rows, row)
+	return res, nil
+}
+
+// runAdmissionRounds starts the client process, calls place (when set)
+// with its PID, and returns the figures of its measured rounds.
+func runAdmissionRounds(ctx context.Context, spec admissionClientSpec, rec *latencies, place func(pid int) error) (AdmissionRow, error) {
+	raw, _ := json.Marshal(spec)
+	self, err := os.Executable()
+	if err != nil {
+		return AdmissionRow{}, err
+	}
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(), admissionClientEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return AdmissionRow{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return AdmissionRow{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return AdmissionRow{}, fmt.Errorf("start the admission client: %w", err)
+	}
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	if place != nil {
+		if err := place(cmd.Process.Pid); err != nil {
+			return AdmissionRow{}, err
+		}
+	}
+	dec := json.NewDecoder(stdout)
+	// The first round warms the webhook's connections and compiles the
+	// allowlist index; it is reported apart, not in the figures.
+	var warm admissionClientResult
+	if err := dec.Decode(&warm); err != nil {
+		return AdmissionRow{}, fmt.Errorf("admission client warm-up: %w", err)
+	}
+	rec.mu.Lock()
+	rec.d = nil
+	rec.mu.Unlock()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		return AdmissionRow{}, err
+	}
+	var res admissionClientResult
+	if err := dec.Decode(&res); err != nil {
+		return AdmissionRow{}, fmt.Errorf("admission client: %w", err)
+	}
+	if warm.Failure != "" || res.Failure != "" {
+		return AdmissionRow{}, errors.New(warm.Failure + res.Failure)
+	}
+	clientLat := res.Latencies
+	sort.Slice(clientLat, func(i, j int) bool { return clientLat[i] < clientLat[j] })
+	served := rec.sorted()
+	return AdmissionRow{Requests: len(clientLat), Denied: res.Denied,
+		WebhookP50: pct(served, 50), WebhookP90: pct(served, 90), WebhookP95: pct(served, 95), WebhookP99: pct(served, 99),
+		ClientP50: pct(clientLat, 50), ClientP99: pct(clientLat, 99), WarmupMax: slices.Max(warm.Latencies)}, nil
+}
+
+// admissionClientEnv makes this program the admission client (a JSON
+// admissionClientSpec) instead of the benchmark.
+const admissionClientEnv = "BENCH_ADMISSION_CLIENT"
+
+type admissionClientSpec struct {
+	Kubeconfig, Namespace, Gateway string
+	Concurrency, Rounds, Entries   int
+}
+
+// admissionClientResult is one report of the client: the warm-up round,
+// then the measured rounds.
+type admissionClientResult struct {
+	Latencies []time.Duration `json:"latencies"`
+	Denied    int             `json:"denied"`
+	Failure   string          `json:"failure,omitempty"`
+}
+
+// runAdmissionClient sends the rounds of concurrent dry-run creates: one
+// warm-up round, a report, a "go" on stdin, then the measured rounds and
+// their report, each report a JSON line on stdout.
+func runAdmissionClient(specJSON string) error {
+	var spec admissionClientSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: the API server sees the concurrency
+	creator, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	out := json.NewEncoder(os.Stdout)
+	round := func(r int) admissionClientResult {
+		var (
+			mu  sync.Mutex
+			res admissionClientResult
+			wg  sync.WaitGroup
+		)
+		for w := range spec.Concurrency {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				i := round*concurrency + w
-				image := fmt.Sprintf("mirror.example.com/team-%d/agent%s", i%entries, benchDigest)
+				i := r*spec.Concurrency + w
+				image := fmt.Sprintf("mirror.example.com/team-%d/agent%s", i%spec.Entries, benchDigest)
 				if i%10 == 9 {
 					image = fmt.Sprintf("docker.io/team-%d/agent%s", i, benchDigest)
 				}
-				sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("adm-%d", i), Namespace: ns},
-					Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gw.Name}, Image: image}}
+				sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("adm-%d", i), Namespace: spec.Namespace},
+					Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: spec.Gateway}, Image: image}}
 				start := time.Now()
 				err := creator.Create(ctx, sb, client.DryRunAll)
 				d := time.Since(start)
 				mu.Lock()
 				defer mu.Unlock()
-				clientLat = append(clientLat, d)
+				res.Latencies = append(res.Latencies, d)
 				switch {
 				case err == nil:
+					if i%10 == 9 && res.Failure == "" {
+						res.Failure = fmt.Sprintf("an unmirrored image was admitted: %s", image)
+					}
 				case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
-					denied++
-					if i%10 != 9 && failure == nil {
-						failure = fmt.Errorf("a mirrored image was denied: %w", err)
+					res.Denied++
+					if i%10 != 9 && res.Failure == "" {
+						res.Failure = fmt.Sprintf("a mirrored image was denied: %v", err)
 					}
 				default:
-					if failure == nil {
-						failure = fmt.Errorf("create %s: %w", sb.Name, err)
+					if res.Failure == "" {
+						res.Failure = fmt.Sprintf("create %s: %v", sb.Name, err)
 					}
 				}
 			}()
 		}
 		wg.Wait()
-		if round == 0 {
-			// The first round warms the webhook's connections and compiles
-			// the allowlist index; it is reported apart, not in the figures.
-			mu.Lock()
-			warmup = slices.Max(clientLat)
-			clientLat, denied = nil, 0
-			mu.Unlock()
-			rec.mu.Lock()
-			rec.d = nil
-			rec.mu.Unlock()
+		return res
+	}
+	if err := out.Encode(round(0)); err != nil {
+		return err
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("wait for go: %w", err)
+	}
+	var all admissionClientResult
+	for r := 1; r <= spec.Rounds; r++ {
+		res := round(r)
+		all.Latencies = append(all.Latencies, res.Latencies...)
+		all.Denied += res.Denied
+		if all.Failure == "" {
+			all.Failure = res.Failure
 		}
 	}
-	if failure != nil {
-		return AdmissionResult{}, failure
-	}
-	sort.Slice(clientLat, func(i, j int) bool { return clientLat[i] < clientLat[j] })
-	served := rec.sorted()
-	return AdmissionResult{Concurrency: concurrency, Requests: len(clientLat), Denied: denied, PolicyEntries: entries,
-		WebhookP50: pct(served, 50), WebhookP99: pct(served, 99), ClientP50: pct(clientLat, 50), ClientP99: pct(clientLat, 99), WarmupMax: warmup}, nil
+	return out.Encode(all)
 }
 
 func printAdmission(f *os.File, r *AdmissionResult) {
-	if r == nil {
+	if r == nil || len(r.Rows) == 0 {
 		return
 	}
 	fmt.Fprintf(f, "\nAdmission, %d concurrent dry-run creates × %d, image policy of %d entries (target: webhook p99 < 5ms)\n\n",
-		r.Concurrency, r.Requests/max(r.Concurrency, 1), r.PolicyEntries)
+		r.Concurrency, r.Rows[0].Requests/max(r.Concurrency, 1), r.PolicyEntries)
 	w := tabwriter.NewWriter(f, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "requests\tdenied (not mirrored)\twebhook p50\twebhook p99\tclient p50\tclient p99\twarm-up round max\t")
-	fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Requests, r.Denied, r.WebhookP50.Round(time.Microsecond),
-		r.WebhookP99.Round(time.Microsecond), r.ClientP50.Round(time.Microsecond), r.ClientP99.Round(time.Microsecond),
-		r.WarmupMax.Round(time.Millisecond))
+	fmt.Fprintln(w, "placement\trequests\tdenied (not mirrored)\twebhook p50\tp90\tp95\tp99\tclient p50\tclient p99\twarm-up round max\t")
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Placement, row.Requests, row.Denied,
+			row.WebhookP50.Round(time.Microsecond), row.WebhookP90.Round(time.Microsecond), row.WebhookP95.Round(time.Microsecond),
+			row.WebhookP99.Round(time.Microsecond), row.ClientP50.Round(time.Microsecond), row.ClientP99.Round(time.Microsecond),
+			row.WarmupMax.Round(time.Millisecond))
+	}
 	_ = w.Flush()
 }

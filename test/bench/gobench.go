@@ -46,28 +46,34 @@ func readGoBench(path string) ([]GoBench, error) {
 }
 
 func printGoBench(f *os.File, bs []GoBench) {
+	printGoBenchGroup(f, bs, "BenchmarkEvaluate/", "Image policy decisions (Go benchmarks, same machine)", "decisions/s")
+	printGoBenchGroup(f, bs, "BenchmarkSandboxAdmission/",
+		"Sandbox admission through the webhook's HTTP handler, 1,000-entry policy (Go benchmark, same machine)", "reviews/s")
+}
+
+func printGoBenchGroup(f *os.File, bs []GoBench, prefix, title, rate string) {
 	var rows []GoBench
 	for _, b := range bs {
-		if strings.HasPrefix(b.Name, "BenchmarkEvaluate/") {
+		if strings.HasPrefix(b.Name, prefix) {
 			rows = append(rows, b)
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(f, "\nImage policy decisions (Go benchmarks, same machine)\n\n")
+	fmt.Fprintf(f, "\n%s\n\n", title)
 	w := tabwriter.NewWriter(f, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tns/op\tdecisions/s\tallocs/op\t")
+	fmt.Fprintf(w, "case\tns/op\t%s\tB/op\tallocs/op\t\n", rate)
 	for _, b := range rows {
-		name := strings.TrimPrefix(b.Name, "BenchmarkEvaluate/")
+		name := strings.TrimPrefix(b.Name, prefix)
 		if i := strings.LastIndex(name, "-"); i > 0 {
 			name = name[:i] // the GOMAXPROCS suffix
 		}
-		perSec := b.Metrics["decisions/s"]
+		perSec := b.Metrics[rate]
 		if perSec == 0 && b.Metrics["ns/op"] > 0 {
 			perSec = 1e9 / b.Metrics["ns/op"]
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t\n", name, b.Metrics["ns/op"], perSec, b.Metrics["allocs/op"])
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", name, b.Metrics["ns/op"], perSec, b.Metrics["B/op"], b.Metrics["allocs/op"])
 	}
 	_ = w.Flush()
 }

@@ -16,7 +16,8 @@
 // bench/results), BENCH_GO_RESULTS (a `go test -bench` output to include;
 // make bench sets it), BENCH_OPERATOR ("process", the default: the operator
 // binary as its own process, so its footprint can be read; "inprocess": the
-// manager inside this program).
+// manager inside this program), BENCH_OPERATOR_ARGS (further operator flags,
+// e.g. "--kube-api-qps=200 --kube-api-burst=400").
 package main
 
 import (
@@ -89,6 +90,13 @@ type Report struct {
 }
 
 func main() {
+	if spec := os.Getenv(admissionClientEnv); spec != "" {
+		if err := runAdmissionClient(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench admission client:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -167,7 +175,8 @@ func run() error {
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("build the operator: %w\n%s", err, out)
 		}
-		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir}
+		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir,
+			Args: strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))}
 	case "inprocess":
 	default:
 		return fmt.Errorf("BENCH_OPERATOR: %q is neither process nor inprocess", mode)
@@ -182,7 +191,7 @@ func run() error {
 		return err
 	}
 
-	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: mode, Versions: map[string]string{
+	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: strings.TrimSpace(mode + " " + os.Getenv("BENCH_OPERATOR_ARGS")), Versions: map[string]string{
 		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()},
 		GoBench: goBench}
 	for _, n := range ns {

@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Usage is what the kernel accounts to a process.
@@ -85,21 +88,15 @@ func ReadUsage(pid int) (Usage, error) {
 	return u, nil
 }
 
-// ChildrenUsage reads every direct child of this process (the control
-// plane, the controllers, an operator process) by command name, and this
-// process itself as "self".
-func ChildrenUsage() (map[string]Usage, error) {
-	self := os.Getpid()
-	out := map[string]Usage{}
-	u, err := ReadUsage(self)
-	if err != nil {
-		return nil, err
-	}
-	out["self"] = u
+// Children lists the direct children of this process by PID, with their
+// command names.
+func Children() (map[int]string, error) {
+	self := strconv.Itoa(os.Getpid())
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
+	out := map[int]string{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -113,15 +110,32 @@ func ChildrenUsage() (map[string]Usage, error) {
 		if open < 0 || end < open {
 			continue
 		}
-		fields := strings.Fields(string(stat[end+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
-			continue
+		if fields := strings.Fields(string(stat[end+1:])); len(fields) >= 2 && fields[1] == self {
+			out[pid] = string(stat[open+1 : end])
 		}
+	}
+	return out, nil
+}
+
+// ChildrenUsage reads every direct child of this process (the control
+// plane, the controllers, an operator process) by command name, and this
+// process itself as "self".
+func ChildrenUsage() (map[string]Usage, error) {
+	out := map[string]Usage{}
+	u, err := ReadUsage(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	out["self"] = u
+	children, err := Children()
+	if err != nil {
+		return nil, err
+	}
+	for pid, name := range children {
 		u, err := ReadUsage(pid)
 		if err != nil {
-			continue
+			continue // exited since the listing
 		}
-		name := string(stat[open+1 : end])
 		if prev, ok := out[name]; ok { // same name twice: add them up
 			u.RSS += prev.RSS
 			u.PeakRSS += prev.PeakRSS
@@ -132,4 +146,33 @@ func ChildrenUsage() (map[string]Usage, error) {
 		out[name] = u
 	}
 	return out, nil
+}
+
+// SetAffinity restricts every thread of process pid to cpus (none: all
+// CPUs of the machine). Benchmarks use it to give components a core of
+// their own, as separate nodes would.
+func SetAffinity(pid int, cpus ...int) error {
+	var set unix.CPUSet
+	if len(cpus) == 0 {
+		for i := range runtime.NumCPU() {
+			set.Set(i)
+		}
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("set CPU affinity of %d/%d: %w", pid, tid, err)
+		}
+	}
+	return nil
 }

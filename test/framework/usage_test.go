@@ -2,6 +2,7 @@ package framework
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,35 @@ func TestReadUsage(t *testing.T) {
 	_ = buf[len(buf)-1]
 	if _, err := ReadUsage(-1); err == nil {
 		t.Fatal("no error for a process that cannot exist")
+	}
+}
+
+// TestSetAffinity pins every thread of this process to one CPU and back.
+func TestSetAffinity(t *testing.T) {
+	allowed := func() string {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatal("no Cpus_allowed_list")
+		return ""
+	}
+	before := allowed()
+	if err := SetAffinity(os.Getpid(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := allowed(); got != "0" {
+		t.Errorf("pinned to CPU 0, allowed %q", got)
+	}
+	if err := SetAffinity(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if got := allowed(); got != before {
+		t.Errorf("restored: allowed %q, was %q", got, before)
 	}
 }

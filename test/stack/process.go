@@ -37,6 +37,7 @@ func (s *Stack) startProcess() error {
 		"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
 		"--oidc-issuer-url=" + o.OIDC.IssuerURL, "--oidc-bind-address=" + o.OIDC.BindAddress,
 	}
+	args = append(args, s.procOpts.Args...)
 	if o.SyncPeriod != nil {
 		args = append(args, "--sync-period="+o.SyncPeriod.String())
 	}

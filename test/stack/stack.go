@@ -56,6 +56,8 @@ type ProcessOptions struct {
 	Kubeconfig string
 	// Dir receives its log (operator.log).
 	Dir string
+	// Args are further flags, e.g. --kube-api-qps=100.
+	Args []string
 }
 
 // Stack is a running operator plus test gateway.
