@@ -94,14 +94,16 @@ func measureFanout(ctx context.Context, c client.Client, w client.WithWatch, ns 
 	return r, nil
 }
 
-func printFanout(f *os.File, r *FanoutResult) {
-	if r == nil {
+func printFanout(f *os.File, rs []FanoutResult) {
+	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(f, "\nPolicy fan-out: one OpenShellPolicy edit, %d sandboxes referencing it\n\n", r.Sandboxes)
+	fmt.Fprintf(f, "\nPolicy fan-out: one OpenShellPolicy edit, every sandbox referencing it reports it applied (Synced)\n\n")
 	w := tabwriter.NewWriter(f, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "sandboxes\tapplied\tfirst\tp50\tall\t")
-	fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t\n", r.Sandboxes, r.Applied, r.First.Round(time.Millisecond),
-		r.P50.Round(time.Millisecond), r.All.Round(time.Millisecond))
+	for _, r := range rs {
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t\n", r.Sandboxes, r.Applied, r.First.Round(time.Millisecond),
+			r.P50.Round(time.Millisecond), r.All.Round(time.Millisecond))
+	}
 	_ = w.Flush()
 }

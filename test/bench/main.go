@@ -28,7 +28,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +83,7 @@ type Report struct {
 	Operator  string            `json:"operator"`
 	Steady    []SteadyResult    `json:"steady,omitempty"`
 	Footprint []FootprintResult `json:"footprint,omitempty"`
-	Fanout    *FanoutResult     `json:"fanout,omitempty"`
+	Fanout    []FanoutResult    `json:"fanout,omitempty"`
 	Admission *AdmissionResult  `json:"admission,omitempty"`
 	GoBench   []GoBench         `json:"goBenchmarks,omitempty"`
 }
@@ -236,14 +235,15 @@ func run() error {
 		}
 		rep.Steady, rep.Footprint = steadyRes, append(rep.Footprint, prints...)
 	}
-	// Fan-out over the largest operator namespace, after the steady-state
-	// windows (the edit is a change by design).
-	largest := slices.Max(ns)
-	f, err := measureFanout(ctx, c, watcher, fmt.Sprintf("bench-operator-%d", largest))
-	if err != nil {
-		return fmt.Errorf("policy fan-out: %w", err)
+	// Fan-out in each operator namespace, one after the other, after the
+	// steady-state windows (the edit is a change by design).
+	for _, n := range ns {
+		f, err := measureFanout(ctx, c, watcher, fmt.Sprintf("bench-operator-%d", n))
+		if err != nil {
+			return fmt.Errorf("policy fan-out: %w", err)
+		}
+		rep.Fanout = append(rep.Fanout, f)
 	}
-	rep.Fanout = &f
 	if admission > 0 {
 		a, err := measureAdmission(ctx, admission, 5, 1000)
 		if err != nil {
