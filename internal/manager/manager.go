@@ -9,7 +9,11 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,12 +105,30 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.SecureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		// Only the operator's own Secrets are cached (gateway keys and
 		// certificates, labelled by the operator or by cert-manager from the
 		// Certificate's secretTemplate). Tenant Secrets are read on demand:
 		// a cluster-wide Secret cache would hold every credential in memory.
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})},
+		&corev1.Secret{}: ours,
+		// The gateway's other children carry the same label. Unfiltered,
+		// these caches would hold every Service (the Agent Sandbox
+		// controller makes one per sandbox), ConfigMap, ServiceAccount and
+		// RoleBinding of the cluster, which on OpenShift is thousands of
+		// objects the operator never reads. (Route and cert-manager kinds
+		// are left out: their CRDs may be absent when the cache starts.)
+		&corev1.Service{}:               ours,
+		&corev1.ConfigMap{}:             ours,
+		&corev1.ServiceAccount{}:        ours,
+		&appsv1.Deployment{}:            ours,
+		&appsv1.StatefulSet{}:           ours,
+		&rbacv1.Role{}:                  ours,
+		&rbacv1.RoleBinding{}:           ours,
+		&rbacv1.ClusterRole{}:           ours,
+		&rbacv1.ClusterRoleBinding{}:    ours,
+		&networkingv1.NetworkPolicy{}:   ours,
+		&policyv1.PodDisruptionBudget{}: ours,
 	}, SyncPeriod: opts.SyncPeriod}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
