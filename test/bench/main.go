@@ -531,8 +531,11 @@ func write(dir string, rep Report) error {
 		return err
 	}
 	defer f.Close()
+	// The tables are aligned text: fenced, they read the same rendered.
+	fmt.Fprintf(f, "# Benchmark report, %s\n\n```text", rep.Date.Format(time.RFC3339))
 	printReport(f, rep)
-	return nil
+	_, err = fmt.Fprintln(f, "```")
+	return err
 }
 
 // reportReconciles prints how many reconciles each controller ran and their
