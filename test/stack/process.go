@@ -69,6 +69,10 @@ func (s *Stack) startProcess() error {
 	return nil
 }
 
+// metricsClient reads the operator's metrics; a wedged process fails the
+// read instead of hanging the benchmark.
+var metricsClient = &http.Client{Timeout: 10 * time.Second}
+
 // Pid is the operator's process ID; 0 when it runs in this process.
 func (s *Stack) Pid() int {
 	if s.proc == nil {
@@ -88,7 +92,7 @@ func (s *Stack) metrics() (map[string]*dto.MetricFamily, error) {
 		}
 		return out, err
 	}
-	resp, err := http.Get(s.metricsURL)
+	resp, err := metricsClient.Get(s.metricsURL)
 	if err != nil {
 		return nil, err
 	}
