@@ -39,7 +39,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -281,22 +280,11 @@ var rawPath = path{
 		pod := sandboxpod.Sidecar(sandboxpod.Inputs{ServiceAccount: "openshell-sandbox", AgentImage: framework.TestImages.Sandbox,
 			SupervisorImage: framework.TestImages.Supervisor, ClientTLSSecret: "openshell-client-tls", SandboxID: id, SandboxName: name,
 			GRPCEndpoint: "https://openshell.bench-gateway.svc:8080", BinaryAware: true})
-		podMap, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+		sb, err := testgateway.RenderSandbox(sandboxGVK, testgateway.SandboxCR{Name: name, Namespace: ns, GatewayID: "bench",
+			SandboxID: id, SandboxName: name, Workspace: ns, Pod: pod})
 		if err != nil {
 			return err
 		}
-		sb := &unstructured.Unstructured{Object: map[string]any{
-			"metadata": map[string]any{"name": name, "namespace": ns,
-				"labels": map[string]any{testgateway.LabelSandboxID: id, testgateway.LabelSandboxName: name,
-					testgateway.LabelSandboxWorkspace: ns, testgateway.LabelManagedBy: "openshell", testgateway.LabelGatewayID: "bench"},
-				"annotations": map[string]any{testgateway.LabelSandboxID: id, testgateway.LabelSandboxName: name,
-					testgateway.LabelSandboxWorkspace: ns}},
-			"spec": map[string]any{"podTemplate": map[string]any{
-				"metadata": map[string]any{"annotations": map[string]any{"openshell.io/sandbox-id": id}},
-				"spec":     podMap,
-			}},
-		}}
-		sb.SetGroupVersionKind(sandboxGVK)
 		return c.Create(ctx, sb)
 	},
 	ready: func(o any) (string, bool) {

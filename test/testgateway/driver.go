@@ -70,6 +70,44 @@ func (d *driver) selector() client.MatchingLabels {
 	return client.MatchingLabels{LabelManagedBy: "openshell", LabelGatewayID: d.g.opts.GatewayID}
 }
 
+// SandboxCR is what the compute driver puts into an agents.x-k8s.io
+// Sandbox besides its pod.
+type SandboxCR struct {
+	Name, Namespace, GatewayID        string
+	SandboxID, SandboxName, Workspace string
+	TemplateLabels                    map[string]string
+	Pod                               corev1.PodSpec
+}
+
+// RenderSandbox is the Sandbox CR of the given served version, labelled
+// and annotated as the driver does (facts §5.5). The benchmark creates the
+// same object directly as its floor.
+func RenderSandbox(gvk schema.GroupVersionKind, in SandboxCR) (*unstructured.Unstructured, error) {
+	podMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&in.Pod)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]any{LabelSandboxID: in.SandboxID, LabelSandboxName: in.SandboxName,
+		LabelSandboxWorkspace: in.Workspace, LabelManagedBy: "openshell", LabelGatewayID: in.GatewayID}
+	tmplLabels := map[string]any{}
+	for k, v := range in.TemplateLabels {
+		tmplLabels[k] = v
+	}
+	cr := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": in.Name, "namespace": in.Namespace, "labels": labels,
+			"annotations": map[string]any{LabelSandboxID: in.SandboxID, LabelSandboxName: in.SandboxName, LabelSandboxWorkspace: in.Workspace}},
+		"spec": map[string]any{"podTemplate": map[string]any{
+			"metadata": map[string]any{"labels": tmplLabels, "annotations": map[string]any{"openshell.io/sandbox-id": in.SandboxID}},
+			"spec":     podMap,
+		}},
+	}}
+	cr.SetGroupVersionKind(gvk)
+	if gvk.Version == "v1alpha1" {
+		_ = unstructured.SetNestedField(cr.Object, int64(1), "spec", "replicas")
+	}
+	return cr, nil
+}
+
 // create renders the sidecar-topology pod into an agents.x-k8s.io Sandbox.
 func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sandbox) error {
 	o := d.g.opts
@@ -89,27 +127,11 @@ func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sa
 		}
 		pod.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resourceQuantity(n)}
 	}
-	podMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: o.Namespace, GatewayID: o.GatewayID,
+		SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name, Workspace: sb.Metadata.Workspace,
+		TemplateLabels: sb.Spec.Template.Labels, Pod: pod})
 	if err != nil {
 		return err
-	}
-	labels := map[string]any{LabelSandboxID: sb.Metadata.Id, LabelSandboxName: sb.Metadata.Name,
-		LabelSandboxWorkspace: sb.Metadata.Workspace, LabelManagedBy: "openshell", LabelGatewayID: o.GatewayID}
-	tmplLabels := map[string]any{}
-	for k, v := range sb.Spec.Template.Labels {
-		tmplLabels[k] = v
-	}
-	cr := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": row.crName, "namespace": o.Namespace, "labels": labels,
-			"annotations": map[string]any{LabelSandboxID: sb.Metadata.Id, LabelSandboxName: sb.Metadata.Name, LabelSandboxWorkspace: sb.Metadata.Workspace}},
-		"spec": map[string]any{"podTemplate": map[string]any{
-			"metadata": map[string]any{"labels": tmplLabels, "annotations": map[string]any{"openshell.io/sandbox-id": sb.Metadata.Id}},
-			"spec":     podMap,
-		}},
-	}}
-	cr.SetGroupVersionKind(d.gvk)
-	if d.gvk.Version == "v1alpha1" {
-		_ = unstructured.SetNestedField(cr.Object, int64(1), "spec", "replicas")
 	}
 	if err := o.Kube.Create(ctx, cr); err != nil {
 		if apierrors.IsAlreadyExists(err) {
