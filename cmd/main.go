@@ -72,7 +72,7 @@ func main() {
 			os.Exit(1)
 		}
 		opts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: issuerAddr, Namespace: opNS,
-			KeySecret: "openshell-operator-oidc-keys", TLSSecret: "openshell-operator-oidc-tls"}
+			KeySecret: manager.OIDCKeySecret, TLSSecret: manager.OIDCTLSSecret}
 	}
 
 	if syncPeriod <= 0 {

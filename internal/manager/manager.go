@@ -75,6 +75,13 @@ type Options struct {
 	OIDC *OIDCOptions
 }
 
+// Secrets the OIDC issuer keeps in the operator's namespace: its signing
+// keys, and its self-issued serving certificate with the CA gateways trust.
+const (
+	OIDCKeySecret = "openshell-operator-oidc-keys"
+	OIDCTLSSecret = "openshell-operator-oidc-tls"
+)
+
 // OIDCOptions configure the operator's OIDC issuer.
 type OIDCOptions struct {
 	// IssuerURL is the https:// URL gateways fetch discovery from.

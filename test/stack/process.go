@@ -18,10 +18,6 @@ import (
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
-// oidcTLSSecret is where the operator binary keeps its OIDC serving
-// certificate (cmd/main.go).
-const oidcTLSSecret = "openshell-operator-oidc-tls"
-
 // startProcess runs the operator binary with the flags and environment a
 // Deployment would give it, metrics served in plain HTTP on loopback so the
 // benchmark can read them, and waits until it serves.

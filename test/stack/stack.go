@@ -211,7 +211,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	mopts.SkipControllerNameValidation = true
 	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
 		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
-		KeySecret: "openshell-operator-oidc-keys"}
+		KeySecret: manager.OIDCKeySecret}
 	s.mgrCfg = rest.CopyConfig(cfg)
 	s.mgrCfg.Wrap(s.Requests.Wrap)
 	s.mgrOpts = mopts
@@ -219,7 +219,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		// The binary issues its own OIDC serving certificate from the CA in
 		// this Secret when the Secret holds one: seeding it with the
 		// stack's CA lets the test gateway trust either mode alike.
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oidcTLSSecret, Namespace: opts.GatewayNamespace},
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: manager.OIDCTLSSecret, Namespace: opts.GatewayNamespace},
 			Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}}); err != nil {
 			return nil, fmt.Errorf("seed the OIDC serving CA: %w", err)
 		}
