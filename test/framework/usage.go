@@ -61,18 +61,12 @@ func ReadUsage(pid int) (Usage, error) {
 		}
 		*dst = kb << 10
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, fields, err := readStat(pid)
 	if err != nil {
 		return u, err
 	}
-	// The command name (field 2) may hold spaces; fields after it are
-	// counted from the closing parenthesis. utime and stime are fields 14
-	// and 15.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return u, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
-	}
-	fields := strings.Fields(string(stat[i+1:]))
+	// utime and stime are fields 14 and 15 of the line, 12 and 13 after
+	// the command name.
 	if len(fields) < 13 {
 		return u, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(fields))
 	}
@@ -86,6 +80,20 @@ func ReadUsage(pid int) (Usage, error) {
 	}
 	u.CPU = time.Duration(ticks) * time.Second / clockTicks
 	return u, nil
+}
+
+// readStat reads /proc/<pid>/stat: the command name (field 2, which may
+// hold spaces and parentheses) and the fields after it, from field 3 on.
+func readStat(pid int) (string, []string, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, err
+	}
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", nil, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	}
+	return string(stat[open+1 : end]), strings.Fields(string(stat[end+1:])), nil
 }
 
 // Children lists the direct children of this process by PID, with their
@@ -102,16 +110,12 @@ func Children() (map[int]string, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		name, fields, err := readStat(pid)
 		if err != nil {
 			continue // gone since the listing
 		}
-		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		if fields := strings.Fields(string(stat[end+1:])); len(fields) >= 2 && fields[1] == self {
-			out[pid] = string(stat[open+1 : end])
+		if len(fields) >= 2 && fields[1] == self {
+			out[pid] = name
 		}
 	}
 	return out, nil

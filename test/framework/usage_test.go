@@ -2,6 +2,7 @@ package framework
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,29 @@ func TestSetAffinity(t *testing.T) {
 	}
 	if got := allowed(); got != before {
 		t.Errorf("restored: allowed %q, was %q", got, before)
+	}
+}
+
+// TestChildren finds a child process by PID and command name, and reads
+// its usage under that name.
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	children, err := Children()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := children[cmd.Process.Pid]; got != "sleep" {
+		t.Fatalf("child %d: name %q, want sleep (children: %v)", cmd.Process.Pid, got, children)
+	}
+	usage, err := ChildrenUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usage["sleep"].RSS <= 0 || usage["self"].RSS <= 0 {
+		t.Fatalf("usage of sleep %+v and self %+v: want resident memory for both", usage["sleep"], usage["self"])
 	}
 }
