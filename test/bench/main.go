@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -167,11 +166,8 @@ func run() error {
 	case "process":
 		bin := filepath.Join(cluster.Dir, "manager")
 		// Built as make images builds the image's binary.
-		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin, "./cmd")
-		build.Dir = framework.RepoRoot()
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("build the operator: %w\n%s", err, out)
+		if err := framework.BuildOperator(bin); err != nil {
+			return err
 		}
 		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir,
 			Args: strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))}

@@ -3,6 +3,7 @@ package framework
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 )
@@ -65,3 +66,16 @@ func AgentSandboxCRDDir(version string) string {
 
 // OwnCRDDir is the folder of this project's generated CRDs.
 func OwnCRDDir() string { return filepath.Join(RepoRoot(), "config", "crd", "bases") }
+
+// BuildOperator builds cmd/ into out the way `make images` builds the
+// image's binary (static, no paths or build ID, so the same source gives
+// the same bytes); env adds e.g. GOOS and GOARCH.
+func BuildOperator(out string, env ...string) error {
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out, "./cmd")
+	build.Dir = RepoRoot()
+	build.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
+	if msg, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the operator: %w\n%s", err, msg)
+	}
+	return nil
+}

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -63,11 +62,7 @@ func TestDisconnectedMirror(t *testing.T) {
 
 	// The images this repository builds, pushed to the "upstream" registry.
 	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin, "./cmd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	out, err := build.CombinedOutput()
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Expect(framework.BuildOperator(bin, "GOOS=linux", "GOARCH=amd64")).To(Succeed())
 	binary, err := os.ReadFile(bin)
 	g.Expect(err).NotTo(HaveOccurred())
 	operator, err := images.Operator(binary, map[string]string{"org.opencontainers.image.source": "https://github.com/openshell/openshell-operator"})
