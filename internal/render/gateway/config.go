@@ -9,6 +9,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/oidc"
 )
 
 // Paths inside the gateway container.
@@ -109,11 +110,11 @@ type sidecarOpts struct {
 	ProcessBinaryAwareNetworkPolicy bool `toml:"process_binary_aware_network_policy"`
 }
 
-// OIDC role names the operator's tokens carry.
+// Role names the gateway's OIDC configuration maps. The claim and the
+// admin role are the ones the operator's issuer puts in its tokens
+// (internal/oidc); the user role is for tenants' own tokens.
 const (
-	OIDCRolesClaim = "roles"
-	OIDCAdminRole  = "openshell-admin"
-	OIDCUserRole   = "openshell-user"
+	OIDCUserRole = "openshell-user"
 	// OperatorNamespaceLabel marks namespaces an Operator-mode gateway may use.
 	OperatorNamespaceLabel = "openshell.ai/workspace"
 )
@@ -158,7 +159,7 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 	}
 	if in.OIDC != nil {
 		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
-			RolesClaim: OIDCRolesClaim, AdminRole: OIDCAdminRole, UserRole: OIDCUserRole}
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: OIDCUserRole}
 	}
 	k := kubernetesDriver{
 		WorkspaceMode:       strings.ToLower(string(WorkspaceMode(gw))),
