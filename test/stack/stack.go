@@ -117,11 +117,8 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// RestartManager stops the operator and starts a new one with the same
-// options, as a pod restart would.
-func (s *Stack) RestartManager() error { return s.RestartManagerWith(nil) }
-
-// RestartManagerWith restarts the operator with options changed by edit.
+// RestartManagerWith stops the operator and starts a new one, as a pod
+// restart would, with options changed by edit (nil: the same options).
 func (s *Stack) RestartManagerWith(edit func(*manager.Options)) error {
 	if edit != nil {
 		edit(&s.mgrOpts)
