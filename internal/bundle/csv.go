@@ -10,6 +10,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/openshell/openshell-operator/internal/images"
 )
 
 // webhookServicePort is the port OLM's webhook Service exposes.
@@ -22,7 +24,7 @@ const FeatureDisconnected = "features.operators.openshift.io/disconnected"
 // allPinned tells whether every related image is referenced by digest.
 func allPinned(related []operatorsv1alpha1.RelatedImage) bool {
 	for _, r := range related {
-		if !strings.Contains(r.Image, "@sha256:") {
+		if !images.Pinned(r.Image) {
 			return false
 		}
 	}

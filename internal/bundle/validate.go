@@ -12,6 +12,8 @@ import (
 	"github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/openshell/openshell-operator/internal/images"
 )
 
 // Report is the result of validating a bundle.
@@ -53,7 +55,7 @@ func Validate(dir, k8sVersion string) (Report, error) {
 		return r, nil
 	}
 	pinned := func(where, img string) {
-		if !strings.Contains(img, "@sha256:") {
+		if !images.Pinned(img) {
 			r.Errors = append(r.Errors, fmt.Sprintf("%s: image %s is not pinned by digest", where, img))
 		}
 	}

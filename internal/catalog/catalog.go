@@ -17,6 +17,8 @@ import (
 	"github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/property"
+
+	"github.com/openshell/openshell-operator/internal/images"
 )
 
 // Options describe the catalog.
@@ -118,11 +120,11 @@ func Validate(ctx context.Context, dir string) error {
 	}
 	var bad []string
 	for _, b := range cfg.Bundles {
-		if !strings.Contains(b.Image, "@sha256:") {
+		if !images.Pinned(b.Image) {
 			bad = append(bad, "bundle "+b.Name+" image "+b.Image)
 		}
 		for _, ri := range b.RelatedImages {
-			if !strings.Contains(ri.Image, "@sha256:") {
+			if !images.Pinned(ri.Image) {
 				bad = append(bad, "bundle "+b.Name+" related image "+ri.Image)
 			}
 		}

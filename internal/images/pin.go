@@ -15,8 +15,12 @@ import (
 // "  RELATED_IMAGE_X: <reference>".
 var relatedLine = regexp.MustCompile(`(?m)^(\s+RELATED_IMAGE_[A-Z0-9_]+:\s*)(\S+)\s*$`)
 
-// Pinned is one reference PinFile resolved.
-type Pinned struct {
+// Pinned tells whether an image reference names its content by digest, as
+// the bundle, the catalog and an ImageDigestMirrorSet need.
+func Pinned(ref string) bool { return strings.Contains(ref, "@sha256:") }
+
+// Resolved is one reference PinFile pinned.
+type Resolved struct {
 	From, To string
 }
 
@@ -27,17 +31,17 @@ type Pinned struct {
 // the one the registry answers for the tag (a manifest list for multi-arch
 // images), which is what OLM and oc-mirror copy. Nothing is written unless
 // every tag resolved: a half-pinned file would hide the failure.
-func PinFile(path string, opts ...remote.Option) ([]Pinned, error) {
+func PinFile(path string, opts ...remote.Option) ([]Resolved, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var pinned []Pinned
+	var pinned []Resolved
 	var errs []string
 	out := relatedLine.ReplaceAllFunc(raw, func(line []byte) []byte {
 		m := relatedLine.FindSubmatch(line)
 		ref := string(m[2])
-		if strings.Contains(ref, "@sha256:") {
+		if Pinned(ref) {
 			return line
 		}
 		to, err := resolve(ref, opts...)
@@ -45,7 +49,7 @@ func PinFile(path string, opts ...remote.Option) ([]Pinned, error) {
 			errs = append(errs, err.Error())
 			return line
 		}
-		pinned = append(pinned, Pinned{From: ref, To: to})
+		pinned = append(pinned, Resolved{From: ref, To: to})
 		return append(append([]byte{}, m[1]...), to...)
 	})
 	if len(errs) > 0 {
