@@ -3,7 +3,9 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // The metrics endpoint authenticates and authorizes its callers.
@@ -58,6 +61,13 @@ func main() {
 	if missing := opts.Controllers.Images.Missing(); len(missing) > 0 {
 		log.Info("Operand images are not set; managed gateways will report RelatedImagesMissing", "unset", missing)
 	}
+	platform, err := platformFromEnv(os.Getenv)
+	if err != nil {
+		log.Error(err, "Invalid tenancy setting")
+		os.Exit(1)
+	}
+	opts.Controllers.Platform = platform
+	log.Info("Serving OpenShellGateways", "namespaces", platform.GatewayNamespaces, "operandImageOverrides", platform.AllowImageOverrides)
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = os.Getenv(operatorenv.EnvOperatorNamespace)
 	}
@@ -96,4 +106,32 @@ func main() {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+// platformFromEnv reads the cluster admin's tenancy setting: gateways are
+// served in the operator's own namespace and in OPENSHELL_GATEWAY_NAMESPACES;
+// operand images are overridable only with
+// OPENSHELL_ALLOW_OPERAND_IMAGE_OVERRIDES=true.
+func platformFromEnv(getenv func(string) string) (tenancy.Platform, error) {
+	var p tenancy.Platform
+	if ns := getenv(operatorenv.EnvOperatorNamespace); ns != "" {
+		p.GatewayNamespaces = append(p.GatewayNamespaces, ns)
+	}
+	more, err := operatorenv.Namespaces(operatorenv.EnvGatewayNamespaces, getenv(operatorenv.EnvGatewayNamespaces))
+	if err != nil {
+		return p, err
+	}
+	for _, ns := range more {
+		if !slices.Contains(p.GatewayNamespaces, ns) {
+			p.GatewayNamespaces = append(p.GatewayNamespaces, ns)
+		}
+	}
+	switch v := getenv(operatorenv.EnvAllowImageOverrides); v {
+	case "", "false":
+	case "true":
+		p.AllowImageOverrides = true
+	default:
+		return p, fmt.Errorf("%s must be true or false, not %q", operatorenv.EnvAllowImageOverrides, v)
+	}
+	return p, nil
 }

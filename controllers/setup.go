@@ -2,6 +2,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -18,9 +19,11 @@ import (
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	gwclient "github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/webhook"
 )
 
@@ -43,6 +46,9 @@ type Options struct {
 	WatchNamespaces []string
 	// PreflightResync re-probes aggregated APIs; 0 uses the default.
 	PreflightResync time.Duration
+	// Platform is the cluster admin's tenancy setting: where gateways are
+	// served and whether operand images may be overridden.
+	Platform tenancy.Platform
 }
 
 // SetupWithManager registers all reconcilers around one shared preflight store.
@@ -67,16 +73,20 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(secretMeta); err != nil {
 		return err
 	}
+	// Indexes first: the controllers' watches and the webhooks query them.
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
 		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
-			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock},
+			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform},
 		"OpenShellSandbox": &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
-			Recorder: rec, Gateways: gateways},
+			Recorder: rec, Gateways: gateways, Platform: opts.Platform},
 		"OpenShellPolicy": &policy.Reconciler{Client: c},
 		"OpenShellProvider": &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
-			SecretMetadata: secretMeta},
+			SecretMetadata: secretMeta, Platform: opts.Platform},
 		"OpenShellImagePolicy": &imagepolicyctrl.Reconciler{Client: c, Policies: policies},
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
@@ -84,11 +94,15 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	if opts.EnableWebhooks {
-		if err := (&webhook.SandboxValidator{Reader: c, Policies: policies}).SetupWithManager(mgr); err != nil {
+		authz := webhook.Authorizer{Client: c}
+		if err := (&webhook.SandboxValidator{Reader: c, Policies: policies, Platform: opts.Platform, Authorizer: authz}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
 		}
-		if err := (&webhook.PolicyValidator{Reader: c}).SetupWithManager(mgr); err != nil {
+		if err := (&webhook.PolicyValidator{Reader: c, Authorizer: authz}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
+		}
+		if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz); err != nil {
+			return fmt.Errorf("set up tenant admin webhooks: %w", err)
 		}
 	}
 	return nil

@@ -55,6 +55,24 @@ const (
 
 // Reasons shared by several kinds.
 const (
+	// ReasonGatewayNotAllowed (OpenShellSandbox Accepted and Ready,
+	// OpenShellProvider Ready): the gateway's spec.tenancy does not admit the
+	// object's namespace, or the gateway lives in a namespace where the
+	// operator does not serve gateways. A sandbox not yet created is
+	// Rejected; one that runs keeps running and reports this until access is
+	// granted again or it is deleted. Providers are not pushed there.
+	ReasonGatewayNotAllowed = "GatewayNotAllowed"
+	// ReasonWorkspaceConflict (OpenShellSandbox Synced and Ready,
+	// OpenShellProvider Ready): the gateway has a workspace of the name the
+	// operator derives for this namespace, but it was not created for this
+	// namespace (its owner labels differ). Nothing is adopted: a gateway
+	// admin must remove that workspace.
+	ReasonWorkspaceConflict = "WorkspaceConflict"
+	// ReasonProviderConflict (OpenShellProvider Ready): the gateway has a
+	// provider of this name in the namespace's workspace that was not
+	// created for this OpenShellProvider. It is never updated or merged
+	// into: delete it at the gateway, or rename the OpenShellProvider.
+	ReasonProviderConflict = "ProviderConflict"
 	// ReasonReconciled means the last reconcile of this generation succeeded.
 	ReasonReconciled = "Reconciled"
 	// ReasonReconciling means the operator has not yet finished acting on this generation.

@@ -97,6 +97,55 @@ type OpenShellGatewaySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	ImagePolicy ImagePolicyEnforcement `json:"imagePolicy,omitempty"`
+
+	// Tenancy decides which namespaces may run sandboxes on this gateway and
+	// push providers to it. The default admits only the gateway's own
+	// namespace: the Platform Admin opens a gateway to tenants explicitly.
+	// +kubebuilder:default={}
+	// +optional
+	Tenancy GatewayTenancy `json:"tenancy,omitempty"`
+}
+
+// NamespacesFrom says which namespaces a gateway admits, in the style of
+// Gateway API's allowedRoutes.namespaces.from.
+// +kubebuilder:validation:Enum=Same;All;Selector
+type NamespacesFrom string
+
+const (
+	// NamespacesFromSame admits only the gateway's own namespace.
+	NamespacesFromSame NamespacesFrom = "Same"
+	// NamespacesFromAll admits every namespace the operator watches.
+	NamespacesFromAll NamespacesFrom = "All"
+	// NamespacesFromSelector admits namespaces whose labels match the selector.
+	NamespacesFromSelector NamespacesFrom = "Selector"
+)
+
+// GatewayTenancy is the Platform Admin's access control for a gateway.
+type GatewayTenancy struct {
+	// AllowedNamespaces selects the namespaces whose OpenShellSandboxes and
+	// OpenShellProviders may use this gateway. Checked at admission (reason
+	// GatewayNotAllowed) and again by the operator before every gateway
+	// call; revoking access stops new sandboxes and reports existing ones.
+	// +kubebuilder:default={}
+	// +optional
+	AllowedNamespaces AllowedNamespaces `json:"allowedNamespaces,omitempty"`
+}
+
+// AllowedNamespaces selects namespaces by origin or by label.
+// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="set allowedNamespaces.selector exactly when allowedNamespaces.from is Selector"
+type AllowedNamespaces struct {
+	// From is Same (only the gateway's namespace, the default), All (every
+	// namespace) or Selector (namespaces whose labels match selector).
+	// Namespace labels are set by whoever may update Namespaces (a cluster
+	// admin); OpenShift project admins and self-provisioners cannot set them.
+	// +kubebuilder:default=Same
+	// +optional
+	From NamespacesFrom `json:"from,omitempty"`
+
+	// Selector matches the labels of admitted namespaces, e.g.
+	// kubernetes.io/metadata.name or a team label a cluster admin sets.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
 // ManagedGatewaySpec configures a gateway installed by the operator.

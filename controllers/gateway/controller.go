@@ -42,6 +42,7 @@ import (
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // Finalizer removes what owner references cannot: cluster-scoped objects and
@@ -81,6 +82,9 @@ type Reconciler struct {
 	Issuer *oidc.Issuer
 	// Gateways connects to gateways (External health checks).
 	Gateways *gwconn.Resolver
+	// Platform says in which namespaces gateways are served and whether
+	// operand images may be overridden.
+	Platform tenancy.Platform
 	// PKI tunes the built-in PKI; Clock defaults to time.Now.
 	PKI   PKIOptions
 	Clock func() time.Time
@@ -121,9 +125,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	r.ensureWatches(pf, known)
 
 	var h health
-	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+	switch msg := r.Platform.GatewayServed(gw); {
+	case msg != "":
+		// Refused before anything is rendered, connected to or finalized:
+		// OLM lets every namespace admin and editor create gateways.
+		h.degraded = append(h.degraded, issue{Reason: ReasonNamespaceNotServed, Message: msg, Phase: openshellv1alpha1.GatewayPhasePending})
+	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
 		h, res = r.checkExternal(ctx, gw)
-	} else {
+	default:
 		var err error
 		h, res, err = r.reconcileManaged(ctx, gw, pf)
 		if err != nil {
@@ -159,6 +168,10 @@ func sanitize(err error) string {
 func (r *Reconciler) reconcileManaged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
 	var h health
 	var res ctrl.Result
+	if msg := r.Platform.ImageOverride(gw); msg != "" {
+		h.degraded = append(h.degraded, issue{Reason: ReasonImageOverrideNotAllowed, Message: msg})
+		return h, res, nil
+	}
 	if controllerutil.AddFinalizer(gw, Finalizer) {
 		if err := r.Client.Update(ctx, gw); err != nil {
 			return h, res, fmt.Errorf("add finalizer: %w", err)

@@ -34,6 +34,13 @@ const (
 	ReasonRelatedImagesMissing = "RelatedImagesMissing"
 	// ReasonApplyFailed: an object could not be written.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNamespaceNotServed: the gateway is in a namespace where the
+	// operator does not reconcile gateways (a cluster admin designates
+	// them); nothing was installed or connected to.
+	ReasonNamespaceNotServed = "NamespaceNotServed"
+	// ReasonImageOverrideNotAllowed: spec.managed.images is set but the
+	// platform allows only the operator's RELATED_IMAGE_* operand images.
+	ReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
 )
 
 // issue is one reason the gateway is not (yet) available.

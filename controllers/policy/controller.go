@@ -7,7 +7,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
-	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -42,29 +41,13 @@ type Reconciler struct {
 	Client client.Client
 }
 
-// Users lists the sandboxes in the policy's namespace that reference it.
-func Users(ctx context.Context, c client.Reader, p *openshellv1alpha1.OpenShellPolicy) ([]string, error) {
-	list := &openshellv1alpha1.OpenShellSandboxList{}
-	if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{sandbox.PolicyIndex: p.Name}); err != nil {
-		return nil, fmt.Errorf("list sandboxes using policy %s: %w", p.Name, err)
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, s := range list.Items {
-		if s.DeletionTimestamp.IsZero() {
-			names = append(names, s.Name)
-		}
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
 // Reconcile updates the usage count and the finalizer.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &openshellv1alpha1.OpenShellPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	users, err := Users(ctx, r.Client, p)
+	users, err := index.PolicyUsers(ctx, r.Client, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -111,6 +94,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}
 			return nil
-		}), builder.WithPredicates(sandbox.SpecOrDeletionChanged)). // not the sandboxes' status writes
+		}), builder.WithPredicates(index.SpecOrDeletionChanged)). // not the sandboxes' status writes
 		Complete(r)
 }

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,16 +33,13 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
-	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
-
-// SecretIndex indexes providers by their credentials Secret, so that only
-// referenced Secrets trigger work.
-const SecretIndex = "spec.credentialsSecretRef.name"
 
 // Finalizer deletes the provider at its gateways first.
 const Finalizer = "openshell.ai/provider-cleanup"
@@ -69,6 +67,8 @@ type Reconciler struct {
 	// SecretMetadata is a metadata-only cache of Secrets: rotations are
 	// noticed without holding any Secret value in memory.
 	SecretMetadata cache.Cache
+	// Platform decides which gateways a namespace may push providers to.
+	Platform tenancy.Platform
 }
 
 // Reconcile pushes the provider where it is needed.
@@ -81,7 +81,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, p)
 	}
 	orig := p.DeepCopy()
-	needed, err := r.neededGateways(ctx, p)
+	ns, err := index.GetNamespace(ctx, r.Client, p.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	needed, refused, err := r.neededGateways(ctx, p, tenancy.Namespace{Name: ns.Name, Labels: ns.Labels})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -91,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		orig = p.DeepCopy()
 	}
-	res, err := r.push(ctx, p, needed)
+	res, err := r.push(ctx, p, ns.UID, needed, refused)
 	p.Status.ObservedGeneration = p.Generation
 	return res, joinErr(err, status.Patch(ctx, r.Client, orig, p))
 }
@@ -103,14 +107,16 @@ func joinErr(a, b error) error {
 	return b
 }
 
-// neededGateways are the existing gateways of sandboxes that attach p.
-func (r *Reconciler) neededGateways(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) ([]*openshellv1alpha1.OpenShellGateway, error) {
+// neededGateways are the existing gateways of sandboxes that attach p and
+// that p's namespace may use; refused says why the others are skipped.
+// Credentials are never sent to a gateway the namespace may not use.
+func (r *Reconciler) neededGateways(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, ns tenancy.Namespace) (
+	needed []*openshellv1alpha1.OpenShellGateway, refused []string, err error) {
 	list := &openshellv1alpha1.OpenShellSandboxList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{sandbox.ProviderIndex: p.Name}); err != nil {
-		return nil, fmt.Errorf("list sandboxes using provider: %w", err)
+	if err := r.Client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{index.SandboxProviders: p.Name}); err != nil {
+		return nil, nil, fmt.Errorf("list sandboxes using provider: %w", err)
 	}
 	seen := map[string]bool{}
-	var out []*openshellv1alpha1.OpenShellGateway
 	for i := range list.Items {
 		key := list.Items[i].GatewayKey()
 		if seen[key.String()] {
@@ -122,12 +128,17 @@ func (r *Reconciler) neededGateways(ctx context.Context, p *openshellv1alpha1.Op
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, gw)
+		if msg := r.Platform.GatewayAccess(gw, ns); msg != "" {
+			refused = append(refused, msg)
+			continue
+		}
+		needed = append(needed, gw)
 	}
-	sort.Slice(out, func(i, j int) bool { return gwconn.Key(out[i]) < gwconn.Key(out[j]) })
-	return out, nil
+	sort.Slice(needed, func(i, j int) bool { return gwconn.Key(needed[i]) < gwconn.Key(needed[j]) })
+	sort.Strings(refused)
+	return needed, refused, nil
 }
 
 // credentials reads the Secret; keys filters it. It returns the values and
@@ -155,9 +166,14 @@ func (r *Reconciler) credentials(ctx context.Context, p *openshellv1alpha1.OpenS
 	return creds, s.ResourceVersion, nil
 }
 
-func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, needed []*openshellv1alpha1.OpenShellGateway) (ctrl.Result, error) {
-	if len(needed) == 0 {
+func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, nsUID types.UID,
+	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (ctrl.Result, error) {
+	if len(needed) == 0 && len(refused) == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonUnused, "no sandbox attaches this provider yet")
+		return ctrl.Result{}, nil
+	}
+	if len(needed) == 0 {
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
 		return ctrl.Result{}, nil
 	}
 	creds, secretRV, err := r.credentials(ctx, p)
@@ -174,6 +190,7 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		return ctrl.Result{}, nil
 	}
 	var failed []string
+	conflict := "" // the reason, when a push met a workspace or provider of another owner
 	for _, gw := range needed {
 		key := gwconn.Key(gw)
 		i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
@@ -184,7 +201,15 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		if i >= 0 {
 			prevKeys = p.Status.Gateways[i].CredentialKeys
 		}
-		entry, err := r.pushTo(ctx, gw, p, creds, prevKeys, i >= 0)
+		entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, i >= 0)
+		if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
+			conflict = openshellv1alpha1.ReasonProviderConflict
+			if c.Kind == "workspace" {
+				conflict = openshellv1alpha1.ReasonWorkspaceConflict
+			}
+			failed = append(failed, c.Error())
+			continue
+		}
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message()))
 			continue
@@ -198,9 +223,17 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsPushed", "Push",
 			"provider pushed to gateway %s (%d credential keys)", key, len(creds))
 	}
-	if len(failed) > 0 {
+	switch {
+	case conflict != "":
+		// Not retried on a timer: it needs a gateway admin or a rename.
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
+		return ctrl.Result{}, nil
+	case len(failed) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonGatewayError, strings.Join(failed, "; "))
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	case len(refused) > 0:
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
+		return ctrl.Result{}, nil
 	}
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
@@ -208,11 +241,12 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 }
 
 // pushTo creates or updates the provider at one gateway with the full
-// current credentials; keys that disappeared are sent empty (deleted).
+// current credentials; keys that disappeared are sent empty (deleted). A
+// provider it did not create is never updated: UpdateProvider merges, so
+// writing into another owner's provider would mix credentials.
 func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
-	creds map[string]string, prevKeys []string, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
-	ws := gateway.WorkspaceName(p.Namespace)
-	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Workspace: ws, Name: p.Name}
+	nsUID types.UID, creds map[string]string, prevKeys []string, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
+	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Name: p.Name}
 	for k := range creds {
 		entry.CredentialKeys = append(entry.CredentialKeys, k)
 	}
@@ -221,15 +255,26 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	if err != nil {
 		return entry, err
 	}
-	if _, err := conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), p.Namespace, nsUID)
+	if err != nil {
 		return entry, err
 	}
-	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
+	entry.Workspace = ws
+	owner := ownerLabels(p, nsUID)
+	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name, Labels: owner}, Type: p.Spec.Type,
 		Credentials: creds, Config: p.Spec.Config}
 	if !known {
 		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, Workspace: ws})
 		if grpcstatus.Code(err) != codes.AlreadyExists {
 			return entry, err
+		}
+		// Ours after a lost status write, or someone else's: the labels decide.
+		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: p.Name, Workspace: ws})
+		if err != nil {
+			return entry, err
+		}
+		if !gateway.OwnedBy(got.GetProvider().GetMetadata().GetLabels(), owner) {
+			return entry, &gwconn.ConflictError{Kind: "provider", Name: p.Name, Workspace: ws, Gateway: gwconn.Key(gw)}
 		}
 	}
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
@@ -244,6 +289,14 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	}
 	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, Workspace: ws})
 	return entry, err
+}
+
+// ownerLabels mark a gateway provider as created for this OpenShellProvider
+// in this namespace incarnation.
+func ownerLabels(p *openshellv1alpha1.OpenShellProvider, nsUID types.UID) map[string]string {
+	l := gateway.WorkspaceLabels(p.Namespace, nsUID)
+	l[gateway.LabelOwnerUID] = string(p.UID)
+	return l
 }
 
 func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) (ctrl.Result, error) {
@@ -286,15 +339,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 // providers they attach; Secret changes (metadata only) re-queue the
 // providers that reference them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &openshellv1alpha1.OpenShellProvider{}, SecretIndex,
-		func(o client.Object) []string {
-			if ref := o.(*openshellv1alpha1.OpenShellProvider).Spec.CredentialsSecretRef; ref != nil {
-				return []string{ref.Name}
-			}
-			return nil
-		}); err != nil {
-		return fmt.Errorf("index providers by secret: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellProvider{}).
 		Named("openshellprovider").
@@ -308,7 +352,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind(r.SecretMetadata, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
-					client.InNamespace(o.GetNamespace()), client.MatchingFields{SecretIndex: o.GetName()})
+					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ProviderSecret: o.GetName()})
 			}))).
 		Complete(r)
 }

@@ -7,10 +7,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 
-	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,19 +28,10 @@ import (
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/status"
-)
-
-// Indexes over sandboxes, so that a change re-queues only the sandboxes it
-// affects.
-const (
-	// GatewayIndex: "namespace/name" of the gateway.
-	GatewayIndex = "spec.gatewayRef"
-	// PolicyIndex: name of the referenced OpenShellPolicy.
-	PolicyIndex = "spec.policyRef"
-	// ProviderIndex: names of the referenced OpenShellProviders.
-	ProviderIndex = "spec.providers"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // MaxConcurrentReconciles bounds parallel sandbox reconciles.
@@ -66,14 +54,12 @@ type Reconciler struct {
 	Policies  *imagepolicy.Cache
 	Recorder  events.EventRecorder
 	Gateways  *gwconn.Resolver
+	// Platform decides which gateways a namespace may use.
+	Platform tenancy.Platform
 
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
 	follow   *followers
-	// workspaces remembers the workspaces known to exist per gateway, so
-	// CreateWorkspace is called once, not on every reconcile.
-	workspaces       sync.Map
-	workspaceLookups singleflight.Group
 }
 
 // observed is what one reconcile read from the cluster.
@@ -82,6 +68,12 @@ type observed struct {
 	preflightKnown bool
 	// gateway is nil when it does not exist.
 	gateway *openshellv1alpha1.OpenShellGateway
+	// namespace is the sandbox's namespace; namespaceUID names its
+	// incarnation (and so its workspace at the gateway).
+	namespace    tenancy.Namespace
+	namespaceUID types.UID
+	// gatewayAccess is why the namespace may not use the gateway ("" if it may).
+	gatewayAccess string
 	image   imagepolicy.Decision
 	enforce openshellv1alpha1.ImagePolicyEnforcement
 	// policy is nil when none is referenced or it is missing.
@@ -146,10 +138,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {
 	var obs observed
 	obs.preflight, obs.preflightKnown = r.Preflight.Get()
+	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
+	if err != nil {
+		return obs, err
+	}
+	obs.namespace, obs.namespaceUID = tenancy.Namespace{Name: ns.Name, Labels: ns.Labels}, ns.UID
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	switch err := r.Client.Get(ctx, sb.GatewayKey(), gw); {
 	case err == nil:
 		obs.gateway = gw
+		obs.gatewayAccess = r.Platform.GatewayAccess(gw, obs.namespace)
 	case !apierrors.IsNotFound(err):
 		return obs, fmt.Errorf("get gateway %s: %w", sb.GatewayKey(), err)
 	}
@@ -219,15 +217,6 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 	return env, ""
 }
 
-// SpecOrDeletionChanged passes updates that change the spec (generation),
-// start deletion, or change labels and annotations: status and finalizer
-// writes do not pass.
-var SpecOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	o, n := e.ObjectOld, e.ObjectNew
-	return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
-}}
-
 // recordPhase emits an event when the phase changes, except for the normal
 // progress through Pending and Provisioning to Ready (the "Created" event
 // already names the gateway sandbox): each event is an API write, and
@@ -264,42 +253,29 @@ func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *opensh
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.failures = map[types.NamespacedName]int{}
 	r.follow = newFollowers()
-	idx := mgr.GetFieldIndexer()
-	for name, fn := range map[string]client.IndexerFunc{
-		GatewayIndex: func(o client.Object) []string {
-			return []string{o.(*openshellv1alpha1.OpenShellSandbox).GatewayKey().String()}
-		},
-		PolicyIndex: func(o client.Object) []string {
-			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
-				return []string{ref.Name}
-			}
-			return nil
-		},
-		ProviderIndex: func(o client.Object) []string { return o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers },
-	} {
-		if err := idx.IndexField(context.Background(), &openshellv1alpha1.OpenShellSandbox{}, name, fn); err != nil {
-			return fmt.Errorf("index sandboxes by %s: %w", name, err)
-		}
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
-		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(SpecOrDeletionChanged)).
+		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Named("openshellsandbox").
 		// Reconciles wait on gateway round trips: run several at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(GatewayIndex, func(o client.Object) string {
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxGateway, func(o client.Object) string {
 			return client.ObjectKeyFromObject(o).String()
 		}))).
 		// A policy's status (its usage count) changes with every sandbox
 		// that starts or stops using it; only its spec and deletion matter
 		// here. Without the filter, creating N sandboxes on one policy ran
 		// O(N²) reconciles.
-		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(PolicyIndex, client.Object.GetName)),
-			builder.WithPredicates(SpecOrDeletionChanged)).
-		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(ProviderIndex, client.Object.GetName))).
+		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxPolicy, client.Object.GetName)),
+			builder.WithPredicates(index.SpecOrDeletionChanged)).
+		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxProviders, client.Object.GetName))).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
 		})).
+		// Namespace labels decide gateway access (spec.tenancy selectors).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetName()))
+		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.follow.events, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
@@ -308,10 +284,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // byIndex re-queues the sandboxes whose index field equals key(o); for
 // namespaced references (policy, provider) only in o's namespace.
-func (r *Reconciler) byIndex(index string, key func(client.Object) string) handler.MapFunc {
+func (r *Reconciler) byIndex(idx string, key func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		opts := []client.ListOption{client.MatchingFields{index: key(o)}}
-		if index != GatewayIndex {
+		opts := []client.ListOption{client.MatchingFields{idx: key(o)}}
+		if idx != index.SandboxGateway {
 			opts = append(opts, client.InNamespace(o.GetNamespace()))
 		}
 		return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, opts...)

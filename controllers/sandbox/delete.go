@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -32,26 +33,28 @@ const LabelSandboxID = "openshell.ai/sandbox-id"
 
 // reconcileDelete deletes the sandbox at the gateway, waits (by requeue)
 // until the gateway row and the agents.x-k8s.io Sandbox are gone, then
-// releases the object.
+// releases the object. The gateway sandbox is looked up by the names the
+// operator derives (never by names in status, which a lost status write can
+// leave empty), and deleted only when it carries this object's UID.
 func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(sb, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
-	if sb.Status.SandboxID != "" && sb.Status.GatewaySandboxName != "" {
-		done, err := r.deleteAtGateway(ctx, sb)
-		if err != nil || !done {
-			sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
-			if err != nil {
-				status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, ReasonUnavailable,
-					"cannot delete the sandbox at the gateway yet: "+err.Error())
-			}
-			if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
-				return ctrl.Result{}, perr
-			}
-			return ctrl.Result{RequeueAfter: deletePoll}, nil
+	done, id, err := r.deleteAtGateway(ctx, sb)
+	if err != nil || !done {
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
+		if err != nil {
+			status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, ReasonUnavailable,
+				"cannot delete the sandbox at the gateway yet: "+err.Error())
 		}
-		remaining, err := r.agentSandboxesLeft(ctx, sb.Status.SandboxID)
+		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
+			return ctrl.Result{}, perr
+		}
+		return ctrl.Result{RequeueAfter: deletePoll}, nil
+	}
+	if id != "" {
+		remaining, err := r.agentSandboxesLeft(ctx, id)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -71,38 +74,47 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	return ctrl.Result{}, nil
 }
 
-// deleteAtGateway reports true once the gateway no longer has the row.
-func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (bool, error) {
-	ns, name, _ := strings.Cut(sb.Status.Gateway, "/")
+// deleteAtGateway reports done once the gateway has no sandbox of this
+// object, and the gateway sandbox ID whose agents.x-k8s.io Sandbox must be
+// waited for ("" when there is none to wait for).
+func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (bool, string, error) {
 	gw := &openshellv1alpha1.OpenShellGateway{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+	if err := r.Client.Get(ctx, sb.GatewayKey(), gw); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The gateway and its database are gone; nothing is left to delete there.
 			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "GatewayGone", "Delete",
-				"OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.Status.Gateway)
-			return true, nil
+				"OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey())
+			return true, sb.Status.SandboxID, nil
 		}
-		return false, err
+		return false, "", err
+	}
+	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
+	if err != nil {
+		return false, "", err
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
-	req := &openshellv1.GetSandboxRequest{Name: sb.Status.GatewaySandboxName, Workspace: sb.Status.Workspace}
+	req := &openshellv1.GetSandboxRequest{Name: gateway.SandboxName(sb.Namespace, sb.Name), Workspace: gateway.WorkspaceName(sb.Namespace, ns.UID)}
 	got, err := conn.GetSandbox(ctx, req)
 	if grpcstatus.Code(err) == codes.NotFound {
-		return true, nil
+		return true, sb.Status.SandboxID, nil
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
+	}
+	if got.Sandbox.GetMetadata().GetLabels()[gateway.LabelOwnerUID] != string(sb.UID) {
+		// Not ours (never created, or another object's): nothing to delete.
+		return true, sb.Status.SandboxID, nil
 	}
 	if got.Sandbox.Status.GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
 		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: req.Name, Workspace: req.Workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
-			return false, fmt.Errorf("delete sandbox: %w", err)
+			return false, "", fmt.Errorf("delete sandbox: %w", err)
 		}
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Deleting", "DeleteSandbox", "deleting sandbox %s at the gateway", req.Name)
 	}
-	return false, nil
+	return false, got.Sandbox.GetMetadata().GetId(), nil
 }
 
 // agentSandboxesLeft counts agents.x-k8s.io Sandboxes still labelled with

@@ -27,7 +27,7 @@ const (
 
 // evaluate runs every check that needs no gateway call and sets the
 // conditions and phase they decide. The first failing gate decides
-// Accepted: preflight, gateway reference, policy, providers, env Secrets,
+// Accepted: preflight, gateway reference and access, policy, providers, env Secrets,
 // then the image policy. It reports whether the sandbox may go to the
 // gateway. Pure.
 func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
@@ -80,6 +80,15 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 	if obs.gateway == nil {
 		return reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
 			fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey()))
+	}
+	if obs.gatewayAccess != "" {
+		// A sandbox not yet created is refused; one that runs keeps its
+		// phase and is reported, and nothing more is sent for it.
+		phase := openshellv1alpha1.SandboxPhaseRejected
+		if sb.Status.SandboxID != "" {
+			phase = openshellv1alpha1.SandboxPhasePending
+		}
+		return reject(phase, openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess)
 	}
 	if c := findCondition(sb, ConditionPolicyResolved); c.Status == metav1.ConditionFalse {
 		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)

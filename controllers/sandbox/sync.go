@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -63,7 +64,10 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, ReasonConnection, err.Error())
 		return ctrl.Result{RequeueAfter: r.backoff(key)}, nil
 	}
-	ws := gateway.WorkspaceName(sb.Namespace)
+	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
+	if err != nil {
+		return r.gatewayError(sb, key, err)
+	}
 	name := gateway.SandboxName(sb.Namespace, sb.Name)
 	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, name, gwconn.Key(gw)
 
@@ -79,10 +83,6 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 }
 
 func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws, name string) (ctrl.Result, error) {
-	wsKey := sb.Status.Gateway + "/" + ws
-	if err := r.ensureWorkspace(ctx, conn, wsKey, ws, sb.Namespace); err != nil {
-		return ctrl.Result{}, err
-	}
 	policy := gateway.Policy(openshellv1alpha1.OpenShellPolicySpec{})
 	if obs.policy != nil {
 		policy = gateway.Policy(obs.policy.Spec)
@@ -154,7 +154,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 			return ctrl.Result{}, nil
 		case grpcstatus.Code(err) == codes.NotFound:
 			// The gateway lost the workspace (a new database): create it again.
-			r.workspaces.Delete(wsKey)
+			r.Gateways.ForgetWorkspace(sb.Status.Gateway, ws)
 			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
 		default:
 			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
@@ -232,36 +232,6 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 	return res, nil
 }
 
-// ensureWorkspace makes sure the namespace's workspace exists, once per
-// gateway and process. It reads before it creates, and concurrent workers
-// share one lookup: after an operator restart every sandbox of a namespace
-// reconciles at once, and the gateway should see one read, not a burst of
-// CreateWorkspace calls answered AlreadyExists.
-func (r *Reconciler) ensureWorkspace(ctx context.Context, conn *gateway.Client, key, ws, namespace string) error {
-	if _, ok := r.workspaces.Load(key); ok {
-		return nil
-	}
-	_, err, _ := r.workspaceLookups.Do(key, func() (any, error) {
-		if _, ok := r.workspaces.Load(key); ok {
-			return nil, nil
-		}
-		_, err := conn.GetWorkspace(ctx, &openshellv1.GetWorkspaceRequest{Name: ws})
-		if grpcstatus.Code(err) == codes.NotFound {
-			_, err = conn.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
-				Labels: map[string]string{"openshell.ai/k8s-namespace": namespace}})
-			if grpcstatus.Code(err) == codes.AlreadyExists {
-				err = nil
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("ensure workspace %s: %w", ws, err)
-		}
-		r.workspaces.Store(key, true)
-		return nil, nil
-	})
-	return err
-}
-
 // report maps the gateway sandbox onto status and says when to look again.
 func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed, current *openshellv1.Sandbox) ctrl.Result {
 	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionTrue, ReasonInSync, "the gateway holds the current spec, policy and providers")
@@ -306,6 +276,16 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 // gatewayError reports a failed call without flapping: the phase stays,
 // GatewayReachable says why, and the retry backs off up to maxBackoff.
 func (r *Reconciler) gatewayError(sb *openshellv1alpha1.OpenShellSandbox, key types.NamespacedName, err error) (ctrl.Result, error) {
+	if conflict := (*gwconn.ConflictError)(nil); errors.As(err, &conflict) {
+		// Not retried: it needs a gateway admin (or a new namespace), and the
+		// next spec or gateway change re-queues the sandbox.
+		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.ReasonWorkspaceConflict, conflict.Error())
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonWorkspaceConflict, conflict.Error())
+		if sb.Status.SandboxID == "" {
+			sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
+		}
+		return ctrl.Result{}, nil
+	}
 	reason := ReasonGatewayError
 	switch grpcstatus.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:

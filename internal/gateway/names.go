@@ -4,16 +4,49 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // MaxNameLen is the gateway's limit for sandbox and workspace names.
 const MaxNameLen = 19
 
-// WorkspaceName maps a Kubernetes namespace to its gateway workspace: a
-// readable prefix plus a hash of the namespace, so that long or similar
-// namespaces never collide and the name obeys the gateway's limits
-// (DNS-1123 label, at most 19 characters, no "--").
-func WorkspaceName(namespace string) string { return shortName(namespace, "ws:"+namespace) }
+// WorkspaceName maps one incarnation of a Kubernetes namespace (its name
+// and UID) to its gateway workspace: "ws-" and 64 bits of
+// sha256(namespace/uid), the whole 19-character budget of the gateway's
+// names spent on the hash. No readable prefix: it would only shorten the
+// hash, and a tenant who can create namespaces could then search for a
+// colliding name offline. The UID makes a re-created namespace of the same
+// name a new workspace, so it never inherits the old one's providers.
+// Workspaces are also labelled with their owner and verified on use (see
+// WorkspaceLabels): a collision is refused, never adopted.
+func WorkspaceName(namespace string, uid types.UID) string {
+	sum := sha256.Sum256([]byte("ws:" + namespace + "/" + string(uid)))
+	return "ws-" + hex.EncodeToString(sum[:8])
+}
+
+// Labels that record which namespace incarnation owns a gateway workspace
+// or provider the operator created.
+const (
+	LabelNamespace    = "openshell.ai/k8s-namespace"
+	LabelNamespaceUID = "openshell.ai/k8s-namespace-uid"
+)
+
+// WorkspaceLabels are the owner labels of the namespace's workspace.
+func WorkspaceLabels(namespace string, uid types.UID) map[string]string {
+	return map[string]string{LabelNamespace: namespace, LabelNamespaceUID: string(uid)}
+}
+
+// OwnedBy reports whether labels (of a workspace or provider found at the
+// gateway) carry exactly the owner labels want.
+func OwnedBy(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
 
 // SandboxName maps namespace/name to a gateway sandbox name, unique across
 // namespaces (the workspace already separates them; the hash keeps even a

@@ -19,7 +19,7 @@ import (
 // label is how a sandbox found on ALREADY_EXISTS is recognised as ours.
 const (
 	LabelOwnerUID       = "openshell.ai/k8s-uid"
-	AnnotationNamespace = "openshell.ai/k8s-namespace"
+	AnnotationNamespace = LabelNamespace
 	AnnotationName      = "openshell.ai/k8s-name"
 	// TemplateLabel marks the pods of operator-created sandboxes.
 	TemplateLabel = "openshell.ai/managed-by-operator"

@@ -24,12 +24,23 @@ const (
 	EnvRelatedImageSupervisor = "RELATED_IMAGE_SUPERVISOR"
 	// EnvRelatedImageSandbox is the default agent sandbox image.
 	EnvRelatedImageSandbox = "RELATED_IMAGE_SANDBOX"
+	// EnvGatewayNamespaces lists (comma-separated) further namespaces, besides
+	// the operator's own, whose OpenShellGateways the operator reconciles. A
+	// cluster admin sets it in the Subscription's spec.config.env; namespace
+	// admins cannot.
+	EnvGatewayNamespaces = "OPENSHELL_GATEWAY_NAMESPACES"
+	// EnvAllowImageOverrides ("true") lets spec.managed.images of a gateway
+	// replace the operator's RELATED_IMAGE_* operand images.
+	EnvAllowImageOverrides = "OPENSHELL_ALLOW_OPERAND_IMAGE_OVERRIDES"
 )
 
 // WatchNamespaces parses WATCH_NAMESPACE. An empty (or blank) value means
 // all namespaces and returns nil. Entries are trimmed, de-duplicated and
 // must be valid namespace names.
-func WatchNamespaces(v string) ([]string, error) {
+func WatchNamespaces(v string) ([]string, error) { return Namespaces(EnvWatchNamespace, v) }
+
+// Namespaces parses a comma list of namespace names from the variable env.
+func Namespaces(env, v string) ([]string, error) {
 	var out []string
 	for _, raw := range strings.Split(v, ",") {
 		ns := strings.TrimSpace(raw)
@@ -37,7 +48,7 @@ func WatchNamespaces(v string) ([]string, error) {
 			continue
 		}
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("%s: %q is not a namespace name: %s", EnvWatchNamespace, ns, strings.Join(errs, "; "))
+			return nil, fmt.Errorf("%s: %q is not a namespace name: %s", env, ns, strings.Join(errs, "; "))
 		}
 		if !slices.Contains(out, ns) {
 			out = append(out, ns)

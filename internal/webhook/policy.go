@@ -12,15 +12,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers/policy"
+	"github.com/openshell/openshell-operator/internal/index"
 )
 
-// +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellpolicies,verbs=delete,versions=v1alpha1,name=vopenshellpolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellpolicies,verbs=create;update;delete,versions=v1alpha1,name=vopenshellpolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellimagepolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellimagepolicies,verbs=create;update;delete,versions=v1alpha1,name=vopenshellimagepolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellprovider,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellproviders,verbs=create;update;delete,versions=v1alpha1,name=vopenshellprovider.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 
-// PolicyValidator refuses to delete a policy that sandboxes still use,
-// naming them, so that a running sandbox never loses its policy by surprise.
+// PolicyValidator lets only Tenant Admins write policies, and refuses to
+// delete a policy that sandboxes still use, naming them, so that a running
+// sandbox never loses its policy by surprise.
 type PolicyValidator struct {
-	Reader client.Reader
+	Reader     client.Reader
+	Authorizer Authorizer
+}
+
+func (v *PolicyValidator) admins() tenantAdminCheck[*openshellv1alpha1.OpenShellPolicy] {
+	return tenantAdminCheck[*openshellv1alpha1.OpenShellPolicy]{Authorizer: v.Authorizer, Reader: v.Reader, Resource: "openshellpolicies",
+		Spec: func(p *openshellv1alpha1.OpenShellPolicy) any { return p.Spec }}
 }
 
 // SetupWithManager registers the webhook.
@@ -28,19 +37,23 @@ func (v *PolicyValidator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellPolicy{}).WithValidator(v).Complete()
 }
 
-// ValidateCreate allows every creation (CEL validates the spec).
-func (v *PolicyValidator) ValidateCreate(context.Context, *openshellv1alpha1.OpenShellPolicy) (admission.Warnings, error) {
-	return nil, nil
+// ValidateCreate needs a Tenant Admin (CEL validates the spec).
+func (v *PolicyValidator) ValidateCreate(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy) (admission.Warnings, error) {
+	return v.admins().ValidateCreate(ctx, p)
 }
 
-// ValidateUpdate allows every update (CEL guards immutable parts).
-func (v *PolicyValidator) ValidateUpdate(context.Context, *openshellv1alpha1.OpenShellPolicy, *openshellv1alpha1.OpenShellPolicy) (admission.Warnings, error) {
-	return nil, nil
+// ValidateUpdate needs a Tenant Admin (CEL guards immutable parts).
+func (v *PolicyValidator) ValidateUpdate(ctx context.Context, old, p *openshellv1alpha1.OpenShellPolicy) (admission.Warnings, error) {
+	return v.admins().ValidateUpdate(ctx, old, p)
 }
 
-// ValidateDelete refuses while sandboxes reference the policy.
+// ValidateDelete needs a Tenant Admin, and refuses while sandboxes
+// reference the policy.
 func (v *PolicyValidator) ValidateDelete(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy) (admission.Warnings, error) {
-	users, err := policy.Users(ctx, v.Reader, p)
+	if _, err := v.admins().ValidateDelete(ctx, p); err != nil {
+		return nil, err
+	}
+	users, err := index.PolicyUsers(ctx, v.Reader, p)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -50,4 +63,20 @@ func (v *PolicyValidator) ValidateDelete(ctx context.Context, p *openshellv1alph
 	return nil, apierrors.NewForbidden(schema.GroupResource{Group: openshellv1alpha1.GroupVersion.Group, Resource: "openshellpolicies"}, p.Name,
 		fmt.Errorf("PolicyInUse: OpenShellPolicy %s is used by OpenShellSandbox %s; delete those sandboxes or point them at another policy first",
 			p.Name, strings.Join(users, ", ")))
+}
+
+// SetupTenantAdminWebhooks registers the Tenant Admin check for image
+// policies and providers (policies have PolicyValidator).
+func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellImagePolicy{}).WithValidator(
+		tenantAdminCheck[*openshellv1alpha1.OpenShellImagePolicy]{Authorizer: a, Reader: r, Resource: "openshellimagepolicies",
+			Spec: func(p *openshellv1alpha1.OpenShellImagePolicy) any { return p.Spec }}).Complete(); err != nil {
+		return fmt.Errorf("OpenShellImagePolicy webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellProvider{}).WithValidator(
+		tenantAdminCheck[*openshellv1alpha1.OpenShellProvider]{Authorizer: a, Reader: r, Resource: "openshellproviders",
+			Spec: func(p *openshellv1alpha1.OpenShellProvider) any { return p.Spec }}).Complete(); err != nil {
+		return fmt.Errorf("OpenShellProvider webhook: %w", err)
+	}
+	return nil
 }

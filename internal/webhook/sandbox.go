@@ -4,26 +4,33 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellsandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellsandboxes,verbs=create;update,versions=v1alpha1,name=vopenshellsandbox.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 
-// SandboxValidator rejects OpenShellSandboxes whose image the namespace's
-// OpenShellImagePolicies do not allow, so that `oc apply` of an unmirrorable
-// image fails with the reason instead of hanging in ImagePullBackOff.
+// SandboxValidator admits an OpenShellSandbox only when its namespace may
+// use the gateway it names, its user may read every Secret its env
+// references, and its image is allowed by the namespace's
+// OpenShellImagePolicies — so that `oc apply` fails with the reason instead
+// of the sandbox hanging in ImagePullBackOff or quietly borrowing rights.
 type SandboxValidator struct {
 	// Reader is the manager's cached client.
-	Reader   client.Reader
-	Policies *imagepolicy.Cache
+	Reader     client.Reader
+	Policies   *imagepolicy.Cache
+	Platform   tenancy.Platform
+	Authorizer Authorizer
 }
 
 // SetupWithManager registers the webhook.
@@ -31,19 +38,41 @@ func (v *SandboxValidator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellSandbox{}).WithValidator(v).Complete()
 }
 
-// ValidateCreate checks the image of a new sandbox.
+// ValidateCreate checks gateway access, Secret references and the image of
+// a new sandbox.
 func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
-	return v.checkImage(ctx, sb)
+	gw, err := v.gateway(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkGatewayAccess(ctx, sb, gw); err != nil {
+		return nil, err
+	}
+	if err := v.checkSecretRefs(ctx, sb, nil); err != nil {
+		return nil, err
+	}
+	return v.checkImage(ctx, sb, gw)
 }
 
-// ValidateUpdate checks the image only when it changes: other updates
-// (labels, finalizers, status) must never be blocked by a policy that
-// tightened after the sandbox was admitted; the controller reports those.
+// ValidateUpdate checks what changed: Secret references that are new, and
+// the image. Other updates (labels, finalizers, status) must never be
+// blocked by a policy that tightened after the sandbox was admitted; the
+// controller reports those. spec.gatewayRef is immutable (CEL).
 func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
-	if old.Spec.Image == sb.Spec.Image || !sb.DeletionTimestamp.IsZero() {
+	if !sb.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	return v.checkImage(ctx, sb)
+	if err := v.checkSecretRefs(ctx, sb, old); err != nil {
+		return nil, err
+	}
+	if old.Spec.Image == sb.Spec.Image {
+		return nil, nil
+	}
+	gw, err := v.gateway(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	return v.checkImage(ctx, sb, gw)
 }
 
 // ValidateDelete allows every deletion.
@@ -51,18 +80,90 @@ func (v *SandboxValidator) ValidateDelete(context.Context, *openshellv1alpha1.Op
 	return nil, nil
 }
 
-func (v *SandboxValidator) checkImage(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
-	var gw *openshellv1alpha1.OpenShellGateway
-	cur := &openshellv1alpha1.OpenShellGateway{}
-	switch err := v.Reader.Get(ctx, sb.GatewayKey(), cur); {
+// gateway reads the referenced gateway; nil when it does not exist (the
+// controller reports GatewayNotFound and admits nothing at the gateway).
+func (v *SandboxValidator) gateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (*openshellv1alpha1.OpenShellGateway, error) {
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	switch err := v.Reader.Get(ctx, sb.GatewayKey(), gw); {
 	case err == nil:
-		gw = cur
+		return gw, nil
 	case apierrors.IsNotFound(err):
-		// The controller reports a missing gateway; images are still checked
-		// with the default enforcement.
+		return nil, nil
+	case strings.Contains(err.Error(), "unknown namespace for the cache"):
+		// The operator does not watch that namespace (OwnNamespace or
+		// SingleNamespace install): it cannot serve that gateway.
+		msg := fmt.Sprintf("%s: OpenShellGateway %s is in a namespace this operator does not watch: use a gateway of a namespace the operator serves",
+			openshellv1alpha1.ReasonGatewayNotAllowed, sb.GatewayKey())
+		return nil, forbidden("OpenShellSandbox", sb.Name, openshellv1alpha1.ReasonGatewayNotAllowed, msg, "spec.gatewayRef")
 	default:
 		return nil, apierrors.NewInternalError(fmt.Errorf("read gateway %s: %w", sb.GatewayKey(), err))
 	}
+}
+
+// checkGatewayAccess refuses a sandbox whose namespace the gateway does not
+// admit (spec.tenancy) or whose gateway is not a platform gateway.
+func (v *SandboxValidator) checkGatewayAccess(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, gw *openshellv1alpha1.OpenShellGateway) error {
+	if gw == nil {
+		return nil
+	}
+	ns, err := index.GetNamespace(ctx, v.Reader, sb.Namespace)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	msg := v.Platform.GatewayAccess(gw, tenancy.Namespace{Name: ns.Name, Labels: ns.Labels})
+	if msg == "" {
+		return nil
+	}
+	return forbidden("OpenShellSandbox", sb.Name, openshellv1alpha1.ReasonGatewayNotAllowed,
+		openshellv1alpha1.ReasonGatewayNotAllowed+": "+msg, "spec.gatewayRef")
+}
+
+// checkSecretRefs makes sure the requesting user may read every Secret the
+// env references (those not already referenced by old): the operator reads
+// them with its own rights and hands their values to an agent the user
+// controls, so without this check anyone who may create sandboxes could
+// read any Secret of the namespace.
+func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshellv1alpha1.OpenShellSandbox) error {
+	had := map[string]bool{}
+	if old != nil {
+		for _, e := range old.Spec.Env {
+			if e.ValueFrom != nil {
+				had[e.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+	}
+	checked := map[string]bool{}
+	for i, e := range sb.Spec.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		name := e.ValueFrom.SecretKeyRef.Name
+		if had[name] || checked[name] {
+			continue
+		}
+		checked[name] = true
+		ok, user, err := v.Authorizer.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: sb.Namespace, Verb: "get",
+			Resource: "secrets", Name: name})
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if !ok {
+			msg := fmt.Sprintf("%s: user %q may not get Secret %s in namespace %s, so env %s cannot reference it: "+
+				"ask a Tenant Admin to put the credential in an OpenShellProvider and attach that instead",
+				ReasonSecretAccessDenied, user, name, sb.Namespace, e.Name)
+			return forbidden("OpenShellSandbox", sb.Name, ReasonSecretAccessDenied, msg, fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i))
+		}
+	}
+	return nil
+}
+
+// ReasonSecretAccessDenied is the cause type of an env Secret reference the
+// requesting user may not read.
+const ReasonSecretAccessDenied = "SecretAccessDenied"
+
+// checkImage checks the image against the namespace's allowlists under the
+// gateway's enforcement (the default enforcement when gw is nil).
+func (v *SandboxValidator) checkImage(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, gw *openshellv1alpha1.OpenShellGateway) (admission.Warnings, error) {
 	d, enf, err := v.Policies.Check(ctx, v.Reader, sb, gw)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -74,14 +175,5 @@ func (v *SandboxValidator) checkImage(ctx context.Context, sb *openshellv1alpha1
 	if enf.Mode == openshellv1alpha1.ImagePolicyWarn {
 		return admission.Warnings{msg + " (admitted: the gateway's image policy mode is Warn)"}, nil
 	}
-	return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    403,
-		Reason:  metav1.StatusReasonForbidden,
-		Message: msg,
-		Details: &metav1.StatusDetails{
-			Group: openshellv1alpha1.GroupVersion.Group, Kind: "OpenShellSandbox", Name: sb.Name,
-			Causes: []metav1.StatusCause{{Type: metav1.CauseType(d.Reason), Message: d.Message, Field: "spec.image"}},
-		},
-	}}
+	return nil, forbidden("OpenShellSandbox", sb.Name, d.Reason, msg, "spec.image")
 }

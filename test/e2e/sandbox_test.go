@@ -104,7 +104,9 @@ func TestSandboxLifecycle(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: cur.Status.AgentSandbox.Name}, pod)).To(Succeed())
 	g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
 	g.Expect(pod.Spec.InitContainers).NotTo(BeEmpty(), "the sandbox pod has the sidecar shape")
-	ws, name := gateway.WorkspaceName(tenant), gateway.SandboxName(tenant, sb.Name)
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
+	ws, name := gateway.WorkspaceName(tenant, tenantNS.UID), gateway.SandboxName(tenant, sb.Name)
 	g.Expect(cur.Status.Workspace).To(Equal(ws))
 	g.Expect(cur.Status.GatewaySandboxName).To(Equal(name))
 	g.Expect(st.Gateway.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}))

@@ -31,6 +31,11 @@ func StartManager(t testing.TB, cfg *rest.Config, opts manager.Options) (stop fu
 	if opts.Controllers.Images == (operatorenv.RelatedImages{}) {
 		opts.Controllers.Images = TestImages
 	}
+	if opts.Controllers.Platform.GatewayNamespaces == nil {
+		// As installed in OwnNamespace mode: the operator's namespace is the
+		// watched one, and gateways are served there.
+		opts.Controllers.Platform.GatewayNamespaces = opts.WatchNamespaces
+	}
 	opts.SkipControllerNameValidation = true
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {

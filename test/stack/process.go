@@ -41,6 +41,7 @@ func (s *Stack) startProcess() error {
 		"KUBECONFIG=" + s.procOpts.Kubeconfig,
 		operatorenv.EnvOperatorNamespace + "=" + o.OIDC.Namespace,
 		operatorenv.EnvWatchNamespace + "=" + strings.Join(o.WatchNamespaces, ","),
+		operatorenv.EnvGatewayNamespaces + "=" + strings.Join(o.Controllers.Platform.GatewayNamespaces, ","),
 		operatorenv.EnvRelatedImageGateway + "=" + o.Controllers.Images.Gateway,
 		operatorenv.EnvRelatedImageSupervisor + "=" + o.Controllers.Images.Supervisor,
 		operatorenv.EnvRelatedImageSandbox + "=" + o.Controllers.Images.Sandbox,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type Options struct {
 	Manager manager.Options
 	// ImagePolicy is the gateway's enforcement.
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
+	// Tenancy is the gateway's access control; nil admits every namespace
+	// (the e2e tests' and the demo's tenants).
+	Tenancy *openshellv1alpha1.GatewayTenancy
 	// Process runs the operator as its own process, as deployed (cmd/,
 	// with its flags and client settings), so the kernel accounts its
 	// memory and CPU apart from the test; metrics then come from its
@@ -205,6 +209,10 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if mopts.Controllers.Images.Gateway == "" {
 		mopts.Controllers.Images = framework.TestImages
 	}
+	// The gateway's namespace plays the operator's own: gateways are served there.
+	if !slices.Contains(mopts.Controllers.Platform.GatewayNamespaces, opts.GatewayNamespace) {
+		mopts.Controllers.Platform.GatewayNamespaces = append(slices.Clone(mopts.Controllers.Platform.GatewayNamespaces), opts.GatewayNamespace)
+	}
 	mopts.SkipControllerNameValidation = true
 	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
 		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
@@ -247,12 +255,16 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if err := c.Create(ctx, caSecret); err != nil {
 		return nil, fmt.Errorf("create gateway CA secret: %w", err)
 	}
+	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
+	if opts.Tenancy != nil {
+		tenancy = *opts.Tenancy
+	}
 	s.GatewayObj = &openshellv1alpha1.OpenShellGateway{
 		ObjectMeta: metav1.ObjectMeta{Name: opts.GatewayName, Namespace: opts.GatewayNamespace},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: s.Gateway.Endpoint(),
 				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: caSecret.Name, Key: "ca.crt"}},
-			ImagePolicy: opts.ImagePolicy},
+			ImagePolicy: opts.ImagePolicy, Tenancy: tenancy},
 	}
 	if err := c.Create(ctx, s.GatewayObj); err != nil {
 		return nil, fmt.Errorf("create gateway: %w", err)

@@ -56,6 +56,8 @@ type Resolver struct {
 	mu     sync.Mutex
 	tokens map[string]gateway.TokenSource
 	cas    map[string]cachedCA
+	// workspaces are the workspaces verified at each gateway.
+	workspaces workspaces
 }
 
 type cachedCA struct {
@@ -86,6 +88,12 @@ func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
 		}
 	}
 	r.mu.Unlock()
+	r.workspaces.known.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), Key(gw)+"/") {
+			r.workspaces.known.Delete(k)
+		}
+		return true
+	})
 }
 
 func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gateway.Target, error) {

@@ -1,0 +1,126 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/index"
+)
+
+// VerbManage is the custom RBAC verb that separates a namespace's Tenant
+// Admins from its Sandbox Consumers. OLM aggregates write access to every
+// owned CRD into the built-in roles: `admin` gets "*" (which includes
+// manage) and `edit` gets create/update/patch/delete (which does not). So
+// with the plain aggregated roles, only namespace admins may write the
+// objects that decide what a sandbox may do — its policy, its credentials
+// and its image allowlist — while editors keep creating sandboxes that name
+// them. Clusters that grant roles explicitly use the ClusterRoles
+// openshell-tenant-admin (which holds manage) and openshell-sandbox-user.
+const VerbManage = "manage"
+
+// ReasonTenantAdminRequired is the cause type of a refused write to a
+// Tenant Admin kind.
+const ReasonTenantAdminRequired = "TenantAdminRequired"
+
+// Authorizer asks the API server whether a user may do something
+// (SubjectAccessReview), on behalf of the user who sent an admission request.
+type Authorizer struct {
+	// Client creates SubjectAccessReviews (never cached).
+	Client client.Client
+}
+
+// Allowed reports whether the admission request's user may perform attrs.
+func (a Authorizer) Allowed(ctx context.Context, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("no admission request in context: %w", err)
+	}
+	u := req.UserInfo
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		ResourceAttributes: &attrs, User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra}}
+	if err := a.Client.Create(ctx, sar); err != nil {
+		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
+	}
+	return sar.Status.Allowed, u.Username, nil
+}
+
+// tenantAdminCheck refuses writes to OpenShellPolicy, OpenShellImagePolicy
+// and OpenShellProvider by users who lack the manage verb on the kind in
+// the namespace. Updates that leave spec, labels and annotations alone
+// (finalizers the operator adds and removes) pass without a check.
+type tenantAdminCheck[T client.Object] struct {
+	Authorizer Authorizer
+	// Reader reads namespaces (the manager's cached client).
+	Reader client.Reader
+	// Resource is the plural resource name; Spec returns an object's spec.
+	Resource string
+	Spec     func(T) any
+}
+
+func (c tenantAdminCheck[T]) ValidateCreate(ctx context.Context, o T) (admission.Warnings, error) {
+	return nil, c.check(ctx, o, "create")
+}
+
+func (c tenantAdminCheck[T]) ValidateUpdate(ctx context.Context, old, o T) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(c.Spec(old), c.Spec(o)) && maps.Equal(old.GetLabels(), o.GetLabels()) &&
+		maps.Equal(old.GetAnnotations(), o.GetAnnotations()) {
+		return nil, nil
+	}
+	return nil, c.check(ctx, o, "change")
+}
+
+// ValidateDelete needs a Tenant Admin — deleting an image allowlist can
+// open a namespace to every image — except while the namespace itself is
+// being deleted: the namespace controller, which then deletes everything
+// in it, holds no manage verb.
+func (c tenantAdminCheck[T]) ValidateDelete(ctx context.Context, o T) (admission.Warnings, error) {
+	ns, err := index.GetNamespace(ctx, c.Reader, o.GetNamespace())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if ns == nil || !ns.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return nil, c.check(ctx, o, "delete")
+}
+
+func (c tenantAdminCheck[T]) check(ctx context.Context, o T, action string) error {
+	ok, user, err := c.Authorizer.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: o.GetNamespace(),
+		Verb: VerbManage, Group: openshellv1alpha1.GroupVersion.Group, Resource: c.Resource, Name: o.GetName()})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if ok {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: user %q may not %s %s in namespace %s: they belong to the namespace's Tenant Admins "+
+		"(the %s verb on %s.%s, held by the namespace admin role and by ClusterRole openshell-tenant-admin); "+
+		"sandbox users only reference them", ReasonTenantAdminRequired, user, action, c.Resource, o.GetNamespace(),
+		VerbManage, c.Resource, openshellv1alpha1.GroupVersion.Group)
+	return forbidden(c.Resource, o.GetName(), ReasonTenantAdminRequired, msg, "")
+}
+
+// forbidden is a 403 whose cause names the reason (and field, if any).
+func forbidden(resource, name, reason, msg, field string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    403,
+		Reason:  metav1.StatusReasonForbidden,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: openshellv1alpha1.GroupVersion.Group, Kind: resource, Name: name,
+			Causes: []metav1.StatusCause{{Type: metav1.CauseType(reason), Message: msg, Field: field}}},
+	}}
+}

@@ -1,0 +1,634 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers"
+	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// tenancyLabel marks the namespaces this suite's webhooks apply to, so that
+// the other e2e tests (which run no webhook server) are unaffected.
+const tenancyLabel = "openshell-e2e/tenancy"
+
+// tenancy is the attacker's playground: the operator with its admission
+// webhooks (served on loopback, registered for this suite's namespaces
+// only), a platform gateway (the test gateway, External) that admits
+// namespaces labelled team=a, and OLM's aggregated roles exactly as OLM
+// creates them for our CRDs, next to the ClusterRoles the bundle ships.
+type tenancy struct {
+	st          *stack.Stack
+	gwNS, sbNS  string
+	webhookName string
+}
+
+// TestTenancy plays each persona with exactly the RBAC it would hold on
+// OpenShift (namespace admin, editor, a custom role; OLM's aggregation) and
+// asserts every attack of the threat model (docs/security.md) fails with
+// the reason the attacker gets, and the legitimate paths still work. Each
+// subtest uses namespaces of its own and depends on no other.
+func TestTenancy(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	installOLMAggregatedRoles(ctx, t)
+
+	tn := &tenancy{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil)}
+	certDir, caPEM, port := webhookServing(t)
+	var err error
+	tn.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: tn.gwNS, SandboxNamespace: tn.sbNS,
+		Tenancy: &openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{
+			From: openshellv1alpha1.NamespacesFromSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
+		Manager: manager.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
+			Controllers: controllers.Options{EnableWebhooks: true}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(tn.st.Stop()).To(Succeed()) }()
+	tn.webhookName = installWebhooks(ctx, t, caPEM, port)
+	g.Eventually(func(g Gomega) {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tn.st.GatewayObj), gw)).To(Succeed())
+		g.Expect(gw.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseAvailable), "%+v", gw.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	t.Run("ManagedGatewayInTenantNamespace", tn.managedGatewayInTenantNamespace)
+	t.Run("ImageOverrideRefused", tn.imageOverrideRefused)
+	t.Run("GatewayAccess", tn.gatewayAccess)
+	t.Run("TenantAdminVsEditor", tn.tenantAdminVsEditor)
+	t.Run("SecretReference", tn.secretReference)
+	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
+	t.Run("RecreatedNamespace", tn.recreatedNamespace)
+}
+
+// managedGatewayInTenantNamespace: OLM lets a namespace admin and an editor
+// create OpenShellGateways. Neither gets anything: no workload, no
+// cluster-scoped RBAC, no SCC grant, no finalizer; the condition says what
+// a cluster admin would have to do.
+func (tn *tenancy) managedGatewayInTenantNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "attacker", nil)
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "bob", "edit")
+	for _, user := range []string{"alice", "bob"} {
+		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "mine-" + user, Namespace: ns},
+			Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+				Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeManaged}}}}
+		// RBAC (OLM's aggregation) allows the create: the operator is what refuses.
+		g.Expect(as(t, user).Create(ctx, gw)).To(Succeed(), user)
+		g.Eventually(func(g Gomega) {
+			cur := &openshellv1alpha1.OpenShellGateway{}
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+			c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal("NamespaceNotServed"))
+			g.Expect(c.Message).To(ContainSubstring("OPENSHELL_GATEWAY_NAMESPACES"))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhasePending))
+			g.Expect(cur.Finalizers).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	// Nothing was rendered anywhere for these gateways.
+	crs := &rbacv1.ClusterRoleList{}
+	g.Expect(cluster.Client.List(ctx, crs, client.MatchingLabels{"openshell.ai/gateway-namespace": ns})).To(Succeed())
+	g.Expect(crs.Items).To(BeEmpty())
+	crbs := &rbacv1.ClusterRoleBindingList{}
+	g.Expect(cluster.Client.List(ctx, crbs, client.MatchingLabels{"openshell.ai/gateway-namespace": ns})).To(Succeed())
+	g.Expect(crbs.Items).To(BeEmpty())
+	sts := &appsv1.StatefulSetList{}
+	g.Expect(cluster.Client.List(ctx, sts, client.InNamespace(ns))).To(Succeed())
+	g.Expect(sts.Items).To(BeEmpty())
+	rbs := &rbacv1.RoleBindingList{}
+	g.Expect(cluster.Client.List(ctx, rbs, client.InNamespace(ns))).To(Succeed())
+	for _, rb := range rbs.Items {
+		g.Expect(rb.RoleRef.Name).NotTo(ContainSubstring("scc"), "no SCC grant in the tenant namespace")
+	}
+}
+
+// imageOverrideRefused: even in the platform namespace, spec.managed.images
+// cannot replace the digest-pinned operand images unless the cluster admin
+// allows it.
+func (tn *tenancy) imageOverrideRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "override", Namespace: tn.gwNS},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+			Managed: &openshellv1alpha1.ManagedGatewaySpec{Images: openshellv1alpha1.GatewayImages{Gateway: "attacker.example/gateway:latest"}}}}
+	g.Expect(cluster.Client.Create(ctx, gw)).To(Succeed())
+	defer func() { _ = cluster.Client.Delete(context.Background(), gw) }()
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionDegraded)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal("ImageOverrideNotAllowed"), "%+v", cur.Status.Conditions)
+		g.Expect(c.Message).To(ContainSubstring("OPENSHELL_ALLOW_OPERAND_IMAGE_OVERRIDES"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	sts := &appsv1.StatefulSet{}
+	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tn.gwNS, Name: "override"}, sts)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no gateway workload with the attacker's image: %v", err)
+}
+
+// gatewayAccess: the platform gateway admits namespaces labelled team=a.
+// Tenant B (its own admin) cannot put a sandbox on it; tenant A can; when
+// the cluster admin revokes A's label, A's running sandbox is reported and
+// new ones are refused; and with the webhook bypassed the reconciler
+// refuses on its own.
+func (tn *tenancy) gatewayAccess(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	a := tenancyNamespace(ctx, t, "team-a", map[string]string{"team": "a"})
+	b := tenancyNamespace(ctx, t, "team-b", map[string]string{"team": "b"})
+	bind(ctx, t, a, "alice", "admin")
+	bind(ctx, t, b, "mallory", "admin")
+
+	err := as(t, "mallory").Create(ctx, tn.sandbox(b, "intruder"))
+	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "admits only namespaces labelled team=a")
+
+	ok := tn.sandbox(a, "agent")
+	g.Expect(as(t, "alice").Create(ctx, ok)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(ok), openshellv1alpha1.SandboxPhaseReady)
+
+	// Revoke: the cluster admin relabels team A.
+	relabel(ctx, g, a, map[string]string{"team": "gone"})
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(ok))
+		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "a running sandbox keeps running and is reported")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	err = as(t, "alice").Create(ctx, tn.sandbox(a, "second"))
+	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "namespace "+a+" is not")
+
+	// Webhook bypassed (an outage, a misconfigured admission chain): the
+	// operator refuses on its own and creates nothing at the gateway.
+	tn.withoutWebhooks(ctx, t, func() {
+		g.Expect(as(t, "mallory").Create(ctx, tn.sandbox(b, "bypass"))).To(Succeed())
+	})
+	waitPhase(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"}, openshellv1alpha1.SandboxPhaseRejected)
+	cur := sandboxStatus(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"})
+	g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed))
+	g.Expect(cur.Status.SandboxID).To(BeEmpty())
+	bNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: b}, bNS)).To(Succeed())
+	g.Expect(tn.st.Gateway.SandboxNames(gateway.WorkspaceName(b, bNS.UID))).To(BeEmpty())
+
+	// Granting access again lets the same sandbox through.
+	relabel(ctx, g, b, map[string]string{"team": "a"})
+	waitPhase(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"}, openshellv1alpha1.SandboxPhaseReady)
+}
+
+// tenantAdminVsEditor: OLM gives `edit` write access to every owned kind;
+// only the namespace admin (or openshell-tenant-admin) may change the
+// image allowlist, policies and providers. The editor still runs sandboxes
+// that name what the admin approved.
+func (tn *tenancy) tenantAdminVsEditor(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-a", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "bob", "edit")
+	bind(ctx, t, ns, "erin", "openshell-tenant-admin")
+	admin, editor, explicit := as(t, "alice"), as(t, "bob"), as(t, "erin")
+
+	// RBAC alone would let the editor write: the webhook is what refuses.
+	g.Expect(canI(ctx, g, "bob", ns, "create", "openshellimagepolicies")).To(BeTrue(), "OLM's aggregated edit role grants create")
+
+	allow := &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "mirror", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: []string{"registry.example.com/mirror"}}}
+	expectForbidden(g, editor.Create(ctx, allow.DeepCopy()), "TenantAdminRequired", "may not create openshellimagepolicies")
+	g.Expect(admin.Create(ctx, allow)).To(Succeed())
+
+	// The editor cannot widen it, nor delete it (which could open the namespace to any image).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellImagePolicy{}
+		if err := editor.Get(ctx, client.ObjectKeyFromObject(allow), cur); err != nil {
+			return err
+		}
+		cur.Spec.AllowedMirrors = append(cur.Spec.AllowedMirrors, "docker.io")
+		return editor.Update(ctx, cur)
+	})
+	expectForbidden(g, err, "TenantAdminRequired", "may not change openshellimagepolicies")
+	expectForbidden(g, editor.Delete(ctx, allow), "TenantAdminRequired", "may not delete openshellimagepolicies")
+
+	pol := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: ns}}
+	expectForbidden(g, editor.Create(ctx, pol.DeepCopy()), "TenantAdminRequired", "may not create openshellpolicies")
+	g.Expect(explicit.Create(ctx, pol)).To(Succeed(), "openshell-tenant-admin holds manage")
+
+	g.Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-admin"}})).To(Succeed())
+	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	expectForbidden(g, editor.Create(ctx, prov.DeepCopy()), "TenantAdminRequired", "may not create openshellproviders")
+	g.Expect(admin.Create(ctx, prov)).To(Succeed())
+
+	// The consumer's path: a sandbox naming the approved policy and provider.
+	sb := tn.sandbox(ns, "agent")
+	sb.Spec.Image = "registry.example.com/mirror/agent@sha256:" + strings.Repeat("a", 64)
+	sb.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "restricted"}
+	sb.Spec.Providers = []string{"anthropic"}
+	g.Expect(editor.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+}
+
+// secretReference: a user who may create sandboxes but not read Secrets
+// cannot get a Secret's value into an agent through env.
+func (tn *tenancy) secretReference(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-a", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "bob", "edit")
+	bind(ctx, t, ns, "dave", "openshell-sandbox-user") // sandboxes, no Secrets
+	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		StringData: map[string]string{"password": "hunter2"}})).To(Succeed())
+	withSecret := func(name string) *openshellv1alpha1.OpenShellSandbox {
+		sb := tn.sandbox(ns, name)
+		sb.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "DB_PASSWORD", ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+			SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: "db", Key: "password"}}}}
+		return sb
+	}
+	g.Expect(canI(ctx, g, "dave", ns, "create", "openshellsandboxes")).To(BeTrue())
+	expectForbidden(g, as(t, "dave").Create(ctx, withSecret("steal")), "SecretAccessDenied", `may not get Secret db`)
+
+	// Adding the reference later is checked too.
+	plain := tn.sandbox(ns, "plain")
+	g.Expect(as(t, "dave").Create(ctx, plain)).To(Succeed())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := as(t, "dave").Get(ctx, client.ObjectKeyFromObject(plain), cur); err != nil {
+			return err
+		}
+		cur.Spec.Env = withSecret("x").Spec.Env
+		return as(t, "dave").Update(ctx, cur)
+	})
+	expectForbidden(g, err, "SecretAccessDenied", "may not get Secret db")
+
+	// An editor may read the Secret anyway, so may reference it.
+	ok := withSecret("allowed")
+	g.Expect(as(t, "bob").Create(ctx, ok)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(ok), openshellv1alpha1.SandboxPhaseReady)
+}
+
+// workspaceAndProviderConflict injects, through the gateway itself, a
+// workspace with a victim namespace's name but another owner, and a
+// provider of another owner in a namespace's own workspace: nothing is
+// adopted or merged into.
+func (tn *tenancy) workspaceAndProviderConflict(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	gwc := tn.st.Gateway
+
+	victim := tenancyNamespace(ctx, t, "victim", map[string]string{"team": "a"})
+	ws := gateway.WorkspaceName(victim, namespaceUID(ctx, g, victim))
+	_, err := gwc.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
+		Labels: map[string]string{gateway.LabelNamespace: "attacker", gateway.LabelNamespaceUID: "attacker-uid"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	sb := tn.sandbox(victim, "agent")
+	g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "%+v", cur.Status.Conditions)
+		g.Expect(cur.Status.SandboxID).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(gwc.SandboxNames(ws)).To(BeEmpty(), "nothing created in the foreign workspace")
+
+	// A provider of another owner inside the namespace's own workspace.
+	owner := tenancyNamespace(ctx, t, "owner", map[string]string{"team": "a"})
+	uid := namespaceUID(ctx, g, owner)
+	ows := gateway.WorkspaceName(owner, uid)
+	_, err = gwc.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ows, Labels: gateway.WorkspaceLabels(owner, uid)})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = gwc.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: ows, Provider: &datamodelv1.Provider{
+		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: map[string]string{gateway.LabelOwnerUID: "someone-else"}},
+		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: owner},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-mine", "EXTRA": "x"}})).To(Succeed())
+	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: owner},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(cluster.Client.Create(ctx, prov)).To(Succeed())
+	user := tn.sandbox(owner, "agent")
+	user.Spec.Providers = []string{"anthropic"}
+	g.Expect(cluster.Client.Create(ctx, user)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellProvider{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(prov), cur)).To(Succeed())
+		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonProviderConflict), "%+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(gwc.StoredCredentials(ows, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}), "never merged into")
+	cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(user))
+	g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a sandbox never runs with a provider it does not own")
+}
+
+// recreatedNamespace: credentials left at the gateway by a deleted
+// namespace are not inherited by a new namespace of the same name, whoever
+// creates it.
+func (tn *tenancy) recreatedNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	name := fmt.Sprintf("reused-%d", time.Now().UnixNano()%1_000_000)
+	create := func() types.UID {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancyLabel: "true", "team": "a"}}}
+		g.Eventually(func() error { return c.Create(ctx, ns) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		return ns.UID
+	}
+	first := create()
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: name},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-first-owner", "OLD_ONLY": "leftover"}})).To(Succeed())
+	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: name},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(c.Create(ctx, prov)).To(Succeed())
+	sb := tn.sandbox(name, "agent")
+	sb.Spec.Providers = []string{"anthropic"}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	oldWS := gateway.WorkspaceName(name, first)
+	g.Expect(tn.st.Gateway.StoredCredentials(oldWS, "anthropic")).To(HaveKey("OLD_ONLY"))
+
+	// Deleting the namespace cleans up at the gateway ...
+	g.Expect(c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}))
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(BeTrue())
+	g.Expect(tn.st.Gateway.StoredCredentials(oldWS, "anthropic")).To(BeNil(), "the provider finalizer deleted it at the gateway")
+	// ... unless it could not run (the gateway was down, the finalizer was
+	// removed by hand, the operator was uninstalled first): leave such a
+	// leftover in the old workspace, as the operator had created it.
+	_, err := tn.st.Gateway.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: oldWS, Provider: &datamodelv1.Provider{
+		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: gateway.WorkspaceLabels(name, first)},
+		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-first-owner", "OLD_ONLY": "leftover"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	second := create()
+	g.Expect(second).NotTo(Equal(first))
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: name},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-second-owner"}})).To(Succeed())
+	prov2 := prov.DeepCopy()
+	prov2.ResourceVersion, prov2.UID, prov2.Finalizers = "", "", nil
+	g.Expect(c.Create(ctx, prov2)).To(Succeed())
+	sb2 := tn.sandbox(name, "agent")
+	sb2.Spec.Providers = []string{"anthropic"}
+	g.Expect(c.Create(ctx, sb2)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb2), openshellv1alpha1.SandboxPhaseReady)
+	newWS := gateway.WorkspaceName(name, second)
+	g.Expect(newWS).NotTo(Equal(oldWS))
+	g.Expect(tn.st.Gateway.StoredCredentials(newWS, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-second-owner"}),
+		"a fresh provider: nothing of the old namespace's credentials")
+	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb2)).Status.Workspace).To(Equal(newWS))
+	g.Expect(tn.st.Gateway.StoredCredentials(oldWS, "anthropic")).To(HaveKey("OLD_ONLY"), "the leftover is neither reused nor touched")
+}
+
+// sandbox is a minimal sandbox on the platform gateway.
+func (tn *tenancy) sandbox(ns, name string) *openshellv1alpha1.OpenShellSandbox {
+	return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: tn.st.GatewayObj.Name, Namespace: tn.gwNS}}}
+}
+
+// withoutWebhooks runs fn with this suite's webhook configuration removed.
+func (tn *tenancy) withoutWebhooks(ctx context.Context, t *testing.T, fn func()) {
+	g := NewWithT(t)
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tn.webhookName}, vwc)).To(Succeed())
+	g.Expect(cluster.Client.Delete(ctx, vwc)).To(Succeed())
+	defer func() {
+		vwc.ResourceVersion, vwc.UID = "", ""
+		g.Expect(cluster.Client.Create(ctx, vwc)).To(Succeed())
+	}()
+	fn()
+}
+
+// tenancyNamespace creates a namespace this suite's webhooks apply to.
+func tenancyNamespace(ctx context.Context, t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	name := framework.CreateNamespace(ctx, t, cluster.Client, prefix)
+	relabel(ctx, NewWithT(t), name, labels)
+	return name
+}
+
+// relabel sets a namespace's labels (besides the suite's own), as a cluster admin.
+func relabel(ctx context.Context, g Gomega, name string, labels map[string]string) {
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := &corev1.Namespace{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+			return err
+		}
+		ns.Labels = map[string]string{tenancyLabel: "true", corev1.LabelMetadataName: name}
+		for k, v := range labels {
+			ns.Labels[k] = v
+		}
+		return cluster.Client.Update(ctx, ns)
+	})).To(Succeed())
+}
+
+func namespaceUID(ctx context.Context, g Gomega, name string) types.UID {
+	ns := &corev1.Namespace{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: name}, ns)).To(Succeed())
+	return ns.UID
+}
+
+// bind gives user a ClusterRole in ns, as `oc adm policy add-role-to-user` does.
+func bind(ctx context.Context, t *testing.T, ns, user, role string) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role, Namespace: ns},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}
+	if err := cluster.Client.Create(ctx, rb); err != nil {
+		t.Fatalf("bind %s to %s in %s: %v", user, role, ns, err)
+	}
+	// RBAC is enforced from the informer cache: wait until it answers yes.
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(canI(ctx, g, user, ns, "get", "openshellsandboxes")).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// as is a client that impersonates an authenticated user.
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func canI(ctx context.Context, g Gomega, user, ns, verb, resource string) bool {
+	group := "openshell.ai"
+	if resource == "secrets" {
+		group = ""
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource}}}
+	g.Expect(cluster.Client.Create(ctx, sar)).To(Succeed())
+	return sar.Status.Allowed
+}
+
+// expectForbidden asserts a 403 whose message carries the reason and text.
+func expectForbidden(g Gomega, err error, reason, text string) {
+	g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	g.ExpectWithOffset(1, err.Error()).To(And(ContainSubstring(reason), ContainSubstring(text)))
+}
+
+func waitPhase(ctx context.Context, g Gomega, key client.ObjectKey, phase openshellv1alpha1.SandboxPhase) {
+	g.EventuallyWithOffset(1, func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.Phase).To(Equal(phase), "%+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+}
+
+// installOLMAggregatedRoles creates, for each of our CRDs, the ClusterRoles
+// OLM v0 creates for an owned CRD (operatorgroup.go,
+// ensureClusterRolesForCSV): <plural>.<group>-<version>-{admin,edit,view}
+// aggregated into the built-in roles with verbs * / create,update,patch,
+// delete / get,list,watch on the plural resource, plus a crd-view role; and
+// the tenant ClusterRoles the bundle ships (config/tenancy).
+func installOLMAggregatedRoles(ctx context.Context, t *testing.T) {
+	t.Helper()
+	c := cluster.Client
+	var roles []*rbacv1.ClusterRole
+	crdDir := framework.OwnCRDDir()
+	entries, err := os.ReadDir(crdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		crd, err := framework.LoadCRD(filepath.Join(crdDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range crd.Spec.Versions {
+			prefix := crd.Name + "-" + v.Name + "-"
+			for suffix, verbs := range map[string][]string{"admin": {"*"}, "edit": {"create", "update", "patch", "delete"}, "view": {"get", "list", "watch"}} {
+				roles = append(roles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: prefix + suffix,
+					Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-" + suffix: "true"}},
+					Rules: []rbacv1.PolicyRule{{Verbs: verbs, APIGroups: []string{crd.Spec.Group}, Resources: []string{crd.Spec.Names.Plural}}}})
+			}
+			roles = append(roles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: prefix + "crd-view",
+				Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+				Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{"apiextensions.k8s.io"},
+					Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{crd.Name}}}})
+		}
+	}
+	tenancyDir := filepath.Join(framework.RepoRoot(), "config", "tenancy")
+	for _, f := range []string{"openshell_tenant_admin_role.yaml", "openshell_sandbox_user_role.yaml", "openshell_view_role.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(tenancyDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rbacv1.ClusterRole{}
+		if err := yaml.UnmarshalStrict(raw, r); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		roles = append(roles, r)
+	}
+	for _, r := range roles {
+		if err := c.Create(ctx, r); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create ClusterRole %s: %v", r.Name, err)
+		}
+	}
+}
+
+// webhookServing issues a serving certificate for 127.0.0.1 and returns
+// the folder the manager reads it from, the CA and a free port.
+func webhookServing(t *testing.T) (string, []byte, int) {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("tenancy-webhook-ca", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "webhook", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, ca.CertPEM, port
+}
+
+// installWebhooks registers the operator's validating webhooks
+// (config/webhook) at the loopback server, for this suite's namespaces only.
+func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := utilyaml.Unmarshal(raw, vwc); err != nil {
+		t.Fatal(err)
+	}
+	vwc.Name = "openshell-e2e-tenancy"
+	for i := range vwc.Webhooks {
+		w := &vwc.Webhooks[i]
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *w.ClientConfig.Service.Path)
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{tenancyLabel: "true"}}
+	}
+	if err := cluster.Client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), vwc) })
+	// Wait until the API server calls the webhook: an editor's allowlist
+	// create in a suite namespace is refused only by it.
+	probe := tenancyNamespace(ctx, t, "probe", nil)
+	bind(ctx, t, probe, "webhook-probe", "edit")
+	NewWithT(t).Eventually(func() bool {
+		err := as(t, "webhook-probe").Create(ctx, &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: probe},
+			Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: []string{"registry.example.com/x"}}})
+		return apierrors.IsForbidden(err)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
+	return vwc.Name
+}
