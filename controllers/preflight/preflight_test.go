@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/test/framework"
 )
@@ -50,7 +52,7 @@ func TestAgentSandboxCRDLifecycle(t *testing.T) {
 	defer cancel()
 	c := env.Client
 	ns := framework.CreateNamespace(ctx, t, c, "preflight")
-	startManager(ctx, t)
+	startManager(ctx, t, ns)
 
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns}}
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
@@ -159,7 +161,7 @@ func TestOpenShiftAndCertManagerAPIs(t *testing.T) {
 	defer cancel()
 	c := env.Client
 	ns := framework.CreateNamespace(ctx, t, c, "platform")
-	startManager(ctx, t)
+	startManager(ctx, t, ns)
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns}}
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
@@ -226,9 +228,12 @@ func installDir(ctx context.Context, t *testing.T, dir string) []*apiextensionsv
 	return out
 }
 
-func startManager(ctx context.Context, t *testing.T) {
+// startManager runs the operator with gateways served in gatewayNS (the
+// tests' gateways and sandboxes share it).
+func startManager(ctx context.Context, t *testing.T, gatewayNS string) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true})
+	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true,
+		Controllers: controllers.Options{Platform: tenancy.Platform{GatewayNamespaces: []string{gatewayNS}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

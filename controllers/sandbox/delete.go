@@ -41,6 +41,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
+	// Nothing was ever sent to a gateway when no workspace was recorded
+	// (every create follows EnsureWorkspace): release at once, even if the
+	// gateway is unreachable. (A create whose status write was lost to the
+	// deletion is not covered here; see the reliability work.)
+	if sb.Status.SandboxID == "" && sb.Status.Workspace == "" {
+		return r.release(ctx, sb)
+	}
 	done, id, err := r.deleteAtGateway(ctx, sb)
 	if err != nil || !done {
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
@@ -62,6 +69,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 			return ctrl.Result{RequeueAfter: deletePoll}, nil
 		}
 	}
+	return r.release(ctx, sb)
+}
+
+// release removes the finalizer and forgets the sandbox's in-memory state.
+func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (ctrl.Result, error) {
 	patch := client.MergeFrom(sb.DeepCopy())
 	controllerutil.RemoveFinalizer(sb, Finalizer)
 	if err := r.Client.Patch(ctx, sb, patch); err != nil {

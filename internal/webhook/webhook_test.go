@@ -12,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +25,14 @@ import (
 	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
 var env *framework.Env
+
+// platformNS holds the tests' gateways: the operator serves gateways there.
+const platformNS = "openshell-platform"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -48,6 +53,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: platformNS}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	done, err := startManager(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -67,7 +76,7 @@ func startManager(ctx context.Context) (<-chan error, error) {
 	mgr, err := manager.New(env.Config, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
-		Controllers: controllers.Options{EnableWebhooks: true},
+		Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{platformNS}}},
 	})
 	if err != nil {
 		return nil, err
@@ -94,8 +103,12 @@ func newTenant(ctx context.Context, t *testing.T, enf openshellv1alpha1.ImagePol
 	t.Helper()
 	g := NewWithT(t)
 	ns := framework.CreateNamespace(ctx, t, env.Client, "img")
-	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: enf}}
+	// The tenant's own gateway, in the platform namespace, admitting only it.
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: ns, Namespace: platformNS},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: enf, Tenancy: openshellv1alpha1.GatewayTenancy{
+			AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromSelector,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gw) })
 	g.Expect(env.Client.Create(ctx, gw)).To(Succeed())
 	if allowed != nil || mirrors != nil {
 		p := &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "mirrors", Namespace: ns},
@@ -121,7 +134,7 @@ func newTenant(ctx context.Context, t *testing.T, enf openshellv1alpha1.ImagePol
 func sandbox(ns, name, image string) *openshellv1alpha1.OpenShellSandbox {
 	return &openshellv1alpha1.OpenShellSandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw"}, Image: image},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: ns, Namespace: platformNS}, Image: image},
 	}
 }
 

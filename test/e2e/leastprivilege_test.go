@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/manager"
+	tenancypkg "github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -68,8 +70,12 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	// The sandbox flow, with the manager (and its OIDC issuer) impersonating.
 	sbNS := framework.CreateNamespace(ctx, t, c, "lp-sandboxes")
 	tenant := framework.CreateNamespace(ctx, t, c, "lp-tenant")
+	// A second platform namespace for the managed gateway, as a cluster
+	// admin designates it (OPENSHELL_GATEWAY_NAMESPACES).
+	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
 	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: opNS, SandboxNamespace: sbNS,
-		Manager: manager.Options{LeaderElection: true, LeaderElectionNamespace: opNS}})
+		Manager: manager.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
+			Controllers: controllers.Options{Platform: tenancypkg.Platform{GatewayNamespaces: []string{gwNS}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: tenant},
@@ -82,7 +88,6 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
 	// The managed gateway flow: RBAC, SCC-free vanilla install, workload.
-	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
 	createVolume(ctx, t, "pv-"+gwNS)
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: gwNS},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}

@@ -359,6 +359,26 @@ func (tn *tenancy) workspaceAndProviderConflict(t *testing.T) {
 	g.Expect(gwc.StoredCredentials(ows, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}), "never merged into")
 	cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(user))
 	g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a sandbox never runs with a provider it does not own")
+
+	// A gateway sandbox of the derived name that another client created in
+	// the namespace's workspace: never adopted, and deleting the
+	// OpenShellSandbox leaves it alone.
+	squatted := gateway.SandboxName(owner, "squatted")
+	gwc.SeedSandbox(ows, squatted, map[string]string{gateway.LabelOwnerUID: "someone-else"})
+	sq := tn.sandbox(owner, "squatted")
+	g.Expect(cluster.Client.Create(ctx, sq)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sq))
+		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal("NameConflict"), "%+v", cur.Status.Conditions)
+		g.Expect(cur.Finalizers).NotTo(BeEmpty())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(cluster.Client.Delete(ctx, sq)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(cluster.Client.Get(ctx, client.ObjectKeyFromObject(sq), &openshellv1alpha1.OpenShellSandbox{}))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
+	g.Expect(gwc.SandboxNames(ows)).To(ContainElement(squatted), "deleting ours never deletes theirs")
 }
 
 // recreatedNamespace: credentials left at the gateway by a deleted
