@@ -21,7 +21,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/manager"
-	tenancypkg "github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -75,7 +75,7 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
 	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: opNS, SandboxNamespace: sbNS,
 		Manager: manager.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
-			Controllers: controllers.Options{Platform: tenancypkg.Platform{GatewayNamespaces: []string{gwNS}}}}})
+			Controllers: controllers.Options{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: tenant},

@@ -41,12 +41,12 @@ import (
 // the other e2e tests (which run no webhook server) are unaffected.
 const tenancyLabel = "openshell-e2e/tenancy"
 
-// tenancy is the attacker's playground: the operator with its admission
+// tenancySuite is the attacker's playground: the operator with its admission
 // webhooks (served on loopback, registered for this suite's namespaces
 // only), a platform gateway (the test gateway, External) that admits
 // namespaces labelled team=a, and OLM's aggregated roles exactly as OLM
 // creates them for our CRDs, next to the ClusterRoles the bundle ships.
-type tenancy struct {
+type tenancySuite struct {
 	st          *stack.Stack
 	gwNS, sbNS  string
 	webhookName string
@@ -64,7 +64,7 @@ func TestTenancy(t *testing.T) {
 	c := cluster.Client
 	installOLMAggregatedRoles(ctx, t)
 
-	tn := &tenancy{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil)}
+	tn := &tenancySuite{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil)}
 	certDir, caPEM, port := webhookServing(t)
 	var err error
 	tn.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: tn.gwNS, SandboxNamespace: tn.sbNS,
@@ -94,7 +94,7 @@ func TestTenancy(t *testing.T) {
 // create OpenShellGateways. Neither gets anything: no workload, no
 // cluster-scoped RBAC, no SCC grant, no finalizer; the condition says what
 // a cluster admin would have to do.
-func (tn *tenancy) managedGatewayInTenantNamespace(t *testing.T) {
+func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -138,7 +138,7 @@ func (tn *tenancy) managedGatewayInTenantNamespace(t *testing.T) {
 // imageOverrideRefused: even in the platform namespace, spec.managed.images
 // cannot replace the digest-pinned operand images unless the cluster admin
 // allows it.
-func (tn *tenancy) imageOverrideRefused(t *testing.T) {
+func (tn *tenancySuite) imageOverrideRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -165,7 +165,7 @@ func (tn *tenancy) imageOverrideRefused(t *testing.T) {
 // the cluster admin revokes A's label, A's running sandbox is reported and
 // new ones are refused; and with the webhook bypassed the reconciler
 // refuses on its own.
-func (tn *tenancy) gatewayAccess(t *testing.T) {
+func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -216,7 +216,7 @@ func (tn *tenancy) gatewayAccess(t *testing.T) {
 // only the namespace admin (or openshell-tenant-admin) may change the
 // image allowlist, policies and providers. The editor still runs sandboxes
 // that name what the admin approved.
-func (tn *tenancy) tenantAdminVsEditor(t *testing.T) {
+func (tn *tenancySuite) tenantAdminVsEditor(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -268,7 +268,7 @@ func (tn *tenancy) tenantAdminVsEditor(t *testing.T) {
 
 // secretReference: a user who may create sandboxes but not read Secrets
 // cannot get a Secret's value into an agent through env.
-func (tn *tenancy) secretReference(t *testing.T) {
+func (tn *tenancySuite) secretReference(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -309,7 +309,7 @@ func (tn *tenancy) secretReference(t *testing.T) {
 // workspace with a victim namespace's name but another owner, and a
 // provider of another owner in a namespace's own workspace: nothing is
 // adopted or merged into.
-func (tn *tenancy) workspaceAndProviderConflict(t *testing.T) {
+func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -384,7 +384,7 @@ func (tn *tenancy) workspaceAndProviderConflict(t *testing.T) {
 // recreatedNamespace: credentials left at the gateway by a deleted
 // namespace are not inherited by a new namespace of the same name, whoever
 // creates it.
-func (tn *tenancy) recreatedNamespace(t *testing.T) {
+func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -442,13 +442,13 @@ func (tn *tenancy) recreatedNamespace(t *testing.T) {
 }
 
 // sandbox is a minimal sandbox on the platform gateway.
-func (tn *tenancy) sandbox(ns, name string) *openshellv1alpha1.OpenShellSandbox {
+func (tn *tenancySuite) sandbox(ns, name string) *openshellv1alpha1.OpenShellSandbox {
 	return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: tn.st.GatewayObj.Name, Namespace: tn.gwNS}}}
 }
 
 // withoutWebhooks runs fn with this suite's webhook configuration removed.
-func (tn *tenancy) withoutWebhooks(ctx context.Context, t *testing.T, fn func()) {
+func (tn *tenancySuite) withoutWebhooks(ctx context.Context, t *testing.T, fn func()) {
 	g := NewWithT(t)
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tn.webhookName}, vwc)).To(Succeed())
