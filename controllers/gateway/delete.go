@@ -127,7 +127,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 		return fmt.Errorf("delete certificate secrets: %w", err)
 	}
 	pf, known := r.Preflight.Get()
-	if known && pf.SCC {
+	// Only a served gateway can have made the shared SCC; a tenant who puts
+	// the finalizer on an inert gateway must not be able to delete it.
+	if known && pf.SCC && r.Platform.GatewayServed(gw) == "" {
 		inUse, err := r.sccUsedByOthers(ctx, gw, pf)
 		if err != nil {
 			return err
@@ -158,7 +160,8 @@ func (r *Reconciler) sccUsedByOthers(ctx context.Context, gw *openshellv1alpha1.
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal ||
+			r.Platform.GatewayServed(o) != "" { // inert gateways hold no SCC
 			continue
 		}
 		if render.UsesNarrowSCC(o, render.Inputs{SCC: pf.SCC}) {

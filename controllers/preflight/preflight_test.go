@@ -22,8 +22,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/manager"
-	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 

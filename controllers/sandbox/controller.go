@@ -74,8 +74,8 @@ type observed struct {
 	namespaceUID types.UID
 	// gatewayAccess is why the namespace may not use the gateway ("" if it may).
 	gatewayAccess string
-	image   imagepolicy.Decision
-	enforce openshellv1alpha1.ImagePolicyEnforcement
+	image         imagepolicy.Decision
+	enforce       openshellv1alpha1.ImagePolicyEnforcement
 	// policy is nil when none is referenced or it is missing.
 	policy            *openshellv1alpha1.OpenShellPolicy
 	providers         []*openshellv1alpha1.OpenShellProvider

@@ -4,6 +4,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -119,26 +120,29 @@ func (v *SandboxValidator) checkGatewayAccess(ctx context.Context, sb *openshell
 }
 
 // checkSecretRefs makes sure the requesting user may read every Secret the
-// env references (those not already referenced by old): the operator reads
-// them with its own rights and hands their values to an agent the user
-// controls, so without this check anyone who may create sandboxes could
-// read any Secret of the namespace.
+// env references: the operator reads them with its own rights and hands
+// their values to an agent the user controls, so without this check anyone
+// who may create sandboxes could read any Secret of the namespace. On an
+// update, references (Secret and key) that old already had are not checked
+// again — unless the image or command changes, which hands every value to
+// a new program of the updater's choosing (an editor retargeting a Tenant
+// Admin's sandbox at their own image).
 func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshellv1alpha1.OpenShellSandbox) error {
-	had := map[string]bool{}
-	if old != nil {
+	had := map[openshellv1alpha1.SecretKeyReference]bool{}
+	if old != nil && old.Spec.Image == sb.Spec.Image && slices.Equal(old.Spec.Command, sb.Spec.Command) {
 		for _, e := range old.Spec.Env {
 			if e.ValueFrom != nil {
-				had[e.ValueFrom.SecretKeyRef.Name] = true
+				had[e.ValueFrom.SecretKeyRef] = true
 			}
 		}
 	}
 	checked := map[string]bool{}
 	for i, e := range sb.Spec.Env {
-		if e.ValueFrom == nil {
+		if e.ValueFrom == nil || had[e.ValueFrom.SecretKeyRef] {
 			continue
 		}
 		name := e.ValueFrom.SecretKeyRef.Name
-		if had[name] || checked[name] {
+		if checked[name] {
 			continue
 		}
 		checked[name] = true

@@ -134,7 +134,7 @@ func newTenant(ctx context.Context, t *testing.T, enf openshellv1alpha1.ImagePol
 func sandbox(ns, name, image string) *openshellv1alpha1.OpenShellSandbox {
 	return &openshellv1alpha1.OpenShellSandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: ns, Namespace: platformNS}, Image: image},
+		Spec:       openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: ns, Namespace: platformNS}, Image: image},
 	}
 }
 

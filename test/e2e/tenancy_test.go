@@ -303,6 +303,23 @@ func (tn *tenancySuite) secretReference(t *testing.T) {
 	ok := withSecret("allowed")
 	g.Expect(as(t, "bob").Create(ctx, ok)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(ok), openshellv1alpha1.SandboxPhaseReady)
+
+	// Dave may edit that sandbox, but not retarget it at an image of his
+	// choosing: the new program would receive the Secret's value.
+	edit := func(mutate func(*openshellv1alpha1.OpenShellSandbox)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			if err := as(t, "dave").Get(ctx, client.ObjectKeyFromObject(ok), cur); err != nil {
+				return err
+			}
+			mutate(cur)
+			return as(t, "dave").Update(ctx, cur)
+		})
+	}
+	expectForbidden(g, edit(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.Image = "registry.example.com/dave/exfiltrate:1" }),
+		"SecretAccessDenied", "may not get Secret db")
+	g.Expect(edit(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Labels = map[string]string{"owner": "dave"} })).To(Succeed(),
+		"changes that hand no value to a new program are not blocked")
 }
 
 // workspaceAndProviderConflict injects, through the gateway itself, a
@@ -390,12 +407,12 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	name := fmt.Sprintf("reused-%d", time.Now().UnixNano()%1_000_000)
-	create := func() types.UID {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancyLabel: "true", "team": "a"}}}
-		g.Eventually(func() error { return c.Create(ctx, ns) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		return ns.UID
-	}
-	first := create()
+	ns1 := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancyLabel: "true", "team": "a"}}}
+	g.Expect(c.Create(ctx, ns1)).To(Succeed())
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	first := ns1.UID
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: name},
 		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-first-owner", "OLD_ONLY": "leftover"}})).To(Succeed())
 	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: name},
@@ -422,16 +439,23 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-first-owner", "OLD_ONLY": "leftover"}}})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	second := create()
+	// The same name, now created by a self-provisioner ("sam", who may
+	// create namespaces and, as a project request does, becomes their admin).
+	selfProvisioner(ctx, t, "sam")
+	sam := as(t, "sam")
+	ns2 := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancyLabel: "true", "team": "a"}}}
+	g.Eventually(func() error { return sam.Create(ctx, ns2) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	second := ns2.UID
 	g.Expect(second).NotTo(Equal(first))
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: name},
+	bind(ctx, t, name, "sam", "admin")
+	g.Expect(sam.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: name},
 		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-second-owner"}})).To(Succeed())
 	prov2 := prov.DeepCopy()
 	prov2.ResourceVersion, prov2.UID, prov2.Finalizers = "", "", nil
-	g.Expect(c.Create(ctx, prov2)).To(Succeed())
+	g.Expect(sam.Create(ctx, prov2)).To(Succeed())
 	sb2 := tn.sandbox(name, "agent")
 	sb2.Spec.Providers = []string{"anthropic"}
-	g.Expect(c.Create(ctx, sb2)).To(Succeed())
+	g.Expect(sam.Create(ctx, sb2)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb2), openshellv1alpha1.SandboxPhaseReady)
 	newWS := gateway.WorkspaceName(name, second)
 	g.Expect(newWS).NotTo(Equal(oldWS))
@@ -502,6 +526,24 @@ func bind(ctx context.Context, t *testing.T, ns, user, role string) {
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(canI(ctx, g, user, ns, "get", "openshellsandboxes")).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// selfProvisioner lets user create namespaces, as OpenShift's
+// self-provisioner role lets it request projects.
+func selfProvisioner(ctx context.Context, t *testing.T, user string) {
+	t.Helper()
+	name := "e2e-self-provisioner-" + user
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}},
+	} {
+		if err := cluster.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
 }
 
 // as is a client that impersonates an authenticated user.
