@@ -55,11 +55,14 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 	return v.checkImage(ctx, sb, gw)
 }
 
-// ValidateUpdate checks what changed: Secret references that are new, and
-// the image. Other updates (labels, finalizers, status) must never be
+// ValidateUpdate checks what changed: the removal of the operator's
+// finalizer, Secret references that are new, and the image. Other updates (labels, finalizers, status) must never be
 // blocked by a policy that tightened after the sandbox was admitted; the
 // controller reports those. spec.gatewayRef is immutable (CEL).
 func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
+	if err := v.Authorizer.FinalizersRemovable(ctx, "openshellsandboxes", old, sb); err != nil {
+		return nil, err
+	}
 	if !sb.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -57,10 +59,43 @@ func (a Authorizer) Allowed(ctx context.Context, attrs authorizationv1.ResourceA
 	return sar.Status.Allowed, u.Username, nil
 }
 
+// ReasonFinalizerProtected is the cause type of a refused removal of one of
+// the operator's finalizers.
+const ReasonFinalizerProtected = "FinalizerProtected"
+
+// FinalizersRemovable refuses an update that removes one of the operator's
+// finalizers (openshell.ai/...) unless the requesting user may update the
+// object's finalizers subresource. The operator's ServiceAccount may (its
+// RBAC grants <kind>/finalizers update) and so may a cluster admin; the
+// roles OLM aggregates to namespace admins and editors name only the
+// resource itself. Without this check, a user could strip a sandbox's or
+// provider's cleanup finalizer before deleting it and leave the agent
+// running, or the credentials stored, at the gateway with no owner.
+func (a Authorizer) FinalizersRemovable(ctx context.Context, resource string, old, o client.Object) error {
+	for _, f := range old.GetFinalizers() {
+		if !strings.HasPrefix(f, openshellv1alpha1.GroupVersion.Group+"/") || slices.Contains(o.GetFinalizers(), f) {
+			continue
+		}
+		ok, user, err := a.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: o.GetNamespace(), Verb: "update",
+			Group: openshellv1alpha1.GroupVersion.Group, Resource: resource, Subresource: "finalizers", Name: o.GetName()})
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if ok {
+			return nil
+		}
+		msg := fmt.Sprintf("%s: user %q may not remove finalizer %s: the operator removes it once it has cleaned up at the gateway; "+
+			"delete the object and let the operator finish", ReasonFinalizerProtected, user, f)
+		return forbidden(resource, o.GetName(), ReasonFinalizerProtected, msg, "metadata.finalizers")
+	}
+	return nil
+}
+
 // tenantAdminCheck refuses writes to OpenShellPolicy, OpenShellImagePolicy
 // and OpenShellProvider by users who lack the manage verb on the kind in
 // the namespace. Updates that leave spec, labels and annotations alone
-// (finalizers the operator adds and removes) pass without a check.
+// (finalizers the operator adds) pass without a check; removing one of the
+// operator's finalizers needs FinalizersRemovable.
 type tenantAdminCheck[T client.Object] struct {
 	Authorizer Authorizer
 	// Reader reads namespaces (the manager's cached client).
@@ -75,6 +110,9 @@ func (c tenantAdminCheck[T]) ValidateCreate(ctx context.Context, o T) (admission
 }
 
 func (c tenantAdminCheck[T]) ValidateUpdate(ctx context.Context, old, o T) (admission.Warnings, error) {
+	if err := c.Authorizer.FinalizersRemovable(ctx, c.Resource, old, o); err != nil {
+		return nil, err
+	}
 	if equality.Semantic.DeepEqual(c.Spec(old), c.Spec(o)) && maps.Equal(old.GetLabels(), o.GetLabels()) &&
 		maps.Equal(old.GetAnnotations(), o.GetAnnotations()) {
 		return nil, nil

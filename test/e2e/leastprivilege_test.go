@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,6 +63,19 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + opNS + ":" + sa}
 	probe, err := client.New(asOperator, client.Options{Scheme: c.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
+	// The operator may remove its own finalizers, which the admission
+	// webhooks allow only to whoever may update <kind>/finalizers.
+	for _, res := range []string{"openshellsandboxes", "openshellproviders", "openshellpolicies"} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + opNS + ":" + sa, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "any-tenant", Verb: "update", Group: "openshell.ai",
+				Resource: res, Subresource: "finalizers"}}}
+		g.Eventually(func(g Gomega) {
+			cur := sar.DeepCopy()
+			g.Expect(c.Create(ctx, cur)).To(Succeed())
+			g.Expect(cur.Status.Allowed).To(BeTrue(), res+"/finalizers")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
 	// Impersonation really restricts: the CSV grants reading nodes, not deleting them.
 	g.Expect(probe.List(ctx, &corev1.NodeList{})).To(Succeed())
 	err = probe.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-node-0"}})

@@ -88,6 +88,51 @@ func TestTenancy(t *testing.T) {
 	t.Run("SecretReference", tn.secretReference)
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
+	t.Run("FinalizerProtected", tn.finalizerProtected)
+}
+
+// finalizerProtected: stripping the operator's cleanup finalizer before a
+// delete would leave the agent running (or the credentials stored) at the
+// gateway with no owner; only the operator (or a cluster admin) may.
+func (tn *tenancySuite) finalizerProtected(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-a", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "dave", "openshell-sandbox-user")
+	g.Expect(as(t, "alice").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-team-a"}})).To(Succeed())
+	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(as(t, "alice").Create(ctx, prov)).To(Succeed())
+	sb := tn.sandbox(ns, "agent")
+	sb.Spec.Providers = []string{"anthropic"}
+	g.Expect(as(t, "dave").Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+
+	strip := func(user string, obj client.Object) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := as(t, user).Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+			obj.SetFinalizers(nil)
+			return as(t, user).Update(ctx, obj)
+		})
+	}
+	expectForbidden(g, strip("dave", &openshellv1alpha1.OpenShellSandbox{ObjectMeta: sb.ObjectMeta}), "FinalizerProtected",
+		"may not remove finalizer openshell.ai/sandbox-cleanup")
+	expectForbidden(g, strip("alice", &openshellv1alpha1.OpenShellProvider{ObjectMeta: prov.ObjectMeta}), "FinalizerProtected",
+		"may not remove finalizer openshell.ai/provider-cleanup")
+
+	// Deleting goes through the operator, which cleans up at the gateway.
+	ws := gateway.WorkspaceName(ns, namespaceUID(ctx, g, ns))
+	g.Expect(tn.st.Gateway.SandboxNames(ws)).To(HaveLen(1))
+	g.Expect(as(t, "dave").Delete(ctx, sb)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(cluster.Client.Get(ctx, client.ObjectKeyFromObject(sb), &openshellv1alpha1.OpenShellSandbox{}))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue())
+	g.Expect(tn.st.Gateway.SandboxNames(ws)).To(BeEmpty())
 }
 
 // managedGatewayInTenantNamespace: OLM lets a namespace admin and an editor
