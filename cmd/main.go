@@ -109,13 +109,14 @@ func main() {
 }
 
 // platformFromEnv reads the cluster admin's tenancy setting: gateways are
-// served in the operator's own namespace and in OPENSHELL_GATEWAY_NAMESPACES;
+// served in the operator's own namespace and in OPENSHELL_GATEWAY_NAMESPACES
+// (those labelled openshell.ai/serve-gateways=true);
 // operand images are overridable only with
 // OPENSHELL_ALLOW_OPERAND_IMAGE_OVERRIDES=true.
 func platformFromEnv(getenv func(string) string) (tenancy.Platform, error) {
-	var p tenancy.Platform
-	if ns := getenv(operatorenv.EnvOperatorNamespace); ns != "" {
-		p.GatewayNamespaces = append(p.GatewayNamespaces, ns)
+	p := tenancy.Platform{OperatorNamespace: getenv(operatorenv.EnvOperatorNamespace)}
+	if p.OperatorNamespace != "" {
+		p.GatewayNamespaces = append(p.GatewayNamespaces, p.OperatorNamespace)
 	}
 	more, err := operatorenv.Namespaces(operatorenv.EnvGatewayNamespaces, getenv(operatorenv.EnvGatewayNamespaces))
 	if err != nil {

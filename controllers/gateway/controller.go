@@ -124,8 +124,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	orig := gw.DeepCopy()
 	r.ensureWatches(pf, known)
 
+	served, err := r.Platform.Served(ctx, r.Client, gw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var h health
-	switch msg := r.Platform.GatewayServed(gw); {
+	switch msg := served; {
 	case msg != "":
 		// Refused before anything is rendered, connected to or finalized:
 		// OLM lets every namespace admin and editor create gateways.
@@ -352,6 +356,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRole{}, byLabels, managed).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
+		// The serve-gateways label of a namespace decides whether its gateways are served.
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))
+		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
 		Build(r)

@@ -129,7 +129,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 	pf, known := r.Preflight.Get()
 	// Only a served gateway can have made the shared SCC; a tenant who puts
 	// the finalizer on an inert gateway must not be able to delete it.
-	if known && pf.SCC && r.Platform.GatewayServed(gw) == "" {
+	notServed, err := r.Platform.Served(ctx, r.Client, gw)
+	if err != nil {
+		return err
+	}
+	if known && pf.SCC && notServed == "" {
 		inUse, err := r.sccUsedByOthers(ctx, gw, pf)
 		if err != nil {
 			return err
@@ -160,9 +164,13 @@ func (r *Reconciler) sccUsedByOthers(ctx context.Context, gw *openshellv1alpha1.
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal ||
-			r.Platform.GatewayServed(o) != "" { // inert gateways hold no SCC
+		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
 			continue
+		}
+		if notServed, err := r.Platform.Served(ctx, r.Client, o); err != nil {
+			return false, err
+		} else if notServed != "" {
+			continue // inert gateways hold no SCC
 		}
 		if render.UsesNarrowSCC(o, render.Inputs{SCC: pf.SCC}) {
 			return true, nil

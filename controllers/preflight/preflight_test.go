@@ -233,7 +233,7 @@ func installDir(ctx context.Context, t *testing.T, dir string) []*apiextensionsv
 func startManager(ctx context.Context, t *testing.T, gatewayNS string) {
 	t.Helper()
 	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true,
-		Controllers: controllers.Options{Platform: tenancy.Platform{GatewayNamespaces: []string{gatewayNS}}}})
+		Controllers: controllers.Options{Platform: tenancy.Platform{OperatorNamespace: gatewayNS, GatewayNamespaces: []string{gatewayNS}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,11 @@ func (r *Reconciler) neededGateways(ctx context.Context, p *openshellv1alpha1.Op
 			}
 			return nil, nil, err
 		}
-		if msg := r.Platform.GatewayAccess(gw, ns); msg != "" {
+		msg, err := r.Platform.Access(ctx, r.Client, gw, ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		if msg != "" {
 			refused = append(refused, msg)
 			continue
 		}

@@ -138,16 +138,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {
 	var obs observed
 	obs.preflight, obs.preflightKnown = r.Preflight.Get()
-	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
-	if err != nil {
+	var err error
+	if obs.namespace, obs.namespaceUID, err = tenancy.ReadNamespace(ctx, r.Client, sb.Namespace); err != nil {
 		return obs, err
 	}
-	obs.namespace, obs.namespaceUID = tenancy.Namespace{Name: ns.Name, Labels: ns.Labels}, ns.UID
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	switch err := r.Client.Get(ctx, sb.GatewayKey(), gw); {
 	case err == nil:
 		obs.gateway = gw
-		obs.gatewayAccess = r.Platform.GatewayAccess(gw, obs.namespace)
+		if obs.gatewayAccess, err = r.Platform.Access(ctx, r.Client, gw, obs.namespace); err != nil {
+			return obs, err
+		}
 	case !apierrors.IsNotFound(err):
 		return obs, fmt.Errorf("get gateway %s: %w", sb.GatewayKey(), err)
 	}

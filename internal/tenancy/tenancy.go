@@ -10,42 +10,64 @@
 package tenancy
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 )
+
+// LabelServeGateways must be "true" on every gateway namespace other than
+// the operator's own. The list in OPENSHELL_GATEWAY_NAMESPACES names
+// namespaces; the label proves the namespace of that name is the one the
+// cluster admin meant. Without it, a self-provisioner could request a
+// listed namespace that does not exist (yet, or any more) and become the
+// admin of a served gateway namespace. OpenShift project admins and
+// self-provisioners cannot set namespace labels.
+const LabelServeGateways = "openshell.ai/serve-gateways"
 
 // Platform is the cluster admin's tenancy setting, read from the operator's
 // environment (OLM: the Subscription's spec.config.env).
 type Platform struct {
+	// OperatorNamespace is where the operator runs; its gateways are served
+	// without a label (the namespace exists for as long as the operator does).
+	OperatorNamespace string
 	// GatewayNamespaces are the namespaces whose OpenShellGateways the
-	// operator reconciles: its own namespace plus OPENSHELL_GATEWAY_NAMESPACES.
-	// A gateway anywhere else is refused, because OLM lets every namespace
-	// admin and editor create OpenShellGateways, and a gateway holds
-	// cluster-scoped RBAC, an SCC grant and signing keys.
+	// operator reconciles: its own namespace plus OPENSHELL_GATEWAY_NAMESPACES
+	// (which must also carry LabelServeGateways). A gateway anywhere else is
+	// refused, because OLM lets every namespace admin and editor create
+	// OpenShellGateways, and a gateway holds cluster-scoped RBAC, an SCC
+	// grant and signing keys.
 	GatewayNamespaces []string
 	// AllowImageOverrides lets spec.managed.images replace the operand
 	// images; otherwise only the CSV's digest-pinned RELATED_IMAGE_* run.
 	AllowImageOverrides bool
 }
 
-// ServesGateways reports whether gateways in ns are reconciled.
-func (p Platform) ServesGateways(ns string) bool { return slices.Contains(p.GatewayNamespaces, ns) }
-
-// GatewayServed explains why a gateway is not reconciled; "" means it is.
-func (p Platform) GatewayServed(gw *openshellv1alpha1.OpenShellGateway) string {
-	if p.ServesGateways(gw.Namespace) {
+// GatewayServed explains why gateways in namespace gwNS are not
+// reconciled; "" means they are.
+func (p Platform) GatewayServed(gwNS Namespace) string {
+	switch {
+	case gwNS.Name == p.OperatorNamespace && p.OperatorNamespace != "":
 		return ""
+	case !slices.Contains(p.GatewayNamespaces, gwNS.Name):
+		return fmt.Sprintf("the operator reconciles OpenShellGateways only in the namespaces a cluster admin designates (%s): "+
+			"create the gateway there, or have a cluster admin add %q to %s in the operator's Subscription (spec.config.env) "+
+			"and label the namespace %s=true", p.served(), gwNS.Name, operatorenv.EnvGatewayNamespaces, LabelServeGateways)
+	case gwNS.Labels[LabelServeGateways] != "true":
+		return fmt.Sprintf("namespace %s is listed in %s but not labelled %s=true: a cluster admin labels it to confirm that this "+
+			"namespace (and not one someone else created under that name) holds platform gateways",
+			gwNS.Name, operatorenv.EnvGatewayNamespaces, LabelServeGateways)
 	}
-	return fmt.Sprintf("the operator reconciles OpenShellGateways only in the namespaces a cluster admin designates (%s): "+
-		"create the gateway there, or have a cluster admin add %q to %s in the operator's Subscription (spec.config.env)",
-		p.served(), gw.Namespace, operatorenv.EnvGatewayNamespaces)
+	return ""
 }
 
 // ImageOverride explains why a gateway's image overrides are refused; ""
@@ -81,12 +103,12 @@ type Namespace struct {
 	Labels map[string]string
 }
 
-// GatewayAccess decides whether ns may run sandboxes on gw and push
-// providers to it. It returns "" when allowed, otherwise a message for the
-// reason GatewayNotAllowed that says what to ask for.
-func (p Platform) GatewayAccess(gw *openshellv1alpha1.OpenShellGateway, ns Namespace) string {
+// GatewayAccess decides whether ns may run sandboxes on gw (in namespace
+// gwNS) and push providers to it. It returns "" when allowed, otherwise a
+// message for the reason GatewayNotAllowed that says what to ask for.
+func (p Platform) GatewayAccess(gw *openshellv1alpha1.OpenShellGateway, gwNS, ns Namespace) string {
 	key := gw.Namespace + "/" + gw.Name
-	if !p.ServesGateways(gw.Namespace) {
+	if p.GatewayServed(gwNS) != "" {
 		return fmt.Sprintf("OpenShellGateway %s is not a platform gateway (the operator serves gateways only in %s): use a gateway your platform admin provides",
 			key, p.served())
 	}
@@ -111,4 +133,32 @@ func (p Platform) GatewayAccess(gw *openshellv1alpha1.OpenShellGateway, ns Names
 		return fmt.Sprintf("OpenShellGateway %s admits only its own namespace (spec.tenancy.allowedNamespaces.from: Same): "+
 			"ask the platform admin to admit namespace %s", key, ns.Name)
 	}
+}
+
+// ReadNamespace reads the metadata access decisions need from the
+// manager's cache.
+func ReadNamespace(ctx context.Context, r client.Reader, name string) (Namespace, types.UID, error) {
+	ns, err := index.GetNamespace(ctx, r, name)
+	if err != nil {
+		return Namespace{}, "", err
+	}
+	return Namespace{Name: ns.Name, Labels: ns.Labels}, ns.UID, nil
+}
+
+// Served reads gw's namespace and decides GatewayServed.
+func (p Platform) Served(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	gwNS, _, err := ReadNamespace(ctx, r, gw.Namespace)
+	if err != nil {
+		return "", err
+	}
+	return p.GatewayServed(gwNS), nil
+}
+
+// Access reads gw's namespace and decides GatewayAccess for ns.
+func (p Platform) Access(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway, ns Namespace) (string, error) {
+	gwNS, _, err := ReadNamespace(ctx, r, gw.Namespace)
+	if err != nil {
+		return "", err
+	}
+	return p.GatewayAccess(gw, gwNS, ns), nil
 }

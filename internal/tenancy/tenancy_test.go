@@ -16,8 +16,14 @@ func gateway(ns string, an openshellv1alpha1.AllowedNamespaces) *openshellv1alph
 }
 
 func TestGatewayAccess(t *testing.T) {
-	p := Platform{GatewayNamespaces: []string{"openshell", "platform"}}
+	p := Platform{OperatorNamespace: "openshell", GatewayNamespaces: []string{"openshell", "platform", "unlabelled"}}
 	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+	served := map[string]Namespace{
+		"openshell":  {Name: "openshell"},
+		"platform":   {Name: "platform", Labels: map[string]string{LabelServeGateways: "true"}},
+		"unlabelled": {Name: "unlabelled"},
+		"team-a":     {Name: "team-a", Labels: map[string]string{LabelServeGateways: "true"}}, // labelled, not listed
+	}
 	for _, tc := range []struct {
 		name string
 		gw   *openshellv1alpha1.OpenShellGateway
@@ -40,10 +46,12 @@ func TestGatewayAccess(t *testing.T) {
 		{"gateway in a tenant namespace, even its own", gateway("team-a", openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}),
 			Namespace{Name: "team-a"}, "is not a platform gateway"},
 		{"gateway in a tenant namespace, from another", gateway("team-a", openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}),
-			Namespace{Name: "team-b"}, "serves gateways only in openshell, platform"},
+			Namespace{Name: "team-b"}, "serves gateways only in openshell, platform, unlabelled"},
+		{"gateway in a listed namespace without the label", gateway("unlabelled", openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}),
+			Namespace{Name: "team-b"}, "is not a platform gateway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := p.GatewayAccess(tc.gw, tc.ns)
+			got := p.GatewayAccess(tc.gw, served[tc.gw.Namespace], tc.ns)
 			switch {
 			case tc.want == "" && got != "":
 				t.Fatalf("want allowed, got %q", got)
@@ -55,17 +63,33 @@ func TestGatewayAccess(t *testing.T) {
 }
 
 func TestGatewayServed(t *testing.T) {
-	p := Platform{GatewayNamespaces: []string{"openshell"}}
-	if msg := p.GatewayServed(gateway("openshell", openshellv1alpha1.AllowedNamespaces{})); msg != "" {
+	p := Platform{OperatorNamespace: "openshell", GatewayNamespaces: []string{"openshell", "platform"}}
+	if msg := p.GatewayServed(Namespace{Name: "openshell"}); msg != "" {
 		t.Fatalf("operator namespace refused: %s", msg)
 	}
-	msg := p.GatewayServed(gateway("team-a", openshellv1alpha1.AllowedNamespaces{}))
-	for _, want := range []string{"(openshell)", `add "team-a" to OPENSHELL_GATEWAY_NAMESPACES`, "spec.config.env"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("message %q lacks %q", msg, want)
+	if msg := p.GatewayServed(Namespace{Name: "platform", Labels: map[string]string{LabelServeGateways: "true"}}); msg != "" {
+		t.Fatalf("listed and labelled namespace refused: %s", msg)
+	}
+	for _, tc := range []struct {
+		ns   Namespace
+		want []string
+	}{
+		{Namespace{Name: "team-a"}, []string{"(openshell, platform)", `add "team-a" to OPENSHELL_GATEWAY_NAMESPACES`, "spec.config.env",
+			"label the namespace openshell.ai/serve-gateways=true"}},
+		// A self-provisioner's project of a listed name carries no label.
+		{Namespace{Name: "platform"}, []string{"listed in OPENSHELL_GATEWAY_NAMESPACES but not labelled openshell.ai/serve-gateways=true"}},
+		{Namespace{Name: "platform", Labels: map[string]string{LabelServeGateways: "yes"}}, []string{"not labelled"}},
+		// The label alone is not enough: a cluster admin also lists it.
+		{Namespace{Name: "team-a", Labels: map[string]string{LabelServeGateways: "true"}}, []string{"designates"}},
+	} {
+		msg := p.GatewayServed(tc.ns)
+		for _, want := range tc.want {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%v: message %q lacks %q", tc.ns, msg, want)
+			}
 		}
 	}
-	if msg := (Platform{}).GatewayServed(gateway("openshell", openshellv1alpha1.AllowedNamespaces{})); !strings.Contains(msg, "(none)") {
+	if msg := (Platform{}).GatewayServed(Namespace{Name: "openshell"}); !strings.Contains(msg, "(none)") {
 		t.Errorf("no gateway namespaces: %q", msg)
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
-	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
@@ -110,11 +109,14 @@ func (v *SandboxValidator) checkGatewayAccess(ctx context.Context, sb *openshell
 	if gw == nil {
 		return nil
 	}
-	ns, err := index.GetNamespace(ctx, v.Reader, sb.Namespace)
+	ns, _, err := tenancy.ReadNamespace(ctx, v.Reader, sb.Namespace)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	msg := v.Platform.GatewayAccess(gw, tenancy.Namespace{Name: ns.Name, Labels: ns.Labels})
+	msg, err := v.Platform.Access(ctx, v.Reader, gw, ns)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
 	if msg == "" {
 		return nil
 	}

@@ -76,7 +76,7 @@ func startManager(ctx context.Context) (<-chan error, error) {
 	mgr, err := manager.New(env.Config, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
-		Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{platformNS}}},
+		Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{OperatorNamespace: platformNS, GatewayNamespaces: []string{platformNS}}},
 	})
 	if err != nil {
 		return nil, err

@@ -87,6 +87,7 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	// A second platform namespace for the managed gateway, as a cluster
 	// admin designates it (OPENSHELL_GATEWAY_NAMESPACES).
 	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
+	setLabels(ctx, g, gwNS, map[string]string{corev1.LabelMetadataName: gwNS, tenancy.LabelServeGateways: "true"})
 	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: opNS, SandboxNamespace: sbNS,
 		Manager: manager.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
 			Controllers: controllers.Options{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS}}}}})

@@ -33,6 +33,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -47,9 +48,9 @@ const tenancyLabel = "openshell-e2e/tenancy"
 // namespaces labelled team=a, and OLM's aggregated roles exactly as OLM
 // creates them for our CRDs, next to the ClusterRoles the bundle ships.
 type tenancySuite struct {
-	st          *stack.Stack
-	gwNS, sbNS  string
-	webhookName string
+	st                    *stack.Stack
+	gwNS, sbNS, claimedNS string
+	webhookName           string
 }
 
 // TestTenancy plays each persona with exactly the RBAC it would hold on
@@ -64,14 +65,17 @@ func TestTenancy(t *testing.T) {
 	c := cluster.Client
 	installOLMAggregatedRoles(ctx, t)
 
-	tn := &tenancySuite{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil)}
+	tn := &tenancySuite{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil),
+		// Listed as a gateway namespace, but never labelled by the cluster
+		// admin: as if a self-provisioner had requested it first.
+		claimedNS: tenancyNamespace(ctx, t, "claimed", nil)}
 	certDir, caPEM, port := webhookServing(t)
 	var err error
 	tn.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: tn.gwNS, SandboxNamespace: tn.sbNS,
 		Tenancy: &openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{
 			From: openshellv1alpha1.NamespacesFromSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
 		Manager: manager.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: controllers.Options{EnableWebhooks: true}}})
+			Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(tn.st.Stop()).To(Succeed()) }()
 	tn.webhookName = installWebhooks(ctx, t, caPEM, port)
@@ -146,8 +150,14 @@ func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 	ns := tenancyNamespace(ctx, t, "attacker", nil)
 	bind(ctx, t, ns, "alice", "admin")
 	bind(ctx, t, ns, "bob", "edit")
-	for _, user := range []string{"alice", "bob"} {
-		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "mine-" + user, Namespace: ns},
+	bind(ctx, t, tn.claimedNS, "sam", "admin") // the self-provisioner who requested a listed name
+	for _, attempt := range []struct{ user, ns, reason string }{
+		{"alice", ns, "OPENSHELL_GATEWAY_NAMESPACES"},
+		{"bob", ns, "OPENSHELL_GATEWAY_NAMESPACES"},
+		{"sam", tn.claimedNS, "not labelled openshell.ai/serve-gateways=true"},
+	} {
+		user := attempt.user
+		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "mine-" + user, Namespace: attempt.ns},
 			Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
 				Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeManaged}}}}
 		// RBAC (OLM's aggregation) allows the create: the operator is what refuses.
@@ -158,25 +168,27 @@ func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 			c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal("NamespaceNotServed"))
-			g.Expect(c.Message).To(ContainSubstring("OPENSHELL_GATEWAY_NAMESPACES"))
+			g.Expect(c.Message).To(ContainSubstring(attempt.reason))
 			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhasePending))
 			g.Expect(cur.Finalizers).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}
 	// Nothing was rendered anywhere for these gateways.
-	crs := &rbacv1.ClusterRoleList{}
-	g.Expect(cluster.Client.List(ctx, crs, client.MatchingLabels{"openshell.ai/gateway-namespace": ns})).To(Succeed())
-	g.Expect(crs.Items).To(BeEmpty())
-	crbs := &rbacv1.ClusterRoleBindingList{}
-	g.Expect(cluster.Client.List(ctx, crbs, client.MatchingLabels{"openshell.ai/gateway-namespace": ns})).To(Succeed())
-	g.Expect(crbs.Items).To(BeEmpty())
-	sts := &appsv1.StatefulSetList{}
-	g.Expect(cluster.Client.List(ctx, sts, client.InNamespace(ns))).To(Succeed())
-	g.Expect(sts.Items).To(BeEmpty())
-	rbs := &rbacv1.RoleBindingList{}
-	g.Expect(cluster.Client.List(ctx, rbs, client.InNamespace(ns))).To(Succeed())
-	for _, rb := range rbs.Items {
-		g.Expect(rb.RoleRef.Name).NotTo(ContainSubstring("scc"), "no SCC grant in the tenant namespace")
+	for _, n := range []string{ns, tn.claimedNS} {
+		crs := &rbacv1.ClusterRoleList{}
+		g.Expect(cluster.Client.List(ctx, crs, client.MatchingLabels{"openshell.ai/gateway-namespace": n})).To(Succeed())
+		g.Expect(crs.Items).To(BeEmpty())
+		crbs := &rbacv1.ClusterRoleBindingList{}
+		g.Expect(cluster.Client.List(ctx, crbs, client.MatchingLabels{"openshell.ai/gateway-namespace": n})).To(Succeed())
+		g.Expect(crbs.Items).To(BeEmpty())
+		sts := &appsv1.StatefulSetList{}
+		g.Expect(cluster.Client.List(ctx, sts, client.InNamespace(n))).To(Succeed())
+		g.Expect(sts.Items).To(BeEmpty())
+		rbs := &rbacv1.RoleBindingList{}
+		g.Expect(cluster.Client.List(ctx, rbs, client.InNamespace(n))).To(Succeed())
+		for _, rb := range rbs.Items {
+			g.Expect(rb.RoleRef.Name).NotTo(ContainSubstring("scc"), "no SCC grant in the tenant namespace")
+		}
 	}
 }
 
@@ -539,15 +551,21 @@ func tenancyNamespace(ctx context.Context, t *testing.T, prefix string, labels m
 
 // relabel sets a namespace's labels (besides the suite's own), as a cluster admin.
 func relabel(ctx context.Context, g Gomega, name string, labels map[string]string) {
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	all := map[string]string{tenancyLabel: "true", corev1.LabelMetadataName: name}
+	for k, v := range labels {
+		all[k] = v
+	}
+	setLabels(ctx, g, name, all)
+}
+
+// setLabels replaces a namespace's labels, as a cluster admin.
+func setLabels(ctx context.Context, g Gomega, name string, labels map[string]string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ns := &corev1.Namespace{}
 		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 			return err
 		}
-		ns.Labels = map[string]string{tenancyLabel: "true", corev1.LabelMetadataName: name}
-		for k, v := range labels {
-			ns.Labels[k] = v
-		}
+		ns.Labels = labels
 		return cluster.Client.Update(ctx, ns)
 	})).To(Succeed())
 }

@@ -31,9 +31,10 @@ func StartManager(t testing.TB, cfg *rest.Config, opts manager.Options) (stop fu
 	if opts.Controllers.Images == (operatorenv.RelatedImages{}) {
 		opts.Controllers.Images = TestImages
 	}
-	if opts.Controllers.Platform.GatewayNamespaces == nil {
+	if opts.Controllers.Platform.GatewayNamespaces == nil && len(opts.WatchNamespaces) == 1 {
 		// As installed in OwnNamespace mode: the operator's namespace is the
 		// watched one, and gateways are served there.
+		opts.Controllers.Platform.OperatorNamespace = opts.WatchNamespaces[0]
 		opts.Controllers.Platform.GatewayNamespaces = opts.WatchNamespaces
 	}
 	opts.SkipControllerNameValidation = true

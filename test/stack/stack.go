@@ -210,6 +210,9 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		mopts.Controllers.Images = framework.TestImages
 	}
 	// The gateway's namespace plays the operator's own: gateways are served there.
+	if mopts.Controllers.Platform.OperatorNamespace == "" {
+		mopts.Controllers.Platform.OperatorNamespace = opts.GatewayNamespace
+	}
 	if !slices.Contains(mopts.Controllers.Platform.GatewayNamespaces, opts.GatewayNamespace) {
 		mopts.Controllers.Platform.GatewayNamespaces = append(slices.Clone(mopts.Controllers.Platform.GatewayNamespaces), opts.GatewayNamespace)
 	}
