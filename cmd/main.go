@@ -11,9 +11,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
 )
 
 // The metrics endpoint authenticates and authorizes its callers.
@@ -22,7 +22,7 @@ import (
 // Leader election uses a Lease in the operator's namespace (see config/rbac/leader_election_role.yaml).
 
 func main() {
-	var opts manager.Options
+	var opts operator.Options
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" disables it.`)
 	flag.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -81,8 +81,8 @@ func main() {
 			log.Error(nil, "The OIDC issuer needs OPERATOR_NAMESPACE for its key and certificate Secrets")
 			os.Exit(1)
 		}
-		opts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: issuerAddr, Namespace: opNS,
-			KeySecret: manager.OIDCKeySecret, TLSSecret: manager.OIDCTLSSecret}
+		opts.OIDC = &operator.OIDCOptions{IssuerURL: issuerURL, BindAddress: issuerAddr, Namespace: opNS,
+			KeySecret: operator.OIDCKeySecret, TLSSecret: operator.OIDCTLSSecret}
 	}
 
 	if syncPeriod <= 0 {
@@ -92,7 +92,7 @@ func main() {
 	opts.SyncPeriod = &syncPeriod
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
-	mgr, err := manager.New(cfg, opts)
+	mgr, err := operator.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)

@@ -30,12 +30,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/controllers/gateway"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -147,7 +146,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	ctx := context.Background()
 	c := openshift.Client
 	ns := framework.CreateNamespace(ctx, t, c, "gw")
-	stop := framework.StartManager(t, openshift.Config, manager.Options{WatchNamespaces: []string{ns}})
+	stop := framework.StartManager(t, openshift.Config, operator.Options{WatchNamespaces: []string{ns}})
 
 	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
@@ -244,7 +243,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
 		count := framework.ReconcileCount("openshellgateway")
-		framework.StartManager(outer, openshift.Config, manager.Options{WatchNamespaces: []string{ns}})
+		framework.StartManager(outer, openshift.Config, operator.Options{WatchNamespaces: []string{ns}})
 		g.Eventually(func() float64 { return framework.ReconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
 		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
 	})
@@ -303,8 +302,8 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	c := vanilla.Client
 	ns := framework.CreateNamespace(ctx, t, c, "pki")
 	clock := &fakeClock{now: time.Now()}
-	framework.StartManager(t, vanilla.Config, manager.Options{WatchNamespaces: []string{ns},
-		Controllers: controllers.Options{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
+	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
+		Controllers: operator.ControllerOptions{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
 	gw := newGateway(ns, nil)
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
@@ -403,8 +402,8 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	port, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
 	issuerURL := fmt.Sprintf("https://127.0.0.1:%d", port)
-	framework.StartManager(t, vanilla.Config, manager.Options{WatchNamespaces: []string{ns},
-		OIDC: &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: fmt.Sprintf("127.0.0.1:%d", port), Namespace: ns,
+	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
+		OIDC: &operator.OIDCOptions{IssuerURL: issuerURL, BindAddress: fmt.Sprintf("127.0.0.1:%d", port), Namespace: ns,
 			KeySecret: "oidc-keys", TLSSecret: "oidc-tls"}})
 	gw := newGateway(ns, nil)
 	g.Expect(c.Create(ctx, gw)).To(Succeed())

@@ -20,10 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -232,8 +231,8 @@ func installDir(ctx context.Context, t *testing.T, dir string) []*apiextensionsv
 // tests' gateways and sandboxes share it).
 func startManager(ctx context.Context, t *testing.T, gatewayNS string) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true,
-		Controllers: controllers.Options{Platform: tenancy.Platform{OperatorNamespace: gatewayNS, GatewayNamespaces: []string{gatewayNS}}}})
+	mgr, err := operator.New(env.Config, operator.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true,
+		Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: gatewayNS, GatewayNamespaces: []string{gatewayNS}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

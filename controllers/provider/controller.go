@@ -32,10 +32,10 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
-	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"

@@ -22,10 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -73,10 +72,10 @@ func TestMain(m *testing.M) {
 
 func startManager(ctx context.Context) (<-chan error, error) {
 	wh := env.WebhookInstallOptions
-	mgr, err := manager.New(env.Config, manager.Options{
+	mgr, err := operator.New(env.Config, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
-		Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{OperatorNamespace: platformNS, GatewayNamespaces: []string{platformNS}}},
+		Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{OperatorNamespace: platformNS, GatewayNamespaces: []string{platformNS}}},
 	})
 	if err != nil {
 		return nil, err

@@ -27,9 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -110,9 +109,9 @@ func measureAdmission(ctx context.Context, concurrency, rounds, entries int) (Ad
 	defer func() { _ = env.Stop() }()
 	rec := &latencies{}
 	wh := env.WebhookInstallOptions
-	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0",
+	mgr, err := operator.New(env.Config, operator.Options{MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
-		Controllers: controllers.Options{EnableWebhooks: true}, SkipControllerNameValidation: true, WebhookMiddleware: rec.wrap})
+		Controllers: operator.ControllerOptions{EnableWebhooks: true}, SkipControllerNameValidation: true, WebhookMiddleware: rec.wrap})
 	if err != nil {
 		return AdmissionResult{}, err
 	}

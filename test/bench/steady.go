@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -134,7 +134,7 @@ func measureSteady(cluster *framework.Cluster, st *stack.Stack, sandboxes int, w
 		if err := cluster.Restart(agentSandboxController); err != nil {
 			return err
 		}
-		return st.RestartManagerWith(func(o *manager.Options) { o.SyncPeriod = &resync })
+		return st.RestartManagerWith(func(o *operator.Options) { o.SyncPeriod = &resync })
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("restart operator: %w", err)

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -33,7 +33,7 @@ func TestManagedGatewayBecomesAvailable(t *testing.T) {
 	c := cluster.Client
 	ns := framework.CreateNamespace(ctx, t, c, "gateway")
 	createVolume(ctx, t, "pv-"+ns)
-	framework.StartManager(t, cluster.Config, manager.Options{WatchNamespaces: []string{ns}})
+	framework.StartManager(t, cluster.Config, operator.Options{WatchNamespaces: []string{ns}})
 
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}

@@ -20,9 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -89,8 +88,8 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
 	setLabels(ctx, g, gwNS, map[string]string{corev1.LabelMetadataName: gwNS, tenancy.LabelServeGateways: "true"})
 	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: opNS, SandboxNamespace: sbNS,
-		Manager: manager.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
-			Controllers: controllers.Options{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS}}}}})
+		Manager: operator.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
+			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: tenant},

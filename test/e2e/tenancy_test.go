@@ -27,13 +27,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -74,8 +73,8 @@ func TestTenancy(t *testing.T) {
 	tn.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: tn.gwNS, SandboxNamespace: tn.sbNS,
 		Tenancy: &openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{
 			From: openshellv1alpha1.NamespacesFromSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
-		Manager: manager.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: controllers.Options{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}}}}})
+		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
+			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(tn.st.Stop()).To(Succeed()) }()
 	tn.webhookName = installWebhooks(ctx, t, caPEM, port)

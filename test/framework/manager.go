@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/operator"
 )
 
 // TestImages are digest-pinned operand images for tests (nothing pulls them).
@@ -20,7 +20,7 @@ var TestImages = operatorenv.RelatedImages{
 // StartManager runs the operator's manager until the returned stop
 // function is called (also at test cleanup). Metrics and probes are off
 // unless opts set them; images default to TestImages.
-func StartManager(t testing.TB, cfg *rest.Config, opts manager.Options) (stop func()) {
+func StartManager(t testing.TB, cfg *rest.Config, opts operator.Options) (stop func()) {
 	t.Helper()
 	if opts.MetricsAddr == "" {
 		opts.MetricsAddr = "0"
@@ -38,7 +38,7 @@ func StartManager(t testing.TB, cfg *rest.Config, opts manager.Options) (stop fu
 		opts.Controllers.Platform.GatewayNamespaces = opts.WatchNamespaces
 	}
 	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(cfg, opts)
+	mgr, err := operator.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
@@ -39,7 +39,7 @@ type Options struct {
 	// Sandboxes (shared workspace mode).
 	SandboxNamespace string
 	// Manager options (WATCH_NAMESPACE, ...); OIDC is filled in.
-	Manager manager.Options
+	Manager operator.Options
 	// ImagePolicy is the gateway's enforcement.
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
 	// Tenancy is the gateway's access control; nil admits every namespace
@@ -74,7 +74,7 @@ type Stack struct {
 	stopMgr  context.CancelFunc
 	mgrDone  chan error
 	mgrCfg   *rest.Config
-	mgrOpts  manager.Options
+	mgrOpts  operator.Options
 
 	// Process mode.
 	procOpts   *ProcessOptions
@@ -123,7 +123,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // RestartManagerWith stops the operator and starts a new one, as a pod
 // restart would, with options changed by edit (nil: the same options).
-func (s *Stack) RestartManagerWith(edit func(*manager.Options)) error {
+func (s *Stack) RestartManagerWith(edit func(*operator.Options)) error {
 	if edit != nil {
 		edit(&s.mgrOpts)
 	}
@@ -151,7 +151,7 @@ func (s *Stack) startManager() error {
 	if s.procOpts != nil {
 		return s.startProcess()
 	}
-	mgr, err := manager.New(s.mgrCfg, s.mgrOpts)
+	mgr, err := operator.New(s.mgrCfg, s.mgrOpts)
 	if err != nil {
 		return err
 	}
@@ -217,9 +217,9 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		mopts.Controllers.Platform.GatewayNamespaces = append(slices.Clone(mopts.Controllers.Platform.GatewayNamespaces), opts.GatewayNamespace)
 	}
 	mopts.SkipControllerNameValidation = true
-	mopts.OIDC = &manager.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
+	mopts.OIDC = &operator.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
 		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
-		KeySecret: manager.OIDCKeySecret}
+		KeySecret: operator.OIDCKeySecret}
 	s.mgrCfg = rest.CopyConfig(cfg)
 	s.mgrCfg.Wrap(s.Requests.Wrap)
 	s.mgrOpts = mopts
@@ -227,7 +227,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		// The binary issues its own OIDC serving certificate from the CA in
 		// this Secret when the Secret holds one: seeding it with the
 		// stack's CA lets the test gateway trust either mode alike.
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: manager.OIDCTLSSecret, Namespace: opts.GatewayNamespace},
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opts.GatewayNamespace},
 			Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}}); err != nil {
 			return nil, fmt.Errorf("seed the OIDC serving CA: %w", err)
 		}

@@ -1,5 +1,4 @@
-// Package controllers wires every reconciler into a manager.
-package controllers
+package operator
 
 import (
 	"context"
@@ -12,12 +11,12 @@ import (
 
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
-	"github.com/openshell/openshell-operator/controllers/internal/gwconn"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	gwclient "github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
@@ -30,8 +29,8 @@ import (
 // EventSource names the operator in events.
 const EventSource = "openshell-operator"
 
-// Options tune the controllers (tests shorten periods).
-type Options struct {
+// ControllerOptions tune the controllers (tests shorten periods).
+type ControllerOptions struct {
 	// EnableWebhooks registers the admission webhooks on the manager's
 	// webhook server (off for out-of-cluster runs without certificates).
 	EnableWebhooks bool
@@ -42,8 +41,6 @@ type Options struct {
 	Clock func() time.Time
 	// Issuer is the operator's OIDC issuer (nil: not configured).
 	Issuer *oidc.Issuer
-	// WatchNamespaces mirrors the manager cache (nil: all namespaces).
-	WatchNamespaces []string
 	// PreflightResync re-probes aggregated APIs; 0 uses the default.
 	PreflightResync time.Duration
 	// Platform is the cluster admin's tenancy setting: where gateways are
@@ -51,8 +48,10 @@ type Options struct {
 	Platform tenancy.Platform
 }
 
-// SetupWithManager registers all reconcilers around one shared preflight store.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+// setupControllers registers, in order, the indexes, every reconciler
+// around the one shared preflight store, image-policy cache and gateway
+// resolver, and the admission webhooks.
+func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) error {
 	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("create discovery client: %w", err)
@@ -66,7 +65,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	// Secrets are watched by metadata only, in a cache of their own: the
 	// manager's Secret cache holds only the operator's own Secrets.
 	secretMeta, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces(opts.WatchNamespaces)})
+		DefaultNamespaces: namespaceConfigs(watch)})
 	if err != nil {
 		return fmt.Errorf("create secret metadata cache: %w", err)
 	}
@@ -77,38 +76,44 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
-		"preflight": &preflightctrl.Reconciler{APIReader: mgr.GetAPIReader(), Client: c, Discovery: disc,
-			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync},
-		"OpenShellGateway": &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
-			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform},
-		"OpenShellSandbox": &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
-			Recorder: rec, Gateways: gateways, Platform: opts.Platform},
-		"OpenShellPolicy": &policy.Reconciler{Client: c},
-		"OpenShellProvider": &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
-			SecretMetadata: secretMeta, Platform: opts.Platform},
-		"OpenShellImagePolicy": &imagepolicyctrl.Reconciler{Client: c, Policies: policies},
+	for _, r := range []struct {
+		kind  string
+		setup interface{ SetupWithManager(ctrl.Manager) error }
+	}{
+		{"preflight", &preflightctrl.Reconciler{APIReader: api, Client: c, Discovery: disc,
+			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync}},
+		{"OpenShellGateway", &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
+			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
+		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
+		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
+		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
+			SecretMetadata: secretMeta, Platform: opts.Platform}},
+		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
+			Recorder: rec, Gateways: gateways, Platform: opts.Platform}},
 	} {
-		if err := setup.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up %s controller: %w", name, err)
+		if err := r.setup.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up %s controller: %w", r.kind, err)
 		}
 	}
-	if opts.EnableWebhooks {
-		authz := webhook.Authorizer{Client: c}
-		if err := (&webhook.SandboxValidator{Reader: c, Policies: policies, Platform: opts.Platform, Authorizer: authz}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
-		}
-		if err := (&webhook.PolicyValidator{Reader: c, Authorizer: authz}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
-		}
-		if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz); err != nil {
-			return fmt.Errorf("set up tenant admin webhooks: %w", err)
-		}
+	if !opts.EnableWebhooks {
+		return nil
+	}
+	authz := webhook.Authorizer{Client: c}
+	if err := (&webhook.SandboxValidator{Reader: c, Policies: policies, Platform: opts.Platform, Authorizer: authz}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
+	}
+	if err := (&webhook.PolicyValidator{Reader: c, Authorizer: authz}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
+	}
+	if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz); err != nil {
+		return fmt.Errorf("set up tenant admin webhooks: %w", err)
 	}
 	return nil
 }
 
-func namespaces(ns []string) map[string]cache.Config {
+// namespaceConfigs maps watched namespaces to cache configuration; nil
+// (all namespaces) for none.
+func namespaceConfigs(ns []string) map[string]cache.Config {
 	if len(ns) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package manager_test
+package operator_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshell/openshell-operator/internal/manager"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -36,7 +36,7 @@ func TestCacheHoldsOnlyOurChildren(t *testing.T) {
 	for _, o := range objs {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 	}
-	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true})
+	mgr, err := operator.New(env.Config, operator.Options{MetricsAddr: "0", ProbeAddr: "0", SkipControllerNameValidation: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

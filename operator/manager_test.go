@@ -1,4 +1,4 @@
-package manager_test
+package operator_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/manager"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -25,10 +25,10 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{}, &env))
 }
 
-func startManager(t *testing.T, opts manager.Options) {
+func startManager(t *testing.T, opts operator.Options) {
 	t.Helper()
 	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(env.Config, opts)
+	mgr, err := operator.New(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestWatchNamespaces(t *testing.T) {
 	ctx := context.Background()
 	watched := framework.CreateNamespace(ctx, t, env.Client, "watched")
 	other := framework.CreateNamespace(ctx, t, env.Client, "other")
-	startManager(t, manager.Options{WatchNamespaces: []string{watched}, MetricsAddr: "0", ProbeAddr: "0"})
+	startManager(t, operator.Options{WatchNamespaces: []string{watched}, MetricsAddr: "0", ProbeAddr: "0"})
 
 	ignored := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: other}}
 	g.Expect(env.Client.Create(ctx, ignored)).To(Succeed())
@@ -84,7 +84,7 @@ func TestProbesMetricsAndLeaderElection(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.CreateNamespace(ctx, t, env.Client, "leader")
 	probe, metrics := port(t), port(t)
-	startManager(t, manager.Options{
+	startManager(t, operator.Options{
 		MetricsAddr: "127.0.0.1:" + metrics, SecureMetrics: true,
 		ProbeAddr:      "127.0.0.1:" + probe,
 		LeaderElection: true, LeaderElectionNamespace: ns,
@@ -113,7 +113,7 @@ func TestProbesMetricsAndLeaderElection(t *testing.T) {
 
 	lease := &coordinationv1.Lease{}
 	g.Eventually(func() error {
-		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: manager.LeaderElectionID}, lease)
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: operator.LeaderElectionID}, lease)
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 }
@@ -124,7 +124,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := framework.CreateNamespace(ctx, t, env.Client, "steady")
-	startManager(t, manager.Options{WatchNamespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"})
+	startManager(t, operator.Options{WatchNamespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0"})
 	p := &openshellv1alpha1.OpenShellProvider{
 		ObjectMeta: metav1.ObjectMeta{Name: "gh", Namespace: ns},
 		Spec:       openshellv1alpha1.OpenShellProviderSpec{Type: "github"},

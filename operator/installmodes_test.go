@@ -1,4 +1,4 @@
-package manager_test
+package operator_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/manager"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -45,7 +45,7 @@ func TestInstallModes(t *testing.T) {
 			g := NewWithT(t)
 			ns, err := operatorenv.WatchNamespaces(mode.targetNamespace)
 			g.Expect(err).NotTo(HaveOccurred())
-			stop := framework.StartManager(t, env.Config, manager.Options{WatchNamespaces: ns})
+			stop := framework.StartManager(t, env.Config, operator.Options{WatchNamespaces: ns})
 			defer stop()
 			name := "gw-" + strings.ToLower(mode.name)
 			create := func(ns string) *openshellv1alpha1.OpenShellGateway {

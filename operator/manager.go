@@ -1,7 +1,10 @@
-// Package manager builds the operator's controller-runtime manager from its
-// options, so that cmd/ and the tests (install modes, e2e) run the very same
-// wiring.
-package manager
+// Package operator is the operator's composition root: it builds the
+// controller-runtime manager from its options — clients, caches, the shared
+// stores, the indexes, the controllers in a fixed order, the admission
+// webhooks and the OIDC issuer — so that cmd/ and the tests (install modes,
+// e2e, benchmarks) run the very same wiring. controllers/ holds reconcilers
+// only; nothing below this package imports it.
+package operator
 
 import (
 	"crypto/tls"
@@ -25,7 +28,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/openshell/openshell-operator/controllers"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
@@ -70,7 +72,7 @@ type Options struct {
 	// makes no writes.
 	SyncPeriod *time.Duration
 	// Controllers tune the reconcilers.
-	Controllers controllers.Options
+	Controllers ControllerOptions
 	// OIDC, when set, makes the operator the OIDC issuer of its gateways.
 	OIDC *OIDCOptions
 }
@@ -137,12 +139,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		&networkingv1.NetworkPolicy{}:   ours,
 		&policyv1.PodDisruptionBudget{}: ours,
 	}, SyncPeriod: opts.SyncPeriod}
-	if len(opts.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range opts.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
+	cacheOpts.DefaultNamespaces = namespaceConfigs(opts.WatchNamespaces)
 	gracefulShutdown := 30 * time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.New(),
@@ -160,7 +157,6 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	opts.Controllers.WatchNamespaces = opts.WatchNamespaces
 	if o := opts.OIDC; o != nil {
 		// The key Secret lives in the operator's namespace, which the cache
 		// may not watch: read and write it directly.
@@ -175,7 +171,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	if err := controllers.SetupWithManager(mgr, opts.Controllers); err != nil {
+	if err := setupControllers(mgr, opts.Controllers, opts.WatchNamespaces); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
