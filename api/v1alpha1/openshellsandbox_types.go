@@ -274,6 +274,68 @@ const (
 	SandboxReasonWaitingForGateway = "WaitingForGateway"
 )
 
+// Condition types an OpenShellSandbox reports besides Accepted, Ready,
+// Synced, ImageAllowed and GatewayReachable.
+const (
+	// SandboxConditionPolicyResolved is True when spec.policyRef names an
+	// existing OpenShellPolicy (or there is none to resolve).
+	SandboxConditionPolicyResolved = "PolicyResolved"
+	// SandboxConditionProvidersResolved is True when every provider exists
+	// and has been pushed to the sandbox's gateway.
+	SandboxConditionProvidersResolved = "ProvidersResolved"
+)
+
+// Reasons of an OpenShellSandbox's PolicyResolved and ProvidersResolved.
+const (
+	// SandboxReasonResolved: the reference resolved.
+	SandboxReasonResolved = "Resolved"
+	// SandboxReasonNoPolicy: no spec.policyRef; the gateway's default policy applies.
+	SandboxReasonNoPolicy = "NoPolicy"
+	// SandboxReasonProviderSyncing: a provider exists but is not at the gateway yet.
+	SandboxReasonProviderSyncing = "ProviderSyncing"
+)
+
+// Reasons of an OpenShellSandbox's GatewayReachable, Synced and Ready that
+// come from talking to the gateway.
+const (
+	// SandboxReasonReachable (GatewayReachable=True): the gateway answered.
+	SandboxReasonReachable = "Reachable"
+	// SandboxReasonUnavailable (GatewayReachable=False): the gateway did not
+	// answer in time or refused the connection; retried with backoff.
+	SandboxReasonUnavailable = "Unavailable"
+	// SandboxReasonUnauthorized (GatewayReachable=False): the gateway
+	// refused the operator's token.
+	SandboxReasonUnauthorized = "Unauthorized"
+	// SandboxReasonConnectionFailed (GatewayReachable=False): no connection
+	// could be set up (endpoint, CA or credentials).
+	SandboxReasonConnectionFailed = "ConnectionFailed"
+	// SandboxReasonGatewayError (Synced=False): the gateway answered with an
+	// error other than a refusal; retried with backoff.
+	SandboxReasonGatewayError = "GatewayError"
+	// SandboxReasonInSync (Synced=True): the gateway holds the current spec,
+	// policy and providers.
+	SandboxReasonInSync = "InSync"
+	// SandboxReasonRecreating (Synced and Ready False): an immutable field
+	// changed; the gateway sandbox is deleted and created anew.
+	SandboxReasonRecreating = "Recreating"
+	// SandboxReasonNameConflict (Synced and Ready False, phase Error): a
+	// gateway sandbox of the derived name exists and is not this object's;
+	// it is never adopted.
+	SandboxReasonNameConflict = "NameConflict"
+	// SandboxReasonRejectedByGateway (Synced False): the gateway refused the
+	// sandbox or policy as invalid; not retried until the spec changes.
+	SandboxReasonRejectedByGateway = "RejectedByGateway"
+	// SandboxReasonReady (Ready=True): the agent runs under its policy.
+	SandboxReasonReady = "SandboxReady"
+	// SandboxReasonError (Ready=False, phase Error): the gateway reports the
+	// sandbox failed.
+	SandboxReasonError = "SandboxError"
+	// SandboxReasonStopped (Ready=False, phase Stopped): the gateway stopped it.
+	SandboxReasonStopped = "SandboxStopped"
+	// SandboxReasonProvisioning (Ready=False): the gateway is starting it.
+	SandboxReasonProvisioning = "Provisioning"
+)
+
 // GatewayKey is the namespaced name of the referenced gateway; the namespace
 // defaults to the sandbox's own.
 func (s *OpenShellSandbox) GatewayKey() types.NamespacedName {

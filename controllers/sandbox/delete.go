@@ -52,7 +52,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	if err != nil || !done {
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
 		if err != nil {
-			status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, ReasonUnavailable,
+			status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUnavailable,
 				"cannot delete the sandbox at the gateway yet: "+err.Error())
 		}
 		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {

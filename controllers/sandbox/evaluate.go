@@ -12,19 +12,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// Condition types a sandbox reports besides Accepted, Ready and Synced.
-const (
-	ConditionPolicyResolved    = "PolicyResolved"
-	ConditionProvidersResolved = "ProvidersResolved"
-)
-
-// Reasons of PolicyResolved and ProvidersResolved.
-const (
-	ReasonResolved        = "Resolved"
-	ReasonNoPolicy        = "NoPolicy"
-	ReasonProviderSyncing = "ProviderSyncing"
-)
-
 // evaluate runs every check that needs no gateway call and sets the
 // conditions and phase they decide. The first failing gate decides
 // Accepted: preflight, gateway reference and access, policy, providers, env Secrets,
@@ -52,22 +39,22 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 
 	switch {
 	case sb.Spec.PolicyRef == nil:
-		set(ConditionPolicyResolved, metav1.ConditionTrue, ReasonNoPolicy, "no spec.policyRef: the gateway's default policy applies")
+		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonNoPolicy, "no spec.policyRef: the gateway's default policy applies")
 	case obs.policy == nil:
-		set(ConditionPolicyResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyNotFound,
+		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyNotFound,
 			fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace))
 	default:
-		set(ConditionPolicyResolved, metav1.ConditionTrue, ReasonResolved, "OpenShellPolicy "+obs.policy.Name+" resolved")
+		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonResolved, "OpenShellPolicy "+obs.policy.Name+" resolved")
 	}
 	switch {
 	case len(obs.missingProviders) > 0:
-		set(ConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderNotFound,
+		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderNotFound,
 			fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace))
 	case len(obs.unsyncedProviders) > 0:
-		set(ConditionProvidersResolved, metav1.ConditionFalse, ReasonProviderSyncing,
+		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderSyncing,
 			fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway", strings.Join(obs.unsyncedProviders, ", ")))
 	default:
-		set(ConditionProvidersResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers)))
+		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonResolved, fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers)))
 	}
 
 	if blocked, msg := preflight.Blocking(obs.preflight, obs.preflightKnown); blocked {
@@ -90,11 +77,11 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 		}
 		return reject(phase, openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess)
 	}
-	if c := findCondition(sb, ConditionPolicyResolved); c.Status == metav1.ConditionFalse {
+	if c := findCondition(sb, openshellv1alpha1.SandboxConditionPolicyResolved); c.Status == metav1.ConditionFalse {
 		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
 	}
 	if len(obs.missingProviders) > 0 {
-		c := findCondition(sb, ConditionProvidersResolved)
+		c := findCondition(sb, openshellv1alpha1.SandboxConditionProvidersResolved)
 		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
 	}
 	if obs.envError != "" {

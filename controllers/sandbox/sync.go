@@ -19,29 +19,19 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// Reasons of GatewayReachable and Synced.
-const (
-	ReasonReachable    = "Reachable"
-	ReasonUnavailable  = "Unavailable"
-	ReasonUnauthorized = "Unauthorized"
-	ReasonConnection   = "ConnectionFailed"
-	ReasonInSync       = "InSync"
-	ReasonRecreating   = "Recreating"
-	ReasonNameConflict = "NameConflict"
-	ReasonGatewayError = "GatewayError"
-	ReasonRejected     = "RejectedByGateway"
-)
-
 // A safety re-check while a sandbox provisions (WatchSandbox streams the
-// changes); capped backoff while the gateway is unreachable.
+// changes); capped backoff while the gateway is unreachable; how soon to
+// look again while a gateway sandbox name is being freed.
 const (
 	provisionPoll = 15 * time.Second
 	maxBackoff    = 10 * time.Second
+	nameFreePoll  = time.Second
 )
 
 var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
@@ -55,173 +45,271 @@ var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
 	openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING:     openshellv1alpha1.SandboxPhaseDeleting,
 }
 
-// sync brings the gateway sandbox in line with the spec.
+// gatewaySandbox is the desired gateway sandbox: the style guide's render
+// step, computed without I/O from the spec and what was observed.
+type gatewaySandbox struct {
+	name, workspace string
+	// policy is nil when the sandbox names none (the gateway's default applies).
+	policy     *sandboxv1.SandboxPolicy
+	policyHash string
+	// providers are sorted.
+	providers []string
+	// specHash covers what cannot change in place (ImmutableHash).
+	specHash string
+	spec     *openshellv1.SandboxSpec
+}
+
+// desired renders the gateway sandbox for sb in workspace ws. Pure.
+func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (gatewaySandbox, error) {
+	d := gatewaySandbox{name: gateway.SandboxName(sb.Namespace, sb.Name), workspace: ws, specHash: gateway.ImmutableHash(sb)}
+	if sb.Spec.PolicyRef != nil && obs.policy != nil {
+		d.policy = gateway.Policy(obs.policy.Spec)
+		d.policyHash = gateway.Hash(d.policy)
+	}
+	d.providers = slices.Sorted(slices.Values(sb.Spec.Providers))
+	spec, err := gateway.SandboxSpec(sb, gateway.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers})
+	if err != nil {
+		return d, fmt.Errorf("render sandbox spec: %w", err)
+	}
+	d.spec = spec
+	return d, nil
+}
+
+// step is what one reconcile does next at the gateway. Pure.
+type step int
+
+const (
+	stepRecreate step = iota
+	stepCreate
+	stepUpdate
+)
+
+func nextStep(st openshellv1alpha1.OpenShellSandboxStatus, d gatewaySandbox) step {
+	switch {
+	case st.SandboxID != "" && st.AppliedSpecHash != d.specHash:
+		return stepRecreate
+	case st.SandboxID == "":
+		return stepCreate
+	default:
+		return stepUpdate
+	}
+}
+
+// outcome ends a reconcile early when stop is set.
+type outcome struct {
+	res  ctrl.Result
+	stop bool
+}
+
+func stopWith(res ctrl.Result) outcome { return outcome{res: res, stop: true} }
+
+// forgetGatewaySandbox clears everything status says about the gateway
+// sandbox: it is gone (recreated, or lost by the gateway) and the next
+// reconcile creates it anew.
+func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
+	st := &sb.Status
+	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
+	st.AgentSandbox = nil
+}
+
+// setSyncFailure reports a refusal on Synced and Ready with phase Error.
+func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) {
+	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, msg)
+	status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
+}
+
+// sync brings the gateway sandbox in line with the spec: connect, ensure
+// the namespace's workspace, render, then one step of the state machine.
 func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(sb)
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
-		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, ReasonConnection, err.Error())
+		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonConnectionFailed, err.Error())
 		return ctrl.Result{RequeueAfter: r.backoff(key)}, nil
 	}
 	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
 	if err != nil {
 		return r.gatewayError(sb, key, err)
 	}
-	name := gateway.SandboxName(sb.Namespace, sb.Name)
-	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, name, gwconn.Key(gw)
+	d, err := desired(sb, obs, ws)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, d.name, gwconn.Key(gw)
 
-	res, err := r.drive(ctx, conn, sb, obs, ws, name)
+	res, err := r.drive(ctx, conn, sb, obs, d)
 	if err != nil {
 		return r.gatewayError(sb, key, err)
 	}
 	r.mu.Lock()
 	delete(r.failures, key)
 	r.mu.Unlock()
-	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, ReasonReachable, "the gateway answered")
+	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	return res, nil
 }
 
-func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws, name string) (ctrl.Result, error) {
-	policy := gateway.Policy(openshellv1alpha1.OpenShellPolicySpec{})
-	if obs.policy != nil {
-		policy = gateway.Policy(obs.policy.Spec)
-	}
-	if sb.Spec.PolicyRef == nil {
-		policy = nil
-	}
-	policyHash := ""
-	if policy != nil {
-		policyHash = gateway.Hash(policy)
-	}
-	providers := append([]string{}, sb.Spec.Providers...)
-	slices.Sort(providers)
-	specHash := gateway.ImmutableHash(sb)
-
-	// An immutable change recreates the gateway sandbox: delete, wait until
-	// the name is free, create anew.
-	if sb.Status.SandboxID != "" && sb.Status.AppliedSpecHash != specHash {
-		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: name, Workspace: ws}); err != nil && grpcstatus.Code(err) != codes.NotFound {
-			return ctrl.Result{}, fmt.Errorf("delete sandbox for recreation: %w", err)
-		}
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, ReasonRecreating, "Recreate",
-			"image, command, env, GPU, resources or log level changed: recreating the gateway sandbox")
-		sb.Status.SandboxID, sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash, sb.Status.AttachedProviders, sb.Status.PolicyVersion = "", "", "", nil, 0
-		sb.Status.AgentSandbox = nil
-		sb.Status.Phase = openshellv1alpha1.SandboxPhaseProvisioning
-		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, ReasonRecreating, "recreating the gateway sandbox after an immutable change")
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRecreating, "recreating the gateway sandbox")
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
-
+// drive runs the step nextStep chooses, then applies mutable changes in
+// place and follows the gateway's phase.
+func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox) (ctrl.Result, error) {
 	var current *openshellv1.Sandbox
-	if sb.Status.SandboxID == "" {
-		spec, err := gateway.SandboxSpec(sb, gateway.SpecInputs{Policy: policy, Env: obs.env, Providers: providers})
-		if err != nil {
-			return ctrl.Result{}, err
+	switch nextStep(sb.Status, d) {
+	case stepRecreate:
+		return r.recreate(ctx, conn, sb, d)
+	case stepCreate:
+		cur, o, err := r.createOrAdopt(ctx, conn, sb, d)
+		if err != nil || o.stop {
+			return o.res, err
 		}
-		resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: name, Workspace: ws, Spec: spec,
-			Labels:      map[string]string{gateway.LabelOwnerUID: string(sb.UID)},
-			Annotations: map[string]string{gateway.AnnotationNamespace: sb.Namespace, gateway.AnnotationName: sb.Name}})
-		switch {
-		case err == nil:
-			current = resp.Sandbox
-			r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Created", "CreateSandbox", "created sandbox %s in workspace %s (id %s)", name, ws, current.Metadata.Id)
-		case grpcstatus.Code(err) == codes.AlreadyExists:
-			got, gerr := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: name, Workspace: ws})
-			if gerr != nil {
-				if grpcstatus.Code(gerr) == codes.NotFound {
-					return ctrl.Result{RequeueAfter: time.Second}, nil // the old one just went
-				}
-				return ctrl.Result{}, gerr
-			}
-			if got.Sandbox.Metadata.Labels[gateway.LabelOwnerUID] != string(sb.UID) {
-				msg := fmt.Sprintf("gateway sandbox %s in workspace %s exists and does not belong to this OpenShellSandbox (UID %s)", name, ws, sb.UID)
-				status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, ReasonNameConflict, msg)
-				status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNameConflict, msg)
-				sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
-				return ctrl.Result{}, nil
-			}
-			if got.Sandbox.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
-				return ctrl.Result{RequeueAfter: time.Second}, nil // our previous incarnation is going
-			}
-			current = got.Sandbox // adopt our own sandbox (e.g. after a lost status write)
-		case grpcstatus.Code(err) == codes.InvalidArgument || grpcstatus.Code(err) == codes.FailedPrecondition:
-			msg := "the gateway refused the sandbox: " + grpcstatus.Convert(err).Message()
-			status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, ReasonRejected, msg)
-			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRejected, msg)
-			sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
-			return ctrl.Result{}, nil
-		case grpcstatus.Code(err) == codes.NotFound:
-			// The gateway lost the workspace (a new database): create it again.
-			r.Gateways.ForgetWorkspace(sb.Status.Gateway, ws)
-			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
-		default:
-			return ctrl.Result{}, fmt.Errorf("create sandbox: %w", err)
-		}
-		sb.Status.SandboxID = current.Metadata.Id
-		sb.Status.AppliedSpecHash = specHash
-		sb.Status.AppliedPolicyHash = policyHash
-		sb.Status.AttachedProviders = current.Spec.GetProviders()
+		current = cur
 	}
+	for _, apply := range []func(context.Context, *gateway.Client, *openshellv1alpha1.OpenShellSandbox, gatewaySandbox) (bool, outcome, error){
+		r.applyPolicy, r.reconcileProviders,
+	} {
+		changed, o, err := apply(ctx, conn, sb, d)
+		if err != nil || o.stop {
+			return o.res, err
+		}
+		if changed {
+			current = nil // the create response no longer describes it
+		}
+	}
+	return r.observePhase(ctx, conn, sb, obs, d, current)
+}
 
-	// Mutable changes apply in place.
-	if sb.Status.AppliedPolicyHash != policyHash && policy != nil {
-		resp, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Name: name, Workspace: ws, Policy: policy})
-		if err != nil {
-			if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
-				msg := "the gateway refused the policy change: " + grpcstatus.Convert(err).Message()
-				status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, ReasonRejected, msg)
-				return ctrl.Result{}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("update policy: %w", err)
-		}
-		sb.Status.AppliedPolicyHash, sb.Status.PolicyVersion = policyHash, int64(resp.Version)
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "PolicyApplied", "UpdateConfig", "policy version %d applied in place", resp.Version)
-		current = nil
+// recreate deletes the gateway sandbox after an immutable change; the next
+// reconciles wait until the name is free and create it anew.
+func (r *Reconciler) recreate(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (ctrl.Result, error) {
+	if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: d.name, Workspace: d.workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
+		return ctrl.Result{}, fmt.Errorf("delete sandbox for recreation: %w", err)
 	}
-	attached := append([]string{}, sb.Status.AttachedProviders...)
-	slices.Sort(attached)
-	if !slices.Equal(attached, providers) {
-		for _, p := range providers {
-			if !slices.Contains(attached, p) {
-				if _, err := conn.AttachSandboxProvider(ctx, &openshellv1.AttachSandboxProviderRequest{SandboxName: name, ProviderName: p, Workspace: ws}); err != nil {
-					return ctrl.Result{}, fmt.Errorf("attach provider %s: %w", p, err)
-				}
-			}
-		}
-		for _, p := range attached {
-			if !slices.Contains(providers, p) {
-				if _, err := conn.DetachSandboxProvider(ctx, &openshellv1.DetachSandboxProviderRequest{SandboxName: name, ProviderName: p, Workspace: ws}); err != nil {
-					return ctrl.Result{}, fmt.Errorf("detach provider %s: %w", p, err)
-				}
-			}
-		}
-		sb.Status.AttachedProviders = providers
-		current = nil
-	}
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonRecreating, "Recreate",
+		"image, command, env, GPU, resources or log level changed: recreating the gateway sandbox")
+	forgetGatewaySandbox(sb)
+	sb.Status.Phase = openshellv1alpha1.SandboxPhaseProvisioning
+	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRecreating, "recreating the gateway sandbox after an immutable change")
+	status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRecreating, "recreating the gateway sandbox")
+	return ctrl.Result{RequeueAfter: nameFreePoll}, nil
+}
 
-	// Follow the phase: while it moves, from the WatchSandbox stream when
-	// one is running. A Ready sandbox is read once per reconcile, which in
-	// steady state means once per cache resync: that read is what notices a
-	// gateway that lost the sandbox (a new database) and recreates it.
+// createOrAdopt creates the gateway sandbox, or adopts the one of its name
+// that carries this object's UID (a create whose status write was lost).
+func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
+	resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: d.name, Workspace: d.workspace, Spec: d.spec,
+		Labels:      map[string]string{gateway.LabelOwnerUID: string(sb.UID)},
+		Annotations: map[string]string{gateway.AnnotationNamespace: sb.Namespace, gateway.AnnotationName: sb.Name}})
+	var current *openshellv1.Sandbox
+	switch code := grpcstatus.Code(err); {
+	case err == nil:
+		current = resp.Sandbox
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Created", "CreateSandbox", "created sandbox %s in workspace %s (id %s)",
+			d.name, d.workspace, current.Metadata.Id)
+	case code == codes.AlreadyExists:
+		var o outcome
+		if current, o, err = r.adopt(ctx, conn, sb, d); err != nil || o.stop {
+			return nil, o, err
+		}
+	case code == codes.InvalidArgument || code == codes.FailedPrecondition:
+		setSyncFailure(sb, openshellv1alpha1.SandboxReasonRejectedByGateway, "the gateway refused the sandbox: "+grpcstatus.Convert(err).Message())
+		return nil, stopWith(ctrl.Result{}), nil
+	case code == codes.NotFound:
+		// The gateway lost the workspace (a new database): create it again.
+		r.Gateways.ForgetWorkspace(sb.Status.Gateway, d.workspace)
+		return nil, outcome{}, fmt.Errorf("create sandbox: %w", err)
+	default:
+		return nil, outcome{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	sb.Status.SandboxID = current.Metadata.Id
+	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = d.specHash, d.policyHash
+	sb.Status.AttachedProviders = current.Spec.GetProviders()
+	return current, outcome{}, nil
+}
+
+// adopt reads the gateway sandbox of our name after ALREADY_EXISTS: ours
+// (by UID) is adopted, another's is a NameConflict, a deleting one is
+// waited for.
+func (r *Reconciler) adopt(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
+	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
+	switch {
+	case grpcstatus.Code(err) == codes.NotFound:
+		return nil, stopWith(ctrl.Result{RequeueAfter: nameFreePoll}), nil // the old one just went
+	case err != nil:
+		return nil, outcome{}, err
+	case got.Sandbox.Metadata.Labels[gateway.LabelOwnerUID] != string(sb.UID):
+		setSyncFailure(sb, openshellv1alpha1.SandboxReasonNameConflict,
+			fmt.Sprintf("gateway sandbox %s in workspace %s exists and does not belong to this OpenShellSandbox (UID %s)", d.name, d.workspace, sb.UID))
+		return nil, stopWith(ctrl.Result{}), nil
+	case got.Sandbox.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING:
+		return nil, stopWith(ctrl.Result{RequeueAfter: nameFreePoll}), nil // our previous incarnation is going
+	}
+	return got.Sandbox, outcome{}, nil
+}
+
+// applyPolicy updates the policy in place when it changed.
+func (r *Reconciler) applyPolicy(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
+	if d.policy == nil || sb.Status.AppliedPolicyHash == d.policyHash {
+		return false, outcome{}, nil
+	}
+	resp, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Name: d.name, Workspace: d.workspace, Policy: d.policy})
+	if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
+		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRejectedByGateway,
+			"the gateway refused the policy change: "+grpcstatus.Convert(err).Message())
+		return false, stopWith(ctrl.Result{}), nil
+	} else if err != nil {
+		return false, outcome{}, fmt.Errorf("update policy: %w", err)
+	}
+	sb.Status.AppliedPolicyHash, sb.Status.PolicyVersion = d.policyHash, int64(resp.Version)
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "PolicyApplied", "UpdateConfig", "policy version %d applied in place", resp.Version)
+	return true, outcome{}, nil
+}
+
+// reconcileProviders attaches and detaches providers to match the spec.
+func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
+	attached := slices.Sorted(slices.Values(sb.Status.AttachedProviders))
+	if slices.Equal(attached, d.providers) {
+		return false, outcome{}, nil
+	}
+	for _, p := range d.providers {
+		if !slices.Contains(attached, p) {
+			if _, err := conn.AttachSandboxProvider(ctx, &openshellv1.AttachSandboxProviderRequest{SandboxName: d.name, ProviderName: p, Workspace: d.workspace}); err != nil {
+				return false, outcome{}, fmt.Errorf("attach provider %s: %w", p, err)
+			}
+		}
+	}
+	for _, p := range attached {
+		if !slices.Contains(d.providers, p) {
+			if _, err := conn.DetachSandboxProvider(ctx, &openshellv1.DetachSandboxProviderRequest{SandboxName: d.name, ProviderName: p, Workspace: d.workspace}); err != nil {
+				return false, outcome{}, fmt.Errorf("detach provider %s: %w", p, err)
+			}
+		}
+	}
+	sb.Status.AttachedProviders = d.providers
+	return true, outcome{}, nil
+}
+
+// observePhase follows the gateway's phase: while it moves, from the
+// WatchSandbox stream when one is running. A Ready sandbox is read once per
+// reconcile, which in steady state means once per cache resync: that read
+// is what notices a gateway that lost the sandbox (a new database) and
+// recreates it.
+func (r *Reconciler) observePhase(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox,
+	current *openshellv1.Sandbox) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(sb)
-	if current == nil || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
-		if snap := r.follow.snapshot(key, sb.Status.SandboxID); snap != nil && current == nil {
-			current = snap // streamed by WatchSandbox: no call needed
-		} else if current == nil {
-			resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: name, Workspace: ws})
-			if grpcstatus.Code(err) == codes.NotFound {
-				// The gateway lost it: create it again.
-				r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", name)
-				sb.Status.SandboxID, sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash, sb.Status.AttachedProviders = "", "", "", nil
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			}
-			if err != nil {
-				return ctrl.Result{}, fmt.Errorf("get sandbox: %w", err)
-			}
-			current = resp.Sandbox
+	if current == nil {
+		current = r.follow.snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
+	}
+	if current == nil {
+		resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
+		if grpcstatus.Code(err) == codes.NotFound {
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
+			forgetGatewaySandbox(sb)
+			return ctrl.Result{RequeueAfter: nameFreePoll}, nil
 		}
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get sandbox: %w", err)
+		}
+		current = resp.Sandbox
 	}
 	res := r.report(sb, obs, current)
 	if res.RequeueAfter > 0 {
@@ -234,7 +322,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 
 // report maps the gateway sandbox onto status and says when to look again.
 func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed, current *openshellv1.Sandbox) ctrl.Result {
-	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionTrue, ReasonInSync, "the gateway holds the current spec, policy and providers")
+	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonInSync, "the gateway holds the current spec, policy and providers")
 	if current == nil {
 		return ctrl.Result{}
 	}
@@ -259,16 +347,16 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 	}
 	switch phase {
 	case openshellv1alpha1.SandboxPhaseReady:
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, "SandboxReady", "the agent runs under its policy")
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReady, "the agent runs under its policy")
 		return ctrl.Result{}
 	case openshellv1alpha1.SandboxPhaseError:
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, "SandboxError", msg)
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonError, msg)
 		return ctrl.Result{}
 	case openshellv1alpha1.SandboxPhaseStopped:
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, "SandboxStopped", msg)
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonStopped, msg)
 		return ctrl.Result{}
 	default:
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, "Provisioning", msg)
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProvisioning, msg)
 		return ctrl.Result{RequeueAfter: provisionPoll}
 	}
 }
@@ -286,15 +374,15 @@ func (r *Reconciler) gatewayError(sb *openshellv1alpha1.OpenShellSandbox, key ty
 		}
 		return ctrl.Result{}, nil
 	}
-	reason := ReasonGatewayError
+	reason := openshellv1alpha1.SandboxReasonGatewayError
 	switch grpcstatus.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		reason = ReasonUnavailable
+		reason = openshellv1alpha1.SandboxReasonUnavailable
 	case codes.Unauthenticated, codes.PermissionDenied:
-		reason = ReasonUnauthorized
+		reason = openshellv1alpha1.SandboxReasonUnauthorized
 	}
 	reachable := metav1.ConditionFalse
-	if reason == ReasonGatewayError {
+	if reason == openshellv1alpha1.SandboxReasonGatewayError {
 		reachable = metav1.ConditionTrue
 		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, grpcstatus.Convert(err).Message())
 	}

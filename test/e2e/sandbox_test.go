@@ -211,7 +211,7 @@ func TestSandboxLifecycle(t *testing.T) {
 			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sq))
 			synced := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)
 			g.Expect(synced).NotTo(BeNil())
-			g.Expect(synced.Reason).To(Equal("NameConflict"))
+			g.Expect(synced.Reason).To(Equal(openshellv1alpha1.SandboxReasonNameConflict))
 			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError))
 			g.Expect(cur.Status.SandboxID).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())

@@ -444,7 +444,7 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sq))
 		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal("NameConflict"), "%+v", cur.Status.Conditions)
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.SandboxReasonNameConflict), "%+v", cur.Status.Conditions)
 		g.Expect(cur.Finalizers).NotTo(BeEmpty())
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(cluster.Client.Delete(ctx, sq)).To(Succeed())
