@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -138,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		h, res = r.checkExternal(ctx, gw)
 	default:
 		var err error
-		h, res, err = r.reconcileManaged(ctx, gw, pf)
+		h, res, err = r.reconcileManaged(ctx, orig, gw, pf)
 		if err != nil {
 			retErr = err
 			h.degraded = append(h.degraded, issue{Reason: ReasonApplyFailed, Message: sanitize(err)})
@@ -169,17 +168,15 @@ func sanitize(err error) string {
 	return msg
 }
 
-func (r *Reconciler) reconcileManaged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
+func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
 	var h health
 	var res ctrl.Result
 	if msg := r.Platform.ImageOverride(gw); msg != "" {
 		h.degraded = append(h.degraded, issue{Reason: ReasonImageOverrideNotAllowed, Message: msg})
 		return h, res, nil
 	}
-	if controllerutil.AddFinalizer(gw, Finalizer) {
-		if err := r.Client.Update(ctx, gw); err != nil {
-			return h, res, fmt.Errorf("add finalizer: %w", err)
-		}
+	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
+		return h, res, err
 	}
 	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
 	if pf.CertManager {

@@ -19,6 +19,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/scc"
 )
 
@@ -149,11 +150,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 			}
 		}
 	}
-	controllerutil.RemoveFinalizer(gw, Finalizer)
-	if err := r.Client.Update(ctx, gw); err != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
-	}
-	return nil
+	return status.RemoveFinalizer(ctx, r.Client, gw, Finalizer)
 }
 
 // sccUsedByOthers reports whether another live managed gateway needs the SCC.

@@ -305,6 +305,7 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
 		Controllers: operator.ControllerOptions{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
 	gw := newGateway(ns, nil)
+	errorsBefore := framework.ReconcileErrors("openshellgateway")
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
 	read := func(g Gomega, name string) *x509.Certificate {
@@ -323,6 +324,8 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Reason).To(Equal("RouteAPIUnavailable"))
 		g.Expect(cond(g, c, gw, gateway.ConditionSCCReady).Reason).To(Equal("NotApplicable"))
 	}).WithTimeout(15 * time.Second).Should(Succeed())
+	// The finalizer write does not make the first status patch conflict.
+	g.Expect(framework.ReconcileErrors("openshellgateway")).To(Equal(errorsBefore), "reconcile errors while installing a new gateway")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	_, err := server.Verify(x509.VerifyOptions{Roots: pool, DNSName: "openshell." + ns + ".svc", CurrentTime: clock.Now()})

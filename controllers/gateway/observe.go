@@ -26,7 +26,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
-			return workload{}, client.IgnoreNotFound(err)
+			return workload{Reason: ReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas
 	} else {

@@ -89,22 +89,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(needed) > 0 && controllerutil.AddFinalizer(p, Finalizer) {
-		if err := r.Client.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+	if len(needed) > 0 {
+		if _, err := status.AddFinalizer(ctx, r.Client, orig, p, Finalizer); err != nil {
+			return ctrl.Result{}, err
 		}
-		orig = p.DeepCopy()
 	}
 	res, err := r.push(ctx, p, ns.UID, needed, refused)
 	p.Status.ObservedGeneration = p.Generation
-	return res, joinErr(err, status.Patch(ctx, r.Client, orig, p))
-}
-
-func joinErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return res, errors.Join(err, status.Patch(ctx, r.Client, orig, p))
 }
 
 // neededGateways are the existing gateways of sandboxes that attach p and
@@ -334,9 +326,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 		}
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
-	patch := client.MergeFrom(p.DeepCopy())
-	controllerutil.RemoveFinalizer(p, Finalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
+	return ctrl.Result{}, status.RemoveFinalizer(ctx, r.Client, p, Finalizer)
 }
 
 // SetupWithManager registers the reconciler: sandbox changes re-queue the

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -122,15 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		// policy, spec) changes.
 		return ctrl.Result{}, nil
 	}
-	if controllerutil.AddFinalizer(sb, Finalizer) {
-		// Status is patched by the deferred call; the finalizer needs an update.
-		fin := orig.DeepCopy()
-		controllerutil.AddFinalizer(fin, Finalizer)
-		if err := r.Client.Patch(ctx, fin, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
-		sb.ResourceVersion = fin.ResourceVersion
-		orig.ResourceVersion = fin.ResourceVersion
+	// Status is patched by the deferred call; the finalizer needs its own write.
+	if _, err := status.AddFinalizer(ctx, r.Client, orig, sb, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.sync(ctx, sb, obs)
 }

@@ -74,10 +74,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 
 // release removes the finalizer and forgets the sandbox's in-memory state.
 func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (ctrl.Result, error) {
-	patch := client.MergeFrom(sb.DeepCopy())
-	controllerutil.RemoveFinalizer(sb, Finalizer)
-	if err := r.Client.Patch(ctx, sb, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := status.RemoveFinalizer(ctx, r.Client, sb, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	r.mu.Lock()
 	delete(r.failures, client.ObjectKeyFromObject(sb))

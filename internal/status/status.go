@@ -1,6 +1,7 @@
 // Package status holds the small helpers every reconciler uses to record
-// conditions and to write status only when it changed, so that a steady
-// state makes no API writes.
+// conditions, to write status only when it changed (so that a steady state
+// makes no API writes), and to add and remove its finalizer without
+// tripping over its own status write.
 package status
 
 import (
@@ -8,9 +9,11 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // Object is an API object with conditions and an observed generation.
@@ -48,6 +51,41 @@ func Patch[T Object](ctx context.Context, c client.Client, orig, o T) error {
 	}
 	if err := c.Status().Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch status of %s: %w", client.ObjectKeyFromObject(o), err)
+	}
+	return nil
+}
+
+// AddFinalizer adds the finalizer name to o with a merge patch of the
+// object (optimistically locked, so no other writer's finalizer is lost),
+// and carries the result into orig as well: the status Patch that follows
+// compares against orig's resourceVersion, which the finalizer write just
+// changed, and would otherwise always conflict. It reports whether it wrote.
+func AddFinalizer[T Object](ctx context.Context, c client.Client, orig, o T, name string) (bool, error) {
+	if controllerutil.ContainsFinalizer(o, name) {
+		return false, nil
+	}
+	fin := orig.DeepCopyObject().(T)
+	controllerutil.AddFinalizer(fin, name)
+	if err := c.Patch(ctx, fin, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("add finalizer %s to %s: %w", name, client.ObjectKeyFromObject(o), err)
+	}
+	for _, obj := range []client.Object{orig, o} {
+		controllerutil.AddFinalizer(obj, name)
+		obj.SetResourceVersion(fin.GetResourceVersion())
+	}
+	return true, nil
+}
+
+// RemoveFinalizer removes the finalizer name from o with an optimistically
+// locked merge patch; an object already gone is not an error.
+func RemoveFinalizer(ctx context.Context, c client.Client, o client.Object, name string) error {
+	if !controllerutil.ContainsFinalizer(o, name) {
+		return nil
+	}
+	base := o.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(o, name)
+	if err := c.Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer %s from %s: %w", name, client.ObjectKeyFromObject(o), err)
 	}
 	return nil
 }

@@ -33,3 +33,23 @@ func hasLabel[L interface {
 	}
 	return false
 }
+
+// ReconcileErrors sums controller_runtime_reconcile_errors_total for one
+// controller: reconciles that returned an error (a status patch conflict,
+// say), which a reconciler that reads its own writes correctly never has
+// on the normal path.
+func ReconcileErrors(controller string) float64 {
+	mfs, _ := metrics.Registry.Gather()
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabel(m.GetLabel(), "controller", controller) {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
