@@ -19,8 +19,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
-	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/scc"
+	"github.com/openshell/openshell-operator/internal/status"
 )
 
 // ownedBy reports whether o carries gw's labels (children outside the
