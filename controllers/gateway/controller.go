@@ -20,7 +20,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -39,7 +38,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
-	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -168,6 +166,10 @@ func sanitize(err error) string {
 	return msg
 }
 
+// reconcileManaged installs a Managed gateway: validate and resolve the
+// render inputs, ensure the generated Secrets and the built-in PKI, render
+// and apply, then observe what the applied objects became and derive the
+// detail conditions from that observation.
 func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
 	var h health
 	var res ctrl.Result
@@ -178,26 +180,16 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 		return h, res, err
 	}
-	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
-	if pf.CertManager {
-		in.TLS = render.TLSCertManager
-	}
-	if r.Issuer != nil {
-		ca := r.Issuer.CA()
-		if len(ca) == 0 {
-			// The issuer is starting; rendering without it would roll the
-			// gateway twice.
-			h.waiting = append(h.waiting, issue{Reason: ReasonInstalling, Message: "waiting for the operator's OIDC issuer to serve"})
-			return h, ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	in, blocked := r.resolveInputs(gw, pf)
+	if blocked != nil {
+		if blocked.Reason == ReasonInstalling {
+			// The issuer is starting; rendering without it would roll the gateway twice.
+			h.waiting = append(h.waiting, *blocked)
+			return h, ctrl.Result{RequeueAfter: issuerStartPoll}, nil
 		}
-		in.OIDC = &render.OIDC{Issuer: r.Issuer.URL, Audience: oidc.Audience(gw.Namespace, gw.Name), CAPEM: ca}
-	}
-	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
-		h.degraded = append(h.degraded, issue{Reason: ReasonRelatedImagesMissing,
-			Message: "the operator has no gateway or supervisor image: set RELATED_IMAGE_GATEWAY and RELATED_IMAGE_SUPERVISOR on its Deployment, or spec.managed.images"})
+		h.degraded = append(h.degraded, *blocked)
 		return h, res, nil
 	}
-
 	if err := r.ensureGeneratedSecrets(ctx, gw); err != nil {
 		return h, res, err
 	}
@@ -207,88 +199,86 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 			return h, res, fmt.Errorf("built-in PKI: %w", err)
 		}
 		// Renewal is scheduled for its moment, not discovered by polling.
-		res.RequeueAfter = max(time.Until(next), time.Second)
-		if r.Clock != nil {
-			res.RequeueAfter = max(next.Sub(r.now()), time.Second)
-		}
+		res.RequeueAfter = max(next.Sub(r.now()), time.Second)
 	}
-
-	rendered, err := render.Render(gw, in)
+	rendered, err := r.apply(ctx, gw, in)
 	if err != nil {
 		return h, res, err
+	}
+	o, err := r.observe(ctx, gw, in, pf)
+	if err != nil {
+		return h, res, err
+	}
+	gw.Status.Endpoint = render.InternalEndpoint(gw)
+	if o.route.Admitted {
+		gw.Status.Endpoint = "https://" + o.route.Host + ":443"
+	}
+	h = managedHealth(gw, o, pf, in, rendered.UsesSCC)
+	return h, res, nil
+}
+
+// issuerStartPoll is how soon a gateway waiting for the OIDC issuer looks again.
+const issuerStartPoll = 2 * time.Second
+
+// resolveInputs decides the render inputs from the gateway, the cluster and
+// the operator's settings. A non-nil issue says why nothing can be rendered
+// yet (reason Installing: wait; otherwise the gateway is degraded).
+func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (render.Inputs, *issue) {
+	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
+	if pf.CertManager {
+		in.TLS = render.TLSCertManager
+	}
+	if r.Issuer != nil {
+		ca := r.Issuer.CA()
+		if len(ca) == 0 {
+			return in, &issue{Reason: ReasonInstalling, Message: "waiting for the operator's OIDC issuer to serve"}
+		}
+		in.OIDC = &render.OIDC{Issuer: r.Issuer.URL, Audience: oidc.Audience(gw.Namespace, gw.Name), CAPEM: ca}
+	}
+	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
+		return in, &issue{Reason: ReasonRelatedImagesMissing,
+			Message: "the operator has no gateway or supervisor image: set RELATED_IMAGE_GATEWAY and RELATED_IMAGE_SUPERVISOR on its Deployment, or spec.managed.images"}
+	}
+	return in, nil
+}
+
+// apply renders the gateway's objects, applies them and prunes what the
+// render no longer holds.
+func (r *Reconciler) apply(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (render.Rendered, error) {
+	rendered, err := render.Render(gw, in)
+	if err != nil {
+		return rendered, err
 	}
 	for _, o := range rendered.Objects {
 		if err := apply.Apply(ctx, r.Client, o); err != nil {
-			return h, res, err
+			return rendered, err
 		}
 	}
-	if err := r.prune(ctx, gw, in, rendered); err != nil {
-		return h, res, err
-	}
+	return rendered, r.prune(ctx, gw, in, rendered)
+}
 
-	// Observe what the applied objects became.
-	wl, err := r.observeWorkload(ctx, gw)
-	if err != nil {
-		return h, res, err
-	}
-	if !wl.Ready {
-		h.waiting = append(h.waiting, issue{Reason: wl.Reason, Message: wl.Message})
-	}
-	h.ready = wl.Message
+// observation is what the applied objects became.
+type observation struct {
+	workload workload
+	tls      tlsState
+	route    routeState
+}
 
-	tls, err := r.observeTLS(ctx, gw, in.TLS)
-	if err != nil {
-		return h, res, err
+func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result) (observation, error) {
+	var o observation
+	var err error
+	if o.workload, err = r.observeWorkload(ctx, gw); err != nil {
+		return o, err
 	}
-	if render.ExternalIssuer(gw) != nil && in.TLS != render.TLSCertManager {
-		tls = tlsState{Reason: ReasonCertManagerRequired,
-			Message: "spec.managed.tls.issuerRef needs cert-manager, which is not installed: install the cert-manager Operator or remove issuerRef"}
+	if o.tls, err = r.observeTLS(ctx, gw, in.TLS); err != nil {
+		return o, err
 	}
-	switch {
-	case tls.Ready:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)
-	case tls.Reason == ReasonCertificatesPending:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
-		h.waiting = append(h.waiting, issue{Reason: tls.Reason, Message: tls.Message})
-	default:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
-		h.degraded = append(h.degraded, issue{Reason: tls.Reason, Message: tls.Message})
-	}
-
-	gw.Status.Endpoint = render.InternalEndpoint(gw)
-	switch {
-	case !pf.Route:
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "RouteAPIUnavailable",
-			"route.openshift.io/v1 is not served: no Route is created; status.endpoint is the in-cluster Service address")
-	case !render.RouteEnabled(gw, in):
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "RouteDisabled", "spec.managed.route.enabled is false")
-	default:
-		rs, err := r.observeRoute(ctx, gw)
-		if err != nil {
-			return h, res, err
-		}
-		if rs.Admitted {
-			status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionTrue, "Admitted", rs.Message)
-			gw.Status.Endpoint = "https://" + rs.Host + ":443"
-		} else {
-			status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, "NotAdmitted", rs.Message)
+	if pf.Route && render.RouteEnabled(gw, in) {
+		if o.route, err = r.observeRoute(ctx, gw); err != nil {
+			return o, err
 		}
 	}
-
-	switch {
-	case !pf.SCC:
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, "NotApplicable",
-			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
-	case rendered.UsesSCC:
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, "Applied",
-			fmt.Sprintf("SecurityContextConstraints %s is applied and granted to ServiceAccount %s/%s", scc.Name,
-				render.NamesFor(gw).SandboxNamespace, render.NamesFor(gw).SandboxSA))
-	default:
-		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionFalse, "PrivilegedRequired", msg)
-		h.degraded = append(h.degraded, issue{Reason: "PrivilegedRequired", Message: msg})
-	}
-	return h, res, nil
+	return o, nil
 }
 
 // ensureWatches starts watches on kinds whose API may appear after the

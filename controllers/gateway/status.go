@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -42,6 +46,81 @@ const (
 	// platform allows only the operator's RELATED_IMAGE_* operand images.
 	ReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
 )
+
+// Reasons of the RouteAdmitted and SCCReady conditions.
+const (
+	// ReasonRouteAPIUnavailable: route.openshift.io is not served (not OpenShift).
+	ReasonRouteAPIUnavailable = "RouteAPIUnavailable"
+	// ReasonRouteDisabled: spec.managed.route.enabled is false.
+	ReasonRouteDisabled = "RouteDisabled"
+	// ReasonRouteAdmitted: a router admitted the Route.
+	ReasonRouteAdmitted = "Admitted"
+	// ReasonRouteNotAdmitted: no router admitted the Route (yet).
+	ReasonRouteNotAdmitted = "NotAdmitted"
+	// ReasonSCCNotApplicable: security.openshift.io is not served; Pod
+	// Security admission applies instead.
+	ReasonSCCNotApplicable = "NotApplicable"
+	// ReasonSCCApplied: the narrow SCC is applied and granted to the
+	// sandbox ServiceAccount.
+	ReasonSCCApplied = "Applied"
+	// ReasonPrivilegedRequired: the Combined topology needs the privileged
+	// SCC, which the operator never grants.
+	ReasonPrivilegedRequired = "PrivilegedRequired"
+)
+
+// managedHealth derives the TLSReady, RouteAdmitted and SCCReady
+// conditions of a Managed gateway from what was observed, and the issues
+// the summary conditions (setStatus) are made of. Pure.
+func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf preflight.Result, in render.Inputs, usesSCC bool) health {
+	var h health
+	if !o.workload.Ready {
+		h.waiting = append(h.waiting, issue{Reason: o.workload.Reason, Message: o.workload.Message})
+	}
+	h.ready = o.workload.Message
+
+	tls := o.tls
+	if render.ExternalIssuer(gw) != nil && in.TLS != render.TLSCertManager {
+		tls = tlsState{Reason: ReasonCertManagerRequired,
+			Message: "spec.managed.tls.issuerRef needs cert-manager, which is not installed: install the cert-manager Operator or remove issuerRef"}
+	}
+	switch {
+	case tls.Ready:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)
+	case tls.Reason == ReasonCertificatesPending:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		h.waiting = append(h.waiting, issue{Reason: tls.Reason, Message: tls.Message})
+	default:
+		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		h.degraded = append(h.degraded, issue{Reason: tls.Reason, Message: tls.Message})
+	}
+
+	switch {
+	case !pf.Route:
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteAPIUnavailable,
+			"route.openshift.io/v1 is not served: no Route is created; status.endpoint is the in-cluster Service address")
+	case !render.RouteEnabled(gw, in):
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteDisabled, "spec.managed.route.enabled is false")
+	case o.route.Admitted:
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionTrue, ReasonRouteAdmitted, o.route.Message)
+	default:
+		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteNotAdmitted, o.route.Message)
+	}
+
+	switch {
+	case !pf.SCC:
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, ReasonSCCNotApplicable,
+			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
+	case usesSCC:
+		n := render.NamesFor(gw)
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, ReasonSCCApplied,
+			fmt.Sprintf("SecurityContextConstraints %s is applied and granted to ServiceAccount %s/%s", scc.Name, n.SandboxNamespace, n.SandboxSA))
+	default:
+		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
+		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionFalse, ReasonPrivilegedRequired, msg)
+		h.degraded = append(h.degraded, issue{Reason: ReasonPrivilegedRequired, Message: msg})
+	}
+	return h
+}
 
 // issue is one reason the gateway is not (yet) available.
 type issue struct {
