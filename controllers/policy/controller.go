@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -52,17 +51,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	orig := p.DeepCopy()
-	wantFinalizer := len(users) > 0
-	if wantFinalizer != controllerutil.ContainsFinalizer(p, Finalizer) {
-		if wantFinalizer && p.DeletionTimestamp.IsZero() {
-			controllerutil.AddFinalizer(p, Finalizer)
-		} else if !wantFinalizer {
-			controllerutil.RemoveFinalizer(p, Finalizer)
-		}
-		if err := r.Client.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+	switch {
+	case len(users) == 0 && !p.DeletionTimestamp.IsZero():
+		// The last user went: releasing the policy deletes it, so there is
+		// no status left to write.
+		return ctrl.Result{}, status.RemoveFinalizer(ctx, r.Client, p, Finalizer)
+	case len(users) == 0:
+		if err := status.RemoveFinalizer(ctx, r.Client, p, Finalizer); err != nil {
+			return ctrl.Result{}, err
 		}
 		orig = p.DeepCopy()
+	case p.DeletionTimestamp.IsZero():
+		if _, err := status.AddFinalizer(ctx, r.Client, orig, p, Finalizer); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if !p.DeletionTimestamp.IsZero() && len(users) > 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInUse,
