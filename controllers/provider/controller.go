@@ -174,50 +174,21 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	}
 	creds, secretRV, err := r.credentials(ctx, p)
 	if err != nil {
-		msg := err.Error() // our own message naming a missing key
-		var apiErr apierrors.APIStatus
-		switch {
-		case apierrors.IsNotFound(err):
-			msg = fmt.Sprintf("Secret %s not found in namespace %s", p.Spec.CredentialsSecretRef.Name, p.Namespace)
-		case errors.As(err, &apiErr):
-			msg = fmt.Sprintf("cannot read Secret %s: %s", p.Spec.CredentialsSecretRef.Name, apiErr.Status().Reason)
-		}
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonSecretNotFound, msg)
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonSecretNotFound, credentialsError(p, err))
 		return ctrl.Result{}, nil
 	}
 	var failed []string
 	conflict := "" // the reason, when a push met a workspace or provider of another owner
 	for _, gw := range needed {
-		key := gwconn.Key(gw)
-		i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
-		if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation {
-			continue
+		reason, msg := r.pushIfChanged(ctx, gw, p, nsUID, creds, secretRV)
+		switch {
+		case msg == "":
+		case reason != "":
+			conflict = reason
+			failed = append(failed, msg)
+		default:
+			failed = append(failed, msg)
 		}
-		var prevKeys []string
-		if i >= 0 {
-			prevKeys = p.Status.Gateways[i].CredentialKeys
-		}
-		entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, i >= 0)
-		if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
-			conflict = openshellv1alpha1.ReasonProviderConflict
-			if c.Kind == "workspace" {
-				conflict = openshellv1alpha1.ReasonWorkspaceConflict
-			}
-			failed = append(failed, c.Error())
-			continue
-		}
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message()))
-			continue
-		}
-		entry.SecretResourceVersion, entry.ObservedGeneration = secretRV, p.Generation
-		if i >= 0 {
-			p.Status.Gateways[i] = entry
-		} else {
-			p.Status.Gateways = append(p.Status.Gateways, entry)
-		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsPushed", "Push",
-			"provider pushed to gateway %s (%d credential keys)", key, len(creds))
 	}
 	switch {
 	case conflict != "":
@@ -226,7 +197,7 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		return ctrl.Result{}, nil
 	case len(failed) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonGatewayError, strings.Join(failed, "; "))
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		return ctrl.Result{RequeueAfter: pushRetry}, nil
 	case len(refused) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
 		return ctrl.Result{}, nil
@@ -234,6 +205,62 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
 	return ctrl.Result{}, nil
+}
+
+// pushRetry is how soon a failed push is tried again; deleteRetry how soon
+// a provider waiting to be deleted at a gateway is.
+const (
+	pushRetry   = 5 * time.Second
+	deleteRetry = 2 * time.Second
+)
+
+// credentialsError says why the credentials Secret could not be used, never
+// with a value.
+func credentialsError(p *openshellv1alpha1.OpenShellProvider, err error) string {
+	var apiErr apierrors.APIStatus
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("Secret %s not found in namespace %s", p.Spec.CredentialsSecretRef.Name, p.Namespace)
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("cannot read Secret %s: %s", p.Spec.CredentialsSecretRef.Name, apiErr.Status().Reason)
+	default:
+		return err.Error() // our own message naming a missing key
+	}
+}
+
+// pushIfChanged pushes to one gateway unless its status entry already
+// records this Secret version and generation, and records the result. A
+// failure comes back as a message; a conflict also as its reason.
+func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
+	nsUID types.UID, creds map[string]string, secretRV string) (conflictReason, failure string) {
+	key := gwconn.Key(gw)
+	i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
+	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation {
+		return "", ""
+	}
+	var prevKeys []string
+	if i >= 0 {
+		prevKeys = p.Status.Gateways[i].CredentialKeys
+	}
+	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, i >= 0)
+	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
+		if c.Kind == "workspace" {
+			return openshellv1alpha1.ReasonWorkspaceConflict, c.Error()
+		}
+		return openshellv1alpha1.ReasonProviderConflict, c.Error()
+	}
+	if err != nil {
+		return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
+	}
+	entry.SecretResourceVersion, entry.ObservedGeneration = secretRV, p.Generation
+	if i >= 0 {
+		p.Status.Gateways[i] = entry
+	} else {
+		p.Status.Gateways = append(p.Status.Gateways, entry)
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsPushed", "Push",
+		"provider pushed to gateway %s (%d credential keys)", key, len(creds))
+	return "", ""
 }
 
 // pushTo creates or updates the provider at one gateway with the full
@@ -324,7 +351,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 		if err := status.Patch(ctx, r.Client, orig, p); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		return ctrl.Result{RequeueAfter: deleteRetry}, nil
 	}
 	return ctrl.Result{}, status.RemoveFinalizer(ctx, r.Client, p, Finalizer)
 }

@@ -14,103 +14,137 @@ import (
 
 // evaluate runs every check that needs no gateway call and sets the
 // conditions and phase they decide. The first failing gate decides
-// Accepted: preflight, gateway reference and access, policy, providers, env Secrets,
-// then the image policy. It reports whether the sandbox may go to the
+// Accepted (see gates). It reports whether the sandbox may go to the
 // gateway. Pure.
 func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
-	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
-		status.SetCondition(sb, typ, s, reason, msg)
-	}
-	reject := func(phase openshellv1alpha1.SandboxPhase, reason, msg string) bool {
-		set(openshellv1alpha1.ConditionAccepted, metav1.ConditionFalse, reason, msg)
-		set(openshellv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		if sb.Status.SandboxID == "" || phase == openshellv1alpha1.SandboxPhaseRejected {
-			sb.Status.Phase = phase
+	setResolutionConditions(sb, obs)
+	for _, gate := range gates {
+		if r := gate(sb, obs); r != nil {
+			status.SetCondition(sb, openshellv1alpha1.ConditionAccepted, metav1.ConditionFalse, r.reason, r.message)
+			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, r.reason, r.message)
+			// A sandbox that runs keeps its phase unless it is refused outright.
+			if sb.Status.SandboxID == "" || r.phase == openshellv1alpha1.SandboxPhaseRejected {
+				sb.Status.Phase = r.phase
+			}
+			return false
 		}
-		return false
 	}
-
-	d := obs.image
-	imageStatus := metav1.ConditionTrue
-	if !d.Allowed {
-		imageStatus = metav1.ConditionFalse
-	}
-	set(openshellv1alpha1.ConditionImageAllowed, imageStatus, d.Reason, d.Message)
-
-	switch {
-	case sb.Spec.PolicyRef == nil:
-		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonNoPolicy, "no spec.policyRef: the gateway's default policy applies")
-	case obs.policy == nil:
-		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyNotFound,
-			fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace))
-	default:
-		set(openshellv1alpha1.SandboxConditionPolicyResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonResolved, "OpenShellPolicy "+obs.policy.Name+" resolved")
-	}
-	switch {
-	case len(obs.missingProviders) > 0:
-		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderNotFound,
-			fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace))
-	case len(obs.unsyncedProviders) > 0:
-		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProviderSyncing,
-			fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway", strings.Join(obs.unsyncedProviders, ", ")))
-	default:
-		set(openshellv1alpha1.SandboxConditionProvidersResolved, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonResolved, fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers)))
-	}
-
-	if blocked, msg := preflight.Blocking(obs.preflight, obs.preflightKnown); blocked {
-		reason := openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing
-		if !obs.preflightKnown {
-			reason = openshellv1alpha1.SandboxReasonPreflightPending
-		}
-		return reject(openshellv1alpha1.SandboxPhasePending, reason, msg)
-	}
-	if obs.gateway == nil {
-		return reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
-			fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey()))
-	}
-	if obs.gatewayAccess != "" {
-		// A sandbox not yet created is refused; one that runs keeps its
-		// phase and is reported, and nothing more is sent for it.
-		phase := openshellv1alpha1.SandboxPhaseRejected
-		if sb.Status.SandboxID != "" {
-			phase = openshellv1alpha1.SandboxPhasePending
-		}
-		return reject(phase, openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess)
-	}
-	if c := findCondition(sb, openshellv1alpha1.SandboxConditionPolicyResolved); c.Status == metav1.ConditionFalse {
-		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
-	}
-	if len(obs.missingProviders) > 0 {
-		c := findCondition(sb, openshellv1alpha1.SandboxConditionProvidersResolved)
-		return reject(openshellv1alpha1.SandboxPhasePending, c.Reason, c.Message)
-	}
-	if obs.envError != "" {
-		return reject(openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, obs.envError)
-	}
-	// An image that no longer complies is reported on a sandbox that already
-	// runs (it is not killed); a sandbox not yet created is rejected.
-	if !d.Allowed && obs.enforce.Mode == openshellv1alpha1.ImagePolicyEnforce && sb.Status.SandboxID == "" {
-		return reject(openshellv1alpha1.SandboxPhaseRejected, d.Reason, d.Message)
-	}
-	set(openshellv1alpha1.ConditionAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted,
+	status.SetCondition(sb, openshellv1alpha1.ConditionAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted,
 		"prerequisites are met; Agent Sandbox "+obs.preflight.AgentSandbox.Preferred+" will be used")
 	if sb.Status.Phase == "" || sb.Status.Phase == openshellv1alpha1.SandboxPhaseRejected {
 		sb.Status.Phase = openshellv1alpha1.SandboxPhasePending
 	}
 	if sb.Status.SandboxID == "" {
-		set(openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonWaitingForGateway,
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonWaitingForGateway,
 			"waiting for the sandbox to be created at the gateway")
 	}
 	return len(obs.unsyncedProviders) == 0 || sb.Status.SandboxID != ""
 }
 
-func findCondition(sb *openshellv1alpha1.OpenShellSandbox, typ string) metav1.Condition {
-	for _, c := range sb.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
+// setResolutionConditions reports ImageAllowed, PolicyResolved and
+// ProvidersResolved, whatever the gates decide.
+func setResolutionConditions(sb *openshellv1alpha1.OpenShellSandbox, obs observed) {
+	imageStatus := metav1.ConditionTrue
+	if !obs.image.Allowed {
+		imageStatus = metav1.ConditionFalse
 	}
-	return metav1.Condition{}
+	status.SetCondition(sb, openshellv1alpha1.ConditionImageAllowed, imageStatus, obs.image.Reason, obs.image.Message)
+
+	pol := metav1.Condition{Status: metav1.ConditionTrue, Reason: openshellv1alpha1.SandboxReasonNoPolicy,
+		Message: "no spec.policyRef: the gateway's default policy applies"}
+	if r := policyGate(sb, obs); r != nil {
+		pol = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
+	} else if obs.policy != nil {
+		pol = metav1.Condition{Status: metav1.ConditionTrue, Reason: openshellv1alpha1.SandboxReasonResolved, Message: "OpenShellPolicy " + obs.policy.Name + " resolved"}
+	}
+	status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyResolved, pol.Status, pol.Reason, pol.Message)
+
+	prov := metav1.Condition{Status: metav1.ConditionTrue, Reason: openshellv1alpha1.SandboxReasonResolved,
+		Message: fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers))}
+	if r := providersGate(sb, obs); r != nil {
+		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
+	} else if len(obs.unsyncedProviders) > 0 {
+		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: openshellv1alpha1.SandboxReasonProviderSyncing,
+			Message: fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway", strings.Join(obs.unsyncedProviders, ", "))}
+	}
+	status.SetCondition(sb, openshellv1alpha1.SandboxConditionProvidersResolved, prov.Status, prov.Reason, prov.Message)
+}
+
+// refusal is why a gate holds a sandbox back, and the phase it leaves.
+type refusal struct {
+	phase           openshellv1alpha1.SandboxPhase
+	reason, message string
+}
+
+// gates are the checks before any gateway call, in order: the first that
+// refuses decides Accepted and Ready.
+var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
+	preflightGate, gatewayGate, gatewayAccessGate, policyGate, providersGate, envGate, imageGate,
+}
+
+func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	blocked, msg := preflight.Blocking(obs.preflight, obs.preflightKnown)
+	switch {
+	case !blocked:
+		return nil
+	case !obs.preflightKnown:
+		return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonPreflightPending, msg}
+	default:
+		return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing, msg}
+	}
+}
+
+func gatewayGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if obs.gateway != nil {
+		return nil
+	}
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
+		fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey())}
+}
+
+// gatewayAccessGate refuses a sandbox not yet created; one that runs keeps
+// its phase and is reported, and nothing more is sent for it.
+func gatewayAccessGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if obs.gatewayAccess == "" {
+		return nil
+	}
+	phase := openshellv1alpha1.SandboxPhaseRejected
+	if sb.Status.SandboxID != "" {
+		phase = openshellv1alpha1.SandboxPhasePending
+	}
+	return &refusal{phase, openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess}
+}
+
+func policyGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if sb.Spec.PolicyRef == nil || obs.policy != nil {
+		return nil
+	}
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonPolicyNotFound,
+		fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace)}
+}
+
+func providersGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if len(obs.missingProviders) == 0 {
+		return nil
+	}
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonProviderNotFound,
+		fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace)}
+}
+
+func envGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if obs.envError == "" {
+		return nil
+	}
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, obs.envError}
+}
+
+// imageGate rejects a sandbox not yet created whose image is not allowed;
+// one that already runs is reported (ImageAllowed=False), not killed.
+func imageGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce || sb.Status.SandboxID != "" {
+		return nil
+	}
+	return &refusal{openshellv1alpha1.SandboxPhaseRejected, obs.image.Reason, obs.image.Message}
 }
 
 // unsynced lists providers whose status lacks an entry for the gateway.
