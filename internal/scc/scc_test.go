@@ -8,7 +8,8 @@ import (
 	securityv1 "github.com/openshift/api/security/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/openshell/openshell-operator/internal/sandboxpod"
+	"github.com/openshell/openshell-operator/test/sandboxpod"
+	"github.com/openshell/openshell-operator/test/sccadmit"
 )
 
 // privileged is OpenShift's built-in privileged SCC, the one upstream asks
@@ -39,7 +40,7 @@ func TestSidecarPodIsAdmitted(t *testing.T) {
 		"binary-aware, no workspace":  sidecarPod(true, false),
 		"relaxed sidecar":             sidecarPod(false, true),
 	} {
-		if v := Violations(s, pod); len(v) > 0 {
+		if v := sccadmit.Violations(s, pod); len(v) > 0 {
 			t.Errorf("%s: the narrow SCC refuses the sidecar pod:\n  %s", name, strings.Join(v, "\n  "))
 		}
 	}
@@ -69,7 +70,7 @@ func TestEveryContainerNeedsWhatTheSCCAllows(t *testing.T) {
 	}
 	var vols []securityv1.FSType
 	for _, v := range pod.Volumes {
-		if t := volumeType(v); !slices.Contains(vols, t) {
+		if t := sccadmit.VolumeType(v); !slices.Contains(vols, t) {
 			vols = append(vols, t)
 		}
 	}
@@ -84,13 +85,13 @@ func TestEveryContainerNeedsWhatTheSCCAllows(t *testing.T) {
 func TestCombinedAgentIsRefused(t *testing.T) {
 	pod := sidecarPod(true, false)
 	pod.Containers = []corev1.Container{sandboxpod.CombinedAgent("agent")}
-	v := strings.Join(Violations(SidecarSCC(), pod), "\n")
+	v := strings.Join(sccadmit.Violations(SidecarSCC(), pod), "\n")
 	for _, want := range []string{"capability SYS_ADMIN is not allowed", "capability SYSLOG is not allowed"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("combined agent: want a violation %q, got:\n%s", want, v)
 		}
 	}
-	if len(Violations(privileged(), pod)) != 0 {
+	if len(sccadmit.Violations(privileged(), pod)) != 0 {
 		t.Error("privileged must admit the combined agent (sanity check of the evaluator)")
 	}
 }
@@ -124,7 +125,7 @@ func TestHostAccessIsRefused(t *testing.T) {
 	} {
 		pod := sidecarPod(true, true)
 		mutate(&pod)
-		if len(Violations(SidecarSCC(), pod)) == 0 {
+		if len(sccadmit.Violations(SidecarSCC(), pod)) == 0 {
 			t.Errorf("%s: admitted, want refused", name)
 		}
 	}

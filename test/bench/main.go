@@ -44,8 +44,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/sandboxpod"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/sandboxpod"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )

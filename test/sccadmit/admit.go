@@ -1,4 +1,8 @@
-package scc
+// Package sccadmit is a test oracle for SecurityContextConstraints
+// admission: it tells why an SCC would not admit a pod, for the fields the
+// sandbox pod uses, so tests can check the operator's SCC against the pod
+// shapes the gateway renders. It is not OpenShift's admission plugin.
+package sccadmit
 
 import (
 	"fmt"
@@ -28,7 +32,7 @@ func Violations(s *securityv1.SecurityContextConstraints, pod corev1.PodSpec) []
 		bad("pod: hostIPC is not allowed")
 	}
 	for _, v := range pod.Volumes {
-		t := volumeType(v)
+		t := VolumeType(v)
 		if t == securityv1.FSTypeHostPath && !s.AllowHostDirVolumePlugin {
 			bad("volume %s: hostPath is not allowed", v.Name)
 		}
@@ -105,7 +109,8 @@ func Violations(s *securityv1.SecurityContextConstraints, pod corev1.PodSpec) []
 	return out
 }
 
-func volumeType(v corev1.Volume) securityv1.FSType {
+// VolumeType is the SCC volume type (FSType) of a pod volume.
+func VolumeType(v corev1.Volume) securityv1.FSType {
 	switch {
 	case v.EmptyDir != nil:
 		return securityv1.FSTypeEmptyDir

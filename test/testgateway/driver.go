@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/sandboxpod"
+	"github.com/openshell/openshell-operator/test/sandboxpod"
 )
 
 // Labels the driver puts on Sandbox CRs (facts §5.5).
