@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	framework.SetupLogging()
 	if testing.Short() {
-		fmt.Println("skipping gateway integration tests in -short mode")
-		os.Exit(0)
+		// The pure tests (status) run; the integration tests skip themselves.
+		os.Exit(m.Run())
 	}
 	var err error
 	if openshift, err = framework.StartEnv(framework.EnvOptions{OpenShift: true, CertManager: true, AgentSandbox: framework.AgentSandboxBetaOnly}); err != nil {
@@ -141,6 +141,7 @@ func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []cli
 // Route and the narrow SCC, and walks it to Available, through drift,
 // configuration changes, an operator restart and deletion.
 func TestManagedGatewayOnOpenShift(t *testing.T) {
+	framework.RequireControlPlane(t)
 	outer := t
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -297,6 +298,7 @@ func markStatefulSetReady(ctx context.Context, g Gomega, c client.Client, ns str
 // issues the certificates, renews leaves before expiry and rotates its CA;
 // without OpenShift there is no Route and no SCC, and conditions say so.
 func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
+	framework.RequireControlPlane(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := vanilla.Client
@@ -398,6 +400,7 @@ func (f *fakeClock) Advance(d time.Duration) {
 // gateway.toml names the issuer and a per-gateway audience, and the CA it
 // is given verifies the issuer's TLS endpoint, which serves discovery.
 func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
+	framework.RequireControlPlane(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := vanilla.Client

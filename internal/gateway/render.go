@@ -156,7 +156,10 @@ func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
 	if sb.Spec.GPU != nil {
 		w(fmt.Sprintf("gpu=%d", sb.Spec.GPU.Count))
 	}
-	if r := sb.Spec.Resources; r != nil {
+	// Resources that render nothing hash like none; a marker keeps a
+	// resource named "gpu" apart from spec.gpu.
+	if r := sb.Spec.Resources; r != nil && (len(r.Limits) > 0 || len(r.Requests) > 0) {
+		w("resources")
 		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
 			keys := make([]string, 0, len(l))
 			for k := range l {

@@ -30,3 +30,13 @@ func RunWithEnv(m *testing.M, opts EnvOptions, env **Env) int {
 	}
 	return code
 }
+
+// RequireControlPlane skips a test that needs kube-apiserver in -short
+// mode, so that a package's TestMain can run its pure tests there instead
+// of skipping the whole package.
+func RequireControlPlane(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs kube-apiserver (run without -short)")
+	}
+}
