@@ -39,9 +39,10 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code and the gateway gRPC client.
+generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code, the gateway gRPC client and docs/conditions.md.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 	cd proto && $(LOCALBIN)/buf generate
+	go run ./hack/conditions > docs/conditions.md
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configuration.
@@ -67,8 +68,8 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
 	$(MAKE) generate manifests bundle catalog
-	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gateway/pb)" ]; then \
-		git status --short -- api config bundle bundle.Dockerfile catalog internal/gateway/pb; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb; \
+	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gateway/pb docs/conditions.md)" ]; then \
+		git status --short -- api config bundle bundle.Dockerfile catalog internal/gateway/pb docs/conditions.md; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb docs/conditions.md; \
 		echo "generated files are stale: run 'make generate manifests bundle catalog' and commit"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 

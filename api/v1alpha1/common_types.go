@@ -73,10 +73,4 @@ const (
 	// created for this OpenShellProvider. It is never updated or merged
 	// into: delete it at the gateway, or rename the OpenShellProvider.
 	ReasonProviderConflict = "ProviderConflict"
-	// ReasonReconciled means the last reconcile of this generation succeeded.
-	ReasonReconciled = "Reconciled"
-	// ReasonReconciling means the operator has not yet finished acting on this generation.
-	ReasonReconciling = "Reconciling"
-	// ReasonPending means the object waits for something outside itself.
-	ReasonPending = "Pending"
 )

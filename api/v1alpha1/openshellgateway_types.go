@@ -380,7 +380,7 @@ type ImagePolicyEnforcement struct {
 }
 
 // GatewayPhase summarises the gateway's conditions.
-// +kubebuilder:validation:Enum=Pending;Installing;Available;Degraded;Deleting
+// +kubebuilder:validation:Enum=Pending;Installing;Available;Degraded
 type GatewayPhase string
 
 const (
@@ -392,8 +392,6 @@ const (
 	GatewayPhaseAvailable GatewayPhase = "Available"
 	// GatewayPhaseDegraded means the gateway or something it needs is failing.
 	GatewayPhaseDegraded GatewayPhase = "Degraded"
-	// GatewayPhaseDeleting means the gateway is being removed.
-	GatewayPhaseDeleting GatewayPhase = "Deleting"
 )
 
 // OpenShellGatewayStatus is the observed state of an OpenShell gateway.
@@ -457,3 +455,93 @@ type OpenShellGatewayList struct {
 func init() {
 	objectTypes = append(objectTypes, &OpenShellGateway{}, &OpenShellGatewayList{})
 }
+
+// Condition types an OpenShellGateway reports besides Available,
+// Progressing, Degraded, GatewayReachable and the preflight conditions.
+const (
+	// GatewayConditionTLSReady is True when the gateway's server and client
+	// certificates are issued and valid.
+	GatewayConditionTLSReady = "TLSReady"
+	// GatewayConditionRouteAdmitted is True when a router admitted the
+	// gateway's passthrough Route.
+	GatewayConditionRouteAdmitted = "RouteAdmitted"
+	// GatewayConditionSCCReady is True when sandbox pods can be admitted
+	// without the privileged SCC (or the cluster has no SCCs).
+	GatewayConditionSCCReady = "SCCReady"
+)
+
+// Reasons of an OpenShellGateway's Available, Progressing and Degraded.
+const (
+	// GatewayReasonAgentSandboxUnavailable (Degraded, phase Pending): the
+	// Agent Sandbox CRD is missing or serves no supported version.
+	GatewayReasonAgentSandboxUnavailable = "AgentSandboxUnavailable"
+	// GatewayReasonKubernetesTooOld (Degraded): the cluster is older than
+	// the supported minimum.
+	GatewayReasonKubernetesTooOld = "KubernetesTooOld"
+	// GatewayReasonAsExpected (Degraded=False): nothing is degraded.
+	GatewayReasonAsExpected = "AsExpected"
+	// GatewayReasonInstalling (Progressing): the workload is rolling out, or
+	// the operator's OIDC issuer is starting.
+	GatewayReasonInstalling = "Installing"
+	// GatewayReasonConnecting (Progressing): an External gateway has not
+	// answered yet.
+	GatewayReasonConnecting = "Connecting"
+	// GatewayReasonWorkloadReady (Available=True): the gateway serves.
+	GatewayReasonWorkloadReady = "WorkloadReady"
+	// GatewayReasonRelatedImagesMissing (Degraded): the operator has no
+	// gateway or supervisor image (RELATED_IMAGE_*).
+	GatewayReasonRelatedImagesMissing = "RelatedImagesMissing"
+	// GatewayReasonApplyFailed (Degraded): an object could not be written;
+	// the message says which and why.
+	GatewayReasonApplyFailed = "ApplyFailed"
+	// GatewayReasonNamespaceNotServed (Degraded, phase Pending): the gateway
+	// is in a namespace where the operator does not reconcile gateways (a
+	// cluster admin designates them); nothing was installed or connected to.
+	GatewayReasonNamespaceNotServed = "NamespaceNotServed"
+	// GatewayReasonImageOverrideNotAllowed (Degraded): spec.managed.images is
+	// set but the platform allows only the operator's RELATED_IMAGE_* images.
+	GatewayReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
+)
+
+// Reasons of an OpenShellGateway's TLSReady.
+const (
+	// GatewayReasonCertificatesReady: the certificates are issued and valid.
+	GatewayReasonCertificatesReady = "CertificatesReady"
+	// GatewayReasonCertificatesPending: waiting for the built-in PKI or
+	// cert-manager to write the certificate Secrets.
+	GatewayReasonCertificatesPending = "CertificatesPending"
+	// GatewayReasonCertificateInvalid: a certificate Secret is unusable or expired.
+	GatewayReasonCertificateInvalid = "CertificateInvalid"
+	// GatewayReasonCertManagerRequired: spec.managed.tls.issuerRef needs
+	// cert-manager, which is not installed.
+	GatewayReasonCertManagerRequired = "CertManagerRequired"
+)
+
+// Reasons of an OpenShellGateway's RouteAdmitted and SCCReady.
+const (
+	// GatewayReasonRouteAPIUnavailable: route.openshift.io is not served.
+	GatewayReasonRouteAPIUnavailable = "RouteAPIUnavailable"
+	// GatewayReasonRouteDisabled: spec.managed.route.enabled is false.
+	GatewayReasonRouteDisabled = "RouteDisabled"
+	// GatewayReasonRouteAdmitted: a router admitted the Route.
+	GatewayReasonRouteAdmitted = "Admitted"
+	// GatewayReasonRouteNotAdmitted: no router admitted the Route (yet).
+	GatewayReasonRouteNotAdmitted = "NotAdmitted"
+	// GatewayReasonSCCNotApplicable: security.openshift.io is not served;
+	// Pod Security admission applies instead.
+	GatewayReasonSCCNotApplicable = "NotApplicable"
+	// GatewayReasonSCCApplied: the narrow SCC is applied and granted to the
+	// sandbox ServiceAccount.
+	GatewayReasonSCCApplied = "Applied"
+	// GatewayReasonPrivilegedRequired (also Degraded): the Combined topology
+	// needs the privileged SCC, which the operator never grants.
+	GatewayReasonPrivilegedRequired = "PrivilegedRequired"
+)
+
+// Reasons of an External OpenShellGateway's GatewayReachable.
+const (
+	// GatewayReasonHealthy: the gateway's Health call answered SERVING.
+	GatewayReasonHealthy = "Healthy"
+	// GatewayReasonUnreachable: the Health call failed; retried each minute.
+	GatewayReasonUnreachable = "Unreachable"
+)

@@ -273,3 +273,12 @@ type OpenShellPolicyList struct {
 func init() {
 	objectTypes = append(objectTypes, &OpenShellPolicy{}, &OpenShellPolicyList{})
 }
+
+// Reasons of an OpenShellPolicy's Ready.
+const (
+	// PolicyReasonValid (True): the policy is valid; the message counts its users.
+	PolicyReasonValid = "Valid"
+	// PolicyReasonInUse (False): deletion waits until no sandbox references
+	// the policy; the message names them.
+	PolicyReasonInUse = "InUse"
+)

@@ -120,3 +120,21 @@ type OpenShellProviderList struct {
 func init() {
 	objectTypes = append(objectTypes, &OpenShellProvider{}, &OpenShellProviderList{})
 }
+
+// Reasons of an OpenShellProvider's Ready (besides GatewayNotAllowed,
+// WorkspaceConflict and ProviderConflict).
+const (
+	// ProviderReasonSynced (True): the credentials are at every gateway
+	// whose sandboxes attach the provider.
+	ProviderReasonSynced = "Synced"
+	// ProviderReasonUnused (True): no sandbox attaches the provider yet.
+	ProviderReasonUnused = "Unused"
+	// ProviderReasonSecretNotFound: the credentials Secret or a listed key
+	// is missing or unreadable.
+	ProviderReasonSecretNotFound = "SecretNotFound"
+	// ProviderReasonGatewayError: a push failed; retried.
+	ProviderReasonGatewayError = "GatewayError"
+	// ProviderReasonAttachedAtGateway: deletion waits until the provider
+	// can be deleted at every gateway.
+	ProviderReasonAttachedAtGateway = "AttachedAtGateway"
+)

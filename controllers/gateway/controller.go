@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	case msg != "":
 		// Refused before anything is rendered, connected to or finalized:
 		// OLM lets every namespace admin and editor create gateways.
-		h.degraded = append(h.degraded, issue{Reason: ReasonNamespaceNotServed, Message: msg, Phase: openshellv1alpha1.GatewayPhasePending})
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: msg, Phase: openshellv1alpha1.GatewayPhasePending})
 	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
 		h, res = r.checkExternal(ctx, gw)
 	default:
@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		h, res, err = r.reconcileManaged(ctx, orig, gw, pf)
 		if err != nil {
 			retErr = err
-			h.degraded = append(h.degraded, issue{Reason: ReasonApplyFailed, Message: sanitize(err)})
+			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: sanitize(err)})
 		}
 	}
 	setStatus(gw, pf, known, h)
@@ -174,7 +174,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	var h health
 	var res ctrl.Result
 	if msg := r.Platform.ImageOverride(gw); msg != "" {
-		h.degraded = append(h.degraded, issue{Reason: ReasonImageOverrideNotAllowed, Message: msg})
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonImageOverrideNotAllowed, Message: msg})
 		return h, res, nil
 	}
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
@@ -182,7 +182,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	}
 	in, blocked := r.resolveInputs(gw, pf)
 	if blocked != nil {
-		if blocked.Reason == ReasonInstalling {
+		if blocked.Reason == openshellv1alpha1.GatewayReasonInstalling {
 			// The issuer is starting; rendering without it would roll the gateway twice.
 			h.waiting = append(h.waiting, *blocked)
 			return h, ctrl.Result{RequeueAfter: issuerStartPoll}, nil
@@ -231,12 +231,12 @@ func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf pr
 	if r.Issuer != nil {
 		ca := r.Issuer.CA()
 		if len(ca) == 0 {
-			return in, &issue{Reason: ReasonInstalling, Message: "waiting for the operator's OIDC issuer to serve"}
+			return in, &issue{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "waiting for the operator's OIDC issuer to serve"}
 		}
 		in.OIDC = &render.OIDC{Issuer: r.Issuer.URL, Audience: oidc.Audience(gw.Namespace, gw.Name), CAPEM: ca}
 	}
 	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
-		return in, &issue{Reason: ReasonRelatedImagesMissing,
+		return in, &issue{Reason: openshellv1alpha1.GatewayReasonRelatedImagesMissing,
 			Message: "the operator has no gateway or supervisor image: set RELATED_IMAGE_GATEWAY and RELATED_IMAGE_SUPERVISOR on its Deployment, or spec.managed.images"}
 	}
 	return in, nil

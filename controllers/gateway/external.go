@@ -18,20 +18,14 @@ import (
 // called: one small unauthenticated read per gateway per period.
 const externalHealthPeriod = time.Minute
 
-// Reasons of GatewayReachable for External gateways.
-const (
-	ReasonHealthy     = "Healthy"
-	ReasonUnreachable = "Unreachable"
-)
-
 // checkExternal calls the gateway's Health RPC and reports reachability.
 func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (health, ctrl.Result) {
 	var h health
 	res := ctrl.Result{RequeueAfter: externalHealthPeriod}
 	gw.Status.Endpoint = gw.Spec.External.Endpoint
 	unreachable := func(msg string) (health, ctrl.Result) {
-		gwstatus.SetCondition(gw, ConditionGatewayReachable, metav1.ConditionFalse, ReasonUnreachable, msg)
-		h.degraded = append(h.degraded, issue{Reason: ReasonUnreachable, Message: msg})
+		gwstatus.SetCondition(gw, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonUnreachable, msg)
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonUnreachable, Message: msg})
 		return h, ctrl.Result{RequeueAfter: 10 * time.Second}
 	}
 	if r.Gateways == nil {
@@ -49,7 +43,7 @@ func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.Op
 		return unreachable("the gateway reports " + resp.Status.String())
 	}
 	gw.Status.Version = resp.Version
-	gwstatus.SetCondition(gw, ConditionGatewayReachable, metav1.ConditionTrue, ReasonHealthy, "Health RPC answered HEALTHY")
+	gwstatus.SetCondition(gw, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonHealthy, "Health RPC answered HEALTHY")
 	h.ready = "the external gateway answers its Health RPC"
 	return h, res
 }

@@ -166,9 +166,9 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 
 	// Waiting for certificates, a router and pods.
 	g.Eventually(func(g Gomega) {
-		g.Expect(cond(g, c, gw, gateway.ConditionTLSReady).Reason).To(Equal(gateway.ReasonCertificatesPending))
-		g.Expect(cond(g, c, gw, gateway.ConditionSCCReady).Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Reason).To(Equal("NotAdmitted"))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady).Reason).To(Equal(openshellv1alpha1.GatewayReasonCertificatesPending))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionRouteAdmitted).Reason).To(Equal("NotAdmitted"))
 		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionFalse))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 
@@ -184,10 +184,10 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	markStatefulSetReady(ctx, g, c, ns)
 
 	g.Eventually(func(g Gomega) {
-		tls := cond(g, c, gw, gateway.ConditionTLSReady)
+		tls := cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady)
 		g.Expect(tls.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(tls.Message).To(ContainSubstring("issued by cert-manager; the earliest expires at"))
-		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionRouteAdmitted).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionTrue))
 		cur := &openshellv1alpha1.OpenShellGateway{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
@@ -320,11 +320,11 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	var ca, server, client1 *x509.Certificate
 	g.Eventually(func(g Gomega) {
 		ca, server, client1 = read(g, "openshell-ca-tls"), read(g, "openshell-server-tls"), read(g, "openshell-client-tls")
-		tls := cond(g, c, gw, gateway.ConditionTLSReady)
+		tls := cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady)
 		g.Expect(tls.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(tls.Message).To(ContainSubstring("issued by built-in PKI"))
-		g.Expect(cond(g, c, gw, gateway.ConditionRouteAdmitted).Reason).To(Equal("RouteAPIUnavailable"))
-		g.Expect(cond(g, c, gw, gateway.ConditionSCCReady).Reason).To(Equal("NotApplicable"))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionRouteAdmitted).Reason).To(Equal("RouteAPIUnavailable"))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady).Reason).To(Equal("NotApplicable"))
 	}).WithTimeout(15 * time.Second).Should(Succeed())
 	// The finalizer write does not make the first status patch conflict.
 	g.Expect(framework.ReconcileErrors("openshellgateway")).To(Equal(errorsBefore), "reconcile errors while installing a new gateway")
@@ -361,8 +361,8 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt", Kind: "ClusterIssuer", Group: "cert-manager.io"}
 	})
 	g.Eventually(func(g Gomega) {
-		tls := cond(g, c, gw, gateway.ConditionTLSReady)
-		g.Expect(tls.Reason).To(Equal(gateway.ReasonCertManagerRequired))
+		tls := cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady)
+		g.Expect(tls.Reason).To(Equal(openshellv1alpha1.GatewayReasonCertManagerRequired))
 		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionTrue))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }

@@ -26,21 +26,21 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
-			return workload{Reason: ReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
+			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas
 	} else {
 		s := &appsv1.StatefulSet{}
 		if err := r.Client.Get(ctx, key, s); err != nil {
-			return workload{Reason: ReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
+			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas
 	}
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	if observed < gen || updated < want || ready < want {
-		return workload{Reason: ReasonInstalling, Message: msg + " (rolling out)"}, nil
+		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)"}, nil
 	}
-	return workload{Ready: true, Reason: ReasonWorkloadReady, Message: msg}, nil
+	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg}, nil
 }
 
 // routeState is what the Route's status says.
@@ -81,14 +81,6 @@ type tlsState struct {
 	Expires time.Time
 }
 
-// Reasons of the TLSReady condition.
-const (
-	ReasonCertificatesReady   = "CertificatesReady"
-	ReasonCertificatesPending = "CertificatesPending"
-	ReasonCertificateInvalid  = "CertificateInvalid"
-	ReasonCertManagerRequired = "CertManagerRequired"
-)
-
 func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, source render.TLSSource) (tlsState, error) {
 	n := render.NamesFor(gw)
 	names := []string{n.ServerTLS, n.ClientTLS}
@@ -101,21 +93,21 @@ func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenS
 		s := &corev1.Secret{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: name}, s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return tlsState{Reason: ReasonCertificatesPending, Message: fmt.Sprintf("waiting for %s to write Secret %s", source, name)}, nil
+				return tlsState{Reason: openshellv1alpha1.GatewayReasonCertificatesPending, Message: fmt.Sprintf("waiting for %s to write Secret %s", source, name)}, nil
 			}
 			return tlsState{}, fmt.Errorf("read secret %s: %w", name, err)
 		}
 		cert, err := pki.ParseCert(s.Data[pki.KeyCert])
 		if err != nil || len(s.Data[pki.KeyKey]) == 0 || (name != n.ServerExternal && len(s.Data[pki.KeyCA]) == 0) {
-			return tlsState{Reason: ReasonCertificateInvalid, Message: fmt.Sprintf("Secret %s does not hold a usable tls.crt, tls.key and ca.crt", name)}, nil
+			return tlsState{Reason: openshellv1alpha1.GatewayReasonCertificateInvalid, Message: fmt.Sprintf("Secret %s does not hold a usable tls.crt, tls.key and ca.crt", name)}, nil
 		}
 		if !now.Before(cert.NotAfter) {
-			return tlsState{Reason: ReasonCertificateInvalid, Message: fmt.Sprintf("the certificate in Secret %s expired at %s", name, cert.NotAfter.UTC().Format(time.RFC3339))}, nil
+			return tlsState{Reason: openshellv1alpha1.GatewayReasonCertificateInvalid, Message: fmt.Sprintf("the certificate in Secret %s expired at %s", name, cert.NotAfter.UTC().Format(time.RFC3339))}, nil
 		}
 		if expires.IsZero() || cert.NotAfter.Before(expires) {
 			expires = cert.NotAfter
 		}
 	}
-	return tlsState{Ready: true, Reason: ReasonCertificatesReady, Expires: expires,
+	return tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Expires: expires,
 		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}, nil
 }

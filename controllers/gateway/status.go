@@ -12,62 +12,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// Condition types owned by the gateway installer.
-const (
-	ConditionTLSReady         = "TLSReady"
-	ConditionRouteAdmitted    = "RouteAdmitted"
-	ConditionSCCReady         = "SCCReady"
-	ConditionGatewayReachable = openshellv1alpha1.ConditionGatewayReachable
-)
-
-// Reasons of the Available, Progressing and Degraded conditions.
-const (
-	// ReasonAgentSandboxUnavailable: the Agent Sandbox CRD is missing or unusable.
-	ReasonAgentSandboxUnavailable = "AgentSandboxUnavailable"
-	// ReasonKubernetesTooOld: the cluster is older than the supported minimum.
-	ReasonKubernetesTooOld = "KubernetesTooOld"
-	// ReasonAsExpected: nothing is degraded.
-	ReasonAsExpected = "AsExpected"
-	// ReasonInstalling: the managed gateway workload is being rolled out.
-	ReasonInstalling = "Installing"
-	// ReasonConnecting: the external gateway has not answered yet.
-	ReasonConnecting = "Connecting"
-	// ReasonWorkloadReady: the gateway serves requests.
-	ReasonWorkloadReady = "WorkloadReady"
-	// ReasonRelatedImagesMissing: the operator has no image to deploy.
-	ReasonRelatedImagesMissing = "RelatedImagesMissing"
-	// ReasonApplyFailed: an object could not be written.
-	ReasonApplyFailed = "ApplyFailed"
-	// ReasonNamespaceNotServed: the gateway is in a namespace where the
-	// operator does not reconcile gateways (a cluster admin designates
-	// them); nothing was installed or connected to.
-	ReasonNamespaceNotServed = "NamespaceNotServed"
-	// ReasonImageOverrideNotAllowed: spec.managed.images is set but the
-	// platform allows only the operator's RELATED_IMAGE_* operand images.
-	ReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
-)
-
-// Reasons of the RouteAdmitted and SCCReady conditions.
-const (
-	// ReasonRouteAPIUnavailable: route.openshift.io is not served (not OpenShift).
-	ReasonRouteAPIUnavailable = "RouteAPIUnavailable"
-	// ReasonRouteDisabled: spec.managed.route.enabled is false.
-	ReasonRouteDisabled = "RouteDisabled"
-	// ReasonRouteAdmitted: a router admitted the Route.
-	ReasonRouteAdmitted = "Admitted"
-	// ReasonRouteNotAdmitted: no router admitted the Route (yet).
-	ReasonRouteNotAdmitted = "NotAdmitted"
-	// ReasonSCCNotApplicable: security.openshift.io is not served; Pod
-	// Security admission applies instead.
-	ReasonSCCNotApplicable = "NotApplicable"
-	// ReasonSCCApplied: the narrow SCC is applied and granted to the
-	// sandbox ServiceAccount.
-	ReasonSCCApplied = "Applied"
-	// ReasonPrivilegedRequired: the Combined topology needs the privileged
-	// SCC, which the operator never grants.
-	ReasonPrivilegedRequired = "PrivilegedRequired"
-)
-
 // managedHealth derives the TLSReady, RouteAdmitted and SCCReady
 // conditions of a Managed gateway from what was observed, and the issues
 // the summary conditions (setStatus) are made of. Pure.
@@ -80,44 +24,44 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 
 	tls := o.tls
 	if render.ExternalIssuer(gw) != nil && in.TLS != render.TLSCertManager {
-		tls = tlsState{Reason: ReasonCertManagerRequired,
+		tls = tlsState{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
 			Message: "spec.managed.tls.issuerRef needs cert-manager, which is not installed: install the cert-manager Operator or remove issuerRef"}
 	}
 	switch {
 	case tls.Ready:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)
-	case tls.Reason == ReasonCertificatesPending:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)
+	case tls.Reason == openshellv1alpha1.GatewayReasonCertificatesPending:
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
 		h.waiting = append(h.waiting, issue{Reason: tls.Reason, Message: tls.Message})
 	default:
-		status.SetCondition(gw, ConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionTLSReady, metav1.ConditionFalse, tls.Reason, tls.Message)
 		h.degraded = append(h.degraded, issue{Reason: tls.Reason, Message: tls.Message})
 	}
 
 	switch {
 	case !pf.Route:
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteAPIUnavailable,
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionRouteAdmitted, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonRouteAPIUnavailable,
 			"route.openshift.io/v1 is not served: no Route is created; status.endpoint is the in-cluster Service address")
 	case !render.RouteEnabled(gw, in):
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteDisabled, "spec.managed.route.enabled is false")
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionRouteAdmitted, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonRouteDisabled, "spec.managed.route.enabled is false")
 	case o.route.Admitted:
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionTrue, ReasonRouteAdmitted, o.route.Message)
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionRouteAdmitted, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonRouteAdmitted, o.route.Message)
 	default:
-		status.SetCondition(gw, ConditionRouteAdmitted, metav1.ConditionFalse, ReasonRouteNotAdmitted, o.route.Message)
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionRouteAdmitted, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonRouteNotAdmitted, o.route.Message)
 	}
 
 	switch {
 	case !pf.SCC:
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, ReasonSCCNotApplicable,
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCNotApplicable,
 			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
 	case usesSCC:
 		n := render.NamesFor(gw)
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionTrue, ReasonSCCApplied,
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCApplied,
 			fmt.Sprintf("SecurityContextConstraints %s is applied and granted to ServiceAccount %s/%s", scc.Name, n.SandboxNamespace, n.SandboxSA))
 	default:
 		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
-		status.SetCondition(gw, ConditionSCCReady, metav1.ConditionFalse, ReasonPrivilegedRequired, msg)
-		h.degraded = append(h.degraded, issue{Reason: ReasonPrivilegedRequired, Message: msg})
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPrivilegedRequired, msg)
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonPrivilegedRequired, Message: msg})
 	}
 	return h
 }
@@ -162,10 +106,10 @@ func setStatus(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, know
 	}
 	var degraded []issue
 	if !pf.AgentSandbox.Available {
-		degraded = append(degraded, issue{ReasonAgentSandboxUnavailable, "sandboxes cannot be created: " + pf.AgentSandbox.Message, openshellv1alpha1.GatewayPhasePending})
+		degraded = append(degraded, issue{openshellv1alpha1.GatewayReasonAgentSandboxUnavailable, "sandboxes cannot be created: " + pf.AgentSandbox.Message, openshellv1alpha1.GatewayPhasePending})
 	}
 	if !pf.Kubernetes.Supported {
-		degraded = append(degraded, issue{ReasonKubernetesTooOld, pf.Kubernetes.Message, ""})
+		degraded = append(degraded, issue{openshellv1alpha1.GatewayReasonKubernetesTooOld, pf.Kubernetes.Message, ""})
 	}
 	degraded = append(degraded, h.degraded...)
 
@@ -185,14 +129,14 @@ func setStatus(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, know
 		}
 	case len(h.waiting) > 0:
 		w := h.waiting[0]
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing is degraded")
+		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAsExpected, "nothing is degraded")
 		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, w.Reason, w.Message)
 		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
 		gw.Status.Phase = openshellv1alpha1.GatewayPhaseInstalling
 	default:
-		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing is degraded")
-		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonWorkloadReady, h.ready)
-		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonWorkloadReady, h.ready)
+		set(openshellv1alpha1.ConditionDegraded, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAsExpected, "nothing is degraded")
+		set(openshellv1alpha1.ConditionAvailable, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonWorkloadReady, h.ready)
+		set(openshellv1alpha1.ConditionProgressing, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonWorkloadReady, h.ready)
 		gw.Status.Phase = openshellv1alpha1.GatewayPhaseAvailable
 	}
 }

@@ -20,9 +20,9 @@ func TestSetStatus(t *testing.T) {
 	oldKube := okCluster
 	oldKube.Kubernetes = preflight.EvaluateKubernetesVersion("v1.27.3")
 	ready := health{ready: "1/1 gateway replicas ready"}
-	rolling := health{waiting: []issue{{Reason: ReasonInstalling, Message: "0/1 gateway replicas ready"}}}
-	badTLS := health{degraded: []issue{{Reason: ReasonCertificateInvalid, Message: "expired"}},
-		waiting: []issue{{Reason: ReasonInstalling, Message: "rolling"}}}
+	rolling := health{waiting: []issue{{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "0/1 gateway replicas ready"}}}
+	badTLS := health{degraded: []issue{{Reason: openshellv1alpha1.GatewayReasonCertificateInvalid, Message: "expired"}},
+		waiting: []issue{{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "rolling"}}}
 
 	for name, tt := range map[string]struct {
 		pf                            preflight.Result
@@ -35,15 +35,15 @@ func TestSetStatus(t *testing.T) {
 		"before first probe": {preflight.Result{}, false, ready, openshellv1alpha1.GatewayPhasePending,
 			metav1.ConditionUnknown, metav1.ConditionUnknown, metav1.ConditionTrue, preflight.ReasonPreflightPending},
 		"agent sandbox missing": {noCRD, true, ready, openshellv1alpha1.GatewayPhasePending,
-			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, ReasonAgentSandboxUnavailable},
+			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAgentSandboxUnavailable},
 		"kubernetes too old": {oldKube, true, ready, openshellv1alpha1.GatewayPhaseDegraded,
-			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, ReasonKubernetesTooOld},
+			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonKubernetesTooOld},
 		"installing": {okCluster, true, rolling, openshellv1alpha1.GatewayPhaseInstalling,
-			metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, ReasonInstalling},
+			metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonInstalling},
 		"degraded while rolling": {okCluster, true, badTLS, openshellv1alpha1.GatewayPhaseDegraded,
-			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionTrue, ReasonCertificateInvalid},
+			metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonCertificateInvalid},
 		"ready": {okCluster, true, ready, openshellv1alpha1.GatewayPhaseAvailable,
-			metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, ReasonWorkloadReady},
+			metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonWorkloadReady},
 	} {
 		t.Run(name, func(t *testing.T) {
 			gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Generation: 2}}

@@ -25,12 +25,6 @@ import (
 // Finalizer keeps a referenced policy until no sandbox uses it.
 const Finalizer = "openshell.ai/policy-in-use"
 
-// Reasons of the Ready condition.
-const (
-	ReasonValid = "Valid"
-	ReasonInUse = "InUse"
-)
-
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/finalizers,verbs=update
@@ -67,10 +61,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if !p.DeletionTimestamp.IsZero() && len(users) > 0 {
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInUse,
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.PolicyReasonInUse,
 			"deletion waits until no sandbox references this policy: "+strings.Join(users, ", "))
 	} else {
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonValid,
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.PolicyReasonValid,
 			fmt.Sprintf("used by %d sandbox(es)", len(users)))
 	}
 	p.Status.SandboxCount = int32(len(users))

@@ -131,7 +131,7 @@ func TestReconcileUnusedPolicy(t *testing.T) {
 	if p.Status.SandboxCount != 0 || p.Status.ObservedGeneration != 3 {
 		t.Errorf("status count=%d observedGeneration=%d, want 0 and 3", p.Status.SandboxCount, p.Status.ObservedGeneration)
 	}
-	checkReady(t, p, metav1.ConditionTrue, ReasonValid, "used by 0 sandbox(es)")
+	checkReady(t, p, metav1.ConditionTrue, openshellv1alpha1.PolicyReasonValid, "used by 0 sandbox(es)")
 }
 
 func TestReconcileCountsUsersAndHoldsFinalizer(t *testing.T) {
@@ -156,7 +156,7 @@ func TestReconcileCountsUsersAndHoldsFinalizer(t *testing.T) {
 	if p.Status.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration = %d, want 3", p.Status.ObservedGeneration)
 	}
-	checkReady(t, p, metav1.ConditionTrue, ReasonValid, "used by 2 sandbox(es)")
+	checkReady(t, p, metav1.ConditionTrue, openshellv1alpha1.PolicyReasonValid, "used by 2 sandbox(es)")
 
 	// Steady state: nothing changed, nothing written.
 	before, writes := p.ResourceVersion, *e.writes
@@ -179,7 +179,7 @@ func TestReconcileCountsUsersAndHoldsFinalizer(t *testing.T) {
 	if p.Status.SandboxCount != 0 {
 		t.Errorf("sandboxCount = %d, want 0", p.Status.SandboxCount)
 	}
-	checkReady(t, p, metav1.ConditionTrue, ReasonValid, "used by 0 sandbox(es)")
+	checkReady(t, p, metav1.ConditionTrue, openshellv1alpha1.PolicyReasonValid, "used by 0 sandbox(es)")
 }
 
 func TestReconcileKeepsOtherFinalizers(t *testing.T) {
@@ -212,7 +212,7 @@ func TestDeletionWaitsWhileInUse(t *testing.T) {
 	if p.Status.SandboxCount != 2 {
 		t.Errorf("sandboxCount = %d, want 2", p.Status.SandboxCount)
 	}
-	checkReady(t, p, metav1.ConditionFalse, ReasonInUse, "no sandbox references this policy: a, b")
+	checkReady(t, p, metav1.ConditionFalse, openshellv1alpha1.PolicyReasonInUse, "no sandbox references this policy: a, b")
 
 	// Steady state while waiting.
 	before, writes := p.ResourceVersion, *e.writes
@@ -230,7 +230,7 @@ func TestDeletionWaitsWhileInUse(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(p, Finalizer) || p.Status.SandboxCount != 1 {
 		t.Fatalf("finalizers=%v count=%d, want held and 1", p.Finalizers, p.Status.SandboxCount)
 	}
-	checkReady(t, p, metav1.ConditionFalse, ReasonInUse, "this policy: b")
+	checkReady(t, p, metav1.ConditionFalse, openshellv1alpha1.PolicyReasonInUse, "this policy: b")
 
 	// No user left: the finalizer goes and the policy with it.
 	if err := e.c.Delete(ctx, sandbox(ns, "b", "p")); err != nil {
@@ -263,7 +263,7 @@ func TestDeletingPolicyIsNotGivenTheFinalizer(t *testing.T) {
 	if controllerutil.ContainsFinalizer(p, Finalizer) {
 		t.Errorf("deleting policy got the in-use finalizer: %v", p.Finalizers)
 	}
-	checkReady(t, p, metav1.ConditionFalse, ReasonInUse, "this policy: a")
+	checkReady(t, p, metav1.ConditionFalse, openshellv1alpha1.PolicyReasonInUse, "this policy: a")
 
 	// Steady state: no write at all.
 	before, writes, statusWrites := p, *e.writes, *e.statusWrites

@@ -44,15 +44,6 @@ import (
 // Finalizer deletes the provider at its gateways first.
 const Finalizer = "openshell.ai/provider-cleanup"
 
-// Reasons of the Ready condition.
-const (
-	ReasonSynced         = "Synced"
-	ReasonUnused         = "Unused"
-	ReasonSecretNotFound = "SecretNotFound"
-	ReasonGatewayError   = "GatewayError"
-	ReasonInUse          = "AttachedAtGateway"
-)
-
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/finalizers,verbs=update
@@ -165,7 +156,7 @@ func (r *Reconciler) credentials(ctx context.Context, p *openshellv1alpha1.OpenS
 func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, nsUID types.UID,
 	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (ctrl.Result, error) {
 	if len(needed) == 0 && len(refused) == 0 {
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonUnused, "no sandbox attaches this provider yet")
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonUnused, "no sandbox attaches this provider yet")
 		return ctrl.Result{}, nil
 	}
 	if len(needed) == 0 {
@@ -174,7 +165,7 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	}
 	creds, secretRV, err := r.credentials(ctx, p)
 	if err != nil {
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonSecretNotFound, credentialsError(p, err))
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonSecretNotFound, credentialsError(p, err))
 		return ctrl.Result{}, nil
 	}
 	var failed []string
@@ -196,13 +187,13 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
 		return ctrl.Result{}, nil
 	case len(failed) > 0:
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonGatewayError, strings.Join(failed, "; "))
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonGatewayError, strings.Join(failed, "; "))
 		return ctrl.Result{RequeueAfter: pushRetry}, nil
 	case len(refused) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
 		return ctrl.Result{}, nil
 	}
-	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
+	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
 	return ctrl.Result{}, nil
 }
@@ -342,7 +333,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 		}
 		if err != nil {
 			left = append(left, e)
-			status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInUse,
+			status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonAttachedAtGateway,
 				"waiting to delete the provider at "+e.Gateway+": "+grpcstatus.Convert(err).Message())
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
 
-// Decision reasons. They are the reasons of the ImageAllowed condition and
-// prefix admission messages; they never change meaning.
+// Reasons of an OpenShellSandbox's ImageAllowed (the image-policy
+// decision). They also prefix admission messages; they never change meaning.
 const (
 	// ReasonAllowed: an OpenShellImagePolicy allows the image.
 	ReasonAllowed = "Allowed"

@@ -2,13 +2,21 @@ package preflight
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
 
 // Condition types the preflight result sets on every OpenShellGateway.
 const (
-	ConditionAgentSandboxAvailable      = "AgentSandboxAvailable"
-	ConditionCertManagerAvailable       = "CertManagerAvailable"
-	ConditionRouteAPIAvailable          = "RouteAPIAvailable"
+	// ConditionAgentSandboxAvailable is True when the agents.x-k8s.io
+	// Sandbox CRD is established and serves a supported version.
+	ConditionAgentSandboxAvailable = openshellv1alpha1.ConditionAgentSandboxAvailable
+	// ConditionCertManagerAvailable is True when cert-manager.io/v1 is served.
+	ConditionCertManagerAvailable = "CertManagerAvailable"
+	// ConditionRouteAPIAvailable is True when route.openshift.io/v1 is served.
+	ConditionRouteAPIAvailable = "RouteAPIAvailable"
+	// ConditionKubernetesVersionSupported is True when the cluster is at
+	// least the supported minimum.
 	ConditionKubernetesVersionSupported = "KubernetesVersionSupported"
 )
 
@@ -20,9 +28,10 @@ const (
 	ReasonNotInstalled = "NotInstalled"
 	// ReasonNotOpenShift means the Route API is absent (vanilla Kubernetes).
 	ReasonNotOpenShift = "NotOpenShift"
-	// ReasonSupported and ReasonTooOld judge the Kubernetes version.
+	// ReasonSupported means the Kubernetes version is supported.
 	ReasonSupported = "Supported"
-	ReasonTooOld    = "TooOld"
+	// ReasonTooOld means the Kubernetes version is below the minimum.
+	ReasonTooOld = "TooOld"
 )
 
 // Condition is a condition without bookkeeping fields; callers stamp the

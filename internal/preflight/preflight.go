@@ -49,11 +49,17 @@ var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
 
 // Reasons of the AgentSandboxAvailable condition.
 const (
-	ReasonAvailable          = "Available"
-	ReasonCRDNotFound        = "CRDNotFound"
-	ReasonCRDNotEstablished  = "CRDNotEstablished"
+	// ReasonAvailable means the API is served (also of CertManagerAvailable
+	// and RouteAPIAvailable).
+	ReasonAvailable = "Available"
+	// ReasonCRDNotFound means the CRD is not installed.
+	ReasonCRDNotFound = "CRDNotFound"
+	// ReasonCRDNotEstablished means the CRD exists but is not established yet.
+	ReasonCRDNotEstablished = "CRDNotEstablished"
+	// ReasonNoSupportedVersion means the CRD serves no version the operator can drive.
 	ReasonNoSupportedVersion = "NoSupportedVersion"
-	ReasonProbeFailed        = "ProbeFailed"
+	// ReasonProbeFailed means discovery failed; the probe is retried.
+	ReasonProbeFailed = "ProbeFailed"
 )
 
 // AgentSandbox is what is known about the sandboxes.agents.x-k8s.io CRD.
