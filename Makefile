@@ -68,8 +68,8 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
 	$(MAKE) generate manifests bundle catalog
-	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gateway/pb docs/conditions.md)" ]; then \
-		git status --short -- api config bundle bundle.Dockerfile catalog internal/gateway/pb docs/conditions.md; git --no-pager diff --stat -- api config bundle catalog internal/gateway/pb docs/conditions.md; \
+	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gatewayapi/pb docs/conditions.md)" ]; then \
+		git status --short -- api config bundle bundle.Dockerfile catalog internal/gatewayapi/pb docs/conditions.md; git --no-pager diff --stat -- api config bundle catalog internal/gatewayapi/pb docs/conditions.md; \
 		echo "generated files are stale: run 'make generate manifests bundle catalog' and commit"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 

@@ -15,7 +15,7 @@ import (
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
-	gwclient "github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
@@ -61,7 +61,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	rec := mgr.GetEventRecorder(EventSource)
 	c := mgr.GetClient()
 	api := mgr.GetAPIReader()
-	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gwclient.NewPool(), Issuer: opts.Issuer}
+	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gatewayapi.NewPool(), Issuer: opts.Issuer}
 	// Secrets are watched by metadata only, in a cache of their own: the
 	// manager's Secret cache holds only the operator's own Secrets.
 	secretMeta, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	gwstatus "github.com/openshell/openshell-operator/internal/status"
 )
 

@@ -32,11 +32,11 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -287,7 +287,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		if err != nil {
 			return entry, err
 		}
-		if !gateway.OwnedBy(got.GetProvider().GetMetadata().GetLabels(), owner) {
+		if !sandboxspec.OwnedBy(got.GetProvider().GetMetadata().GetLabels(), owner) {
 			return entry, &gwconn.ConflictError{Kind: "provider", Name: p.Name, Workspace: ws, Gateway: gwconn.Key(gw)}
 		}
 	}
@@ -308,8 +308,8 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 // ownerLabels mark a gateway provider as created for this OpenShellProvider
 // in this namespace incarnation.
 func ownerLabels(p *openshellv1alpha1.OpenShellProvider, nsUID types.UID) map[string]string {
-	l := gateway.WorkspaceLabels(p.Namespace, nsUID)
-	l[gateway.LabelOwnerUID] = string(p.UID)
+	l := sandboxspec.WorkspaceLabels(p.Namespace, nsUID)
+	l[sandboxspec.LabelOwnerUID] = string(p.UID)
 	return l
 }
 

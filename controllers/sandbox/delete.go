@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -106,7 +106,7 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	if err != nil {
 		return false, "", err
 	}
-	req := &openshellv1.GetSandboxRequest{Name: gateway.SandboxName(sb.Namespace, sb.Name), Workspace: gateway.WorkspaceName(sb.Namespace, ns.UID)}
+	req := &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(sb.Namespace, sb.Name), Workspace: sandboxspec.WorkspaceName(sb.Namespace, ns.UID)}
 	got, err := conn.GetSandbox(ctx, req)
 	if grpcstatus.Code(err) == codes.NotFound {
 		return true, sb.Status.SandboxID, nil
@@ -114,7 +114,7 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	if err != nil {
 		return false, "", err
 	}
-	if got.Sandbox.GetMetadata().GetLabels()[gateway.LabelOwnerUID] != string(sb.UID) {
+	if got.Sandbox.GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID] != string(sb.UID) {
 		// Not ours (never created, or another object's): nothing to delete.
 		return true, sb.Status.SandboxID, nil
 	}

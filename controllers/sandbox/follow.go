@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
 
 // followers stream WatchSandbox for sandboxes that are still moving
@@ -50,7 +50,7 @@ func (f *followers) snapshot(key types.NamespacedName, id string) *openshellv1.S
 }
 
 // ensure starts a stream for sandbox id unless one runs.
-func (f *followers) ensure(key types.NamespacedName, conn *gateway.Client, id string) {
+func (f *followers) ensure(key types.NamespacedName, conn *gatewayapi.Client, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.active[key]; ok {
@@ -75,7 +75,7 @@ func (f *followers) stop(key types.NamespacedName) {
 	delete(f.latest, key)
 }
 
-func (f *followers) run(ctx context.Context, key types.NamespacedName, conn *gateway.Client, id string) {
+func (f *followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, id string) {
 	defer func() {
 		f.mu.Lock()
 		if cur, ok := f.active[key]; ok && cur.id == id {

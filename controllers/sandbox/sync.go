@@ -17,11 +17,12 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -61,13 +62,13 @@ type gatewaySandbox struct {
 
 // desired renders the gateway sandbox for sb in workspace ws. Pure.
 func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (gatewaySandbox, error) {
-	d := gatewaySandbox{name: gateway.SandboxName(sb.Namespace, sb.Name), workspace: ws, specHash: gateway.ImmutableHash(sb)}
+	d := gatewaySandbox{name: sandboxspec.SandboxName(sb.Namespace, sb.Name), workspace: ws, specHash: sandboxspec.ImmutableHash(sb)}
 	if sb.Spec.PolicyRef != nil && obs.policy != nil {
-		d.policy = gateway.Policy(obs.policy.Spec)
-		d.policyHash = gateway.Hash(d.policy)
+		d.policy = sandboxspec.Policy(obs.policy.Spec)
+		d.policyHash = sandboxspec.Hash(d.policy)
 	}
 	d.providers = slices.Sorted(slices.Values(sb.Spec.Providers))
-	spec, err := gateway.SandboxSpec(sb, gateway.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers})
+	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers})
 	if err != nil {
 		return d, fmt.Errorf("render sandbox spec: %w", err)
 	}
@@ -152,7 +153,7 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 
 // drive runs the step nextStep chooses, then applies mutable changes in
 // place and follows the gateway's phase.
-func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox) (ctrl.Result, error) {
+func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox) (ctrl.Result, error) {
 	var current *openshellv1.Sandbox
 	switch nextStep(sb.Status, d) {
 	case stepRecreate:
@@ -164,7 +165,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 		}
 		current = cur
 	}
-	for _, apply := range []func(context.Context, *gateway.Client, *openshellv1alpha1.OpenShellSandbox, gatewaySandbox) (bool, outcome, error){
+	for _, apply := range []func(context.Context, *gatewayapi.Client, *openshellv1alpha1.OpenShellSandbox, gatewaySandbox) (bool, outcome, error){
 		r.applyPolicy, r.reconcileProviders,
 	} {
 		changed, o, err := apply(ctx, conn, sb, d)
@@ -180,7 +181,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gateway.Client, sb *opensh
 
 // recreate deletes the gateway sandbox after an immutable change; the next
 // reconciles wait until the name is free and create it anew.
-func (r *Reconciler) recreate(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (ctrl.Result, error) {
+func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (ctrl.Result, error) {
 	if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: d.name, Workspace: d.workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
 		return ctrl.Result{}, fmt.Errorf("delete sandbox for recreation: %w", err)
 	}
@@ -195,10 +196,10 @@ func (r *Reconciler) recreate(ctx context.Context, conn *gateway.Client, sb *ope
 
 // createOrAdopt creates the gateway sandbox, or adopts the one of its name
 // that carries this object's UID (a create whose status write was lost).
-func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
+func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
 	resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: d.name, Workspace: d.workspace, Spec: d.spec,
-		Labels:      map[string]string{gateway.LabelOwnerUID: string(sb.UID)},
-		Annotations: map[string]string{gateway.AnnotationNamespace: sb.Namespace, gateway.AnnotationName: sb.Name}})
+		Labels:      map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)},
+		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}})
 	var current *openshellv1.Sandbox
 	switch code := grpcstatus.Code(err); {
 	case err == nil:
@@ -229,14 +230,14 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gateway.Client, sb
 // adopt reads the gateway sandbox of our name after ALREADY_EXISTS: ours
 // (by UID) is adopted, another's is a NameConflict, a deleting one is
 // waited for.
-func (r *Reconciler) adopt(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
+func (r *Reconciler) adopt(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
 	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
 	switch {
 	case grpcstatus.Code(err) == codes.NotFound:
 		return nil, stopWith(ctrl.Result{RequeueAfter: nameFreePoll}), nil // the old one just went
 	case err != nil:
 		return nil, outcome{}, err
-	case got.Sandbox.Metadata.Labels[gateway.LabelOwnerUID] != string(sb.UID):
+	case got.Sandbox.Metadata.Labels[sandboxspec.LabelOwnerUID] != string(sb.UID):
 		setSyncFailure(sb, openshellv1alpha1.SandboxReasonNameConflict,
 			fmt.Sprintf("gateway sandbox %s in workspace %s exists and does not belong to this OpenShellSandbox (UID %s)", d.name, d.workspace, sb.UID))
 		return nil, stopWith(ctrl.Result{}), nil
@@ -247,7 +248,7 @@ func (r *Reconciler) adopt(ctx context.Context, conn *gateway.Client, sb *opensh
 }
 
 // applyPolicy updates the policy in place when it changed.
-func (r *Reconciler) applyPolicy(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
+func (r *Reconciler) applyPolicy(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
 	if d.policy == nil || sb.Status.AppliedPolicyHash == d.policyHash {
 		return false, outcome{}, nil
 	}
@@ -265,7 +266,7 @@ func (r *Reconciler) applyPolicy(ctx context.Context, conn *gateway.Client, sb *
 }
 
 // reconcileProviders attaches and detaches providers to match the spec.
-func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
+func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
 	attached := slices.Sorted(slices.Values(sb.Status.AttachedProviders))
 	if slices.Equal(attached, d.providers) {
 		return false, outcome{}, nil
@@ -293,7 +294,7 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gateway.Clien
 // reconcile, which in steady state means once per cache resync: that read
 // is what notices a gateway that lost the sandbox (a new database) and
 // recreates it.
-func (r *Reconciler) observePhase(ctx context.Context, conn *gateway.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox,
+func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox,
 	current *openshellv1.Sandbox) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(sb)
 	if current == nil {

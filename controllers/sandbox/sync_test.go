@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
 func sandboxWith(mutate func(*openshellv1alpha1.OpenShellSandbox)) *openshellv1alpha1.OpenShellSandbox {
@@ -40,7 +40,7 @@ func TestDesired(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.name != gateway.SandboxName("team-a", "agent") || d.workspace != "ws-0123456789abcdef" {
+			if d.name != sandboxspec.SandboxName("team-a", "agent") || d.workspace != "ws-0123456789abcdef" {
 				t.Errorf("names: %s in %s", d.name, d.workspace)
 			}
 			if (d.policy != nil) != tc.wantPolicy || (d.policyHash != "") != tc.wantPolicy {
@@ -52,7 +52,7 @@ func TestDesired(t *testing.T) {
 			if len(tc.providers) > 0 && (len(d.providers) != len(tc.providers) || d.providers[0] != tc.providers[0]) {
 				t.Errorf("providers %v, want %v", d.providers, tc.providers)
 			}
-			if d.specHash != gateway.ImmutableHash(tc.sb) {
+			if d.specHash != sandboxspec.ImmutableHash(tc.sb) {
 				t.Error("specHash is not the sandbox's immutable hash")
 			}
 		})

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
@@ -38,7 +38,7 @@ type Resolver struct {
 	// APIReader reads Secrets the operator does not label (External CA and
 	// credentials) without caching them.
 	APIReader client.Reader
-	Pool      *gateway.Pool
+	Pool      *gatewayapi.Pool
 	// Issuer is the operator's OIDC issuer; nil when not configured.
 	Issuer *oidc.Issuer
 	// TokenHTTPClient calls External identity providers' token endpoints
@@ -54,7 +54,7 @@ type Resolver struct {
 	Now func() time.Time
 
 	mu     sync.Mutex
-	tokens map[string]gateway.TokenSource
+	tokens map[string]gatewayapi.TokenSource
 	cas    map[string]cachedCA
 	// workspaces are the workspaces verified at each gateway.
 	workspaces workspaces
@@ -69,7 +69,7 @@ type cachedCA struct {
 func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }
 
 // Connect returns a connected client for the gateway.
-func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gateway.Client, error) {
+func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
 	t, err := r.target(ctx, gw)
 	if err != nil {
 		return nil, err
@@ -96,31 +96,31 @@ func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
 	})
 }
 
-func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gateway.Target, error) {
+func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.Target, error) {
 	if gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
 		ext := gw.Spec.External
 		if ext == nil {
-			return gateway.Target{}, fmt.Errorf("spec.external is not set")
+			return gatewayapi.Target{}, fmt.Errorf("spec.external is not set")
 		}
 		ca, err := r.externalCA(ctx, gw, ext.CASecretRef.Name, ext.CASecretRef.Key)
 		if err != nil {
-			return gateway.Target{}, err
+			return gatewayapi.Target{}, err
 		}
 		ts, err := r.tokenSource(ctx, gw)
 		if err != nil {
-			return gateway.Target{}, err
+			return gatewayapi.Target{}, err
 		}
-		return gateway.Target{Endpoint: ext.Endpoint, ServerName: ext.ServerName, CAPEM: ca, Tokens: ts}, nil
+		return gatewayapi.Target{Endpoint: ext.Endpoint, ServerName: ext.ServerName, CAPEM: ca, Tokens: ts}, nil
 	}
 	ca, err := r.secretKey(ctx, r.Client, gw.Namespace, render.NamesFor(gw).ServerTLS, "ca.crt")
 	if err != nil {
-		return gateway.Target{}, err
+		return gatewayapi.Target{}, err
 	}
 	ts, err := r.tokenSource(ctx, gw)
 	if err != nil {
-		return gateway.Target{}, err
+		return gatewayapi.Target{}, err
 	}
-	return gateway.Target{Endpoint: render.InternalEndpoint(gw), CAPEM: ca, Tokens: ts}, nil
+	return gatewayapi.Target{Endpoint: render.InternalEndpoint(gw), CAPEM: ca, Tokens: ts}, nil
 }
 
 // externalCA reads an External gateway's CA Secret at most once per
@@ -169,16 +169,16 @@ func (r *Resolver) secretKey(ctx context.Context, reader client.Reader, ns, name
 
 // tokenSource is the client-credentials grant when an External gateway
 // names a credentials Secret, and the operator's own issuer otherwise.
-func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gateway.TokenSource, error) {
+func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.TokenSource, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tokens == nil {
-		r.tokens = map[string]gateway.TokenSource{}
+		r.tokens = map[string]gatewayapi.TokenSource{}
 	}
 	if ts, ok := r.tokens[Key(gw)]; ok {
 		return ts, nil
 	}
-	var ts gateway.TokenSource
+	var ts gatewayapi.TokenSource
 	if ext := gw.Spec.External; ext != nil && ext.CredentialsSecretRef != nil {
 		s := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, s); err != nil {

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
@@ -78,7 +78,7 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
 			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
 	).Build()
-	r := &gwconn.Resolver{Client: k, APIReader: k, Pool: gateway.NewPool(), TokenHTTPClient: srv.Client()}
+	r := &gwconn.Resolver{Client: k, APIReader: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
 	conn, err := r.Connect(context.Background(), obj)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestExternalCAIsReadOncePerRefresh(t *testing.T) {
 	).Build()
 	api := &countingReader{Reader: k}
 	now := time.Unix(1_800_000_000, 0)
-	r := &gwconn.Resolver{Client: k, APIReader: api, Pool: gateway.NewPool(), CARefresh: time.Minute, Now: func() time.Time { return now }}
+	r := &gwconn.Resolver{Client: k, APIReader: api, Pool: gatewayapi.NewPool(), CARefresh: time.Minute, Now: func() time.Time { return now }}
 	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1",

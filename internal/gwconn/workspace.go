@@ -10,8 +10,9 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
 // ConflictError says that a workspace or provider of the name the operator
@@ -55,13 +56,13 @@ type workspaces struct {
 // one lookup: after an operator restart every sandbox of a namespace
 // reconciles at once, and the gateway should see one read, not a burst of
 // CreateWorkspace calls answered AlreadyExists.
-func (r *Resolver) EnsureWorkspace(ctx context.Context, conn *gateway.Client, gatewayKey, namespace string, uid types.UID) (string, error) {
-	ws := gateway.WorkspaceName(namespace, uid)
+func (r *Resolver) EnsureWorkspace(ctx context.Context, conn *gatewayapi.Client, gatewayKey, namespace string, uid types.UID) (string, error) {
+	ws := sandboxspec.WorkspaceName(namespace, uid)
 	key := gatewayKey + "/" + ws
 	if _, ok := r.workspaces.known.Load(key); ok {
 		return ws, nil
 	}
-	want := gateway.WorkspaceLabels(namespace, uid)
+	want := sandboxspec.WorkspaceLabels(namespace, uid)
 	_, err, _ := r.workspaces.lookups.Do(key, func() (any, error) {
 		if _, ok := r.workspaces.known.Load(key); ok {
 			return nil, nil
@@ -77,7 +78,7 @@ func (r *Resolver) EnsureWorkspace(ctx context.Context, conn *gateway.Client, ga
 		if err != nil {
 			return nil, fmt.Errorf("ensure workspace %s: %w", ws, err)
 		}
-		if got != nil && !gateway.OwnedBy(got.GetWorkspace().GetMetadata().GetLabels(), want) {
+		if got != nil && !sandboxspec.OwnedBy(got.GetWorkspace().GetMetadata().GetLabels(), want) {
 			return nil, &ConflictError{Kind: "workspace", Name: ws, Gateway: gatewayKey}
 		}
 		r.workspaces.known.Store(key, struct{}{})

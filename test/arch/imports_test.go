@@ -16,6 +16,7 @@ import (
 const module = "github.com/openshell/openshell-operator/"
 
 type pkg struct {
+	Name       string
 	ImportPath string
 	Imports    []string
 }
@@ -23,7 +24,7 @@ type pkg struct {
 // packages lists the module's packages (not tests) with their imports.
 func packages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...")
+	cmd := exec.Command("go", "list", "-json=Name,ImportPath,Imports", "./...")
 	cmd.Dir = framework.RepoRoot()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -83,6 +84,21 @@ func TestDependenciesPointDown(t *testing.T) {
 				t.Errorf("%s imports test support %s", rel, irel)
 			}
 		}
+	}
+}
+
+// TestInternalPackageNamesAreUnique: a name used twice under internal/
+// forces an alias at every call site that imports both.
+func TestInternalPackageNamesAreUnique(t *testing.T) {
+	seen := map[string]string{}
+	for _, p := range packages(t) {
+		if !strings.HasPrefix(p.ImportPath, module+"internal/") || strings.Contains(p.ImportPath, "/pb/") {
+			continue
+		}
+		if other, ok := seen[p.Name]; ok {
+			t.Errorf("package name %s is used by %s and %s", p.Name, other, p.ImportPath)
+		}
+		seen[p.Name] = p.ImportPath
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -106,7 +106,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	g.Expect(pod.Spec.InitContainers).NotTo(BeEmpty(), "the sandbox pod has the sidecar shape")
 	tenantNS := &corev1.Namespace{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
-	ws, name := gateway.WorkspaceName(tenant, tenantNS.UID), gateway.SandboxName(tenant, sb.Name)
+	ws, name := sandboxspec.WorkspaceName(tenant, tenantNS.UID), sandboxspec.SandboxName(tenant, sb.Name)
 	g.Expect(cur.Status.Workspace).To(Equal(ws))
 	g.Expect(cur.Status.GatewaySandboxName).To(Equal(name))
 	g.Expect(st.Gateway.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}))
@@ -198,12 +198,12 @@ func TestSandboxLifecycle(t *testing.T) {
 			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected))
 			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(imagepolicy.ReasonImageNotMirrored))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(gateway.SandboxName(tenant, "unmirrored")))
+		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(sandboxspec.SandboxName(tenant, "unmirrored")))
 	})
 
 	t.Run("a gateway sandbox that is not ours is never adopted", func(t *testing.T) {
 		g := NewWithT(t)
-		st.Gateway.SeedSandbox(ws, gateway.SandboxName(tenant, "squatter"), map[string]string{gateway.LabelOwnerUID: "someone-else"})
+		st.Gateway.SeedSandbox(ws, sandboxspec.SandboxName(tenant, "squatter"), map[string]string{sandboxspec.LabelOwnerUID: "someone-else"})
 		sq := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "squatter", Namespace: tenant},
 			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: sb.Spec.GatewayRef}}
 		g.Expect(c.Create(ctx, sq)).To(Succeed())

@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -129,7 +129,7 @@ func (tn *tenancySuite) finalizerProtected(t *testing.T) {
 		"may not remove finalizer openshell.ai/provider-cleanup")
 
 	// Deleting goes through the operator, which cleans up at the gateway.
-	ws := gateway.WorkspaceName(ns, namespaceUID(ctx, g, ns))
+	ws := sandboxspec.WorkspaceName(ns, namespaceUID(ctx, g, ns))
 	g.Expect(tn.st.Gateway.SandboxNames(ws)).To(HaveLen(1))
 	g.Expect(as(t, "dave").Delete(ctx, sb)).To(Succeed())
 	g.Eventually(func() bool {
@@ -261,7 +261,7 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	g.Expect(cur.Status.SandboxID).To(BeEmpty())
 	bNS := &corev1.Namespace{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: b}, bNS)).To(Succeed())
-	g.Expect(tn.st.Gateway.SandboxNames(gateway.WorkspaceName(b, bNS.UID))).To(BeEmpty())
+	g.Expect(tn.st.Gateway.SandboxNames(sandboxspec.WorkspaceName(b, bNS.UID))).To(BeEmpty())
 
 	// Granting access again lets the same sandbox through.
 	relabel(ctx, g, b, map[string]string{"team": "a"})
@@ -389,9 +389,9 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	gwc := tn.st.Gateway
 
 	victim := tenancyNamespace(ctx, t, "victim", map[string]string{"team": "a"})
-	ws := gateway.WorkspaceName(victim, namespaceUID(ctx, g, victim))
+	ws := sandboxspec.WorkspaceName(victim, namespaceUID(ctx, g, victim))
 	_, err := gwc.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ws,
-		Labels: map[string]string{gateway.LabelNamespace: "attacker", gateway.LabelNamespaceUID: "attacker-uid"}})
+		Labels: map[string]string{sandboxspec.LabelNamespace: "attacker", sandboxspec.LabelNamespaceUID: "attacker-uid"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	sb := tn.sandbox(victim, "agent")
 	g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
@@ -407,11 +407,11 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	// A provider of another owner inside the namespace's own workspace.
 	owner := tenancyNamespace(ctx, t, "owner", map[string]string{"team": "a"})
 	uid := namespaceUID(ctx, g, owner)
-	ows := gateway.WorkspaceName(owner, uid)
-	_, err = gwc.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ows, Labels: gateway.WorkspaceLabels(owner, uid)})
+	ows := sandboxspec.WorkspaceName(owner, uid)
+	_, err = gwc.CreateWorkspace(ctx, &openshellv1.CreateWorkspaceRequest{Name: ows, Labels: sandboxspec.WorkspaceLabels(owner, uid)})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = gwc.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: ows, Provider: &datamodelv1.Provider{
-		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: map[string]string{gateway.LabelOwnerUID: "someone-else"}},
+		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: map[string]string{sandboxspec.LabelOwnerUID: "someone-else"}},
 		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: owner},
@@ -436,8 +436,8 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	// A gateway sandbox of the derived name that another client created in
 	// the namespace's workspace: never adopted, and deleting the
 	// OpenShellSandbox leaves it alone.
-	squatted := gateway.SandboxName(owner, "squatted")
-	gwc.SeedSandbox(ows, squatted, map[string]string{gateway.LabelOwnerUID: "someone-else"})
+	squatted := sandboxspec.SandboxName(owner, "squatted")
+	gwc.SeedSandbox(ows, squatted, map[string]string{sandboxspec.LabelOwnerUID: "someone-else"})
 	sq := tn.sandbox(owner, "squatted")
 	g.Expect(cluster.Client.Create(ctx, sq)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -478,7 +478,7 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 	sb.Spec.Providers = []string{"anthropic"}
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
-	oldWS := gateway.WorkspaceName(name, first)
+	oldWS := sandboxspec.WorkspaceName(name, first)
 	g.Expect(tn.st.Gateway.StoredCredentials(oldWS, "anthropic")).To(HaveKey("OLD_ONLY"))
 
 	// Deleting the namespace cleans up at the gateway ...
@@ -491,7 +491,7 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 	// removed by hand, the operator was uninstalled first): leave such a
 	// leftover in the old workspace, as the operator had created it.
 	_, err := tn.st.Gateway.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: oldWS, Provider: &datamodelv1.Provider{
-		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: gateway.WorkspaceLabels(name, first)},
+		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: sandboxspec.WorkspaceLabels(name, first)},
 		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-first-owner", "OLD_ONLY": "leftover"}}})
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -513,7 +513,7 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 	sb2.Spec.Providers = []string{"anthropic"}
 	g.Expect(sam.Create(ctx, sb2)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb2), openshellv1alpha1.SandboxPhaseReady)
-	newWS := gateway.WorkspaceName(name, second)
+	newWS := sandboxspec.WorkspaceName(name, second)
 	g.Expect(newWS).NotTo(Equal(oldWS))
 	g.Expect(tn.st.Gateway.StoredCredentials(newWS, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-second-owner"}),
 		"a fresh provider: nothing of the old namespace's credentials")

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
 
 // Version is what Health reports.
@@ -42,7 +42,7 @@ type Options struct {
 	Kube      client.WithWatch
 	Namespace string
 	GatewayID string
-	// DefaultImage and SupervisorImage as in gateway.toml.
+	// DefaultImage and SupervisorImage as in gatewayapi.toml.
 	DefaultImage, SupervisorImage string
 	ClientTLSSecret               string
 	ServiceAccount                string
@@ -214,7 +214,7 @@ func (g *Gateway) notify(id string) {
 
 func newWorkspace(name string) *datamodelv1.Workspace {
 	return &datamodelv1.Workspace{
-		Metadata: &datamodelv1.ObjectMeta{Id: gateway.NewRequestID(), Name: name, CreatedAtMs: time.Now().UnixMilli(), ResourceVersion: 1},
+		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: name, CreatedAtMs: time.Now().UnixMilli(), ResourceVersion: 1},
 		Status:   &datamodelv1.WorkspaceStatus{Phase: datamodelv1.WorkspacePhase_WORKSPACE_PHASE_ACTIVE},
 	}
 }
@@ -243,7 +243,7 @@ func (g *Gateway) SeedSandbox(workspace, name string, labels map[string]string) 
 		g.workspaces[workspace] = newWorkspace(workspace)
 	}
 	row := &sandboxRow{sb: &openshellv1.Sandbox{
-		Metadata: &datamodelv1.ObjectMeta{Id: gateway.NewRequestID(), Name: name, Workspace: workspace, ResourceVersion: 1, Labels: labels},
+		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: name, Workspace: workspace, ResourceVersion: 1, Labels: labels},
 		Spec:     &openshellv1.SandboxSpec{},
 		Status:   &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_READY},
 	}, crName: workspace + "--" + name}

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 )
 
 // Limits from the facts (§2.1).
@@ -180,7 +180,7 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 		spec.Template.Image = g.opts.DefaultImage
 	}
 	row := &sandboxRow{sb: &openshellv1.Sandbox{
-		Metadata: &datamodelv1.ObjectMeta{Id: gateway.NewRequestID(), Name: req.Name, Workspace: ws, CreatedAtMs: time.Now().UnixMilli(),
+		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: req.Name, Workspace: ws, CreatedAtMs: time.Now().UnixMilli(),
 			ResourceVersion: 1, Labels: req.Labels, Annotations: req.Annotations},
 		Spec:   spec,
 		Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING},
@@ -468,7 +468,7 @@ func (g *Gateway) CreateProvider(_ context.Context, req *openshellv1.CreateProvi
 		return nil, status.Error(codes.AlreadyExists, "provider already exists")
 	}
 	stored := proto.Clone(p).(*datamodelv1.Provider)
-	stored.Metadata.Id, stored.Metadata.Workspace, stored.Metadata.ResourceVersion = gateway.NewRequestID(), ws, 1
+	stored.Metadata.Id, stored.Metadata.Workspace, stored.Metadata.ResourceVersion = gatewayapi.NewRequestID(), ws, 1
 	g.providers[wsName{ws, p.Metadata.Name}] = stored
 	return &openshellv1.ProviderResponse{Provider: redacted(stored)}, nil
 }

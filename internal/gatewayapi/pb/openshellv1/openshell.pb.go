@@ -13,8 +13,8 @@
 package openshellv1
 
 import (
-	datamodelv1 "github.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1"
-	sandboxv1 "github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+	datamodelv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	sandboxv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -3181,7 +3181,7 @@ const file_openshell_proto_rawDesc = "" +
 	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
 	"\fGetWorkspace\x12!.openshell.v1.GetWorkspaceRequest\x1a\".openshell.v1.GetWorkspaceResponse\x12^\n" +
-	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponseBUZSgithub.com/openshell/openshell-operator/internal/gateway/pb/openshellv1;openshellv1b\x06proto3"
+	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponseBXZVgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1;openshellv1b\x06proto3"
 
 var (
 	file_openshell_proto_rawDescOnce sync.Once

@@ -873,7 +873,7 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1a_\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\tBQZOgithub.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1;sandboxv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\tBTZRgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1;sandboxv1b\x06proto3"
 
 var (
 	file_sandbox_proto_rawDescOnce sync.Once

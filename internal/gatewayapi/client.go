@@ -1,9 +1,9 @@
-// Package gateway is the operator's client of the OpenShell gateway API:
+// Package gatewayapi is the operator's client of the OpenShell gateway API:
 // one pooled gRPC connection per gateway, TLS verified against the gateway
 // CA with SNI, per-call deadlines, retries with backoff only for retryable
 // codes, an x-request-id on every call, and a bearer token that is never
 // logged.
-package gateway
+package gatewayapi
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
 
 // Defaults for calls.

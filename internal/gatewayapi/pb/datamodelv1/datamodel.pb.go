@@ -479,7 +479,7 @@ const file_datamodel_proto_rawDesc = "" +
 	"\x0eWorkspacePhase\x12\x1f\n" +
 	"\x1bWORKSPACE_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKSPACE_PHASE_ACTIVE\x10\x01\x12\x1f\n" +
-	"\x1bWORKSPACE_PHASE_TERMINATING\x10\x02BUZSgithub.com/openshell/openshell-operator/internal/gateway/pb/datamodelv1;datamodelv1b\x06proto3"
+	"\x1bWORKSPACE_PHASE_TERMINATING\x10\x02BXZVgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1;datamodelv1b\x06proto3"
 
 var (
 	file_datamodel_proto_rawDescOnce sync.Once

@@ -1,4 +1,4 @@
-package gateway
+package sandboxspec
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,9 @@
-package gateway
+// Package sandboxspec translates OpenShellSandbox, OpenShellPolicy and the
+// namespace they live in into what the gateway API takes: the sandbox spec
+// and policy messages, the hash that decides whether a running sandbox must
+// be recreated, and the collision-resistant gateway names and owner labels
+// of workspaces, sandboxes and providers. Pure: no I/O.
+package sandboxspec
 
 import (
 	"crypto/sha256"
@@ -11,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 )
 
 // Labels and annotations the operator puts on gateway sandboxes. The UID

@@ -1,4 +1,4 @@
-package gateway
+package sandboxspec
 
 import (
 	"encoding/hex"
@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 )
 
 func ptr[T any](v T) *T { return &v }

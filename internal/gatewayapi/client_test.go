@@ -1,4 +1,4 @@
-package gateway_test
+package gatewayapi_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/openshell/openshell-operator/internal/gateway"
-	"github.com/openshell/openshell-operator/internal/gateway/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/scheme"
@@ -35,7 +35,7 @@ func start(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", DNSNames: []string{"gateway.test"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", DNSNames: []string{"gatewayapi.test"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
 		Server: true, Validity: time.Hour}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +61,9 @@ func start(t *testing.T) fixture {
 
 func TestHealthOverVerifiedTLSWithRequestIDs(t *testing.T) {
 	f := start(t)
-	pool := gateway.NewPool()
+	pool := gatewayapi.NewPool()
 	defer pool.Close()
-	c, err := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	c, err := pool.Get("ns/gw", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestHealthOverVerifiedTLSWithRequestIDs(t *testing.T) {
 		t.Fatalf("request IDs = %v: want one distinct UUID per call", ids)
 	}
 	// The same target reuses the pooled connection.
-	again, _ := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	again, _ := pool.Get("ns/gw", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
 	if again == nil {
 		t.Fatal("no client")
 	}
@@ -87,10 +87,10 @@ func TestHealthOverVerifiedTLSWithRequestIDs(t *testing.T) {
 func TestWrongCAIsRefused(t *testing.T) {
 	f := start(t)
 	other, _ := pki.NewCA("other", time.Hour, time.Now())
-	pool := gateway.NewPool()
+	pool := gatewayapi.NewPool()
 	defer pool.Close()
 	pool.Attempts = 1
-	c, err := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: other.CertPEM})
+	c, err := pool.Get("ns/gw", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: other.CertPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +106,9 @@ func TestWrongCAIsRefused(t *testing.T) {
 
 func TestRetriesOnlyRetryableCodes(t *testing.T) {
 	f := start(t)
-	pool := gateway.NewPool()
+	pool := gatewayapi.NewPool()
 	defer pool.Close()
-	c, _ := pool.Get("ns/gw", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
+	c, _ := pool.Get("ns/gw", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
 		Tokens: &oidc.TokenSource{Issuer: f.issuer, Audience: "aud"}})
 	f.gw.FailNext("Health", codes.Unavailable)
 	if _, err := c.Health(context.Background(), &openshellv1.HealthRequest{}); err != nil {
@@ -128,13 +128,13 @@ func TestRetriesOnlyRetryableCodes(t *testing.T) {
 
 func TestTokensAreRequiredAndChecked(t *testing.T) {
 	f := start(t)
-	pool := gateway.NewPool()
+	pool := gatewayapi.NewPool()
 	defer pool.Close()
-	anon, _ := pool.Get("anon", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	anon, _ := pool.Get("anon", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
 	if _, err := anon.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("no token: %v, want Unauthenticated", err)
 	}
-	wrongAud, _ := pool.Get("wrong", gateway.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
+	wrongAud, _ := pool.Get("wrong", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM,
 		Tokens: &oidc.TokenSource{Issuer: f.issuer, Audience: "another-gateway"}})
 	if _, err := wrongAud.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("wrong audience: %v, want Unauthenticated", err)
