@@ -61,7 +61,6 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	rec := mgr.GetEventRecorder(EventSource)
 	c := mgr.GetClient()
 	api := mgr.GetAPIReader()
-	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gatewayapi.NewPool(), Issuer: opts.Issuer}
 	// Secrets are watched by metadata only, in a cache of their own: the
 	// manager's Secret cache holds only the operator's own Secrets.
 	secretMeta, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -72,6 +71,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := mgr.Add(secretMeta); err != nil {
 		return err
 	}
+	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gatewayapi.NewPool(), Issuer: opts.Issuer, SecretMetadata: secretMeta}
 	// Indexes first: the controllers' watches and the webhooks query them.
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err

@@ -247,6 +247,9 @@ func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *opensh
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.failures = map[types.NamespacedName]int{}
 	r.follow = newFollowers()
+	if err := mgr.Add(r.follow); err != nil {
+		return fmt.Errorf("add sandbox followers: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
 		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(index.SpecOrDeletionChanged)).

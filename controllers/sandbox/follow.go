@@ -64,6 +64,20 @@ func (f *followers) ensure(key types.NamespacedName, conn *gatewayapi.Client, id
 	go f.run(ctx, key, conn, id)
 }
 
+// Start is a manager Runnable: when the manager stops, every stream stops
+// with it (the streams outlive the reconciles that start them, so they
+// cannot use a reconcile's context).
+func (f *followers) Start(ctx context.Context) error {
+	<-ctx.Done()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, cur := range f.active {
+		cur.cancel()
+		delete(f.active, key)
+	}
+	return nil
+}
+
 // stop ends the stream and forgets the snapshot (deleted sandbox).
 func (f *followers) stop(key types.NamespacedName) {
 	f.mu.Lock()

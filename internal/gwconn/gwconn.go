@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -53,8 +54,13 @@ type Resolver struct {
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 
+	// SecretMetadata reads Secrets by metadata only (a cache); it tells
+	// when an External gateway's credentials Secret changed. Nil: the
+	// credentials are read once per gateway.
+	SecretMetadata client.Reader
+
 	mu     sync.Mutex
-	tokens map[string]gatewayapi.TokenSource
+	tokens map[string]*swappable
 	cas    map[string]cachedCA
 	// workspaces are the workspaces verified at each gateway.
 	workspaces workspaces
@@ -77,19 +83,20 @@ func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 	return r.Pool.Get(Key(gw), t)
 }
 
-// Forget drops the connection of a deleted gateway.
-func (r *Resolver) Forget(gw *openshellv1alpha1.OpenShellGateway) {
-	r.Pool.Forget(Key(gw))
+// Forget drops everything held for a gateway (connection, token source,
+// CA, verified workspaces) when it is deleted, by its "namespace/name" key.
+func (r *Resolver) Forget(key string) {
+	r.Pool.Forget(key)
 	r.mu.Lock()
-	delete(r.tokens, Key(gw))
+	delete(r.tokens, key)
 	for id := range r.cas {
-		if strings.HasPrefix(id, Key(gw)+"/") {
+		if strings.HasPrefix(id, key+"/") {
 			delete(r.cas, id)
 		}
 	}
 	r.mu.Unlock()
 	r.workspaces.known.Range(func(k, _ any) bool {
-		if strings.HasPrefix(k.(string), Key(gw)+"/") {
+		if strings.HasPrefix(k.(string), key+"/") {
 			r.workspaces.known.Delete(k)
 		}
 		return true
@@ -168,43 +175,108 @@ func (r *Resolver) secretKey(ctx context.Context, reader client.Reader, ns, name
 }
 
 // tokenSource is the client-credentials grant when an External gateway
-// names a credentials Secret, and the operator's own issuer otherwise.
+// names a credentials Secret, and the operator's own issuer otherwise. The
+// source handed to the connection pool is stable per gateway (it is bound
+// into the pooled connection) and swaps its inner source when the
+// credentials Secret changes, so a rotated client secret takes effect
+// without a restart or a new connection.
 func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.TokenSource, error) {
+	version, err := r.credentialsVersion(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tokens == nil {
-		r.tokens = map[string]gatewayapi.TokenSource{}
+		r.tokens = map[string]*swappable{}
 	}
-	if ts, ok := r.tokens[Key(gw)]; ok {
-		return ts, nil
+	cur, ok := r.tokens[Key(gw)]
+	if ok && cur.version() == version {
+		return cur, nil
 	}
-	var ts gatewayapi.TokenSource
-	if ext := gw.Spec.External; ext != nil && ext.CredentialsSecretRef != nil {
-		s := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, s); err != nil {
-			return nil, fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
-		}
-		for _, k := range []string{KeyClientID, KeyClientSecret, KeyTokenURL} {
-			if len(s.Data[k]) == 0 {
-				return nil, fmt.Errorf("credentials Secret %s has no key %q", ext.CredentialsSecretRef.Name, k)
-			}
-		}
-		cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
-			TokenURL: string(s.Data[KeyTokenURL])}
-		// ReuseTokenSource caches the token until shortly before it expires.
-		tctx := context.Background()
-		if r.TokenHTTPClient != nil {
-			tctx = context.WithValue(tctx, oauth2.HTTPClient, r.TokenHTTPClient)
-		}
-		ts = oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(tctx))}
-	} else {
+	src, err := r.newTokenSource(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		cur = &swappable{}
+		r.tokens[Key(gw)] = cur
+	}
+	cur.set(src, version)
+	return cur, nil
+}
+
+// credentialsVersion names the credentials a gateway's token source was
+// built from: the credentials Secret's name and resourceVersion (read from
+// the metadata-only Secret cache, so it costs no API call), or "issuer".
+func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	ext := gw.Spec.External
+	if ext == nil || ext.CredentialsSecretRef == nil {
+		return "issuer", nil
+	}
+	if r.SecretMetadata == nil {
+		return "secret:" + ext.CredentialsSecretRef.Name, nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.SecretMetadata.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, m); err != nil {
+		return "", fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
+	}
+	return "secret:" + m.Name + "@" + m.ResourceVersion, nil
+}
+
+func (r *Resolver) newTokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.TokenSource, error) {
+	ext := gw.Spec.External
+	if ext == nil || ext.CredentialsSecretRef == nil {
 		if r.Issuer == nil {
 			return nil, fmt.Errorf("the operator's OIDC issuer is not configured (--oidc-issuer-url) and the gateway names no credentials Secret")
 		}
-		ts = &oidc.TokenSource{Issuer: r.Issuer, Audience: oidc.Audience(gw.Namespace, gw.Name)}
+		return &oidc.TokenSource{Issuer: r.Issuer, Audience: oidc.Audience(gw.Namespace, gw.Name)}, nil
 	}
-	r.tokens[Key(gw)] = ts
-	return ts, nil
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, s); err != nil {
+		return nil, fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
+	}
+	for _, k := range []string{KeyClientID, KeyClientSecret, KeyTokenURL} {
+		if len(s.Data[k]) == 0 {
+			return nil, fmt.Errorf("credentials Secret %s has no key %q", ext.CredentialsSecretRef.Name, k)
+		}
+	}
+	cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
+		TokenURL: string(s.Data[KeyTokenURL])}
+	// ReuseTokenSource caches the token until shortly before it expires.
+	tctx := context.Background()
+	if r.TokenHTTPClient != nil {
+		tctx = context.WithValue(tctx, oauth2.HTTPClient, r.TokenHTTPClient)
+	}
+	return oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(tctx))}, nil
+}
+
+// swappable is a token source whose inner source can be replaced while
+// connections hold it.
+type swappable struct {
+	mu  sync.Mutex
+	src gatewayapi.TokenSource
+	ver string
+}
+
+func (s *swappable) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	src := s.src
+	s.mu.Unlock()
+	return src.Token(ctx)
+}
+
+func (s *swappable) set(src gatewayapi.TokenSource, version string) {
+	s.mu.Lock()
+	s.src, s.ver = src, version
+	s.mu.Unlock()
+}
+
+func (s *swappable) version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ver
 }
 
 type oauth2Source struct{ src oauth2.TokenSource }

@@ -41,12 +41,13 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	grants := 0
+	validSecret := "s3cret"
 	mux := http.NewServeMux()
 	mux.Handle("/.well-known/", idp.Handler())
 	mux.Handle("/jwks.json", idp.Handler())
 	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
 		id, secret, ok := r.BasicAuth()
-		if !ok || id != "operator" || secret != "s3cret" || r.FormValue("grant_type") != "client_credentials" {
+		if !ok || id != "operator" || secret != validSecret || r.FormValue("grant_type") != "client_credentials" {
 			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
 			return
 		}
@@ -78,7 +79,7 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
 			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
 	).Build()
-	r := &gwconn.Resolver{Client: k, APIReader: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
+	r := &gwconn.Resolver{Client: k, APIReader: k, SecretMetadata: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
 	conn, err := r.Connect(context.Background(), obj)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +92,31 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	if grants != 1 {
 		t.Fatalf("token endpoint called %d times, want 1 (the token is reused until it nears expiry)", grants)
 	}
+
+	// The identity provider rotates the client secret and the admin updates
+	// the Secret: the next connection uses it, without a restart, although
+	// the previous token has not expired.
+	validSecret = "n3w-s3cret"
+	creds := &corev1.Secret{}
+	if err := k.Get(context.Background(), client.ObjectKey{Namespace: "platform", Name: "gw-creds"}, creds); err != nil {
+		t.Fatal(err)
+	}
+	creds.Data[gwconn.KeyClientSecret] = []byte(validSecret)
+	if err := k.Update(context.Background(), creds); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = r.Connect(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); err != nil {
+		t.Fatalf("GetGatewayInfo after the credentials rotated: %v", err)
+	}
+	if grants != 2 {
+		t.Fatalf("token endpoint called %d times, want 2 (a new grant with the rotated secret)", grants)
+	}
+	// Deleting the gateway forgets its credentials: nothing stale is reused.
+	r.Forget(gwconn.Key(obj))
 
 	// Without credentials and without an operator issuer there is no identity.
 	obj.Spec.External.CredentialsSecretRef = nil
