@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,9 @@ type issuerServer struct {
 	// tlsSecret holds the self-issued serving certificate when tls is nil.
 	tlsSecret string
 	client    client.Client
+	// serving is the current self-issued certificate; now is the clock.
+	serving atomic.Pointer[tls.Certificate]
+	now     func() time.Time
 }
 
 // NeedLeaderElection is false: followers serve the JWKS too.
@@ -36,17 +40,16 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	if err := s.syncWithRetry(ctx); err != nil {
 		return err
 	}
-	if s.tls == nil {
-		u, err := url.Parse(s.issuer.URL)
-		if err != nil {
-			return fmt.Errorf("parse issuer URL: %w", err)
-		}
-		cert, ca, err := oidc.EnsureServingCert(ctx, s.client, s.issuer.SecretNamespace, s.tlsSecret, []string{u.Hostname()}, time.Now())
-		if err != nil {
+	selfIssued := s.tls == nil
+	if selfIssued {
+		if err := s.renewServingCert(ctx); err != nil {
 			return err
 		}
-		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		s.issuer.SetCA(ca)
+		// The certificate is looked up per handshake, so a renewal takes
+		// effect without a restart (a pod may run longer than a leaf lives).
+		s.tls = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.serving.Load(), nil
+		}}
 	}
 	lis, err := net.Listen("tcp", s.addr)
 	if err != nil {
@@ -62,13 +65,18 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	go func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 				if err := s.issuer.Sync(ctx); err != nil {
 					log.Error(err, "Refreshing OIDC signing keys")
+				}
+				if selfIssued && n%servingCertCheckMinutes == 0 {
+					if err := s.renewServingCert(ctx); err != nil {
+						log.Error(err, "Renewing the OIDC serving certificate")
+					}
 				}
 			}
 		}
@@ -77,6 +85,30 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	if err := srv.ServeTLS(lis, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// servingCertCheckMinutes is how often the self-issued serving certificate
+// is checked for renewal (it renews at two thirds of a one-year life).
+const servingCertCheckMinutes = 10
+
+// renewServingCert keeps the self-issued serving certificate current (the
+// shared two-thirds-life plan in internal/pki) and publishes it and its CA.
+func (s *issuerServer) renewServingCert(ctx context.Context) error {
+	u, err := url.Parse(s.issuer.URL)
+	if err != nil {
+		return fmt.Errorf("parse issuer URL: %w", err)
+	}
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	cert, ca, err := oidc.EnsureServingCert(ctx, s.client, s.issuer.SecretNamespace, s.tlsSecret, []string{u.Hostname()}, now())
+	if err != nil {
+		return err
+	}
+	s.serving.Store(&cert)
+	s.issuer.SetCA(ca)
 	return nil
 }
 

@@ -95,17 +95,16 @@ func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1
 	if err != nil {
 		return time.Time{}, err
 	}
-	caRotated := false
-	if ca == nil || !now.Before(pki.RenewAt(ca.Cert)) {
+	if pki.CADue(ca, now) {
 		if ca, err = pki.NewCA(render.CACommonName, opts.CAValidity, now); err != nil {
 			return time.Time{}, err
 		}
 		if err := r.writeTLSSecret(ctx, gw, n.CA, ca, nil); err != nil {
 			return time.Time{}, err
 		}
-		caRotated = true
 	}
-	next := pki.RenewAt(ca.Cert)
+	// A rotated CA makes every leaf due: it is no longer signed by it.
+	issued := []*pki.KeyPair{ca}
 	leaves := []struct {
 		name string
 		req  pki.LeafRequest
@@ -119,7 +118,7 @@ func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1
 		if err != nil {
 			return time.Time{}, err
 		}
-		if caRotated || cur == nil || !now.Before(pki.RenewAt(cur.Cert)) || !pki.SignedBy(cur.Cert, ca.Cert) || !sameNames(cur.Cert.DNSNames, l.req.DNSNames) {
+		if pki.LeafDue(cur, ca, l.req.DNSNames, now) {
 			if cur, err = ca.Issue(l.req, now); err != nil {
 				return time.Time{}, fmt.Errorf("issue %s: %w", l.name, err)
 			}
@@ -127,23 +126,9 @@ func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1
 				return time.Time{}, err
 			}
 		}
-		if at := pki.RenewAt(cur.Cert); at.Before(next) {
-			next = at
-		}
+		issued = append(issued, cur)
 	}
-	return next, nil
-}
-
-func sameNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return pki.NextRenewal(issued...), nil
 }
 
 // loadKeyPair reads a TLS Secret; a missing or unparsable one gives nil.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,10 +34,10 @@ func EnsureServingCert(ctx context.Context, c client.Client, namespace, name str
 	exists := err == nil
 	ca, _ := pki.Parse(s.Data["ca.crt"], s.Data["ca.key"])
 	leaf, _ := pki.Parse(s.Data[pki.KeyCert], s.Data[pki.KeyKey])
-	if ca != nil && !now.Before(pki.RenewAt(ca.Cert)) {
+	if pki.CADue(ca, now) {
 		ca = nil
 	}
-	if ca != nil && leaf != nil && now.Before(pki.RenewAt(leaf.Cert)) && pki.SignedBy(leaf.Cert, ca.Cert) && slices.Equal(leaf.Cert.DNSNames, dnsNames(hosts)) {
+	if !pki.LeafDue(leaf, ca, dnsNames(hosts), now) {
 		cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
 		return cert, ca.CertPEM, err
 	}
