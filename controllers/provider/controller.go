@@ -330,6 +330,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 		conn, err := r.Gateways.Connect(ctx, gw)
 		if err == nil {
 			_, err = conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
+			if grpcstatus.Code(err) == codes.NotFound {
+				err = nil // already gone (a new gateway database, or deleted by hand)
+			}
 		}
 		if err != nil {
 			left = append(left, e)

@@ -1,9 +1,11 @@
 // Package scc renders the narrow SecurityContextConstraints that lets
 // OpenShell sandbox pods in the sidecar topology run on OpenShift without
-// the privileged SCC (facts §5.7), the ClusterRole granting `use` on it,
-// and the per-namespace binding for a gateway's sandbox ServiceAccount. It
-// also holds a small evaluator of the SCC rules, so tests can show which
-// pod shapes the SCC admits.
+// the privileged SCC, the ClusterRole granting `use` on it, and the
+// per-namespace binding for a gateway's sandbox ServiceAccount. The
+// sidecar pod needs more than restricted-v2 only in that its init
+// containers and network sidecar run as root with a few added
+// capabilities (see SidecarCapabilities; the pod shape is in
+// test/sandboxpod, and test/sccadmit checks which shapes the SCC admits).
 package scc
 
 import (

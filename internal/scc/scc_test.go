@@ -178,8 +178,9 @@ func TestNarrowerThanPrivileged(t *testing.T) {
 	if s.ReadOnlyRootFilesystem {
 		t.Error("readOnlyRootFilesystem must be false: workspace-init writes into the image")
 	}
-	// The only permission not narrower than restricted-v2: RunAsAny UIDs,
-	// which init containers (UID 0) and the sidecar need (facts §5.7).
+	// Besides the added capabilities, the one loosening of restricted-v2:
+	// RunAsAny UIDs, because the init containers and the binary-aware
+	// network sidecar run as UID 0 (test/sandboxpod).
 	if s.RunAsUser.Type != securityv1.RunAsUserStrategyRunAsAny {
 		t.Errorf("runAsUser = %s, want RunAsAny", s.RunAsUser.Type)
 	}

@@ -1,6 +1,7 @@
-// Package sandboxpod builds the pod an OpenShell gateway's Kubernetes
-// driver creates for a sandbox (facts §5), in the sidecar topology the
-// operator deploys and, for contrast, the combined topology's agent. The
+// Package sandboxpod builds the pod spec an OpenShell gateway's Kubernetes
+// compute driver puts into the agents.x-k8s.io Sandbox of a sandbox, in the
+// sidecar topology the operator deploys and, for contrast, the combined
+// topology's agent. The
 // SCC tests check the operator's SCC against it, and the test gateway uses
 // it as the compute driver would.
 package sandboxpod
@@ -31,8 +32,9 @@ type Inputs struct {
 	SandboxID       string
 	SandboxName     string
 	GRPCEndpoint    string
-	// SandboxUID and SandboxGID come from the namespace's SCC ranges on
-	// OpenShift (facts §5.6); 1000 elsewhere.
+	// SandboxUID and SandboxGID are the agent's IDs: on OpenShift the
+	// driver takes them from the namespace's SCC UID range; 1000 (the
+	// default here) elsewhere.
 	SandboxUID, SandboxGID int64
 	// ProxyUID is the relaxed-mode sidecar UID (default 1337).
 	ProxyUID int64
@@ -41,7 +43,8 @@ type Inputs struct {
 	BinaryAware bool
 	// Workspace adds the workspace PVC and its init container.
 	Workspace bool
-	// Command is the agent's main process (passed by environment).
+	// Env is added to the agent container's environment (the gateway
+	// sandbox's spec.environment).
 	Env map[string]string
 	// SATokenTTL is the projected token lifetime in seconds.
 	SATokenTTL int64

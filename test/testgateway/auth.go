@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// OIDC configures token validation as the gateway does it (facts §3.3):
+// OIDC configures token validation as the gateway does it:
 // discovery then JWKS over TLS, RS256 only, kid required (an unknown kid
 // triggers one refresh), exact issuer, audience contained, exp with 60 s
 // leeway, roles at RolesClaim.
@@ -33,7 +33,9 @@ type OIDC struct {
 	UserRole   string
 }
 
-// authMode per method (facts §1.3).
+// unauthenticated methods take no token (Health). Every other method
+// needs a valid token carrying the user or the admin role, and the
+// platformAdmin methods the admin role.
 var unauthenticated = map[string]bool{"/openshell.v1.OpenShell/Health": true}
 
 // platformAdmin methods need the admin role (global_role platform_admin).

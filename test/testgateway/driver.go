@@ -22,7 +22,10 @@ import (
 	"github.com/openshell/openshell-operator/test/sandboxpod"
 )
 
-// Labels the driver puts on Sandbox CRs (facts §5.5).
+// Labels the gateway's Kubernetes driver puts on the agents.x-k8s.io
+// Sandbox CRs it creates (ID, name and workspace also as annotations). The
+// operator's sandbox controller waits on LabelSandboxID before it releases
+// a deleted OpenShellSandbox.
 const (
 	LabelSandboxID        = "openshell.ai/sandbox-id"
 	LabelSandboxName      = "openshell.ai/sandbox-name"
@@ -31,7 +34,9 @@ const (
 	LabelGatewayID        = "openshell.ai/gateway-id"
 )
 
-// transient Ready=False reasons keep a sandbox PROVISIONING (facts §2.3).
+// transient are the Ready=False reasons (lower-cased) the gateway reads as
+// "still starting": the sandbox stays PROVISIONING. Any other Ready=False
+// reason makes it ERROR.
 var transient = map[string]bool{
 	"reconcilererror": true, "dependenciesnotready": true, "supervisornotconnected": true, "starting": true,
 	"containerstarting": true, "containercreated": true, "healthcheckstarting": true, "inspectfailed": true,
@@ -80,7 +85,7 @@ type SandboxCR struct {
 }
 
 // RenderSandbox is the Sandbox CR of the given served version, labelled
-// and annotated as the driver does (facts §5.5). The benchmark creates the
+// and annotated as the driver does. The benchmark creates the
 // same object directly as its floor.
 func RenderSandbox(gvk schema.GroupVersionKind, in SandboxCR) (*unstructured.Unstructured, error) {
 	podMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&in.Pod)
@@ -211,8 +216,11 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	d.g.notify(id)
 }
 
-// derivePhase maps the CR to the public phase (facts §2.3, §6.6); the test
-// gateway treats the supervisor as connected once the pod is Ready.
+// derivePhase maps the CR to the gateway's public phase: a deletion
+// timestamp is DELETING, Suspended=True is STOPPED, Ready=True is READY,
+// Ready=False is PROVISIONING for a transient reason and ERROR otherwise.
+// The test gateway treats the supervisor as connected once the pod is
+// Ready.
 func derivePhase(u *unstructured.Unstructured) (openshellv1.SandboxPhase, []*openshellv1.SandboxCondition) {
 	if u.GetDeletionTimestamp() != nil {
 		return openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING, nil

@@ -34,15 +34,16 @@ const Version = "0.0.111-test"
 type Options struct {
 	// Listen is host:port; default 127.0.0.1:0.
 	Listen string
-	// Cert is the server certificate; ClientCA, when set, is accepted for
-	// optional client certificates (the gateway requires none with OIDC).
+	// Cert is the server certificate. No client certificate is asked
+	// for: with OIDC the gateway requires none.
 	Cert tls.Certificate
 	OIDC OIDC
 	// Kube creates and watches agents.x-k8s.io Sandboxes in Namespace.
 	Kube      client.WithWatch
 	Namespace string
 	GatewayID string
-	// DefaultImage and SupervisorImage as in gatewayapi.toml.
+	// DefaultImage (used when a sandbox names no image) and SupervisorImage,
+	// as default_image and supervisor_image in gateway.toml.
 	DefaultImage, SupervisorImage string
 	ClientTLSSecret               string
 	ServiceAccount                string

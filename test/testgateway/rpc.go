@@ -19,7 +19,10 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 )
 
-// Limits from the facts (§2.1).
+// Validation limits of the gateway API, enforced as the gateway does:
+// sandbox and workspace names (sandboxspec.MaxNameLen), providers per
+// sandbox, environment variables per sandbox, and a provider's name
+// length, type length and number of credentials.
 const (
 	maxNameLen       = 19
 	maxProviders     = 32
@@ -316,7 +319,8 @@ func (g *Gateway) remove(r *sandboxRow) {
 	delete(g.watchers, r.sb.Metadata.Id)
 }
 
-// WatchSandbox streams snapshots until the row is removed.
+// WatchSandbox streams snapshots until the row is removed or, with
+// stop_on_terminal, until it is READY (other phases keep the stream open).
 func (g *Gateway) WatchSandbox(req *openshellv1.WatchSandboxRequest, stream openshellv1.OpenShell_WatchSandboxServer) error {
 	g.mu.Lock()
 	r, ok := g.byID[req.Id]

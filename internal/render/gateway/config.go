@@ -29,8 +29,9 @@ const (
 	ProxyUID = 1337
 )
 
-// The gateway rejects unknown keys, so these types carry only keys that
-// exist upstream (facts §4.2) and omit every unset one.
+// The gateway rejects unknown keys in gateway.toml, so these types carry
+// only keys its upstream configuration schema defines, and omit every
+// unset one.
 type gatewayFile struct {
 	OpenShell openshellSection `toml:"openshell"`
 }

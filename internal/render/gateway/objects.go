@@ -65,8 +65,15 @@ var (
 	}
 )
 
-// RBAC renders the gateway's permissions exactly per workspace mode (facts
-// §4.6), without wildcards.
+// RBAC renders the gateway's permissions for its workspace mode, without
+// wildcards. Every mode gets tokenreviews and read on nodes. Shared: a
+// Role on Sandbox CRs, events and pods in the one sandbox namespace, and
+// get on namespaces. Operator: those rules cluster-wide, namespaces
+// get/list/watch, and Secrets to copy the client TLS Secret into each
+// workspace namespace (get and patch by name; create, which RBAC cannot
+// scope by name). Managed: as
+// Operator, plus namespace create/delete and ServiceAccount and
+// NetworkPolicy writes, cluster-wide (docs/security.md, section 6).
 func RBAC(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 	n := NamesFor(gw)
 	mode := WorkspaceMode(gw)

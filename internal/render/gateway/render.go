@@ -11,11 +11,16 @@ import (
 type Rendered struct {
 	// Config is gateway.toml; ConfigHash rolls the pods when it changes.
 	Config, ConfigHash string
-	// Objects to apply: namespaced ones in the gateway namespace carry an
-	// owner reference; the rest carry the gateway labels.
+	// Objects to apply. Those in the gateway's namespace carry an owner
+	// reference; those in another sandbox namespace and the gateway's
+	// ClusterRole and ClusterRoleBinding carry only the gateway labels,
+	// which prune and the deletion finalizer select on. The shared SCC and
+	// its `use` ClusterRole carry neither: the finalizer deletes them with
+	// the last served gateway that needs them.
 	Objects []client.Object
-	// ClusterScoped are the names (kind/name) of the cluster-scoped objects
-	// this gateway needs, for cleanup bookkeeping.
+	// UsesSCC reports that Objects include the narrow SCC, its `use`
+	// ClusterRole and the sandbox ServiceAccount's binding to it; when it
+	// is false on OpenShift, prune deletes a binding an earlier render made.
 	UsesSCC bool
 }
 
