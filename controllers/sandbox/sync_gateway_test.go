@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// gatewayFixture is the in-process test gateway (real gRPC over TLS, real
+// token validation against the operator's OIDC issuer) and a reconciler
+// talking to it: every branch of the sandbox state machine runs here in
+// milliseconds, without a cluster.
+type gatewayFixture struct {
+	r   *Reconciler
+	gw  *testgateway.Gateway
+	obs observed
+}
+
+const fixtureNamespaceUID = "ns-uid-1"
+
+func newGatewayFixture(t *testing.T) *gatewayFixture {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("ca", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
+	).Build()
+	issuer := &oidc.Issuer{Client: k, SecretNamespace: "platform", SecretName: "keys"}
+	if err := issuer.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(issuer.Handler())
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	issuer.URL = srv.URL
+	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: issuer.URL, Audience: oidc.Audience("platform", "gw"), CAPEM: ca.CertPEM,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	gwObj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"}}}}
+	r := &Reconciler{Client: k, APIReader: k, Recorder: events.NewFakeRecorder(100), failures: map[types.NamespacedName]int{}, follow: newFollowers(),
+		Gateways: &gwconn.Resolver{Client: k, APIReader: k, Pool: gatewayapi.NewPool(), Issuer: issuer}}
+	return &gatewayFixture{r: r, gw: gw, obs: observed{gateway: gwObj, namespaceUID: fixtureNamespaceUID}}
+}
+
+// sync runs one reconcile's gateway step and fails the test on an error.
+func (f *gatewayFixture) sync(t *testing.T, sb *openshellv1alpha1.OpenShellSandbox) {
+	t.Helper()
+	if _, err := f.r.sync(context.Background(), sb, f.obs); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+}
+
+func (f *gatewayFixture) workspace() string {
+	return sandboxspec.WorkspaceName("team-a", fixtureNamespaceUID)
+}
+
+func reason(sb *openshellv1alpha1.OpenShellSandbox, typ string) string {
+	if c := meta.FindStatusCondition(sb.Status.Conditions, typ); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+func TestStateMachineAgainstTheGateway(t *testing.T) {
+	t.Run("create, then steady state makes no create", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		if sb.Status.SandboxID == "" || sb.Status.Phase != openshellv1alpha1.SandboxPhaseProvisioning {
+			t.Fatalf("after create: id %q phase %s", sb.Status.SandboxID, sb.Status.Phase)
+		}
+		if reason(sb, openshellv1alpha1.ConditionSynced) != openshellv1alpha1.SandboxReasonInSync {
+			t.Errorf("Synced reason %q", reason(sb, openshellv1alpha1.ConditionSynced))
+		}
+		if names := f.gw.SandboxNames(f.workspace()); len(names) != 1 || names[0] != sandboxspec.SandboxName("team-a", "agent") {
+			t.Fatalf("gateway sandboxes %v", names)
+		}
+		f.sync(t, sb)
+		if n := f.gw.Calls()["CreateSandbox"]; n != 1 {
+			t.Errorf("CreateSandbox called %d times, want 1", n)
+		}
+	})
+	t.Run("adopt our own sandbox after a lost status write", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		// The workspace exists with our labels, and so does "our" sandbox.
+		f.sync(t, sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Name, s.UID = "other", "uid-other" }))
+		f.gw.SeedSandbox(f.workspace(), sandboxspec.SandboxName("team-a", "agent"), map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)})
+		f.sync(t, sb)
+		if sb.Status.SandboxID == "" || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
+			t.Fatalf("not adopted: id %q phase %s %+v", sb.Status.SandboxID, sb.Status.Phase, sb.Status.Conditions)
+		}
+	})
+	t.Run("a sandbox of our name that is not ours is a NameConflict", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		f.sync(t, sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Name, s.UID = "other", "uid-other" }))
+		f.gw.SeedSandbox(f.workspace(), sandboxspec.SandboxName("team-a", "agent"), map[string]string{sandboxspec.LabelOwnerUID: "someone-else"})
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseError || reason(sb, openshellv1alpha1.ConditionReady) != openshellv1alpha1.SandboxReasonNameConflict {
+			t.Fatalf("phase %s, Ready reason %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionReady))
+		}
+		if sb.Status.SandboxID != "" {
+			t.Error("adopted a sandbox that is not ours")
+		}
+	})
+	t.Run("an immutable change recreates", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		sb.Spec.Image = "registry.example.com/agent:2"
+		f.sync(t, sb)
+		if sb.Status.SandboxID != "" || reason(sb, openshellv1alpha1.ConditionSynced) != openshellv1alpha1.SandboxReasonRecreating {
+			t.Fatalf("after the image change: id %q, Synced %q", sb.Status.SandboxID, reason(sb, openshellv1alpha1.ConditionSynced))
+		}
+		if f.gw.Calls()["DeleteSandbox"] != 1 {
+			t.Errorf("DeleteSandbox calls %d, want 1", f.gw.Calls()["DeleteSandbox"])
+		}
+		f.sync(t, sb)
+		if sb.Status.SandboxID == "" || sb.Status.AppliedSpecHash != sandboxspec.ImmutableHash(sb) {
+			t.Fatalf("not created anew: id %q", sb.Status.SandboxID)
+		}
+	})
+	t.Run("a refused sandbox is RejectedByGateway and not retried", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.Providers = []string{"missing"} })
+		res, err := f.r.sync(context.Background(), sb, f.obs)
+		if err != nil || res.RequeueAfter != 0 {
+			t.Fatalf("want no error and no requeue, got %v, %v", res, err)
+		}
+		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseError || reason(sb, openshellv1alpha1.ConditionSynced) != openshellv1alpha1.SandboxReasonRejectedByGateway {
+			t.Fatalf("phase %s, Synced %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionSynced))
+		}
+	})
+	t.Run("a sandbox the gateway lost is forgotten and created again", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady // as the stream would have reported
+		if _, err := f.gw.DeleteSandbox(context.Background(), &openshellv1.DeleteSandboxRequest{Name: sb.Status.GatewaySandboxName, Workspace: sb.Status.Workspace}); err != nil {
+			t.Fatal(err)
+		}
+		f.sync(t, sb)
+		if sb.Status.SandboxID != "" || sb.Status.AppliedSpecHash != "" {
+			t.Fatalf("lost sandbox not forgotten: %+v", sb.Status)
+		}
+		f.sync(t, sb)
+		if sb.Status.SandboxID == "" || f.gw.Calls()["CreateSandbox"] != 2 {
+			t.Fatalf("not created again: id %q, creates %d", sb.Status.SandboxID, f.gw.Calls()["CreateSandbox"])
+		}
+	})
+	t.Run("a policy edit applies in place", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		pol := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: "team-a"}}
+		f.obs.policy = pol
+		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) {
+			s.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "restricted"}
+		})
+		f.sync(t, sb)
+		id, before := sb.Status.SandboxID, sb.Status.AppliedPolicyHash
+		port := int32(443)
+		pol.Spec.NetworkPolicies = []openshellv1alpha1.NetworkPolicyRule{{Name: "github",
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: &port}}}}
+		f.sync(t, sb)
+		if sb.Status.SandboxID != id || sb.Status.AppliedPolicyHash == before || sb.Status.PolicyVersion == 0 {
+			t.Fatalf("policy not applied in place: id %q→%q, hash %q→%q, version %d", id, sb.Status.SandboxID, before, sb.Status.AppliedPolicyHash, sb.Status.PolicyVersion)
+		}
+		if f.gw.Calls()["UpdateConfig"] != 1 || f.gw.Calls()["CreateSandbox"] != 1 {
+			t.Errorf("calls %v", f.gw.Calls())
+		}
+	})
+	t.Run("providers attach and detach in place", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		for _, name := range []string{"anthropic", "github"} {
+			if _, err := f.gw.CreateProvider(context.Background(), &openshellv1.CreateProviderRequest{Workspace: f.workspace(),
+				Provider: &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: name}, Type: name, Credentials: map[string]string{"K": "v"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sb.Spec.Providers = []string{"github", "anthropic"}
+		f.sync(t, sb)
+		if got := sb.Status.AttachedProviders; len(got) != 2 || got[0] != "anthropic" || f.gw.Calls()["AttachSandboxProvider"] != 2 {
+			t.Fatalf("attached %v, attach calls %d", got, f.gw.Calls()["AttachSandboxProvider"])
+		}
+		sb.Spec.Providers = []string{"github"}
+		f.sync(t, sb)
+		if got := sb.Status.AttachedProviders; len(got) != 1 || got[0] != "github" || f.gw.Calls()["DetachSandboxProvider"] != 1 {
+			t.Fatalf("attached %v, detach calls %d", got, f.gw.Calls()["DetachSandboxProvider"])
+		}
+		if f.gw.Calls()["CreateSandbox"] != 1 {
+			t.Error("a provider change recreated the sandbox")
+		}
+	})
+	t.Run("an unreachable gateway backs off without changing the phase", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		f.gw.SetUnavailable(true)
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady
+		res, err := f.r.sync(context.Background(), sb, f.obs)
+		if err != nil || res.RequeueAfter <= 0 {
+			t.Fatalf("want a backoff requeue, got %v, %v", res, err)
+		}
+		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady || reason(sb, openshellv1alpha1.ConditionGatewayReachable) != openshellv1alpha1.SandboxReasonUnavailable {
+			t.Fatalf("phase %s, GatewayReachable %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionGatewayReachable))
+		}
+	})
+}
