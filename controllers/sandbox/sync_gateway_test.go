@@ -2,28 +2,18 @@ package sandbox
 
 import (
 	"context"
-	"crypto/tls"
-	"net"
-	"net/http/httptest"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gwconn"
-	"github.com/openshell/openshell-operator/internal/oidc"
-	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -41,45 +31,10 @@ const fixtureNamespaceUID = "ns-uid-1"
 
 func newGatewayFixture(t *testing.T) *gatewayFixture {
 	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA("ca", time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
-	).Build()
-	issuer := &oidc.Issuer{Client: k, SecretNamespace: "platform", SecretName: "keys"}
-	if err := issuer.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(issuer.Handler())
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	issuer.URL = srv.URL
-	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: issuer.URL, Audience: oidc.Audience("platform", "gw"), CAPEM: ca.CertPEM,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
-	gwObj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform"},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
-				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"}}}}
-	r := &Reconciler{Client: k, APIReader: k, Recorder: events.NewFakeRecorder(100), failures: map[types.NamespacedName]int{}, follow: newFollowers(),
-		Gateways: &gwconn.Resolver{Client: k, APIReader: k, Pool: gatewayapi.NewPool(), Issuer: issuer}}
-	return &gatewayFixture{r: r, gw: gw, obs: observed{gateway: gwObj, namespaceUID: fixtureNamespaceUID}}
+	env := gatewaytest.Start(t)
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: events.NewFakeRecorder(100),
+		failures: map[types.NamespacedName]int{}, follow: newFollowers(), Gateways: env.Resolver}
+	return &gatewayFixture{r: r, gw: env.Gateway, obs: observed{gateway: env.Object, namespaceUID: fixtureNamespaceUID}}
 }
 
 // sync runs one reconcile's gateway step and fails the test on an error.
