@@ -223,10 +223,18 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 			return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
 		}
 		before := hash(g)
+		reconciles := framework.ReconcileCount("openshellgateway")
 		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
 			gw.Spec.ImagePolicy.Mode = openshellv1alpha1.ImagePolicyWarn
 		})
-		g.Consistently(hash).WithTimeout(2 * time.Second).Should(Equal(before))
+		// The change was reconciled (and its status written), and the pods did not roll.
+		g.Eventually(func(g Gomega) {
+			g.Expect(framework.ReconcileCount("openshellgateway")).To(BeNumerically(">", reconciles))
+			cur := &openshellv1alpha1.OpenShellGateway{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		g.Expect(hash(g)).To(Equal(before))
 		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.LogLevel = "debug" })
 		g.Eventually(hash).WithTimeout(10 * time.Second).ShouldNot(Equal(before))
 		cm := &corev1.ConfigMap{}
