@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -8,6 +9,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
 
 func TestSetStatus(t *testing.T) {
@@ -72,3 +74,90 @@ func TestSetStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestManagedHealth(t *testing.T) {
+	readyWorkload := workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: "1/1 gateway replicas ready"}
+	certsOK := tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Message: "issued"}
+	openshift := preflight.Result{Route: true, SCC: true}
+	vanilla := preflight.Result{}
+	sidecar := func() *openshellv1alpha1.OpenShellGateway {
+		return &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "ns"},
+			Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		o        observation
+		pf       preflight.Result
+		usesSCC  bool
+		mutate   func(*openshellv1alpha1.OpenShellGateway)
+		tls      metav1.ConditionStatus
+		route    string
+		scc      string
+		degraded []string
+		waiting  []string
+	}{
+		{name: "all ready on OpenShift", o: observation{workload: readyWorkload, tls: certsOK, route: routeState{Admitted: true, Host: "gw.apps"}},
+			pf: openshift, usesSCC: true, tls: metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteAdmitted, scc: openshellv1alpha1.GatewayReasonSCCApplied},
+		{name: "vanilla Kubernetes", o: observation{workload: readyWorkload, tls: certsOK}, pf: vanilla,
+			tls: metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteAPIUnavailable, scc: openshellv1alpha1.GatewayReasonSCCNotApplicable},
+		{name: "rolling out, certificates pending", o: observation{workload: workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "0/1"},
+			tls: tlsState{Reason: openshellv1alpha1.GatewayReasonCertificatesPending}}, pf: vanilla,
+			tls: metav1.ConditionFalse, route: openshellv1alpha1.GatewayReasonRouteAPIUnavailable, scc: openshellv1alpha1.GatewayReasonSCCNotApplicable,
+			waiting: []string{openshellv1alpha1.GatewayReasonInstalling, openshellv1alpha1.GatewayReasonCertificatesPending}},
+		{name: "an invalid certificate degrades", o: observation{workload: readyWorkload, tls: tlsState{Reason: openshellv1alpha1.GatewayReasonCertificateInvalid}},
+			pf: vanilla, tls: metav1.ConditionFalse, route: openshellv1alpha1.GatewayReasonRouteAPIUnavailable, scc: openshellv1alpha1.GatewayReasonSCCNotApplicable,
+			degraded: []string{openshellv1alpha1.GatewayReasonCertificateInvalid}},
+		{name: "an issuerRef without cert-manager degrades", o: observation{workload: readyWorkload, tls: certsOK}, pf: vanilla,
+			mutate: func(gw *openshellv1alpha1.OpenShellGateway) {
+				gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt"}
+			},
+			tls: metav1.ConditionFalse, route: openshellv1alpha1.GatewayReasonRouteAPIUnavailable, scc: openshellv1alpha1.GatewayReasonSCCNotApplicable,
+			degraded: []string{openshellv1alpha1.GatewayReasonCertManagerRequired}},
+		{name: "Combined topology needs privileged", o: observation{workload: readyWorkload, tls: certsOK, route: routeState{Message: "waiting"}},
+			pf: openshift, usesSCC: false, tls: metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteNotAdmitted,
+			scc: openshellv1alpha1.GatewayReasonPrivilegedRequired, degraded: []string{openshellv1alpha1.GatewayReasonPrivilegedRequired}},
+		{name: "route disabled", o: observation{workload: readyWorkload, tls: certsOK}, pf: openshift, usesSCC: true,
+			mutate: func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.Route.Enabled = ptrFalse() },
+			tls:    metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteDisabled, scc: openshellv1alpha1.GatewayReasonSCCApplied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := sidecar()
+			if tc.mutate != nil {
+				tc.mutate(gw)
+			}
+			in := render.Inputs{Route: tc.pf.Route, SCC: tc.pf.SCC, TLS: render.TLSBuiltin}
+			h := managedHealth(gw, tc.o, tc.pf, in, tc.usesSCC)
+			cond := func(typ string) *metav1.Condition {
+				c := meta.FindStatusCondition(gw.Status.Conditions, typ)
+				if c == nil {
+					t.Fatalf("no %s condition", typ)
+				}
+				return c
+			}
+			if c := cond(openshellv1alpha1.GatewayConditionTLSReady); c.Status != tc.tls {
+				t.Errorf("TLSReady %s (%s), want %s", c.Status, c.Reason, tc.tls)
+			}
+			if c := cond(openshellv1alpha1.GatewayConditionRouteAdmitted); c.Reason != tc.route {
+				t.Errorf("RouteAdmitted reason %s, want %s", c.Reason, tc.route)
+			}
+			if c := cond(openshellv1alpha1.GatewayConditionSCCReady); c.Reason != tc.scc {
+				t.Errorf("SCCReady reason %s, want %s", c.Reason, tc.scc)
+			}
+			reasons := func(is []issue) []string {
+				var out []string
+				for _, i := range is {
+					out = append(out, i.Reason)
+				}
+				return out
+			}
+			if got := reasons(h.degraded); !slices.Equal(got, tc.degraded) {
+				t.Errorf("degraded %v, want %v", got, tc.degraded)
+			}
+			if got := reasons(h.waiting); !slices.Equal(got, tc.waiting) {
+				t.Errorf("waiting %v, want %v", got, tc.waiting)
+			}
+		})
+	}
+}
+
+func ptrFalse() *bool { f := false; return &f }
