@@ -3,7 +3,6 @@ package gatewayapi_test
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -30,17 +30,7 @@ type fixture struct {
 // client must trust, without a cluster (no compute driver).
 func start(t *testing.T) fixture {
 	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA("test-ca", time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", DNSNames: []string{"gatewayapi.test"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
-		Server: true, Validity: time.Hour}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	ca, _, cert := gatewaytest.LoopbackCert(t, "gateway.test")
 	issuer := &oidc.Issuer{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), SecretNamespace: "ns", SecretName: "keys"}
 	if err := issuer.Sync(context.Background()); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -29,10 +29,7 @@ import (
 // a credentials Secret is called with tokens from the OAuth2
 // client-credentials grant at the Secret's token URL.
 func TestExternalGatewayWithClientCredentials(t *testing.T) {
-	now := time.Now()
-	ca, _ := pki.NewCA("ca", time.Hour, now)
-	leaf, _ := ca.Issue(pki.LeafRequest{CommonName: "x", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
-	cert, _ := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	ca, _, cert := gatewaytest.LoopbackCert(t)
 
 	// An identity provider: OIDC discovery/JWKS plus a token endpoint that
 	// checks the client's id and secret.

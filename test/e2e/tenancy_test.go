@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,11 +28,11 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
@@ -700,15 +699,7 @@ func installOLMAggregatedRoles(ctx context.Context, t *testing.T) {
 // the folder the manager reads it from, the CA and a free port.
 func webhookServing(t *testing.T) (string, []byte, int) {
 	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA("tenancy-webhook-ca", time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "webhook", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, leaf, _ := gatewaytest.LoopbackCert(t)
 	dir := t.TempDir()
 	for name, b := range map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {

@@ -41,23 +41,22 @@ type Env struct {
 // fake client (with status subresources for the openshell.ai kinds).
 func Start(t testing.TB, objs ...client.Object) *Env {
 	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA("ca", time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafRequest{CommonName: "gw", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return StartWith(t, nil, objs...)
+}
+
+// StartWith is Start with configure applied to the fake client's builder
+// before it is built (field indexes, interceptors); configure may be nil.
+func StartWith(t testing.TB, configure func(*fake.ClientBuilder), objs ...client.Object) *Env {
+	t.Helper()
+	ca, _, cert := LoopbackCert(t)
 	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}})
-	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&openshellv1alpha1.OpenShellSandbox{}, &openshellv1alpha1.OpenShellProvider{},
-			&openshellv1alpha1.OpenShellPolicy{}, &openshellv1alpha1.OpenShellGateway{}).Build()
+			&openshellv1alpha1.OpenShellPolicy{}, &openshellv1alpha1.OpenShellGateway{})
+	if configure != nil {
+		configure(b)
+	}
+	k := b.Build()
 	issuer := &oidc.Issuer{Client: k, SecretNamespace: "platform", SecretName: "keys"}
 	if err := issuer.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -81,4 +80,25 @@ func Start(t testing.TB, objs ...client.Object) *Env {
 			Tenancy: openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}}}
 	return &Env{Gateway: gw, Object: obj, Client: k,
 		Resolver: &gwconn.Resolver{Client: k, APIReader: k, Pool: gatewayapi.NewPool(), Issuer: issuer}}
+}
+
+// LoopbackCert issues a CA and, from it, a server certificate for
+// 127.0.0.1 and dnsNames, valid for an hour: what a loopback TLS server in
+// a test needs.
+func LoopbackCert(t testing.TB, dnsNames ...string) (ca, leaf *pki.KeyPair, cert tls.Certificate) {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("test-ca", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err = ca.Issue(pki.LeafRequest{CommonName: "test-server", DNSNames: dnsNames, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		Server: true, Validity: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, err = tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return ca, leaf, cert
 }
