@@ -23,10 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -85,7 +87,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	pending, err := r.withdrawStale(ctx, p, needed)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	res, err := r.push(ctx, p, ns.UID, needed, refused)
+	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
+		res.RequeueAfter = deleteRetry
+	}
 	p.Status.ObservedGeneration = p.Generation
 	return res, errors.Join(err, status.Patch(ctx, r.Client, orig, p))
 }
@@ -302,6 +311,10 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		}
 	}
 	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, Workspace: ws})
+	if known && grpcstatus.Code(err) == codes.NotFound {
+		// The gateway lost it (a new database, deleted by hand): create it anew.
+		return r.pushTo(ctx, gw, p, nsUID, creds, nil, false)
+	}
 	return entry, err
 }
 
@@ -318,27 +331,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 		return ctrl.Result{}, nil
 	}
 	orig := p.DeepCopy()
-	var left []openshellv1alpha1.ProviderGatewayStatus
-	for _, e := range p.Status.Gateways {
-		ns, name, _ := strings.Cut(e.Gateway, "/")
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return ctrl.Result{}, err
-		}
-		conn, err := r.Gateways.Connect(ctx, gw)
-		if err == nil {
-			_, err = conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
-			if grpcstatus.Code(err) == codes.NotFound {
-				err = nil // already gone (a new gateway database, or deleted by hand)
-			}
-		}
-		if err != nil {
-			left = append(left, e)
-			status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonAttachedAtGateway,
-				"waiting to delete the provider at "+e.Gateway+": "+grpcstatus.Convert(err).Message())
-		}
+	left, _, err := r.withdraw(ctx, p, p.Status.Gateways)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	p.Status.Gateways = left
 	if len(left) > 0 {
@@ -350,6 +345,64 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *openshellv1alpha1.O
 	return ctrl.Result{}, status.RemoveFinalizer(ctx, r.Client, p, Finalizer)
 }
 
+// withdrawStale deletes the provider at the gateways it was pushed to that
+// no longer need it (no sandbox attaches it there any more, or the
+// gateway's tenancy stopped admitting the namespace): revoked access also
+// takes the credentials back, once no running sandbox has them attached
+// (the gateway refuses to delete an attached provider; the sandbox's
+// deletion or detach re-queues this provider). It reports whether a retry
+// on a timer is due.
+func (r *Reconciler) withdrawStale(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, needed []*openshellv1alpha1.OpenShellGateway) (bool, error) {
+	var keep, stale []openshellv1alpha1.ProviderGatewayStatus
+	for _, e := range p.Status.Gateways {
+		if slices.ContainsFunc(needed, func(gw *openshellv1alpha1.OpenShellGateway) bool { return gwconn.Key(gw) == e.Gateway }) {
+			keep = append(keep, e)
+		} else {
+			stale = append(stale, e)
+		}
+	}
+	if len(stale) == 0 {
+		return false, nil
+	}
+	left, retry, err := r.withdraw(ctx, p, stale)
+	if err != nil {
+		return false, err
+	}
+	p.Status.Gateways = append(keep, left...)
+	return retry, nil
+}
+
+// withdraw deletes the provider at each entry's gateway and returns the
+// entries it could not delete yet (a gateway that is gone holds nothing),
+// and whether any failed for a reason other than sandboxes still
+// attaching it (worth a retry on a timer).
+func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, entries []openshellv1alpha1.ProviderGatewayStatus) (
+	left []openshellv1alpha1.ProviderGatewayStatus, retry bool, err error) {
+	for _, e := range entries {
+		ns, name, _ := strings.Cut(e.Gateway, "/")
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		conn, err := r.Gateways.Connect(ctx, gw)
+		if err == nil {
+			_, err = conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
+			if grpcstatus.Code(err) == codes.NotFound {
+				err = nil // already gone (a new gateway database, or deleted by hand)
+			}
+		}
+		if err != nil {
+			left = append(left, e)
+			retry = retry || grpcstatus.Code(err) != codes.FailedPrecondition
+			status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonAttachedAtGateway,
+				"waiting to delete the provider at "+e.Gateway+": "+grpcstatus.Convert(err).Message())
+		}
+	}
+	return left, retry, nil
+}
+
 // SetupWithManager registers the reconciler: sandbox changes re-queue the
 // providers they attach; Secret changes (metadata only) re-queue the
 // providers that reference them.
@@ -358,18 +411,47 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&openshellv1alpha1.OpenShellProvider{}).
 		Named("openshellprovider").
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			var reqs []reconcile.Request
-			for _, name := range o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
-			}
-			return reqs
+			return providersOf(o.(*openshellv1alpha1.OpenShellSandbox))
 		})).
+		// Access decisions: a gateway's tenancy, a namespace's labels.
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.providersOnGateway),
+			builder.WithPredicates(index.SpecOrDeletionChanged)).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.InNamespace(o.GetName()))
+		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Kind(r.SecretMetadata, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
 					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ProviderSecret: o.GetName()})
 			}))).
 		Complete(r)
+}
+
+// providersOf lists the providers a sandbox attaches.
+func providersOf(sb *openshellv1alpha1.OpenShellSandbox) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(sb.Spec.Providers))
+	for _, name := range sb.Spec.Providers {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: sb.Namespace, Name: name}})
+	}
+	return reqs
+}
+
+// providersOnGateway lists the providers attached by the sandboxes of a
+// gateway, so a change of its tenancy pushes or withdraws them.
+func (r *Reconciler) providersOnGateway(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.SandboxGateway: client.ObjectKeyFromObject(o).String()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		for _, req := range providersOf(&list.Items[i]) {
+			if !slices.Contains(reqs, req) {
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return reqs
 }
 
 func secretMetadata() *metav1.PartialObjectMetadata {

@@ -451,3 +451,51 @@ func TestCredentialsErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestRevokedAccessTakesTheCredentialsBack: when the gateway stops
+// admitting the namespace, the provider is deleted there, not left behind.
+func TestRevokedAccessTakesTheCredentialsBack(t *testing.T) {
+	f := newFixture(t, options{})
+	f.reconcile(t)
+	if f.env.Gateway.StoredCredentials(workspace, provName) == nil {
+		t.Fatal("not pushed")
+	}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	if err := f.env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.env.Object), gw); err != nil {
+		t.Fatal(err)
+	}
+	gw.Spec.Tenancy.AllowedNamespaces = openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromSame}
+	if err := f.env.Client.Update(context.Background(), gw); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if got := f.env.Gateway.StoredCredentials(workspace, provName); got != nil {
+		t.Fatalf("credentials still at the gateway after access was revoked: %v keys", len(got))
+	}
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed)
+	if len(p.Status.Gateways) != 0 {
+		t.Errorf("status.gateways %+v after the withdrawal", p.Status.Gateways)
+	}
+}
+
+// TestAProviderTheGatewayLostIsCreatedAgain: a push that finds the
+// provider gone at the gateway (a new database) creates it anew instead of
+// failing forever.
+func TestAProviderTheGatewayLostIsCreatedAgain(t *testing.T) {
+	f := newFixture(t, options{})
+	f.reconcile(t)
+	if _, err := f.env.Gateway.DeleteProvider(context.Background(), &openshellv1.DeleteProviderRequest{Workspace: workspace, Name: provName}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.secret(t)
+	s.Data = map[string][]byte{"API_KEY": []byte("sk-rotated-3")}
+	if err := f.env.Client.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if got := f.env.Gateway.StoredCredentials(workspace, provName); !maps.Equal(got, map[string]string{"API_KEY": "sk-rotated-3"}) {
+		t.Fatalf("stored credentials %v", got)
+	}
+	wantReady(t, f.provider(t), metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+}

@@ -233,9 +233,16 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	err := as(t, "mallory").Create(ctx, tn.sandbox(b, "intruder"))
 	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "admits only namespaces labelled team=a")
 
+	g.Expect(as(t, "alice").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: a},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-team-a"}})).To(Succeed())
+	g.Expect(as(t, "alice").Create(ctx, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: a},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}})).To(Succeed())
 	ok := tn.sandbox(a, "agent")
+	ok.Spec.Providers = []string{"anthropic"}
 	g.Expect(as(t, "alice").Create(ctx, ok)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(ok), openshellv1alpha1.SandboxPhaseReady)
+	wsA := sandboxspec.WorkspaceName(a, namespaceUID(ctx, g, a))
+	g.Expect(tn.st.Gateway.StoredCredentials(wsA, "anthropic")).NotTo(BeNil())
 
 	// Revoke: the cluster admin relabels team A.
 	relabel(ctx, g, a, map[string]string{"team": "gone"})
@@ -248,6 +255,12 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	err = as(t, "alice").Create(ctx, tn.sandbox(a, "second"))
 	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "namespace "+a+" is not")
+	// The running sandbox keeps its credentials (the gateway refuses to
+	// delete an attached provider); once it goes, revoked access takes them back.
+	g.Expect(tn.st.Gateway.StoredCredentials(wsA, "anthropic")).NotTo(BeNil())
+	g.Expect(as(t, "alice").Delete(ctx, ok)).To(Succeed())
+	g.Eventually(func() map[string]string { return tn.st.Gateway.StoredCredentials(wsA, "anthropic") }).
+		WithContext(ctx).WithTimeout(30*time.Second).Should(BeNil(), "revoked access takes the credentials back")
 
 	// Webhook bypassed (an outage, a misconfigured admission chain): the
 	// operator refuses on its own and creates nothing at the gateway.
