@@ -91,12 +91,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.push(ctx, p, ns.UID, needed, refused)
+	res, acted := r.push(ctx, p, ns.UID, needed, refused)
 	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
 		res.RequeueAfter = deleteRetry
 	}
-	p.Status.ObservedGeneration = p.Generation
-	return res, errors.Join(err, status.Patch(ctx, r.Client, orig, p))
+	if acted {
+		p.Status.ObservedGeneration = p.Generation
+	}
+	return res, status.Patch(ctx, r.Client, orig, p)
 }
 
 // neededGateways are the existing gateways of sandboxes that attach p and
@@ -162,20 +164,24 @@ func (r *Reconciler) credentials(ctx context.Context, p *openshellv1alpha1.OpenS
 	return creds, s.ResourceVersion, nil
 }
 
+// push brings every needed gateway up to date and reports whether this
+// generation was fully acted on: every push succeeded, or what failed needs
+// a human (a conflict, a missing Secret, a refused gateway) rather than a
+// retry.
 func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, nsUID types.UID,
-	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (ctrl.Result, error) {
+	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (ctrl.Result, bool) {
 	if len(needed) == 0 && len(refused) == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonUnused, "no sandbox attaches this provider yet")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true
 	}
 	if len(needed) == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true
 	}
 	creds, secretRV, err := r.credentials(ctx, p)
 	if err != nil {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonSecretNotFound, credentialsError(p, err))
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true
 	}
 	var failed []string
 	conflict := "" // the reason, when a push met a workspace or provider of another owner
@@ -194,17 +200,17 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	case conflict != "":
 		// Not retried on a timer: it needs a gateway admin or a rename.
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true
 	case len(failed) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonGatewayError, strings.Join(failed, "; "))
-		return ctrl.Result{RequeueAfter: pushRetry}, nil
+		return ctrl.Result{RequeueAfter: pushRetry}, false
 	case len(refused) > 0:
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true
 	}
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, true
 }
 
 // pushRetry is how soon a failed push is tried again; deleteRetry how soon

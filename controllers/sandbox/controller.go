@@ -113,12 +113,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ok := evaluate(sb, obs)
-	sb.Status.ObservedGeneration = sb.Generation
-	if !ok {
+	if !evaluate(sb, obs) {
 		// A blocked or rejected sandbox is not an error: nothing is retried
 		// until a watched input (CRD, gateway, policy, provider, image
-		// policy, spec) changes.
+		// policy, spec) changes. That decision is the whole of acting on
+		// this generation; otherwise sync records it once the gateway holds
+		// it (status.observedGeneration means "fully acted on" in every kind).
+		sb.Status.ObservedGeneration = sb.Generation
 		return ctrl.Result{}, nil
 	}
 	// Status is patched by the deferred call; the finalizer needs its own write.

@@ -148,6 +148,7 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 	delete(r.failures, key)
 	r.mu.Unlock()
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
+	sb.Status.ObservedGeneration = sb.Generation
 	return res, nil
 }
 
@@ -373,6 +374,7 @@ func (r *Reconciler) gatewayError(sb *openshellv1alpha1.OpenShellSandbox, key ty
 		if sb.Status.SandboxID == "" {
 			sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
 		}
+		sb.Status.ObservedGeneration = sb.Generation // decided: it needs a gateway admin
 		return ctrl.Result{}, nil
 	}
 	reason := openshellv1alpha1.SandboxReasonGatewayError

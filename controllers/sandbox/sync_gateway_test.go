@@ -190,9 +190,13 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 	})
 	t.Run("an unreachable gateway backs off without changing the phase", func(t *testing.T) {
 		f := newGatewayFixture(t)
-		sb := sandboxWith(nil)
+		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Generation = 1 })
 		f.sync(t, sb)
+		if sb.Status.ObservedGeneration != 1 {
+			t.Fatalf("observedGeneration %d after a successful sync, want 1", sb.Status.ObservedGeneration)
+		}
 		f.gw.SetUnavailable(true)
+		sb.Generation = 2 // a spec change the gateway cannot take yet
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady
 		res, err := f.r.sync(context.Background(), sb, f.obs)
 		if err != nil || res.RequeueAfter <= 0 {
@@ -200,6 +204,9 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		}
 		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady || reason(sb, openshellv1alpha1.ConditionGatewayReachable) != openshellv1alpha1.SandboxReasonUnavailable {
 			t.Fatalf("phase %s, GatewayReachable %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionGatewayReachable))
+		}
+		if sb.Status.ObservedGeneration != 1 {
+			t.Errorf("observedGeneration %d while the gateway could not take generation 2", sb.Status.ObservedGeneration)
 		}
 	})
 }
