@@ -138,7 +138,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		&rbacv1.ClusterRoleBinding{}:    ours,
 		&networkingv1.NetworkPolicy{}:   ours,
 		&policyv1.PodDisruptionBudget{}: ours,
-	}, SyncPeriod: opts.SyncPeriod}
+	}, SyncPeriod: opts.SyncPeriod,
+		// Nothing reads managedFields from the cache (writes are server-side
+		// applies); they are most of the memory of small objects.
+		DefaultTransform: cache.TransformStripManagedFields()}
 	cacheOpts.DefaultNamespaces = namespaceConfigs(opts.WatchNamespaces)
 	gracefulShutdown := 30 * time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

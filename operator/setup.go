@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -64,7 +65,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	// Secrets are watched by metadata only, in a cache of their own: the
 	// manager's Secret cache holds only the operator's own Secrets.
 	secretMeta, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaceConfigs(watch)})
+		DefaultNamespaces: namespaceConfigs(watch), DefaultTransform: SecretMetadataTransform})
 	if err != nil {
 		return fmt.Errorf("create secret metadata cache: %w", err)
 	}
@@ -109,6 +110,19 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		return fmt.Errorf("set up tenant admin webhooks: %w", err)
 	}
 	return nil
+}
+
+// SecretMetadataTransform keeps only what the operator needs of a tenant
+// Secret's metadata (name, namespace, labels, resourceVersion): it drops
+// managedFields and annotations, which for a Secret created with kubectl
+// apply include kubectl.kubernetes.io/last-applied-configuration — the
+// Secret's data, which the operator must never hold in memory.
+func SecretMetadataTransform(in any) (any, error) {
+	if obj, err := meta.Accessor(in); err == nil {
+		obj.SetManagedFields(nil)
+		obj.SetAnnotations(nil)
+	}
+	return in, nil
 }
 
 // namespaceConfigs maps watched namespaces to cache configuration; nil
