@@ -39,10 +39,11 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code, the gateway gRPC client and docs/conditions.md.
+generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code, the gateway gRPC client, docs/conditions.md and config/scc.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 	cd proto && $(LOCALBIN)/buf generate
 	go run ./hack/conditions > docs/conditions.md
+	go run ./hack/scc config/scc
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configuration.
