@@ -73,6 +73,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		return err
 	}
 	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gatewayapi.NewPool(), Issuer: opts.Issuer, SecretMetadata: secretMeta}
+	if err := mgr.Add(gateways); err != nil {
+		return fmt.Errorf("add gateway sessions: %w", err)
+	}
 	// Indexes first: the controllers' watches and the webhooks query them.
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err

@@ -56,9 +56,10 @@ type Reconciler struct {
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
 
+	// failures counts consecutive gateway failures per sandbox (backoff):
+	// retry state of this reconciler, not gateway session state.
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
-	follow   *followers
 }
 
 // observed is what one reconcile read from the cluster.
@@ -247,10 +248,6 @@ func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *opensh
 // SetupWithManager registers the reconciler and its indexes and watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.failures = map[types.NamespacedName]int{}
-	r.follow = newFollowers()
-	if err := mgr.Add(r.follow); err != nil {
-		return fmt.Errorf("add sandbox followers: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
 		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(index.SpecOrDeletionChanged)).
@@ -274,7 +271,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.follow.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Gateways.Followers().Events(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
 		Complete(r)

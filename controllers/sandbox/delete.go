@@ -80,7 +80,7 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	r.mu.Lock()
 	delete(r.failures, client.ObjectKeyFromObject(sb))
 	r.mu.Unlock()
-	r.follow.stop(client.ObjectKeyFromObject(sb))
+	r.Gateways.Followers().Stop(client.ObjectKeyFromObject(sb))
 	return ctrl.Result{}, nil
 }
 

@@ -299,7 +299,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	current *openshellv1.Sandbox) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(sb)
 	if current == nil {
-		current = r.follow.snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
+		current = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
 	}
 	if current == nil {
 		resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
@@ -317,7 +317,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	if res.RequeueAfter > 0 {
 		// Still moving: follow the gateway's stream so the next change is
 		// reported as it happens; the requeue is only a safety net.
-		r.follow.ensure(key, conn, sb.Status.SandboxID)
+		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, sb.Status.SandboxID)
 	}
 	return res, nil
 }

@@ -33,7 +33,7 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 	t.Helper()
 	env := gatewaytest.Start(t)
 	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: events.NewFakeRecorder(100),
-		failures: map[types.NamespacedName]int{}, follow: newFollowers(), Gateways: env.Resolver}
+		failures: map[types.NamespacedName]int{}, Gateways: env.Resolver}
 	return &gatewayFixture{r: r, gw: env.Gateway, obs: observed{gateway: env.Object, namespaceUID: fixtureNamespaceUID}}
 }
 

@@ -64,6 +64,25 @@ type Resolver struct {
 	cas    map[string]cachedCA
 	// workspaces are the workspaces verified at each gateway.
 	workspaces workspaces
+	// follow streams the phase of sandboxes that are still moving.
+	followOnce sync.Once
+	follow     *Followers
+}
+
+// Followers returns the WatchSandbox streams of this resolver's gateways.
+func (r *Resolver) Followers() *Followers {
+	r.followOnce.Do(func() { r.follow = NewFollowers() })
+	return r.follow
+}
+
+// Start makes the resolver a manager Runnable: it owns every gateway
+// session (connections, token sources, CA and workspace caches, streams)
+// and releases them all when the manager stops.
+func (r *Resolver) Start(ctx context.Context) error {
+	<-ctx.Done()
+	r.Followers().stopAll()
+	r.Pool.Close()
+	return nil
 }
 
 type cachedCA struct {
@@ -84,9 +103,11 @@ func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 }
 
 // Forget drops everything held for a gateway (connection, token source,
-// CA, verified workspaces) when it is deleted, by its "namespace/name" key.
+// CA, verified workspaces, streams) when it is deleted, by its
+// "namespace/name" key.
 func (r *Resolver) Forget(key string) {
 	r.Pool.Forget(key)
+	r.Followers().stopGateway(key)
 	r.mu.Lock()
 	delete(r.tokens, key)
 	for id := range r.cas {

@@ -1,4 +1,4 @@
-package sandbox
+package gwconn
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
 
-// followers stream WatchSandbox for sandboxes that are still moving
+// Followers stream WatchSandbox for sandboxes that are still moving
 // (provisioning, recreating), keep the latest snapshot, and re-queue the
 // sandbox on every change: readiness is reported when the gateway sees it,
 // not at the next poll. A stream ends once the sandbox is Ready (the
 // gateway's stop_on_terminal) or fails; the next reconcile starts a new one
 // if the sandbox is still moving.
-type followers struct {
+type Followers struct {
 	mu     sync.Mutex
 	active map[types.NamespacedName]follow
 	latest map[types.NamespacedName]*openshellv1.Sandbox
@@ -30,17 +30,18 @@ type followers struct {
 }
 
 type follow struct {
-	id     string
-	cancel context.CancelFunc
+	id, gateway string
+	cancel      context.CancelFunc
 }
 
-func newFollowers() *followers {
-	return &followers{active: map[types.NamespacedName]follow{}, latest: map[types.NamespacedName]*openshellv1.Sandbox{},
+// NewFollowers returns an empty set of streams.
+func NewFollowers() *Followers {
+	return &Followers{active: map[types.NamespacedName]follow{}, latest: map[types.NamespacedName]*openshellv1.Sandbox{},
 		events: make(chan event.GenericEvent, 1024)}
 }
 
-// snapshot returns the latest streamed state of sandbox id, if any.
-func (f *followers) snapshot(key types.NamespacedName, id string) *openshellv1.Sandbox {
+// Snapshot returns the latest streamed state of sandbox id, if any.
+func (f *Followers) Snapshot(key types.NamespacedName, id string) *openshellv1.Sandbox {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.latest[key]; ok && s.GetMetadata().GetId() == id {
@@ -49,8 +50,8 @@ func (f *followers) snapshot(key types.NamespacedName, id string) *openshellv1.S
 	return nil
 }
 
-// ensure starts a stream for sandbox id unless one runs.
-func (f *followers) ensure(key types.NamespacedName, conn *gatewayapi.Client, id string) {
+// Ensure starts a stream for sandbox id unless one runs.
+func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.active[key]; ok {
@@ -60,26 +61,37 @@ func (f *followers) ensure(key types.NamespacedName, conn *gatewayapi.Client, id
 		cur.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.active[key] = follow{id: id, cancel: cancel}
+	f.active[key] = follow{id: id, gateway: gatewayKey, cancel: cancel}
 	go f.run(ctx, key, conn, id)
 }
 
-// Start is a manager Runnable: when the manager stops, every stream stops
-// with it (the streams outlive the reconciles that start them, so they
-// cannot use a reconcile's context).
-func (f *followers) Start(ctx context.Context) error {
-	<-ctx.Done()
+// stopAll ends every stream (the manager is stopping).
+func (f *Followers) stopAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for key, cur := range f.active {
 		cur.cancel()
 		delete(f.active, key)
 	}
-	return nil
 }
 
-// stop ends the stream and forgets the snapshot (deleted sandbox).
-func (f *followers) stop(key types.NamespacedName) {
+// stopGateway ends the streams of one gateway (it was deleted).
+func (f *Followers) stopGateway(gatewayKey string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, cur := range f.active {
+		if cur.gateway == gatewayKey {
+			cur.cancel()
+			delete(f.active, key)
+		}
+	}
+}
+
+// Events re-queue the sandbox whose streamed phase changed.
+func (f *Followers) Events() <-chan event.GenericEvent { return f.events }
+
+// Stop ends the stream and forgets the snapshot (deleted sandbox).
+func (f *Followers) Stop(key types.NamespacedName) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.active[key]; ok {
@@ -89,7 +101,7 @@ func (f *followers) stop(key types.NamespacedName) {
 	delete(f.latest, key)
 }
 
-func (f *followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, id string) {
+func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, id string) {
 	defer func() {
 		f.mu.Lock()
 		if cur, ok := f.active[key]; ok && cur.id == id {
@@ -125,7 +137,7 @@ func (f *followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 	}
 }
 
-func (f *followers) notify(key types.NamespacedName) {
+func (f *Followers) notify(key types.NamespacedName) {
 	obj := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case f.events <- event.GenericEvent{Object: obj}:
