@@ -91,13 +91,11 @@ func TestSandboxLifecycle(t *testing.T) {
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
 	key := client.ObjectKeyFromObject(sb)
 
-	var firstID string
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, key)
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
 		g.Expect(cur.Status.SandboxID).NotTo(BeEmpty())
 		g.Expect(cur.Status.AgentSandbox).NotTo(BeNil())
-		firstID = cur.Status.SandboxID
 	}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 	cur := sandboxStatus(ctx, g, key)
 	pod := &corev1.Pod{}
@@ -111,9 +109,12 @@ func TestSandboxLifecycle(t *testing.T) {
 	g.Expect(cur.Status.GatewaySandboxName).To(Equal(name))
 	g.Expect(st.Gateway.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}))
 
+	// Each subtest below starts from whatever state the others left and
+	// asserts only its own change: they can run alone (-run) or in any order.
 	t.Run("policy network edit applies in place", func(t *testing.T) {
 		g := NewWithT(t)
 		before := st.Gateway.SandboxPolicyVersion(ws, name)
+		id := sandboxStatus(ctx, g, key).Status.SandboxID
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			p := &openshellv1alpha1.OpenShellPolicy{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
@@ -127,7 +128,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			g.Expect(st.Gateway.SandboxPolicyVersion(ws, name)).To(Equal(before + 1))
 			cur := sandboxStatus(ctx, g, key)
-			g.Expect(cur.Status.SandboxID).To(Equal(firstID), "an in-place change must not recreate")
+			g.Expect(cur.Status.SandboxID).To(Equal(id), "an in-place change must not recreate")
 			g.Expect(cur.Status.PolicyVersion).To(Equal(int64(before + 1)))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 	})
@@ -219,9 +220,14 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	t.Run("an image change recreates the sandbox", func(t *testing.T) {
 		g := NewWithT(t)
+		firstID := sandboxStatus(ctx, g, key).Status.SandboxID
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := sandboxStatus(ctx, g, key)
-			cur.Spec.Image = strings.Replace(cur.Spec.Image, "sandboxes/base", "sandboxes/python", 1)
+			if strings.Contains(cur.Spec.Image, "sandboxes/base") {
+				cur.Spec.Image = strings.Replace(cur.Spec.Image, "sandboxes/base", "sandboxes/python", 1)
+			} else {
+				cur.Spec.Image = strings.Replace(cur.Spec.Image, "sandboxes/python", "sandboxes/base", 1)
+			}
 			return c.Update(ctx, cur)
 		})).To(Succeed())
 		g.Eventually(func(g Gomega) {
@@ -240,7 +246,9 @@ func TestSandboxLifecycle(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
 				return err
 			}
-			p.Spec.NetworkPolicies = p.Spec.NetworkPolicies[:1]
+			port := int32(443)
+			p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: "during-outage",
+				Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "pypi.org", Port: &port}}})
 			return c.Update(ctx, p)
 		})).To(Succeed())
 		g.Eventually(func(g Gomega) {
@@ -259,12 +267,24 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	t.Run("deletion removes the gateway row, the Sandbox and its pod", func(t *testing.T) {
 		g := NewWithT(t)
-		cur := sandboxStatus(ctx, g, key)
-		crName := cur.Status.AgentSandbox.Name
+		// A sandbox of its own, so the others keep theirs.
+		doomed := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "doomed", Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: sb.Spec.GatewayRef, Image: sb.Spec.Image,
+				PolicyRef: sb.Spec.PolicyRef, Providers: sb.Spec.Providers}}
+		g.Expect(c.Create(ctx, doomed)).To(Succeed())
+		dkey := client.ObjectKeyFromObject(doomed)
+		var cur *openshellv1alpha1.OpenShellSandbox
+		g.Eventually(func(g Gomega) {
+			cur = sandboxStatus(ctx, g, dkey)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+			g.Expect(cur.Status.AgentSandbox).NotTo(BeNil())
+		}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), cluster.CheckProcessesMessage)
+		crName, dname := cur.Status.AgentSandbox.Name, cur.Status.GatewaySandboxName
+		g.Expect(st.Gateway.SandboxNames(ws)).To(ContainElement(dname))
 		g.Expect(c.Delete(ctx, cur)).To(Succeed())
-		g.Eventually(func() error { return c.Get(ctx, key, &openshellv1alpha1.OpenShellSandbox{}) }).
+		g.Eventually(func() error { return c.Get(ctx, dkey, &openshellv1alpha1.OpenShellSandbox{}) }).
 			WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
-		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name))
+		g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(dname))
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(sandboxGVK)
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: crName}, cr))).To(BeTrue())
