@@ -102,3 +102,14 @@ type OpenShellImagePolicyList struct {
 func init() {
 	objectTypes = append(objectTypes, &OpenShellImagePolicy{}, &OpenShellImagePolicyList{})
 }
+
+// Reasons of an OpenShellImagePolicy's Ready.
+const (
+	// ImagePolicyReasonValid (True): every entry parsed; the message counts
+	// the allowed locations.
+	ImagePolicyReasonValid = "Valid"
+	// ImagePolicyReasonInvalidEntry (False): some entries could not be
+	// parsed and are ignored (the message names them); the others stay in
+	// effect.
+	ImagePolicyReasonInvalidEntry = "InvalidEntry"
+)

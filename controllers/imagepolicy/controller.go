@@ -18,14 +18,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
-// Reasons of the Ready condition.
-const (
-	// ReasonValid: every entry parsed.
-	ReasonValid = "Valid"
-	// ReasonInvalidEntry: some entries could not be parsed and are ignored.
-	ReasonInvalidEntry = "InvalidEntry"
-)
-
 // maxReported bounds how many invalid entries the condition message lists.
 const maxReported = 5
 
@@ -58,7 +50,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // readiness renders the Ready condition of a compiled policy.
 func readiness(p *imagepolicy.Policy) (string, metav1.ConditionStatus, string) {
 	if len(p.Invalid) == 0 {
-		return ReasonValid, metav1.ConditionTrue, fmt.Sprintf("%d allowed locations", p.Len())
+		return openshellv1alpha1.ImagePolicyReasonValid, metav1.ConditionTrue, fmt.Sprintf("%d allowed locations", p.Len())
 	}
 	var parts []string
 	for i, e := range p.Invalid {
@@ -68,7 +60,7 @@ func readiness(p *imagepolicy.Policy) (string, metav1.ConditionStatus, string) {
 		}
 		parts = append(parts, fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Message))
 	}
-	return ReasonInvalidEntry, metav1.ConditionFalse, fmt.Sprintf("%d entries are ignored: %s; %d allowed locations remain in effect",
+	return openshellv1alpha1.ImagePolicyReasonInvalidEntry, metav1.ConditionFalse, fmt.Sprintf("%d entries are ignored: %s; %d allowed locations remain in effect",
 		len(p.Invalid), strings.Join(parts, "; "), p.Len())
 }
 

@@ -32,7 +32,7 @@ func TestReadinessValid(t *testing.T) {
 		Mirrors:        []openshellv1alpha1.ImageMirror{{Source: "ghcr.io/nvidia", Mirrors: []string{"mirror.corp/ghcr"}}},
 	})
 	reason, st, msg := readiness(p)
-	if reason != ReasonValid || st != metav1.ConditionTrue || msg != "3 allowed locations" {
+	if reason != openshellv1alpha1.ImagePolicyReasonValid || st != metav1.ConditionTrue || msg != "3 allowed locations" {
 		t.Errorf("readiness = %s/%s %q, want Valid/True \"3 allowed locations\"", reason, st, msg)
 	}
 }
@@ -45,7 +45,7 @@ func TestReadinessInvalidEntries(t *testing.T) {
 		Mirrors:        []openshellv1alpha1.ImageMirror{{Source: "ghcr.io/nvidia", Mirrors: []string{"*.corp"}}},
 	})
 	reason, st, msg := readiness(p)
-	if reason != ReasonInvalidEntry || st != metav1.ConditionFalse {
+	if reason != openshellv1alpha1.ImagePolicyReasonInvalidEntry || st != metav1.ConditionFalse {
 		t.Fatalf("readiness = %s/%s, want InvalidEntry/False", reason, st)
 	}
 	for _, want := range []string{
@@ -179,7 +179,7 @@ func ready(t *testing.T, p *openshellv1alpha1.OpenShellImagePolicy, st metav1.Co
 func TestReconcileValidThenInvalid(t *testing.T) {
 	e := newEnv(imagePolicy(2, "mirror.corp/openshell", "mirror.corp:5000/agents"))
 	p := e.reconcile(t)
-	ready(t, p, metav1.ConditionTrue, ReasonValid, "2 allowed locations")
+	ready(t, p, metav1.ConditionTrue, openshellv1alpha1.ImagePolicyReasonValid, "2 allowed locations")
 	if p.Status.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration = %d, want 2", p.Status.ObservedGeneration)
 	}
@@ -201,14 +201,14 @@ func TestReconcileValidThenInvalid(t *testing.T) {
 	if p.Generation != 3 {
 		t.Fatalf("fake client kept generation %d, want 3", p.Generation)
 	}
-	ready(t, p, metav1.ConditionFalse, ReasonInvalidEntry,
+	ready(t, p, metav1.ConditionFalse, openshellv1alpha1.ImagePolicyReasonInvalidEntry,
 		"1 entries are ignored", `spec.allowedMirrors[2] "Not A Host"`, "2 allowed locations remain in effect")
 }
 
 func TestReconcileInvalidEntries(t *testing.T) {
 	e := newEnv(imagePolicy(5, "mirror.corp/openshell", "", "ubuntu"))
 	p := e.reconcile(t)
-	ready(t, p, metav1.ConditionFalse, ReasonInvalidEntry,
+	ready(t, p, metav1.ConditionFalse, openshellv1alpha1.ImagePolicyReasonInvalidEntry,
 		"2 entries are ignored", `spec.allowedMirrors[1] "": empty location`, `spec.allowedMirrors[2] "ubuntu"`,
 		"1 allowed locations remain in effect")
 	if p.Status.ObservedGeneration != 5 {
