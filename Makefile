@@ -67,6 +67,7 @@ lint: $(STATICCHECK) ## Check formatting, go vet and staticcheck.
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	$(STATICCHECK) ./...
+	cd $(RELEASE_DIR) && go vet ./... && $(STATICCHECK) ./...
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed.
@@ -74,13 +75,14 @@ verify: ## Regenerate everything and fail if the tree changed.
 	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile catalog internal/gatewayapi/pb docs/conditions.md)" ]; then \
 		git status --short -- api config bundle bundle.Dockerfile catalog internal/gatewayapi/pb docs/conditions.md; git --no-pager diff --stat -- api config bundle catalog internal/gatewayapi/pb docs/conditions.md; \
 		echo "generated files are stale: run 'make generate manifests bundle catalog' and commit"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- go.mod go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- go.mod go.sum $(RELEASE_DIR)/go.mod $(RELEASE_DIR)/go.sum)" ]; then echo "go.mod/go.sum changed"; exit 1; fi
 
 ##@ Test
 
 .PHONY: test
-test: tools ## Run all tests: unit, API (CEL) and integration on envtest, e2e on a local cluster, bounded fuzzing.
+test: tools ## Run all tests: unit, API (CEL) and integration on envtest, e2e on a local cluster, OLM packaging, bounded fuzzing.
 	go test $(GO_TEST_FLAGS) ./...
+	cd $(RELEASE_DIR) && go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # Fuzz targets as package:Target. `make fuzz FUZZTIME=10m` for a long run.
@@ -99,6 +101,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20000 inputs).
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.
 	go test $(GO_TEST_FLAGS) -short ./...
+	cd $(RELEASE_DIR) && go test $(GO_TEST_FLAGS) -short ./...
 
 .PHONY: bench
 bench: tools ## Run the benchmarks and print their tables (BENCH_N=100,500,1000 for the full cluster run).
@@ -108,40 +111,48 @@ bench: tools ## Run the benchmarks and print their tables (BENCH_N=100,500,1000 
 
 ##@ OLM packaging
 
+# The release tooling (bundle, catalog, images) is a module of its own, so
+# that operator-registry, kustomize and go-containerregistry stay out of the
+# operator's go.mod; its command is built into bin/ like the other tools.
+RELEASE_DIR := $(CURDIR)/hack/release
+RELEASE_TOOL := $(LOCALBIN)/openshell-release
+$(RELEASE_TOOL): $(RELEASE_DIR)/go.mod $(shell find $(RELEASE_DIR) -name '*.go' -not -name '*_test.go')
+	mkdir -p $(LOCALBIN) && cd $(RELEASE_DIR) && go build -o $(RELEASE_TOOL) ./cmd/bundle
+
 VERSION ?= 0.1.0
 CHANNELS ?= candidate-v0,stable-v0
 DEFAULT_CHANNEL ?= stable-v0
 
 .PHONY: bundle
-bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.
-	go run ./hack/bundle generate -version $(VERSION) -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL) \
+bundle: manifests $(RELEASE_TOOL) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.
+	$(RELEASE_TOOL) generate -version $(VERSION) -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL) \
 		-skip-range '>=0.0.0 <$(VERSION)'
 
 .PHONY: catalog
-catalog: ## Render the File-Based Catalog (catalog/configs) from the bundle, by the bundle image digest.
-	go run ./hack/bundle catalog -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL)
+catalog: $(RELEASE_TOOL) ## Render the File-Based Catalog (catalog/configs) from the bundle, by the bundle image digest.
+	$(RELEASE_TOOL) catalog -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL)
 
 .PHONY: catalog-validate
-catalog-validate: ## Validate the catalog as opm validate does, plus digest checks.
-	go run ./hack/bundle catalog-validate
+catalog-validate: $(RELEASE_TOOL) ## Validate the catalog as opm validate does, plus digest checks.
+	$(RELEASE_TOOL) catalog-validate
 
 .PHONY: pin-images
-pin-images: ## Resolve the operand image tags in config/manifests/images.yaml to digests (needs registry access), then regenerate.
-	go run ./hack/bundle pin
+pin-images: $(RELEASE_TOOL) ## Resolve the operand image tags in config/manifests/images.yaml to digests (needs registry access), then regenerate.
+	$(RELEASE_TOOL) pin
 	$(MAKE) bundle catalog
 
 .PHONY: images
-images: $(LOCALBIN)/opm ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
+images: $(LOCALBIN)/opm $(RELEASE_TOOL) ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-amd64 ./cmd
 	cd $(TOOLS_DIR)/opm && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -tags containers_image_openpgp \
 		-ldflags "-s -w -buildid=" -o $(LOCALBIN)/opm-linux-amd64 github.com/operator-framework/operator-registry/cmd/opm
-	go run ./hack/bundle images
+	$(RELEASE_TOOL) images
 	$(MAKE) bundle catalog
-	go run ./hack/bundle images
+	$(RELEASE_TOOL) images
 
 .PHONY: bundle-validate
-bundle-validate: ## Validate the bundle: operator-framework validators plus digest and consistency checks.
-	go run ./hack/bundle validate -dir bundle -k8s-version 1.34
+bundle-validate: $(RELEASE_TOOL) ## Validate the bundle: operator-framework validators plus digest and consistency checks.
+	$(RELEASE_TOOL) validate -dir bundle -k8s-version 1.34
 
 ##@ Build
 

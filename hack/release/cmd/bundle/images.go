@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/images"
 )
 
 // bundleDigest is the digest of the bundle image built from dir.

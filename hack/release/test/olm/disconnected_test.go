@@ -20,7 +20,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/images"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 

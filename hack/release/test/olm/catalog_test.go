@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/openshell/openshell-operator/internal/catalog"
+	"github.com/openshell/openshell-operator/hack/release/catalog"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 

@@ -9,7 +9,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openshell/openshell-operator/internal/bundle"
+	"github.com/openshell/openshell-operator/hack/release/bundle"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/operator-framework/api/pkg/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/images"
 )
 
 // Report is the result of validating a bundle.

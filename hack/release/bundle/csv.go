@@ -11,7 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/images"
 )
 
 // webhookServicePort is the port OLM's webhook Service exposes.

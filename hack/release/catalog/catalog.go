@@ -18,7 +18,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/property"
 
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/images"
 )
 
 // Options describe the catalog.

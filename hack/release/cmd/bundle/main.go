@@ -14,9 +14,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/openshell/openshell-operator/internal/bundle"
-	"github.com/openshell/openshell-operator/internal/catalog"
-	"github.com/openshell/openshell-operator/internal/images"
+	"github.com/openshell/openshell-operator/hack/release/bundle"
+	"github.com/openshell/openshell-operator/hack/release/catalog"
+	"github.com/openshell/openshell-operator/hack/release/images"
 )
 
 func main() {
