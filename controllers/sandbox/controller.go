@@ -7,13 +7,14 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +32,12 @@ import (
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+)
+
+// Backoff of failed gateway calls (per sandbox).
+const (
+	retryBase = time.Second
+	retryMax  = 5 * time.Minute
 )
 
 // MaxConcurrentReconciles bounds parallel sandbox reconciles.
@@ -55,11 +62,6 @@ type Reconciler struct {
 	Gateways  *gwconn.Resolver
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
-
-	// failures counts consecutive gateway failures per sandbox (backoff):
-	// retry state of this reconciler, not gateway session state.
-	mu       sync.Mutex
-	failures map[types.NamespacedName]int
 }
 
 // observed is what one reconcile read from the cluster.
@@ -247,13 +249,16 @@ func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *opensh
 
 // SetupWithManager registers the reconciler and its indexes and watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.failures = map[types.NamespacedName]int{}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
 		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Named("openshellsandbox").
-		// Reconciles wait on gateway round trips: run several at once.
-		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
+		// Reconciles wait on gateway round trips: run several at once. A
+		// failed gateway call is retried with per-sandbox exponential
+		// backoff from one second up to five minutes; a gateway's status
+		// change (its health check) re-queues its sandboxes at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)}).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxGateway, func(o client.Object) string {
 			return client.ObjectKeyFromObject(o).String()
 		}))).

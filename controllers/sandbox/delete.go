@@ -77,9 +77,6 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	if err := status.RemoveFinalizer(ctx, r.Client, sb, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.mu.Lock()
-	delete(r.failures, client.ObjectKeyFromObject(sb))
-	r.mu.Unlock()
 	r.Gateways.Followers().Stop(client.ObjectKeyFromObject(sb))
 	return ctrl.Result{}, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,11 +26,10 @@ import (
 )
 
 // A safety re-check while a sandbox provisions (WatchSandbox streams the
-// changes); capped backoff while the gateway is unreachable; how soon to
-// look again while a gateway sandbox name is being freed.
+// changes); how soon to look again while a gateway sandbox name is being
+// freed.
 const (
 	provisionPoll = 15 * time.Second
-	maxBackoff    = 10 * time.Second
 	nameFreePoll  = time.Second
 )
 
@@ -123,16 +121,15 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 // sync brings the gateway sandbox in line with the spec: connect, ensure
 // the namespace's workspace, render, then one step of the state machine.
 func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (ctrl.Result, error) {
-	key := client.ObjectKeyFromObject(sb)
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
 		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonConnectionFailed, err.Error())
-		return ctrl.Result{RequeueAfter: r.backoff(key)}, nil
+		return ctrl.Result{}, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
 	}
 	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
 	if err != nil {
-		return r.gatewayError(sb, key, err)
+		return gatewayError(sb, err)
 	}
 	d, err := desired(sb, obs, ws)
 	if err != nil {
@@ -142,11 +139,8 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 
 	res, err := r.drive(ctx, conn, sb, obs, d)
 	if err != nil {
-		return r.gatewayError(sb, key, err)
+		return gatewayError(sb, err)
 	}
-	r.mu.Lock()
-	delete(r.failures, key)
-	r.mu.Unlock()
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation
 	return res, nil
@@ -363,12 +357,15 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 	}
 }
 
-// gatewayError reports a failed call without flapping: the phase stays,
-// GatewayReachable says why, and the retry backs off up to maxBackoff.
-func (r *Reconciler) gatewayError(sb *openshellv1alpha1.OpenShellSandbox, key types.NamespacedName, err error) (ctrl.Result, error) {
+// gatewayError reports a failed call without flapping the phase:
+// GatewayReachable (or Synced) says why, and the error goes back to the
+// workqueue, which retries with per-sandbox exponential backoff (see
+// SetupWithManager) and counts it in controller_runtime_reconcile_errors_total
+// and the log. A conflict is a decision, not a failure: not retried.
+func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Result, error) {
 	if conflict := (*gwconn.ConflictError)(nil); errors.As(err, &conflict) {
-		// Not retried: it needs a gateway admin (or a new namespace), and the
-		// next spec or gateway change re-queues the sandbox.
+		// It needs a gateway admin (or a new namespace); the next spec or
+		// gateway change re-queues the sandbox.
 		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.ReasonWorkspaceConflict, conflict.Error())
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonWorkspaceConflict, conflict.Error())
 		if sb.Status.SandboxID == "" {
@@ -390,14 +387,5 @@ func (r *Reconciler) gatewayError(sb *openshellv1alpha1.OpenShellSandbox, key ty
 		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, grpcstatus.Convert(err).Message())
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, reachable, reason, grpcstatus.Convert(err).Message())
-	return ctrl.Result{RequeueAfter: r.backoff(key)}, nil
-}
-
-func (r *Reconciler) backoff(key types.NamespacedName) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.failures[key]
-	r.failures[key] = n + 1
-	d := time.Second << min(n, 5)
-	return min(d, maxBackoff)
+	return ctrl.Result{}, fmt.Errorf("gateway %s: %w", sb.Status.Gateway, err)
 }

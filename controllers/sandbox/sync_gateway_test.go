@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -32,8 +31,7 @@ const fixtureNamespaceUID = "ns-uid-1"
 func newGatewayFixture(t *testing.T) *gatewayFixture {
 	t.Helper()
 	env := gatewaytest.Start(t)
-	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: events.NewFakeRecorder(100),
-		failures: map[types.NamespacedName]int{}, Gateways: env.Resolver}
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: events.NewFakeRecorder(100), Gateways: env.Resolver}
 	return &gatewayFixture{r: r, gw: env.Gateway, obs: observed{gateway: env.Object, namespaceUID: fixtureNamespaceUID}}
 }
 
@@ -188,7 +186,7 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 			t.Error("a provider change recreated the sandbox")
 		}
 	})
-	t.Run("an unreachable gateway backs off without changing the phase", func(t *testing.T) {
+	t.Run("an unreachable gateway is an error for the workqueue and leaves the phase", func(t *testing.T) {
 		f := newGatewayFixture(t)
 		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Generation = 1 })
 		f.sync(t, sb)
@@ -198,9 +196,9 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		f.gw.SetUnavailable(true)
 		sb.Generation = 2 // a spec change the gateway cannot take yet
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady
-		res, err := f.r.sync(context.Background(), sb, f.obs)
-		if err != nil || res.RequeueAfter <= 0 {
-			t.Fatalf("want a backoff requeue, got %v, %v", res, err)
+		// The error goes back to the workqueue, which backs off (and counts it).
+		if _, err := f.r.sync(context.Background(), sb, f.obs); err == nil {
+			t.Fatal("want the gateway failure returned to the workqueue")
 		}
 		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady || reason(sb, openshellv1alpha1.ConditionGatewayReachable) != openshellv1alpha1.SandboxReasonUnavailable {
 			t.Fatalf("phase %s, GatewayReachable %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionGatewayReachable))
