@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -89,10 +90,37 @@ func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 }
 
 func (r *Reconciler) deleteCertManagerObjects(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
-	sel := client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}
-	for _, o := range []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}} {
-		if err := r.Client.DeleteAllOf(ctx, o, client.InNamespace(gw.Namespace), sel); err != nil && !apierrors.IsNotFound(err) {
+	for _, l := range []client.ObjectList{&cmv1.CertificateList{}, &cmv1.IssuerList{}} {
+		if err := r.deleteLabelled(ctx, l, gw.Namespace, gatewaySelector(gw)); err != nil {
 			return fmt.Errorf("delete stale cert-manager objects: %w", err)
+		}
+	}
+	return nil
+}
+
+// gatewaySelector selects the objects a gateway's render labelled as its own.
+func gatewaySelector(gw *openshellv1alpha1.OpenShellGateway) client.MatchingLabels {
+	return client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}
+}
+
+// deleteLabelled deletes, one by one, the objects of list's kind in ns that
+// carry sel. The operator holds list and delete but not deletecollection
+// (the bundle grants no collection deletes), so DeleteAllOf is not an option.
+func (r *Reconciler) deleteLabelled(ctx context.Context, list client.ObjectList, ns string, sel client.MatchingLabels) error {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), sel); err != nil {
+		return fmt.Errorf("list %T: %w", list, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, item := range items {
+		o, ok := item.(client.Object)
+		if !ok {
+			continue
+		}
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, ns, o.GetName(), err)
 		}
 	}
 	return nil
@@ -106,25 +134,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 		return nil
 	}
 	n := render.NamesFor(gw)
-	for _, o := range []client.Object{
-		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{},
-	} {
-		o.SetName(n.ClusterScoped)
-		if err := r.deleteIfOurs(ctx, gw, o); err != nil {
-			return err
-		}
-	}
 	if n.SandboxNamespace != gw.Namespace {
-		sel := client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}
-		for _, o := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}} {
-			if err := r.Client.DeleteAllOf(ctx, o, client.InNamespace(n.SandboxNamespace), sel); err != nil && !apierrors.IsNotFound(err) {
+		for _, l := range []client.ObjectList{&rbacv1.RoleBindingList{}, &rbacv1.RoleList{}, &networkingv1.NetworkPolicyList{}, &corev1.ServiceAccountList{}} {
+			if err := r.deleteLabelled(ctx, l, n.SandboxNamespace, gatewaySelector(gw)); err != nil {
 				return fmt.Errorf("delete children in %s: %w", n.SandboxNamespace, err)
 			}
 		}
 	}
 	// Secrets written by cert-manager carry the labels but no owner reference.
-	if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(gw.Namespace),
-		client.MatchingLabels{render.LabelGatewayNamespace: gw.Namespace, render.LabelGatewayName: render.Labels(gw, "")[render.LabelGatewayName]}); err != nil {
+	if err := r.deleteLabelled(ctx, &corev1.SecretList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
 		return fmt.Errorf("delete certificate secrets: %w", err)
 	}
 	pf, known := r.Preflight.Get()
@@ -148,6 +166,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 					return fmt.Errorf("delete %s: %w", o.GetName(), err)
 				}
 			}
+		}
+	}
+	// The gateway's cluster-scoped RBAC goes last, after everything that can
+	// fail: a still-running gateway keeps TokenReview until the very end.
+	for _, o := range []client.Object{&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{}} {
+		o.SetName(n.ClusterScoped)
+		if err := r.deleteIfOurs(ctx, gw, o); err != nil {
+			return err
 		}
 	}
 	return status.RemoveFinalizer(ctx, r.Client, gw, Finalizer)

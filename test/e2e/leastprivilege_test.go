@@ -111,4 +111,20 @@ func TestLeastPrivilegeIsSufficient(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+
+	// Deleting it finishes under the same RBAC: the finalizer is released
+	// and the cluster-scoped RBAC it held is gone.
+	managed := client.MatchingLabels{"openshell.ai/gateway-namespace": gwNS}
+	crs := &rbacv1.ClusterRoleList{}
+	g.Expect(c.List(ctx, crs, managed)).To(Succeed())
+	g.Expect(crs.Items).NotTo(BeEmpty(), "the gateway holds a ClusterRole while it runs")
+	g.Expect(c.Delete(ctx, gw)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(gw), &openshellv1alpha1.OpenShellGateway{}))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "the gateway finalizer was not released")
+	g.Expect(c.List(ctx, crs, managed)).To(Succeed())
+	g.Expect(crs.Items).To(BeEmpty())
+	crbs := &rbacv1.ClusterRoleBindingList{}
+	g.Expect(c.List(ctx, crbs, managed)).To(Succeed())
+	g.Expect(crbs.Items).To(BeEmpty())
 }
