@@ -104,16 +104,18 @@ func ResolveImages(gw *openshellv1alpha1.OpenShellGateway, defaults operatorenv.
 // Names are the names of a gateway's objects.
 type Names struct {
 	// Fullname names the workload, Service, Route and gateway ServiceAccount.
-	Fullname         string
-	Config           string
-	OIDCCA           string
-	JWT              string
-	KEK              string
-	CA               string
-	ServerTLS        string
-	ServerExternal   string
-	ClientTLS        string
-	SandboxSA        string
+	Fullname       string
+	Config         string
+	OIDCCA         string
+	JWT            string
+	KEK            string
+	CA             string
+	ServerTLS      string
+	ServerExternal string
+	ClientTLS      string
+	SandboxSA      string
+	// SandboxPolicy names the NetworkPolicy of the sandbox pods.
+	SandboxPolicy    string
 	SandboxNamespace string
 	// ClusterScoped names this gateway's ClusterRole and ClusterRoleBinding;
 	// it includes the namespace so gateways of the same name never collide.
@@ -130,6 +132,14 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 	if m := gw.Spec.Managed; m != nil && m.Sandboxes.Namespace != "" {
 		sandboxNS = m.Sandboxes.Namespace
 	}
+	// Names outside the gateway's namespace carry a hash of namespace/name:
+	// two gateways of one name in different namespaces may share a sandbox
+	// namespace, and server-side apply with forced ownership would let each
+	// take the other's objects.
+	sandboxPrefix := n
+	if sandboxNS != gw.Namespace {
+		sandboxPrefix = strings.TrimRight(n[:min(len(n), 40)], "-.") + "-" + shortHash(gw.Namespace+"/"+n)
+	}
 	return Names{
 		Fullname:         n,
 		Config:           n + "-config",
@@ -140,18 +150,42 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 		ServerTLS:        n + "-server-tls",
 		ServerExternal:   n + "-server-external-tls",
 		ClientTLS:        n + "-client-tls",
-		SandboxSA:        n + "-sandbox",
+		SandboxSA:        sandboxPrefix + "-sandbox",
+		SandboxPolicy:    sandboxPrefix + "-sandboxes",
 		SandboxNamespace: sandboxNS,
-		ClusterScoped:    truncateHashed("openshell-gateway-"+gw.Namespace+"-"+n, gw.Namespace+"/"+n, 253),
-		GatewayID:        GatewayID(gw.Namespace, gw.Name),
+		// Namespaces hold no dots, so "<namespace>.<name>" is unambiguous
+		// ("team-a"/"prod" and "team"/"a-prod" no longer meet).
+		ClusterScoped: truncateHashed("openshell-gateway-"+gw.Namespace+"."+n, gw.Namespace+"/"+n, 253),
+		GatewayID:     GatewayID(gw.Namespace, gw.Name),
 	}
 }
 
 // GatewayID is a DNS-1123 label of at most 32 characters, unique per
-// namespace/name: in managed workspace mode the gateway prefixes namespaces
-// with "openshell-<id>-", and 19 more characters must still fit in 63.
+// namespace/name (always a hash of both, so gateways of one name in two
+// namespaces differ): in managed workspace mode the gateway prefixes
+// namespaces with "openshell-<id>-", and 19 more characters must still fit
+// in 63.
 func GatewayID(namespace, name string) string {
-	return truncateHashed(name, namespace+"/"+name, 32)
+	prefix := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, name)
+	if len(prefix) > 23 {
+		prefix = prefix[:23]
+	}
+	prefix = strings.Trim(prefix, "-")
+	if prefix == "" {
+		prefix = "gw"
+	}
+	return prefix + "-" + shortHash(namespace+"/"+name)
+}
+
+// shortHash is 8 hex characters of sha256(key).
+func shortHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])[:8]
 }
 
 // truncateHashed returns s if it fits max, else a prefix of s and a short

@@ -340,7 +340,7 @@ func NetworkPolicies(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 			},
 		},
 		&networkingv1.NetworkPolicy{
-			ObjectMeta: meta(gw, n.Fullname+"-sandboxes", n.SandboxNamespace, "network-policy"),
+			ObjectMeta: meta(gw, n.SandboxPolicy, n.SandboxNamespace, "network-policy"),
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 					{Key: AgentSandboxPodLabel, Operator: metav1.LabelSelectorOpExists}}},
