@@ -7,10 +7,24 @@ import "sigs.k8s.io/controller-runtime/pkg/metrics"
 // and benchmarks use it to see whether anything reconciled, not only
 // whether anything was written.
 func ReconcileCount(controller string) float64 {
+	return sumCounter("controller_runtime_reconcile_total", controller)
+}
+
+// ReconcileErrors sums controller_runtime_reconcile_errors_total for one
+// controller: reconciles that returned an error (a status patch conflict,
+// say), which a reconciler that reads its own writes correctly never has
+// on the normal path.
+func ReconcileErrors(controller string) float64 {
+	return sumCounter("controller_runtime_reconcile_errors_total", controller)
+}
+
+// sumCounter sums a counter over the series of one controller (all when
+// controller is empty).
+func sumCounter(name, controller string) float64 {
 	mfs, _ := metrics.Registry.Gather()
 	total := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -32,24 +46,4 @@ func hasLabel[L interface {
 		}
 	}
 	return false
-}
-
-// ReconcileErrors sums controller_runtime_reconcile_errors_total for one
-// controller: reconciles that returned an error (a status patch conflict,
-// say), which a reconciler that reads its own writes correctly never has
-// on the normal path.
-func ReconcileErrors(controller string) float64 {
-	mfs, _ := metrics.Registry.Gather()
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_errors_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabel(m.GetLabel(), "controller", controller) {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
 }
