@@ -55,7 +55,12 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for the OIDC issuer: %w", err)
 	}
-	srv := &http.Server{Handler: s.issuer.Handler(), TLSConfig: s.tls, ReadHeaderTimeout: 10 * time.Second}
+	// Discovery and JWKS are small: bound every phase of a request, and
+	// serve HTTP/1.1 only, like the metrics and webhook servers.
+	s.tls.NextProtos = []string{"http/1.1"}
+	srv := &http.Server{Handler: s.issuer.Handler(), TLSConfig: s.tls, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

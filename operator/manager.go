@@ -102,7 +102,8 @@ type OIDCOptions struct {
 
 // New builds a manager with every controller registered.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
-	var tlsOpts []func(*tls.Config)
+	// TLS 1.2 at least, said explicitly rather than inherited from Go's default.
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !opts.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
@@ -143,7 +144,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// applies); they are most of the memory of small objects.
 		DefaultTransform: cache.TransformStripManagedFields()}
 	cacheOpts.DefaultNamespaces = namespaceConfigs(opts.WatchNamespaces)
-	gracefulShutdown := 30 * time.Second
+	// Below the pod's 30 s termination grace period, so the leader releases
+	// its Lease before the kubelet kills it.
+	gracefulShutdown := 25 * time.Second
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.New(),
 		Cache:                         cacheOpts,

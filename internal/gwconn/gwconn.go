@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -263,8 +264,14 @@ func (r *Resolver) newTokenSource(ctx context.Context, gw *openshellv1alpha1.Ope
 			return nil, fmt.Errorf("credentials Secret %s has no key %q", ext.CredentialsSecretRef.Name, k)
 		}
 	}
+	tokenURL, err := url.Parse(string(s.Data[KeyTokenURL]))
+	if err != nil || tokenURL.Scheme != "https" || tokenURL.Host == "" || tokenURL.User != nil {
+		// The client secret is POSTed to it: never in clear text, never with
+		// credentials of its own in the URL.
+		return nil, fmt.Errorf("credentials Secret %s: %s must be an https:// URL without user information", ext.CredentialsSecretRef.Name, KeyTokenURL)
+	}
 	cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
-		TokenURL: string(s.Data[KeyTokenURL])}
+		TokenURL: tokenURL.String()}
 	// ReuseTokenSource caches the token until shortly before it expires.
 	tctx := context.Background()
 	if r.TokenHTTPClient != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,22 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	}
 	// Deleting the gateway forgets its credentials: nothing stale is reused.
 	r.Forget(gwconn.Key(obj))
+
+	// A token URL that would send the client secret in clear text (or with
+	// credentials in the URL) is refused.
+	for _, bad := range []string{"http://idp.example.com/token", "https://user:pw@idp.example.com/token", "idp.example.com/token"} {
+		creds := &corev1.Secret{}
+		if err := k.Get(context.Background(), client.ObjectKey{Namespace: "platform", Name: "gw-creds"}, creds); err != nil {
+			t.Fatal(err)
+		}
+		creds.Data[gwconn.KeyTokenURL] = []byte(bad)
+		if err := k.Update(context.Background(), creds); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Connect(context.Background(), obj); err == nil || !strings.Contains(err.Error(), "must be an https:// URL") {
+			t.Errorf("token URL %q: want a refusal, got %v", bad, err)
+		}
+	}
 
 	// Without credentials and without an operator issuer there is no identity.
 	obj.Spec.External.CredentialsSecretRef = nil
