@@ -327,8 +327,13 @@ type SandboxPlacement struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
-	// WorkspaceMode is the gateway's Kubernetes workspace mode.
+	// WorkspaceMode is the gateway's Kubernetes workspace mode. Only Shared
+	// is accepted for now: in Managed and Operator modes the gateway would
+	// need cluster-wide rights to create namespaces and Secrets, and the
+	// operator does not yet prepare per-workspace namespaces (sandbox
+	// ServiceAccount, SCC binding, NetworkPolicies).
 	// +kubebuilder:default=Shared
+	// +kubebuilder:validation:XValidation:rule="self == 'Shared'",message="spec.managed.sandboxes.workspaceMode Managed and Operator are not supported yet: they would give the gateway cluster-wide namespace and Secret rights and the operator does not prepare per-workspace namespaces; use Shared (every workspace's sandboxes in spec.managed.sandboxes.namespace)"
 	// +optional
 	WorkspaceMode WorkspaceMode `json:"workspaceMode,omitempty"`
 }

@@ -157,7 +157,7 @@ func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 		user := attempt.user
 		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "mine-" + user, Namespace: attempt.ns},
 			Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
-				Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeManaged}}}}
+				Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: "kube-system"}}}}
 		// RBAC (OLM's aggregation) allows the create: the operator is what refuses.
 		g.Expect(as(t, user).Create(ctx, gw)).To(Succeed(), user)
 		g.Eventually(func(g Gomega) {
@@ -171,8 +171,13 @@ func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 			g.Expect(cur.Finalizers).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}
-	// Nothing was rendered anywhere for these gateways.
+	// Nothing was rendered anywhere for these gateways, including in the
+	// sandbox namespace they asked for.
 	for _, n := range []string{ns, tn.claimedNS} {
+		inKubeSystem := &rbacv1.RoleBindingList{}
+		g.Expect(cluster.Client.List(ctx, inKubeSystem, client.InNamespace("kube-system"),
+			client.MatchingLabels{"openshell.ai/gateway-namespace": n})).To(Succeed())
+		g.Expect(inKubeSystem.Items).To(BeEmpty())
 		crs := &rbacv1.ClusterRoleList{}
 		g.Expect(cluster.Client.List(ctx, crs, client.MatchingLabels{"openshell.ai/gateway-namespace": n})).To(Succeed())
 		g.Expect(crs.Items).To(BeEmpty())
