@@ -11,11 +11,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/fakeclient"
 )
 
 func invalid(n int) []imagepolicy.InvalidEntry {
@@ -110,29 +110,12 @@ type env struct {
 }
 
 func newEnv(objs ...client.Object) env {
-	writes := new(int)
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithStatusSubresource(&openshellv1alpha1.OpenShellImagePolicy{}).
-		WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				*writes++
-				return c.Patch(ctx, obj, p, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				*writes++
-				return c.Update(ctx, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-				*writes++
-				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-			},
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				*writes++
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-		}).Build()
-	return env{c: c, r: &Reconciler{Client: c, Policies: imagepolicy.NewCache()}, writes: writes}
+		WithObjects(objs...)
+	w := fakeclient.CountWrites(b)
+	c := b.Build()
+	return env{c: c, r: &Reconciler{Client: c, Policies: imagepolicy.NewCache()}, writes: &w.All}
 }
 
 var key = client.ObjectKey{Namespace: "team-a", Name: "mirrors"}

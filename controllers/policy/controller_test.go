@@ -11,24 +11,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/fakeclient"
 )
 
 const ns = "team-a"
-
-// builderIndexer registers the production indexes (index.Register) on a
-// fake client builder, so the tests query the real IndexerFuncs.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 // env is a fake client plus counts of the writes made through it: writes
 // counts all of them, statusWrites those to the status subresource.
@@ -40,34 +30,12 @@ type env struct {
 
 func newEnv(t *testing.T, objs ...client.Object) env {
 	t.Helper()
-	writes, statusWrites := new(int), new(int)
 	b := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithStatusSubresource(&openshellv1alpha1.OpenShellPolicy{}, &openshellv1alpha1.OpenShellSandbox{}).
-		WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				*writes++
-				return c.Patch(ctx, obj, p, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				*writes++
-				return c.Update(ctx, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-				*writes++
-				*statusWrites++
-				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-			},
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				*writes++
-				*statusWrites++
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-		})
-	if err := index.Register(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	return env{c: b.Build(), writes: writes, statusWrites: statusWrites}
+		WithObjects(objs...)
+	w := fakeclient.CountWrites(b)
+	fakeclient.WithIndexes(t, b)
+	return env{c: b.Build(), writes: &w.All, statusWrites: &w.Status}
 }
 
 func policy(name string, finalizers ...string) *openshellv1alpha1.OpenShellPolicy {

@@ -17,15 +17,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/test/fakeclient"
 	"github.com/openshell/openshell-operator/test/gatewaytest"
 )
 
@@ -40,14 +39,6 @@ const (
 )
 
 var workspace = sandboxspec.WorkspaceName(ns, nsUID)
-
-// builderIndexer registers the production indexes on a fake client builder.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 // fixture is the in-process test gateway, a fake client with the
 // production indexes that counts its writes, and a provider reconciler.
@@ -69,38 +60,10 @@ type options struct {
 func newFixture(t *testing.T, o options) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	writes := new(int)
-	count := func() { *writes++ }
+	var writes *int
 	configure := func(b *fake.ClientBuilder) {
-		b.WithInterceptorFuncs(interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				count()
-				return c.Create(ctx, obj, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				count()
-				return c.Update(ctx, obj, opts...)
-			},
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				count()
-				return c.Patch(ctx, obj, p, opts...)
-			},
-			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				count()
-				return c.Delete(ctx, obj, opts...)
-			},
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				count()
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-				count()
-				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-			},
-		})
-		if err := index.Register(ctx, builderIndexer{b}); err != nil {
-			t.Fatal(err)
-		}
+		writes = &fakeclient.CountWrites(b).All
+		fakeclient.WithIndexes(t, b)
 	}
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, UID: nsUID}},
