@@ -74,11 +74,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, p)
 	}
 	orig := p.DeepCopy()
-	ns, err := index.GetNamespace(ctx, r.Client, p.Namespace)
+	ns, nsUID, err := tenancy.ReadNamespace(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	needed, refused, err := r.neededGateways(ctx, p, tenancy.Namespace{Name: ns.Name, Labels: ns.Labels})
+	needed, refused, err := r.neededGateways(ctx, p, ns)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -91,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, acted := r.push(ctx, p, ns.UID, needed, refused)
+	res, acted := r.push(ctx, p, nsUID, needed, refused)
 	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
 		res.RequeueAfter = deleteRetry
 	}
