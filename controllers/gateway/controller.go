@@ -131,11 +131,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	var h health
-	switch msg := served; {
-	case msg != "":
+	switch {
+	case served != "":
 		// Refused before anything is rendered, connected to or finalized:
 		// OLM lets every namespace admin and editor create gateways.
-		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: msg, Phase: openshellv1alpha1.GatewayPhasePending})
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: served, Phase: openshellv1alpha1.GatewayPhasePending})
 	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
 		h, res = r.checkExternal(ctx, gw)
 	default:
