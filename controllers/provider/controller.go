@@ -425,7 +425,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesRawSource(source.Kind(r.SecretMetadata, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
+		WatchesRawSource(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
 					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ProviderSecret: o.GetName()})
@@ -458,10 +458,4 @@ func (r *Reconciler) providersOnGateway(ctx context.Context, o client.Object) []
 		}
 	}
 	return reqs
-}
-
-func secretMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
 }

@@ -17,11 +17,11 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
@@ -239,8 +239,7 @@ func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1
 	if r.SecretMetadata == nil {
 		return "secret:" + ext.CredentialsSecretRef.Name, nil
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	m := index.SecretMetadata()
 	if err := r.SecretMetadata.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: ext.CredentialsSecretRef.Name}, m); err != nil {
 		return "", fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
 	}

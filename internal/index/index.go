@@ -94,9 +94,15 @@ func GetNamespace(ctx context.Context, c client.Reader, name string) (*metav1.Pa
 }
 
 // NamespaceMetadata is an empty Namespace metadata object (for Get and watches).
-func NamespaceMetadata() *metav1.PartialObjectMetadata {
+func NamespaceMetadata() *metav1.PartialObjectMetadata { return coreMetadata("Namespace") }
+
+// SecretMetadata is an empty Secret metadata object, for the metadata-only
+// Secret cache: rotations are seen without holding any value.
+func SecretMetadata() *metav1.PartialObjectMetadata { return coreMetadata("Secret") }
+
+func coreMetadata(kind string) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
 	return m
 }
 
