@@ -41,18 +41,18 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code, the gateway gRPC client, docs/conditions.md and config/scc.
+generate: $(CONTROLLER_GEN) $(LOCALBIN)/buf $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc ## Generate deepcopy code, the gateway gRPC client and docs/conditions.md.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 	cd proto && $(LOCALBIN)/buf generate
 	go run ./hack/conditions > docs/conditions.md
-	go run ./hack/scc config/scc
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configuration.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC, webhook configuration, config/scc and config/operand.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	go run ./hack/manifests
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

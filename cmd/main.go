@@ -13,6 +13,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/internal/trust"
 	"github.com/openshell/openshell-operator/operator"
 )
 
@@ -67,6 +68,13 @@ func main() {
 		os.Exit(1)
 	}
 	opts.Controllers.Platform = platform
+	roots, rootsFile := trust.SystemPEM()
+	if roots == nil {
+		log.Info("No system CA bundle found: managed gateways will trust only the operator's CA and the cluster's trusted CA bundle")
+	} else {
+		log.Info("Managed gateways trust the system CA bundle", "file", rootsFile)
+	}
+	opts.Controllers.TrustRoots = roots
 	log.Info("Serving OpenShellGateways", "namespaces", platform.GatewayNamespaces, "operandImageOverrides", platform.AllowImageOverrides)
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = os.Getenv(operatorenv.EnvOperatorNamespace)

@@ -12,15 +12,8 @@ import (
 	"net/http"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -29,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/openshell/openshell-operator/internal/oidc"
-	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -115,35 +107,13 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.SecureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		// Only the operator's own Secrets are cached (gateway keys and
-		// certificates, labelled by the operator or by cert-manager from the
-		// Certificate's secretTemplate). Tenant Secrets are read on demand:
-		// a cluster-wide Secret cache would hold every credential in memory.
-		&corev1.Secret{}: ours,
-		// The gateway's other children carry the same label. Unfiltered,
-		// these caches would hold every Service (the Agent Sandbox
-		// controller makes one per sandbox), ConfigMap, ServiceAccount and
-		// RoleBinding of the cluster, which on OpenShift is thousands of
-		// objects the operator never reads. (Route and cert-manager kinds
-		// are left out: their CRDs may be absent when the cache starts.)
-		&corev1.Service{}:               ours,
-		&corev1.ConfigMap{}:             ours,
-		&corev1.ServiceAccount{}:        ours,
-		&appsv1.Deployment{}:            ours,
-		&appsv1.StatefulSet{}:           ours,
-		&rbacv1.Role{}:                  ours,
-		&rbacv1.RoleBinding{}:           ours,
-		&rbacv1.ClusterRole{}:           ours,
-		&rbacv1.ClusterRoleBinding{}:    ours,
-		&networkingv1.NetworkPolicy{}:   ours,
-		&policyv1.PodDisruptionBudget{}: ours,
-	}, SyncPeriod: opts.SyncPeriod,
-		// Nothing reads managedFields from the cache (writes are server-side
-		// applies); they are most of the memory of small objects.
-		DefaultTransform: cache.TransformStripManagedFields()}
-	cacheOpts.DefaultNamespaces = namespaceConfigs(opts.WatchNamespaces)
+	sc := newScope(opts.WatchNamespaces, opts.Controllers.Platform.OperatorNamespace, opts.Controllers.Platform.GatewayNamespaces)
+	opts.Controllers.Platform.GatewayNamespaces = sc.platform
+	cacheOpts, err := cacheOptions(cfg, sc)
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts.SyncPeriod = opts.SyncPeriod
 	// Below the pod's 30 s termination grace period, so the leader releases
 	// its Lease before the kubelet kills it.
 	gracefulShutdown := 25 * time.Second
@@ -177,7 +147,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	if err := setupControllers(mgr, opts.Controllers, opts.WatchNamespaces); err != nil {
+	if err := setupControllers(mgr, opts.Controllers, sc.watch); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -47,6 +47,12 @@ type ControllerOptions struct {
 	// Platform is the cluster admin's tenancy setting: where gateways are
 	// served and whether operand images may be overridden.
 	Platform tenancy.Platform
+	// SCCRecheck is how soon a gateway whose SCC is missing or modified
+	// reads it again; 0 uses the default.
+	SCCRecheck time.Duration
+	// TrustRoots are the public roots managed gateways trust besides the
+	// operator's CA (cmd/ reads the image's system bundle).
+	TrustRoots []byte
 }
 
 // setupControllers registers, in order, the indexes, every reconciler
@@ -86,8 +92,8 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	}{
 		{"preflight", &preflightctrl.Reconciler{APIReader: api, Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync}},
-		{"OpenShellGateway", &gateway.Reconciler{Client: c, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
-			Images: opts.Images, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
+		{"OpenShellGateway", &gateway.Reconciler{Client: c, APIReader: api, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
+			Images: opts.Images, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,

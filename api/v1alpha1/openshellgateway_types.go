@@ -503,6 +503,11 @@ const (
 	// is in a namespace where the operator does not reconcile gateways (a
 	// cluster admin designates them); nothing was installed or connected to.
 	GatewayReasonNamespaceNotServed = "NamespaceNotServed"
+	// GatewayReasonSandboxNamespaceNotServed (Degraded):
+	// spec.managed.sandboxes.namespace is not a namespace where gateways
+	// are served; the operator writes only into those (and sandbox pods
+	// must run where tenants cannot create pods).
+	GatewayReasonSandboxNamespaceNotServed = "SandboxNamespaceNotServed"
 	// GatewayReasonImageOverrideNotAllowed (Degraded): spec.managed.images is
 	// set but the platform allows only the operator's RELATED_IMAGE_* images.
 	GatewayReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
@@ -535,9 +540,17 @@ const (
 	// GatewayReasonSCCNotApplicable: security.openshift.io is not served;
 	// Pod Security admission applies instead.
 	GatewayReasonSCCNotApplicable = "NotApplicable"
-	// GatewayReasonSCCApplied: the narrow SCC is applied and granted to the
-	// sandbox ServiceAccount.
+	// GatewayReasonSCCApplied: the narrow SCC a cluster admin applied from
+	// config/scc matches the reviewed one and is granted to the sandbox
+	// ServiceAccount.
 	GatewayReasonSCCApplied = "Applied"
+	// GatewayReasonSCCMissing (also Degraded): the narrow SCC does not
+	// exist; the operator never creates SCCs, a cluster admin applies
+	// config/scc.
+	GatewayReasonSCCMissing = "SCCMissing"
+	// GatewayReasonSCCModified (also Degraded): the live SCC differs from
+	// config/scc in the fields the message names.
+	GatewayReasonSCCModified = "SCCModified"
 	// GatewayReasonPrivilegedRequired (also Degraded): the Combined topology
 	// needs the privileged SCC, which the operator never grants.
 	GatewayReasonPrivilegedRequired = "PrivilegedRequired"

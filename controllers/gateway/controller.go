@@ -14,7 +14,6 @@ import (
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	routev1 "github.com/openshift/api/route/v1"
-	securityv1 "github.com/openshift/api/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -47,31 +46,44 @@ import (
 // children in another sandbox namespace.
 const Finalizer = "openshell.ai/gateway-cleanup"
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=serviceaccounts;services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create
-// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,resourceNames=openshell-sandbox-sidecar,verbs=use;update;patch;delete
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways,verbs=list;watch;patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/status,verbs=patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways/finalizers,verbs=update,namespace=system
+// Namespaced (the CSV's permissions: OLM grants them in the operator's
+// namespace and each target namespace). Children are read from the cache
+// (list, watch), written by server-side apply (patch; create when the apply
+// creates), and deleted one by one by prune and the finalizer, each verb
+// only where a code path needs it (test/e2e TestLeastPrivilege checks).
+// +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=list;watch;create;patch,namespace=system
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete,namespace=system
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete,namespace=system
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list;watch;create;patch,namespace=system
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create,namespace=system
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=system
 //
-// What the operator grants the gateway it must hold itself (RBAC escalation
-// prevention):
-// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes;sandboxes/status,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=events;nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// The operator grants gateways only the static ClusterRoles the bundle
+// ships (config/operand): it may bind them, by name, and holds none of
+// their rules itself (RBAC lets a subject bind a role it does not hold
+// only with `bind` on it).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-sandbox-sidecar-scc-use,namespace=system
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=list;watch;create;patch;delete
+//
+// Cluster-scoped reads: namespaces (tenancy decisions), and the sandbox
+// SCC by name, which a cluster admin applies and the operator verifies.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get,resourceNames=openshell-sandbox-sidecar
 
 // Reconciler reconciles OpenShellGateway.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// APIReader reads what the cache does not hold (the sandbox SCC).
+	APIReader client.Reader
 	Preflight *preflight.Store
 	Recorder  events.EventRecorder
 	// Images are the operator's RELATED_IMAGE_* defaults.
@@ -83,6 +95,12 @@ type Reconciler struct {
 	// Platform says in which namespaces gateways are served and whether
 	// operand images may be overridden.
 	Platform tenancy.Platform
+	// TrustRoots are the public roots gateways trust (the operator image's
+	// system bundle, internal/trust.SystemPEM).
+	TrustRoots []byte
+	// SCCRecheck is how soon a gateway whose SCC is missing or modified
+	// reads it again (default 30 s).
+	SCCRecheck time.Duration
 	// PKI tunes the built-in PKI; Clock defaults to time.Now.
 	PKI   PKIOptions
 	Clock func() time.Time
@@ -178,9 +196,11 @@ func sanitize(err error) string {
 func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
 	var h health
 	var res ctrl.Result
-	if msg := r.Platform.ImageOverride(gw); msg != "" {
-		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonImageOverrideNotAllowed, Message: msg})
-		return h, res, nil
+	if refused, err := r.refusal(ctx, gw); err != nil || refused != nil {
+		if refused != nil {
+			h.degraded = append(h.degraded, *refused)
+		}
+		return h, res, err
 	}
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 		return h, res, err
@@ -196,6 +216,10 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 		return h, res, nil
 	}
 	if err := r.ensureGeneratedSecrets(ctx, gw); err != nil {
+		return h, res, err
+	}
+	var err error
+	if in.TrustBundle, err = r.trustBundle(ctx, gw, in); err != nil {
 		return h, res, err
 	}
 	if in.TLS == render.TLSBuiltin {
@@ -219,7 +243,40 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 		gw.Status.Endpoint = "https://" + o.route.Host + ":443"
 	}
 	h = managedHealth(gw, o, pf, in, rendered.UsesSCC)
-	return h, res, nil
+	return h, r.recheckSCC(res, o.scc), nil
+}
+
+// defaultSCCRecheck is how soon a gateway whose SCC is missing or modified reads it again.
+const defaultSCCRecheck = 30 * time.Second
+
+// recheckSCC requeues a gateway whose SCC is missing or modified: the SCC
+// is not watched (see observeSCC), so look again until an admin fixes it.
+func (r *Reconciler) recheckSCC(res ctrl.Result, s sccState) ctrl.Result {
+	if !s.Missing && len(s.Diff) == 0 {
+		return res
+	}
+	recheck := r.SCCRecheck
+	if recheck <= 0 {
+		recheck = defaultSCCRecheck
+	}
+	if res.RequeueAfter == 0 || res.RequeueAfter > recheck {
+		res.RequeueAfter = recheck
+	}
+	return res
+}
+
+// refusal says why the platform refuses to install this gateway at all:
+// operand images it may not override, or a sandbox namespace that is not a
+// platform namespace.
+func (r *Reconciler) refusal(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*issue, error) {
+	if msg := r.Platform.ImageOverride(gw); msg != "" {
+		return &issue{Reason: openshellv1alpha1.GatewayReasonImageOverrideNotAllowed, Message: msg}, nil
+	}
+	msg, err := r.Platform.SandboxNamespaceServed(ctx, r.Client, gw, render.NamesFor(gw).SandboxNamespace)
+	if err != nil || msg == "" {
+		return nil, err
+	}
+	return &issue{Reason: openshellv1alpha1.GatewayReasonSandboxNamespaceNotServed, Message: msg}, nil
 }
 
 // issuerStartPoll is how soon a gateway waiting for the OIDC issuer looks again.
@@ -267,6 +324,7 @@ type observation struct {
 	workload workload
 	tls      tlsState
 	route    routeState
+	scc      sccState
 }
 
 func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result) (observation, error) {
@@ -283,11 +341,16 @@ func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShel
 			return o, err
 		}
 	}
+	if render.UsesNarrowSCC(gw, in) {
+		if o.scc, err = r.observeSCC(ctx); err != nil {
+			return o, err
+		}
+	}
 	return o, nil
 }
 
 // ensureWatches starts watches on kinds whose API may appear after the
-// operator started (Route, cert-manager, SCC): a watch on a missing API
+// operator started (Route, cert-manager): a watch on a missing API
 // would stop the manager.
 func (r *Reconciler) ensureWatches(pf preflight.Result, known bool) {
 	if r.ctrl == nil || !known {
@@ -303,8 +366,6 @@ func (r *Reconciler) ensureWatches(pf preflight.Result, known bool) {
 	}{
 		"route":       {pf.Route, []client.Object{&routev1.Route{}}, owned},
 		"certmanager": {pf.CertManager, []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}}, owned},
-		"scc": {pf.SCC, []client.Object{&securityv1.SecurityContextConstraints{}},
-			handler.EnqueueRequestsFromMapFunc(enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} }))},
 	} {
 		if !w.ok || r.watched[name] {
 			continue
@@ -342,11 +403,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		WatchesMetadata(&rbacv1.ClusterRole{}, byLabels, managed).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {

@@ -3,10 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	routev1 "github.com/openshift/api/route/v1"
-	securityv1 "github.com/openshift/api/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -126,16 +125,19 @@ func (r *Reconciler) deleteLabelled(ctx context.Context, list client.ObjectList,
 	return nil
 }
 
-// reconcileDelete removes cluster-scoped children, children in another
-// sandbox namespace, and the shared SCC when no other gateway needs it.
-// Children in the gateway's namespace go by garbage collection.
+// reconcileDelete removes the gateway's ClusterRoleBinding and its children
+// in another sandbox namespace. Children in the gateway's namespace go by
+// garbage collection. The SCC and the static ClusterRoles are a cluster
+// admin's and the bundle's, never deleted here.
 func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
 	if !controllerutil.ContainsFinalizer(gw, Finalizer) {
 		return nil
 	}
 	n := render.NamesFor(gw)
-	if n.SandboxNamespace != gw.Namespace {
-		for _, l := range []client.ObjectList{&rbacv1.RoleBindingList{}, &rbacv1.RoleList{}, &networkingv1.NetworkPolicyList{}, &corev1.ServiceAccountList{}} {
+	// Only a served sandbox namespace can hold the gateway's children (and
+	// only there does the operator's cache and RBAC reach).
+	if n.SandboxNamespace != gw.Namespace && slices.Contains(r.Platform.GatewayNamespaces, n.SandboxNamespace) {
+		for _, l := range []client.ObjectList{&rbacv1.RoleBindingList{}, &networkingv1.NetworkPolicyList{}, &corev1.ServiceAccountList{}} {
 			if err := r.deleteLabelled(ctx, l, n.SandboxNamespace, gatewaySelector(gw)); err != nil {
 				return fmt.Errorf("delete children in %s: %w", n.SandboxNamespace, err)
 			}
@@ -145,59 +147,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 	if err := r.deleteLabelled(ctx, &corev1.SecretList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
 		return fmt.Errorf("delete certificate secrets: %w", err)
 	}
-	pf, known := r.Preflight.Get()
-	// Only a served gateway can have made the shared SCC; a tenant who puts
-	// the finalizer on an inert gateway must not be able to delete it.
-	notServed, err := r.Platform.Served(ctx, r.Client, gw)
-	if err != nil {
+	// The gateway's cluster-scoped binding goes last, after everything that
+	// can fail: a still-running gateway keeps TokenReview until the very end.
+	if err := r.deleteIfOurs(ctx, gw, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterScoped}}); err != nil {
 		return err
 	}
-	if known && pf.SCC && notServed == "" {
-		inUse, err := r.sccUsedByOthers(ctx, gw, pf)
-		if err != nil {
-			return err
-		}
-		if !inUse {
-			for _, o := range []client.Object{
-				&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scc.UseClusterRole}},
-				&securityv1.SecurityContextConstraints{ObjectMeta: metav1.ObjectMeta{Name: scc.Name}},
-			} {
-				if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("delete %s: %w", o.GetName(), err)
-				}
-			}
-		}
-	}
-	// The gateway's cluster-scoped RBAC goes last, after everything that can
-	// fail: a still-running gateway keeps TokenReview until the very end.
-	for _, o := range []client.Object{&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{}} {
-		o.SetName(n.ClusterScoped)
-		if err := r.deleteIfOurs(ctx, gw, o); err != nil {
-			return err
-		}
-	}
 	return status.RemoveFinalizer(ctx, r.Client, gw, Finalizer)
-}
-
-// sccUsedByOthers reports whether another live managed gateway needs the SCC.
-func (r *Reconciler) sccUsedByOthers(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (bool, error) {
-	list := &openshellv1alpha1.OpenShellGatewayList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		return false, fmt.Errorf("list gateways: %w", err)
-	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.UID == gw.UID || !o.DeletionTimestamp.IsZero() || o.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
-			continue
-		}
-		if notServed, err := r.Platform.Served(ctx, r.Client, o); err != nil {
-			return false, err
-		} else if notServed != "" {
-			continue // inert gateways hold no SCC
-		}
-		if render.UsesNarrowSCC(o, render.Inputs{SCC: pf.SCC}) {
-			return true, nil
-		}
-	}
-	return false, nil
 }

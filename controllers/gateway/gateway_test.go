@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/gateway"
@@ -86,8 +88,9 @@ func children(ns string) []client.Object {
 	key := func(o client.Object, name string) client.Object { o.SetNamespace(ns); o.SetName(name); return o }
 	return []client.Object{
 		key(&corev1.ServiceAccount{}, "openshell"), key(&corev1.ServiceAccount{}, "openshell-sandbox"),
-		key(&rbacv1.Role{}, "openshell-sandbox"), key(&rbacv1.RoleBinding{}, "openshell-sandbox"),
+		key(&rbacv1.RoleBinding{}, "openshell-gateway"),
 		key(&corev1.ConfigMap{}, "openshell-config"), key(&corev1.Service{}, "openshell"),
+		key(&corev1.ConfigMap{}, "openshell-trust-bundle"), key(&corev1.ConfigMap{}, "openshell-trusted-ca"),
 		key(&appsv1.StatefulSet{}, "openshell"), key(&policyv1.PodDisruptionBudget{}, "openshell"),
 		key(&networkingv1.NetworkPolicy{}, "openshell-gateway"), key(&networkingv1.NetworkPolicy{}, "openshell-sandboxes"),
 		key(&routev1.Route{}, "openshell"),
@@ -100,12 +103,17 @@ func children(ns string) []client.Object {
 
 func clusterChildren(ns string) []client.Object {
 	name := render.NamesFor(newGateway(ns, nil)).ClusterScoped
-	return []client.Object{
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		&securityv1.SecurityContextConstraints{ObjectMeta: metav1.ObjectMeta{Name: scc.Name}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scc.UseClusterRole}},
-	}
+	return []client.Object{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+}
+
+// applyConfigSCC applies config/scc/scc.yaml as a cluster admin would.
+func applyConfigSCC(ctx context.Context, g Gomega, c client.Client) *securityv1.SecurityContextConstraints {
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "scc", "scc.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	s := &securityv1.SecurityContextConstraints{}
+	g.Expect(yaml.Unmarshal(raw, s)).To(Succeed())
+	g.Expect(c.Create(ctx, s)).To(Succeed())
+	return s
 }
 
 // playCertManager writes the Secrets cert-manager would write for the
@@ -147,10 +155,22 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	ctx := context.Background()
 	c := openshift.Client
 	ns := framework.CreateNamespace(ctx, t, c, "gw")
-	stop := framework.StartManager(t, openshift.Config, operator.Options{WatchNamespaces: []string{ns}})
+	opts := operator.Options{WatchNamespaces: []string{ns}, Controllers: operator.ControllerOptions{SCCRecheck: time.Second}}
+	stop := framework.StartManager(t, openshift.Config, opts)
 
 	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
+
+	// The operator never creates the SCC: until a cluster admin applies
+	// config/scc the gateway says so, and then it notices by itself.
+	g.Eventually(func(g Gomega) {
+		sccReady := cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady)
+		g.Expect(sccReady.Reason).To(Equal(openshellv1alpha1.GatewayReasonSCCMissing))
+		g.Expect(sccReady.Message).To(ContainSubstring("oc apply -k config/scc"))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: scc.Name}, &securityv1.SecurityContextConstraints{}))).To(BeTrue())
+	live := applyConfigSCC(ctx, g, c)
+	defer func() { g.Expect(client.IgnoreNotFound(c.Delete(ctx, live))).To(Succeed()) }()
 
 	all := append(children(ns), clusterChildren(ns)...)
 	g.Eventually(func(g Gomega) {
@@ -252,9 +272,58 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
 		count := framework.ReconcileCount("openshellgateway")
-		framework.StartManager(outer, openshift.Config, operator.Options{WatchNamespaces: []string{ns}})
+		framework.StartManager(outer, openshift.Config, opts)
 		g.Eventually(func() float64 { return framework.ReconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
 		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
+	})
+
+	t.Run("the cluster's trusted CA bundle joins the trust store", func(t *testing.T) {
+		g := NewWithT(t)
+		hash := func(g Gomega) string {
+			sts := &appsv1.StatefulSet{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
+			return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
+		}
+		before := hash(g)
+		proxyCA, err := pki.NewCA("corporate proxy CA", time.Hour, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		// Play the Cluster Network Operator, which fills the labelled ConfigMap.
+		injected := &corev1.ConfigMap{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-trusted-ca"}, injected)).To(Succeed())
+		g.Expect(injected.Labels).To(HaveKeyWithValue("config.openshift.io/inject-trusted-cabundle", "true"))
+		injected.Data = map[string]string{"ca-bundle.crt": string(proxyCA.CertPEM)}
+		g.Expect(c.Update(ctx, injected)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			bundle := &corev1.ConfigMap{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-trust-bundle"}, bundle)).To(Succeed())
+			g.Expect(bundle.Data["ca-bundle.crt"]).To(ContainSubstring(string(proxyCA.CertPEM)))
+			g.Expect(hash(g)).NotTo(Equal(before), "the gateway rolls to read the new bundle")
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		// The operator never owns the injected data.
+		g.Consistently(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(injected), injected)).To(Succeed())
+			g.Expect(injected.Data).To(HaveKey("ca-bundle.crt"))
+		}).WithTimeout(2 * time.Second).Should(Succeed())
+		markStatefulSetReady(ctx, g, c, ns)
+	})
+
+	t.Run("a modified SCC is reported, field by field", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
+		live.Users = []string{"system:serviceaccount:" + ns + ":default"}
+		g.Expect(c.Update(ctx, live)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			sccReady := cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady)
+			g.Expect(sccReady.Reason).To(Equal(openshellv1alpha1.GatewayReasonSCCModified))
+			g.Expect(sccReady.Message).To(ContainSubstring("differs from the reviewed config/scc in users"))
+			g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionTrue))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
+		live.Users = nil
+		g.Expect(c.Update(ctx, live)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady).Reason).To(Equal(openshellv1alpha1.GatewayReasonSCCApplied))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
 	})
 
 	t.Run("deletion removes cluster-scoped objects", func(t *testing.T) {
@@ -268,6 +337,8 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		for _, name := range []string{"openshell-server-tls", "openshell-client-tls"} {
 			g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
 		}
+		// The SCC is the cluster admin's: it stays.
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
 	})
 }
 
@@ -405,8 +476,10 @@ func (f *fakeClock) Advance(d time.Duration) {
 
 // TestManagedGatewayTrustsTheOperatorIssuer: with the operator as OIDC
 // issuer (self-issued serving certificate), a managed gateway's
-// gateway.toml names the issuer and a per-gateway audience, and the CA it
-// is given verifies the issuer's TLS endpoint, which serves discovery.
+// gateway.toml names the issuer and a per-gateway audience, and the trust
+// bundle it is given verifies the issuer's TLS endpoint, which serves
+// discovery, while keeping the public roots (SSL_CERT_FILE replaces the
+// gateway's store).
 func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	framework.RequireControlPlane(t)
 	g := NewWithT(t)
@@ -416,7 +489,10 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	port, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
 	issuerURL := fmt.Sprintf("https://127.0.0.1:%d", port)
+	public, err := pki.NewCA("a public root", time.Hour, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
 	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
+		Controllers: operator.ControllerOptions{TrustRoots: public.CertPEM},
 		OIDC: &operator.OIDCOptions{IssuerURL: issuerURL, BindAddress: fmt.Sprintf("127.0.0.1:%d", port), Namespace: ns,
 			KeySecret: "oidc-keys", TLSSecret: "oidc-tls"}})
 	gw := newGateway(ns, nil)
@@ -426,14 +502,15 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	ca := &corev1.ConfigMap{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-config"}, cm)).To(Succeed())
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-oidc-ca"}, ca)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-trust-bundle"}, ca)).To(Succeed())
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("[openshell.gateway.oidc]"))
 	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("issuer = '" + issuerURL + "'"))
 	g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("audience = 'openshell-gateway/" + ns + "/openshell'"))
 
+	g.Expect(ca.Data["ca-bundle.crt"]).To(ContainSubstring(string(public.CertPEM)), "the public roots are kept")
 	pool := x509.NewCertPool()
-	g.Expect(pool.AppendCertsFromPEM([]byte(ca.Data["ca.crt"]))).To(BeTrue())
+	g.Expect(pool.AppendCertsFromPEM([]byte(ca.Data["ca-bundle.crt"]))).To(BeTrue())
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	resp, err := hc.Get(issuerURL + "/.well-known/openid-configuration")
 	g.Expect(err).NotTo(HaveOccurred(), "the CA given to the gateway must verify the issuer")
@@ -445,6 +522,6 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		sts := &appsv1.StatefulSet{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
-		g.Expect(sts.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/etc/openshell-tls/oidc-ca/ca.crt"}))
+		g.Expect(sts.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/etc/openshell-tls/trust/ca-bundle.crt"}))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	routev1 "github.com/openshift/api/route/v1"
+	securityv1 "github.com/openshift/api/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
+	"github.com/openshell/openshell-operator/internal/trust"
 )
 
 // observeWorkload reads the StatefulSet or Deployment and says whether the
@@ -110,4 +113,40 @@ func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenS
 	}
 	return tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Expires: expires,
 		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}, nil
+}
+
+// observeSCC reads the sandbox SCC and compares it with config/scc. It is
+// read by name from the API server, not watched: the operator may get that
+// one SCC and nothing else (an informer would need list and watch), and a
+// gateway whose SCC is not right re-checks it every sccRecheck.
+func (r *Reconciler) observeSCC(ctx context.Context) (sccState, error) {
+	live := &securityv1.SecurityContextConstraints{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: scc.Name}, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return sccState{Missing: true}, nil
+		}
+		return sccState{}, fmt.Errorf("read SecurityContextConstraints %s: %w", scc.Name, err)
+	}
+	return sccState{Diff: scc.Verify(live)}, nil
+}
+
+// trustBundle is what the gateway trusts for outbound TLS: the public
+// roots, the operator's OIDC issuer CA and, on OpenShift, the cluster's
+// trusted CA bundle once the Cluster Network Operator has injected it (its
+// ConfigMap's change re-renders the bundle and rolls the gateway).
+func (r *Reconciler) trustBundle(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) ([]byte, error) {
+	var operatorCA, cluster []byte
+	if in.OIDC != nil {
+		operatorCA = in.OIDC.CAPEM
+	}
+	if in.OpenShift() {
+		cm := &corev1.ConfigMap{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).TrustedCA}, cm)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("read the cluster's trusted CA bundle: %w", err)
+		}
+		cluster = []byte(cm.Data["ca-bundle.crt"])
+	}
+	bundle, _ := trust.Bundle(operatorCA, cluster, r.TrustRoots)
+	return bundle, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,16 +55,42 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 	case !pf.SCC:
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCNotApplicable,
 			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
-	case usesSCC:
-		n := render.NamesFor(gw)
-		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCApplied,
-			fmt.Sprintf("SecurityContextConstraints %s is applied and granted to ServiceAccount %s/%s", scc.Name, n.SandboxNamespace, n.SandboxSA))
-	default:
+	case !usesSCC:
 		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPrivilegedRequired, msg)
 		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonPrivilegedRequired, Message: msg})
+	default:
+		reason, msg := sccVerdict(gw, o.scc)
+		if reason == openshellv1alpha1.GatewayReasonSCCApplied {
+			status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, reason, msg)
+			break
+		}
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionFalse, reason, msg)
+		h.degraded = append(h.degraded, issue{Reason: reason, Message: msg})
 	}
 	return h
+}
+
+// sccState is what the live sandbox SCC is: absent, or the fields in which
+// it differs from config/scc.
+type sccState struct {
+	Missing bool
+	Diff    []string
+}
+
+// sccVerdict says whether the sidecar sandbox pods can be admitted.
+func sccVerdict(gw *openshellv1alpha1.OpenShellGateway, s sccState) (reason, message string) {
+	n := render.NamesFor(gw)
+	switch {
+	case s.Missing:
+		return openshellv1alpha1.GatewayReasonSCCMissing, fmt.Sprintf("SecurityContextConstraints %s does not exist, so sandbox pods are refused: "+
+			"a cluster admin applies it once with `oc apply -k config/scc` (see docs/security.md); the operator never creates SCCs", scc.Name)
+	case len(s.Diff) > 0:
+		return openshellv1alpha1.GatewayReasonSCCModified, fmt.Sprintf("SecurityContextConstraints %s differs from the reviewed config/scc in %s: "+
+			"a cluster admin re-applies config/scc", scc.Name, strings.Join(s.Diff, ", "))
+	}
+	return openshellv1alpha1.GatewayReasonSCCApplied, fmt.Sprintf("SecurityContextConstraints %s matches config/scc and is granted to ServiceAccount %s/%s",
+		scc.Name, n.SandboxNamespace, n.SandboxSA)
 }
 
 // issue is one reason the gateway is not (yet) available.

@@ -21,8 +21,8 @@ import (
 // maxReported bounds how many invalid entries the condition message lists.
 const maxReported = 5
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellimagepolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellimagepolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellimagepolicies,verbs=list;watch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellimagepolicies/status,verbs=patch,namespace=system
 
 // Reconciler reconciles OpenShellImagePolicy.
 type Reconciler struct {

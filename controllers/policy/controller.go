@@ -25,9 +25,9 @@ import (
 // Finalizer keeps a referenced policy until no sandbox uses it.
 const Finalizer = "openshell.ai/policy-in-use"
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies,verbs=list;watch;patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/status,verbs=patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellpolicies/finalizers,verbs=update,namespace=system
 
 // Reconciler reconciles OpenShellPolicy.
 type Reconciler struct {

@@ -46,9 +46,9 @@ import (
 // Finalizer deletes the provider at its gateways first.
 const Finalizer = "openshell.ai/provider-cleanup"
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/finalizers,verbs=update
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders,verbs=list;watch;patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/status,verbs=patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellproviders/finalizers,verbs=update,namespace=system
 
 // Reconciler reconciles OpenShellProvider.
 type Reconciler struct {

@@ -46,10 +46,13 @@ const MaxConcurrentReconciles = 8
 // Finalizer deletes the sandbox at the gateway before the object goes.
 const Finalizer = "openshell.ai/sandbox-cleanup"
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/finalizers,verbs=update
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies;openshellpolicies;openshellproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=list;watch;patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/status,verbs=patch,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/finalizers,verbs=update,namespace=system
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies;openshellpolicies;openshellproviders,verbs=list;watch,namespace=system
+// Deletion waits for the gateway's agents.x-k8s.io Sandbox to be gone,
+// where the install mode lets the operator see it.
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=list,namespace=system
 
 // Reconciler reconciles OpenShellSandbox.
 type Reconciler struct {

@@ -61,7 +61,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{RequeueAfter: deletePoll}, nil
 	}
 	if id != "" {
-		remaining, err := r.agentSandboxesLeft(ctx, id)
+		remaining, err := r.agentSandboxesLeft(ctx, sb, id)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -126,14 +126,24 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 
 // agentSandboxesLeft counts agents.x-k8s.io Sandboxes still labelled with
 // the gateway sandbox ID (any namespace, any served version).
-func (r *Reconciler) agentSandboxesLeft(ctx context.Context, id string) (int, error) {
+func (r *Reconciler) agentSandboxesLeft(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, id string) (int, error) {
 	pf, _ := r.Preflight.Get()
 	if !pf.AgentSandbox.Available {
 		return 0, nil
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: pf.AgentSandbox.Preferred, Kind: "SandboxList"})
-	if err := r.APIReader.List(ctx, list, client.MatchingLabels{LabelSandboxID: id}); err != nil {
+	opts := []client.ListOption{client.MatchingLabels{LabelSandboxID: id}}
+	if ref := sb.Status.AgentSandbox; ref != nil && ref.Namespace != "" {
+		opts = append(opts, client.InNamespace(ref.Namespace))
+	}
+	if err := r.APIReader.List(ctx, list, opts...); err != nil {
+		if apierrors.IsForbidden(err) {
+			// The install mode does not reach the gateway's sandbox
+			// namespace (an External gateway's may be anywhere): the
+			// gateway's word that the sandbox is gone is all there is.
+			return 0, nil
+		}
 		return 0, fmt.Errorf("list agent sandboxes: %w", err)
 	}
 	return len(list.Items), nil

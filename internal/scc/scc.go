@@ -1,4 +1,4 @@
-// Package scc renders the narrow SecurityContextConstraints that lets
+// Package scc defines the narrow SecurityContextConstraints that lets
 // OpenShell sandbox pods in the sidecar topology run on OpenShift without
 // the privileged SCC, the ClusterRole granting `use` on it, and the
 // per-namespace binding for a gateway's sandbox ServiceAccount. The
@@ -6,12 +6,23 @@
 // containers and network sidecar run as root with a few added
 // capabilities (see SidecarCapabilities; the pod shape is in
 // test/sandboxpod, and test/sccadmit checks which shapes the SCC admits).
+//
+// The operator never creates or changes the SCC: an SCC's users and groups
+// fields grant `use` without any RBAC check, and RBAC cannot limit `create`
+// to a name, so whoever may create SCCs is cluster-admin-equivalent. A
+// cluster admin applies config/scc/ (generated from this package); the
+// operator reads it by name, reports on each gateway whether it matches
+// (Verify), and binds the static `use` ClusterRole to sandbox
+// ServiceAccounts.
 package scc
 
 import (
+	"reflect"
+
 	securityv1 "github.com/openshift/api/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -42,21 +53,27 @@ func labels() map[string]string {
 
 // SidecarSCC is restricted-v2 loosened only where the sidecar pod needs it:
 // root and fixed UIDs for the init containers and the network sidecar
-// (RunAsAny), and the six capabilities above. Nothing host-level, no
-// privilege escalation, SELinux from the namespace, seccomp runtime/default.
-// Granted only through RBAC `use`: no users, no groups, no priority.
+// (RunAsAny), and the six capabilities above, which a container gets only
+// by adding them (ALL is dropped from every container). Nothing
+// host-level, no privilege escalation, SELinux from the namespace, seccomp
+// runtime/default. Granted only through RBAC `use`: no users, no groups,
+// no priority.
 func SidecarSCC() *securityv1.SecurityContextConstraints {
 	return &securityv1.SecurityContextConstraints{
 		TypeMeta: metav1.TypeMeta{APIVersion: securityv1.GroupVersion.String(), Kind: "SecurityContextConstraints"},
 		ObjectMeta: metav1.ObjectMeta{Name: Name, Labels: labels(), Annotations: map[string]string{
-			"kubernetes.io/description": "OpenShell sandbox pods in the sidecar supervisor topology: " +
-				"restricted-v2 plus RunAsAny UIDs and the capabilities network enforcement needs " +
-				"(NET_ADMIN, NET_RAW, CHOWN, FOWNER, SYS_PTRACE, DAC_READ_SEARCH). Managed by openshell-operator.",
+			"kubernetes.io/description": "OpenShell sandbox pods in the sidecar supervisor topology: restricted-v2 " +
+				"(every container drops ALL capabilities) plus RunAsAny UIDs, because the supervisor's init " +
+				"containers and network sidecar run as root, and six capabilities a container may add back only " +
+				"by naming them (network-init: NET_ADMIN, NET_RAW, CHOWN, FOWNER; binary-aware network sidecar: " +
+				"SYS_PTRACE, DAC_READ_SEARCH). A root container that adds none, such as workspace-init, holds no " +
+				"capability. Granted only by RBAC use to sandbox ServiceAccounts; applied by a cluster admin " +
+				"from config/scc and verified by openshell-operator.",
 		}},
 		Priority:                        nil,
 		AllowPrivilegedContainer:        false,
 		DefaultAddCapabilities:          nil,
-		RequiredDropCapabilities:        []corev1.Capability{"KILL", "MKNOD", "SETUID", "SETGID"},
+		RequiredDropCapabilities:        []corev1.Capability{"ALL"},
 		AllowedCapabilities:             SidecarCapabilities,
 		AllowHostDirVolumePlugin:        false,
 		Volumes:                         SidecarVolumes,
@@ -74,6 +91,9 @@ func SidecarSCC() *securityv1.SecurityContextConstraints {
 		Users:                           []string{},
 		Groups:                          []string{},
 		SeccompProfiles:                 []string{"runtime/default"},
+		// The API's default, said explicitly so Verify compares like with
+		// like: the sandbox pod does not set hostUsers.
+		UserNamespaceLevel: securityv1.NamespaceLevelAllowHost,
 	}
 }
 
@@ -101,4 +121,61 @@ func RoleBinding(namespace, serviceAccount string, extraLabels map[string]string
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: UseClusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: namespace}},
 	}
+}
+
+// Verify compares a live SCC with SidecarSCC field by field, for every
+// field that admission reads, and names those that differ; nil means the
+// live SCC is the one config/scc holds. Any difference counts: a looser SCC
+// grants sandbox pods more than reviewed, a tighter one refuses them.
+func Verify(live *securityv1.SecurityContextConstraints) []string {
+	want := SidecarSCC()
+	var diff []string
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"priority", live.Priority, want.Priority},
+		{"allowPrivilegedContainer", live.AllowPrivilegedContainer, want.AllowPrivilegedContainer},
+		{"defaultAddCapabilities", live.DefaultAddCapabilities, want.DefaultAddCapabilities},
+		{"requiredDropCapabilities", live.RequiredDropCapabilities, want.RequiredDropCapabilities},
+		{"allowedCapabilities", live.AllowedCapabilities, want.AllowedCapabilities},
+		{"allowHostDirVolumePlugin", live.AllowHostDirVolumePlugin, want.AllowHostDirVolumePlugin},
+		{"volumes", live.Volumes, want.Volumes},
+		{"allowedFlexVolumes", live.AllowedFlexVolumes, want.AllowedFlexVolumes},
+		{"allowHostNetwork", live.AllowHostNetwork, want.AllowHostNetwork},
+		{"allowHostPorts", live.AllowHostPorts, want.AllowHostPorts},
+		{"allowHostPID", live.AllowHostPID, want.AllowHostPID},
+		{"allowHostIPC", live.AllowHostIPC, want.AllowHostIPC},
+		{"defaultAllowPrivilegeEscalation", live.DefaultAllowPrivilegeEscalation, want.DefaultAllowPrivilegeEscalation},
+		{"allowPrivilegeEscalation", live.AllowPrivilegeEscalation, want.AllowPrivilegeEscalation},
+		{"seLinuxContext", live.SELinuxContext, want.SELinuxContext},
+		{"runAsUser", live.RunAsUser, want.RunAsUser},
+		{"supplementalGroups", live.SupplementalGroups, want.SupplementalGroups},
+		{"fsGroup", live.FSGroup, want.FSGroup},
+		{"readOnlyRootFilesystem", live.ReadOnlyRootFilesystem, want.ReadOnlyRootFilesystem},
+		{"users", live.Users, want.Users},
+		{"groups", live.Groups, want.Groups},
+		{"seccompProfiles", live.SeccompProfiles, want.SeccompProfiles},
+		{"allowedUnsafeSysctls", live.AllowedUnsafeSysctls, want.AllowedUnsafeSysctls},
+		{"forbiddenSysctls", live.ForbiddenSysctls, want.ForbiddenSysctls},
+		{"userNamespaceLevel", live.UserNamespaceLevel, want.UserNamespaceLevel},
+	} {
+		if !equality.Semantic.DeepEqual(f.got, f.want) && !(isEmpty(f.got) && isEmpty(f.want)) {
+			diff = append(diff, f.name)
+		}
+	}
+	return diff
+}
+
+// isEmpty treats nil and empty slices alike (the API server may return
+// either for an empty list).
+func isEmpty(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Map:
+		return rv.Len() == 0
+	case reflect.Pointer:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -225,3 +225,64 @@ func TestConfigSCCIsTheOperatorsSCC(t *testing.T) {
 		}
 	}
 }
+
+// TestDropAllLeavesEachContainerOnlyWhatItAdds admits the sidecar pod
+// container by container: with ALL required to be dropped, every container
+// holds exactly the capabilities it names, so root containers that add
+// none (supervisor install, workspace-init with the tenant's image) hold
+// none, and only network-init and the network sidecar hold any.
+func TestDropAllLeavesEachContainerOnlyWhatItAdds(t *testing.T) {
+	s := SidecarSCC()
+	want := map[string][]corev1.Capability{
+		sandboxpod.ContainerInstall:     nil,
+		sandboxpod.ContainerNetworkInit: {"NET_ADMIN", "NET_RAW", "CHOWN", "FOWNER"},
+		sandboxpod.ContainerWorkspace:   nil,
+		sandboxpod.ContainerAgent:       nil,
+		sandboxpod.ContainerSidecar:     {"SYS_PTRACE", "DAC_READ_SEARCH"},
+	}
+	pod := sidecarPod(true, true)
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		if v := sccadmit.Violations(s, corev1.PodSpec{Containers: []corev1.Container{c}}); len(v) > 0 {
+			t.Errorf("container %s alone is refused: %v", c.Name, v)
+		}
+		got, bounded := sccadmit.EffectiveCapabilities(s, c)
+		if !bounded {
+			t.Errorf("container %s keeps the runtime's default capabilities", c.Name)
+		}
+		if !slices.Equal(got, want[c.Name]) {
+			t.Errorf("container %s holds %v, want %v", c.Name, got, want[c.Name])
+		}
+	}
+}
+
+func TestVerify(t *testing.T) {
+	if d := Verify(SidecarSCC()); d != nil {
+		t.Fatalf("the SCC differs from itself: %v", d)
+	}
+	// As the API server may return it: empty lists omitted.
+	live := SidecarSCC()
+	live.Users, live.Groups = nil, nil
+	if d := Verify(live); d != nil {
+		t.Errorf("nil and empty lists must compare equal: %v", d)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*securityv1.SecurityContextConstraints)
+		want   string
+	}{
+		"users grant use without RBAC": {func(s *securityv1.SecurityContextConstraints) { s.Users = []string{"system:serviceaccount:t:x"} }, "users"},
+		"a wider capability set": {func(s *securityv1.SecurityContextConstraints) {
+			s.AllowedCapabilities = append(s.AllowedCapabilities, "SYS_ADMIN")
+		}, "allowedCapabilities"},
+		"drops only a few": {func(s *securityv1.SecurityContextConstraints) {
+			s.RequiredDropCapabilities = []corev1.Capability{"KILL"}
+		}, "requiredDropCapabilities"},
+		"host network": {func(s *securityv1.SecurityContextConstraints) { s.AllowHostNetwork = true }, "allowHostNetwork"},
+		"a priority":   {func(s *securityv1.SecurityContextConstraints) { p := int32(10); s.Priority = &p }, "priority"},
+	} {
+		s := SidecarSCC()
+		tc.mutate(s)
+		if d := Verify(s); !slices.Equal(d, []string{tc.want}) {
+			t.Errorf("%s: Verify = %v, want [%s]", name, d, tc.want)
+		}
+	}
+}

@@ -154,6 +154,26 @@ func (p Platform) Served(ctx context.Context, r client.Reader, gw *openshellv1al
 	return p.GatewayServed(gwNS), nil
 }
 
+// SandboxNamespaceServed reads a served gateway's sandbox namespace and
+// explains why the gateway may not place sandboxes there; "" means it may.
+// It must be a gateway namespace too: the operator writes the sandbox
+// ServiceAccount, its SCC binding and NetworkPolicies there, which the
+// bundle grants only in the namespaces OLM targets, and whoever may create
+// pods in it may run them as the sandbox ServiceAccount (under its SCC).
+func (p Platform) SandboxNamespaceServed(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway, sandboxNS string) (string, error) {
+	if sandboxNS == gw.Namespace {
+		return "", nil
+	}
+	ns, _, err := ReadNamespace(ctx, r, sandboxNS)
+	if err != nil {
+		return "", err
+	}
+	if why := p.GatewayServed(ns); why != "" {
+		return "spec.managed.sandboxes.namespace " + sandboxNS + " is not a platform namespace: " + why, nil
+	}
+	return "", nil
+}
+
 // Access reads gw's namespace and decides GatewayAccess for ns.
 func (p Platform) Access(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway, ns Namespace) (string, error) {
 	gwNS, _, err := ReadNamespace(ctx, r, gw.Namespace)

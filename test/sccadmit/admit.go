@@ -109,6 +109,20 @@ func Violations(s *securityv1.SecurityContextConstraints, pod corev1.PodSpec) []
 	return out
 }
 
+// EffectiveCapabilities is what a container holds once admitted: SCC
+// admission adds the SCC's required drops to the container's drops, so
+// when ALL is dropped (by either) the container holds exactly what it
+// adds. bounded is false when ALL is not dropped: the container then also
+// keeps the container runtime's default set.
+func EffectiveCapabilities(s *securityv1.SecurityContextConstraints, c corev1.Container) (caps []corev1.Capability, bounded bool) {
+	drop := slices.Clone(s.RequiredDropCapabilities)
+	if c.SecurityContext != nil && c.SecurityContext.Capabilities != nil {
+		drop = append(drop, c.SecurityContext.Capabilities.Drop...)
+		caps = slices.Clone(c.SecurityContext.Capabilities.Add)
+	}
+	return caps, slices.Contains(drop, "ALL")
+}
+
 // VolumeType is the SCC volume type (FSType) of a pod volume.
 func VolumeType(v corev1.Volume) securityv1.FSType {
 	switch {

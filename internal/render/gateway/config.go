@@ -20,9 +20,11 @@ const (
 	ServerTLSDir      = "/etc/openshell-tls/server"
 	ServerExternalDir = "/etc/openshell-tls/server-external"
 	ClientCADir       = "/etc/openshell-tls/client-ca"
-	OIDCCADir         = "/etc/openshell-tls/oidc-ca"
-	DataDir           = "/var/openshell"
-	KEKEnv            = "OPENSHELL_GATEWAY_CREDENTIAL_KEY_ENCRYPTION_KEY"
+	TrustDir          = "/etc/openshell-tls/trust"
+	// TrustFile is the bundle SSL_CERT_FILE names.
+	TrustFile = "ca-bundle.crt"
+	DataDir   = "/var/openshell"
+	KEKEnv    = "OPENSHELL_GATEWAY_CREDENTIAL_KEY_ENCRYPTION_KEY"
 	// JWTTTLSeconds bounds sandbox JWTs; upstream warns about non-expiring ones.
 	JWTTTLSeconds = 3600
 	// ProxyUID is the network sidecar's UID in relaxed mode (upstream default).
@@ -104,6 +106,17 @@ type kubernetesDriver struct {
 	SATokenTTLSecs           int          `toml:"sa_token_ttl_secs"`
 	OperatorNamespaceLabel   string       `toml:"operator_namespace_label,omitempty"`
 	Sidecar                  *sidecarOpts `toml:"sidecar,omitempty"`
+	// ManagedSSHIngress makes the driver give every namespace it manages
+	// the same SSH NetworkPolicy the operator gives the shared sandbox
+	// namespace; rendered always (as the chart does) so that no workspace
+	// mode leaves sandbox SSH open.
+	ManagedSSHIngress sshIngress `toml:"managed_ssh_ingress"`
+}
+
+type sshIngress struct {
+	Enabled            bool              `toml:"enabled"`
+	GatewayNamespace   string            `toml:"gateway_namespace"`
+	GatewayPodSelector map[string]string `toml:"gateway_pod_selector"`
 }
 
 type sidecarOpts struct {
@@ -174,6 +187,7 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		// narrow SCC; the init container copy works everywhere.
 		SupervisorSideloadMethod: "init-container",
 		SATokenTTLSecs:           3600,
+		ManagedSSHIngress:        sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
 	}
 	if WorkspaceMode(gw) == openshellv1alpha1.WorkspaceModeOperator {
 		k.OperatorNamespaceLabel = OperatorNamespaceLabel
@@ -206,7 +220,7 @@ func ExternalDNSNames(gw *openshellv1alpha1.OpenShellGateway) []string {
 
 // ConfigHash is the pod template annotation value for a configuration and
 // the trust bundle the gateway reads at start-up.
-func ConfigHash(config string, oidcCA []byte) string {
-	sum := sha256.Sum256(append([]byte(config+"\x00"), oidcCA...))
+func ConfigHash(config string, trustBundle []byte) string {
+	sum := sha256.Sum256(append([]byte(config+"\x00"), trustBundle...))
 	return hex.EncodeToString(sum[:])
 }

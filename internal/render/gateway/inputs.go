@@ -62,7 +62,7 @@ type OIDC struct {
 	Issuer   string
 	Audience string
 	// CAPEM signs the issuer's serving certificate; the gateway trusts it
-	// through SSL_CERT_FILE to fetch discovery and JWKS.
+	// (through the trust bundle) to fetch discovery and JWKS.
 	CAPEM []byte
 }
 
@@ -77,6 +77,11 @@ type Inputs struct {
 	TLS TLSSource
 	// OIDC is nil until the operator's identity is configured.
 	OIDC *OIDC
+	// TrustBundle is every root the gateway trusts for outbound TLS
+	// (internal/trust.Bundle of public roots, the OIDC issuer's CA and, on
+	// OpenShift, the cluster's trusted CA bundle); SSL_CERT_FILE names it
+	// because that file replaces the gateway's built-in store.
+	TrustBundle []byte
 }
 
 // OpenShift is true when the OpenShift security APIs are served; pods then
@@ -104,9 +109,13 @@ func ResolveImages(gw *openshellv1alpha1.OpenShellGateway, defaults operatorenv.
 // Names are the names of a gateway's objects.
 type Names struct {
 	// Fullname names the workload, Service, Route and gateway ServiceAccount.
-	Fullname       string
-	Config         string
-	OIDCCA         string
+	Fullname string
+	Config   string
+	// TrustBundle holds the gateway's CA bundle; TrustedCA, on OpenShift,
+	// is the empty ConfigMap the Cluster Network Operator injects the
+	// cluster's trusted CA bundle into.
+	TrustBundle    string
+	TrustedCA      string
 	JWT            string
 	KEK            string
 	CA             string
@@ -114,6 +123,9 @@ type Names struct {
 	ServerExternal string
 	ClientTLS      string
 	SandboxSA      string
+	// GatewayBinding binds the gateway to ClusterRoleGatewaySandboxes in
+	// the sandbox namespace.
+	GatewayBinding string
 	// SandboxPolicy names the NetworkPolicy of the sandbox pods.
 	SandboxPolicy    string
 	SandboxNamespace string
@@ -143,7 +155,8 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 	return Names{
 		Fullname:         n,
 		Config:           n + "-config",
-		OIDCCA:           n + "-oidc-ca",
+		TrustBundle:      n + "-trust-bundle",
+		TrustedCA:        n + "-trusted-ca",
 		JWT:              n + "-jwt-keys",
 		KEK:              n + "-credential-kek",
 		CA:               n + "-ca-tls",
@@ -151,6 +164,7 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 		ServerExternal:   n + "-server-external-tls",
 		ClientTLS:        n + "-client-tls",
 		SandboxSA:        sandboxPrefix + "-sandbox",
+		GatewayBinding:   sandboxPrefix + "-gateway",
 		SandboxPolicy:    sandboxPrefix + "-sandboxes",
 		SandboxNamespace: sandboxNS,
 		// Namespaces hold no dots, so "<namespace>.<name>" is unambiguous

@@ -54,66 +54,55 @@ func ServiceAccounts(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 	}
 }
 
-var (
-	sandboxRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes", "sandboxes/status"},
-			Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
-		// get only: the gateway deliberately cannot patch pods (the pod
-		// annotation is the sandbox identity anchor).
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
-	}
+// Static ClusterRoles the bundle ships (config/operand, generated from
+// OperandClusterRoles): the operator binds them to each gateway's
+// ServiceAccount and holds only `bind` on them, by name, instead of the
+// right to create arbitrary roles (which would need it to hold every
+// permission it grants, or `escalate`).
+const (
+	// ClusterRoleGateway is bound cluster-wide: TokenReview (sandbox and
+	// user tokens), node reads (the driver's capacity view) and namespace
+	// get (the driver checks its sandbox namespace exists).
+	ClusterRoleGateway = "openshell-gateway"
+	// ClusterRoleGatewaySandboxes is bound in the sandbox namespace only:
+	// the driver's Sandbox objects, their events, and pod reads.
+	ClusterRoleGatewaySandboxes = "openshell-gateway-sandboxes"
 )
 
-// RBAC renders the gateway's permissions for its workspace mode, without
-// wildcards. Every mode gets tokenreviews and read on nodes. Shared: a
-// Role on Sandbox CRs, events and pods in the one sandbox namespace, and
-// get on namespaces. Operator: those rules cluster-wide, namespaces
-// get/list/watch, and Secrets to copy the client TLS Secret into each
-// workspace namespace (get and patch by name; create, which RBAC cannot
-// scope by name). Managed: as
-// Operator, plus namespace create/delete and ServiceAccount and
-// NetworkPolicy writes, cluster-wide (docs/security.md, section 6).
+// OperandClusterRoles are the static ClusterRoles gateways are bound to.
+func OperandClusterRoles() []*rbacv1.ClusterRole {
+	l := map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: "gateway-rbac"}
+	return []*rbacv1.ClusterRole{
+		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGateway, Labels: l}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGatewaySandboxes, Labels: l}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes", "sandboxes/status"},
+				Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
+			// get only: the gateway deliberately cannot patch pods (the pod
+			// annotation is the sandbox identity anchor).
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		}},
+	}
+}
+
+// RBAC binds the gateway's ServiceAccount to the static ClusterRoles: in
+// the sandbox namespace with a RoleBinding, cluster-wide with a
+// ClusterRoleBinding of a name unique to the gateway. Only the Shared
+// workspace mode exists (the CRD refuses Managed and Operator), so the
+// gateway never creates namespaces or Secrets.
 func RBAC(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 	n := NamesFor(gw)
-	mode := WorkspaceMode(gw)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
-
-	nsVerbs := []string{"get"}
-	switch mode {
-	case openshellv1alpha1.WorkspaceModeManaged:
-		nsVerbs = []string{"create", "delete", "get", "list", "watch"}
-	case openshellv1alpha1.WorkspaceModeOperator:
-		nsVerbs = []string{"get", "list", "watch"}
-	}
-	cluster := []rbacv1.PolicyRule{
-		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: nsVerbs},
-	}
-	var out []client.Object
-	if mode == openshellv1alpha1.WorkspaceModeShared {
-		out = append(out,
-			&rbacv1.Role{ObjectMeta: meta(gw, n.SandboxSA, n.SandboxNamespace, "rbac"), Rules: sandboxRules},
-			&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.SandboxSA, n.SandboxNamespace, "rbac"), Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.SandboxSA}})
-	} else {
-		cluster = append(cluster, sandboxRules...)
-		// The client TLS Secret is copied into each workspace namespace.
-		cluster = append(cluster,
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{n.ClientTLS}, Verbs: []string{"get", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
-		if mode == openshellv1alpha1.WorkspaceModeManaged {
-			cluster = append(cluster,
-				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create", "get"}},
-				rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get", "patch", "update"}})
-		}
-	}
-	out = append(out,
-		&rbacv1.ClusterRole{ObjectMeta: meta(gw, n.ClusterScoped, "", "rbac"), Rules: cluster},
+	return []client.Object{
+		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.GatewayBinding, n.SandboxNamespace, "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewaySandboxes}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(gw, n.ClusterScoped, "", "rbac"), Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: n.ClusterScoped}})
-	return out
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGateway}},
+	}
 }
 
 // ConfigMap holds gateway.toml.
@@ -122,10 +111,23 @@ func ConfigMap(gw *openshellv1alpha1.OpenShellGateway, config string) *corev1.Co
 		Data: map[string]string{ConfigFile: config}}
 }
 
-// OIDCCAConfigMap holds the CA of the operator's OIDC issuer.
-func OIDCCAConfigMap(gw *openshellv1alpha1.OpenShellGateway, caPEM []byte) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: meta(gw, NamesFor(gw).OIDCCA, gw.Namespace, "oidc"),
-		Data: map[string]string{"ca.crt": string(caPEM)}}
+// TrustBundleConfigMap holds the gateway's CA bundle.
+func TrustBundleConfigMap(gw *openshellv1alpha1.OpenShellGateway, bundle []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: meta(gw, NamesFor(gw).TrustBundle, gw.Namespace, "trust"),
+		Data: map[string]string{TrustFile: string(bundle)}}
+}
+
+// LabelInjectTrustedCABundle asks OpenShift's Cluster Network Operator to
+// write the cluster's trusted CA bundle into a ConfigMap (key ca-bundle.crt).
+const LabelInjectTrustedCABundle = "config.openshift.io/inject-trusted-cabundle"
+
+// TrustedCAConfigMap is the ConfigMap the Cluster Network Operator fills;
+// it is applied without data, so the operator never owns or overwrites the
+// injected bundle.
+func TrustedCAConfigMap(gw *openshellv1alpha1.OpenShellGateway) *corev1.ConfigMap {
+	m := meta(gw, NamesFor(gw).TrustedCA, gw.Namespace, "trust")
+	m.Labels[LabelInjectTrustedCABundle] = "true"
+	return &corev1.ConfigMap{ObjectMeta: m}
 }
 
 // Service exposes gRPC (and HTTP on the same port) and metrics.
@@ -186,14 +188,12 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	if !UsesPostgres(gw) {
 		mounts = append(mounts, corev1.VolumeMount{Name: "openshell-data", MountPath: DataDir})
 	}
-	if in.OIDC != nil {
-		// Only the issuer's CA: the gateway needs no other outbound trust
-		// (it may replace the system store).
-		mounts = append(mounts, corev1.VolumeMount{Name: "oidc-ca", MountPath: OIDCCADir, ReadOnly: true})
-		vols = append(vols, corev1.Volume{Name: "oidc-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: n.OIDCCA}}}})
-		env = append(env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: OIDCCADir + "/ca.crt"})
-	}
+	// The whole trust bundle, not the issuer's CA alone: SSL_CERT_FILE
+	// replaces the gateway's store for all of its outbound TLS.
+	mounts = append(mounts, corev1.VolumeMount{Name: "trust-bundle", MountPath: TrustDir, ReadOnly: true})
+	vols = append(vols, corev1.Volume{Name: "trust-bundle", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: n.TrustBundle}}}})
+	env = append(env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: TrustDir + "/" + TrustFile})
 	probe := func(path string, initial, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}},

@@ -13,14 +13,13 @@ type Rendered struct {
 	Config, ConfigHash string
 	// Objects to apply. Those in the gateway's namespace carry an owner
 	// reference; those in another sandbox namespace and the gateway's
-	// ClusterRole and ClusterRoleBinding carry only the gateway labels,
-	// which prune and the deletion finalizer select on. The shared SCC and
-	// its `use` ClusterRole carry neither: the finalizer deletes them with
-	// the last served gateway that needs them.
+	// ClusterRoleBinding carry only the gateway labels, which prune and
+	// the deletion finalizer select on.
 	Objects []client.Object
-	// UsesSCC reports that Objects include the narrow SCC, its `use`
-	// ClusterRole and the sandbox ServiceAccount's binding to it; when it
-	// is false on OpenShift, prune deletes a binding an earlier render made.
+	// UsesSCC reports that Objects include the sandbox ServiceAccount's
+	// binding to the narrow SCC's `use` ClusterRole (a cluster admin
+	// applies the SCC itself from config/scc); when it is false on
+	// OpenShift, prune deletes a binding an earlier render made.
 	UsesSCC bool
 }
 
@@ -30,20 +29,16 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 	if err != nil {
 		return Rendered{}, err
 	}
-	var ca []byte
-	if in.OIDC != nil {
-		ca = in.OIDC.CAPEM
-	}
-	r := Rendered{Config: config, ConfigHash: ConfigHash(config, ca)}
+	r := Rendered{Config: config, ConfigHash: ConfigHash(config, in.TrustBundle)}
 	add := func(objs ...client.Object) { r.Objects = append(r.Objects, objs...) }
 	add(ServiceAccounts(gw)...)
 	add(RBAC(gw)...)
 	if in.TLS == TLSCertManager {
 		add(CertManagerObjects(gw, in)...)
 	}
-	add(ConfigMap(gw, config))
-	if in.OIDC != nil {
-		add(OIDCCAConfigMap(gw, in.OIDC.CAPEM))
+	add(ConfigMap(gw, config), TrustBundleConfigMap(gw, in.TrustBundle))
+	if in.OpenShift() {
+		add(TrustedCAConfigMap(gw))
 	}
 	add(Service(gw), Workload(gw, in, r.ConfigHash), PodDisruptionBudget(gw))
 	add(NetworkPolicies(gw)...)
@@ -53,7 +48,7 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 	if UsesNarrowSCC(gw, in) {
 		n := NamesFor(gw)
 		m := meta(gw, "", n.SandboxNamespace, "sandbox-scc")
-		add(scc.SidecarSCC(), scc.UseRole(), scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, m.Labels, m.OwnerReferences))
+		add(scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, m.Labels, m.OwnerReferences))
 		r.UsesSCC = true
 	}
 	return r, nil

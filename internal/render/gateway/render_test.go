@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -38,6 +41,12 @@ func gateway(mutate func(*openshellv1alpha1.OpenShellGateway)) *openshellv1alpha
 	return gw
 }
 
+// Stand-ins for the trust bundle's parts (the render only copies them).
+const (
+	operatorCA = "-----BEGIN CERTIFICATE-----\nMIIBoperator\n-----END CERTIFICATE-----\n"
+	clusterCA  = "-----BEGIN CERTIFICATE-----\nMIIBcluster\n-----END CERTIFICATE-----\n"
+)
+
 var variants = map[string]struct {
 	gw *openshellv1alpha1.OpenShellGateway
 	in Inputs
@@ -49,9 +58,10 @@ var variants = map[string]struct {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
 	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
 		OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8444", Audience: "openshell-gateway/openshell-system/openshell",
-			CAPEM: []byte("-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n")}}},
+			CAPEM: []byte(operatorCA)},
+		TrustBundle: []byte(operatorCA + clusterCA)}},
 	// Postgres, three replicas, external issuer, sandboxes in another
-	// namespace in Managed workspace mode, combined topology.
+	// namespace, combined topology.
 	"postgres-external-issuer": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
 		three := int32(3)
 		size := resource.MustParse("5Gi")
@@ -62,7 +72,7 @@ var variants = map[string]struct {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
 		gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt", Kind: "ClusterIssuer", Group: "cert-manager.io"}
 		gw.Spec.Managed.TLS.ExternalDNSNames = []string{"openshell.example.com"}
-		gw.Spec.Managed.Sandboxes = openshellv1alpha1.SandboxPlacement{Namespace: "openshell-sandboxes", WorkspaceMode: openshellv1alpha1.WorkspaceModeManaged}
+		gw.Spec.Managed.Sandboxes = openshellv1alpha1.SandboxPlacement{Namespace: "openshell-sandboxes"}
 		gw.Spec.Managed.SupervisorTopology = openshellv1alpha1.SupervisorTopologyCombined
 		gw.Spec.Managed.LogLevel = "debug"
 	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager}},
@@ -130,5 +140,47 @@ func compare(t *testing.T, path string, got []byte) {
 	}
 	if string(want) != string(got) {
 		t.Errorf("%s differs from the rendered object (run with -update after checking):\n--- got\n%s", path, got)
+	}
+}
+
+// TestTrustStore: the gateway's SSL_CERT_FILE names the whole bundle the
+// controller resolved (never the issuer CA alone, which would replace the
+// public roots), and on OpenShift the operator asks for the cluster's
+// trusted CA bundle without ever owning its data.
+func TestTrustStore(t *testing.T) {
+	for name, v := range variants {
+		r, err := Render(v.gw, v.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bundle, injected *corev1.ConfigMap
+		var env []corev1.EnvVar
+		for _, o := range r.Objects {
+			switch o := o.(type) {
+			case *corev1.ConfigMap:
+				switch o.Name {
+				case NamesFor(v.gw).TrustBundle:
+					bundle = o
+				case NamesFor(v.gw).TrustedCA:
+					injected = o
+				}
+			case *appsv1.StatefulSet:
+				env = o.Spec.Template.Spec.Containers[0].Env
+			case *appsv1.Deployment:
+				env = o.Spec.Template.Spec.Containers[0].Env
+			}
+		}
+		if bundle == nil || bundle.Data[TrustFile] != string(v.in.TrustBundle) {
+			t.Errorf("%s: trust bundle ConfigMap = %+v, want the resolved bundle", name, bundle)
+		}
+		if !slices.Contains(env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: TrustDir + "/" + TrustFile}) {
+			t.Errorf("%s: SSL_CERT_FILE does not name the trust bundle: %+v", name, env)
+		}
+		switch {
+		case v.in.OpenShift() && (injected == nil || injected.Labels[LabelInjectTrustedCABundle] != "true" || injected.Data != nil):
+			t.Errorf("%s: want an empty ConfigMap labelled %s, got %+v", name, LabelInjectTrustedCABundle, injected)
+		case !v.in.OpenShift() && injected != nil:
+			t.Errorf("%s: no trusted-CA ConfigMap outside OpenShift", name)
+		}
 	}
 }
