@@ -2,129 +2,436 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	routev1 "github.com/openshift/api/route/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
-	authorizationv1 "k8s.io/api/authorization/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
-// TestLeastPrivilegeIsSufficient runs the operator under a kubeconfig that
-// impersonates the CSV's ServiceAccount, holding exactly the CSV's
-// clusterPermissions and permissions, and drives a managed gateway to
-// Available and a sandbox to Ready: what the bundle grants is enough.
-func TestLeastPrivilegeIsSufficient(t *testing.T) {
-	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	c := cluster.Client
+// installMode is an OperatorGroup shape: which namespaces it targets, and
+// where the platform admin puts the managed gateway and the tenant.
+type installMode struct {
+	name string
+	// targets are OLM's target namespaces (nil: AllNamespaces).
+	targets func(ns lpNamespaces) []string
+	// extraGatewayNS says a second, listed and labelled, gateway namespace
+	// holds the managed gateway (else the operator's own namespace does).
+	extraGatewayNS bool
+	// tenantIsOperatorNS: OwnNamespace watches nothing else.
+	tenantIsOperatorNS bool
+	// renewLeaves shortens the built-in PKI's leaf validity so that the
+	// lifecycle includes a certificate renewal.
+	renewLeaves bool
+}
 
+type lpNamespaces struct{ operator, gateway, tenant, sandboxes string }
+
+var installModes = []installMode{
+	{name: "OwnNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.operator} }, tenantIsOperatorNS: true, renewLeaves: true},
+	{name: "SingleNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.tenant} }},
+	{name: "MultiNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.gateway, ns.tenant} }, extraGatewayNS: true},
+	{name: "AllNamespaces", targets: func(lpNamespaces) []string { return nil }, extraGatewayNS: true},
+}
+
+// TestLeastPrivilege runs the whole lifecycle — gateway create, sandbox
+// create/update/delete, provider rotation, policy change, gateway delete
+// with its finalizer released, operator uninstall in order — as the CSV's
+// ServiceAccount holding exactly the RBAC OLM derives from the CSV, in each
+// install mode; then checks that every rule the CSV asks for was used.
+func TestLeastPrivilege(t *testing.T) {
+	csv := loadCSV(t)
+	usage := &framework.APIUsage{}
+	ran := 0
+	for _, mode := range installModes {
+		if t.Run(mode.name, func(t *testing.T) { leastPrivilegeLifecycle(t, csv, mode, usage) }) {
+			ran++
+		}
+	}
+	t.Run("every CSV rule is used", func(t *testing.T) {
+		if ran != len(installModes) {
+			t.Skip("needs every install mode's lifecycle to have passed")
+		}
+		spec := csv.Spec.InstallStrategy.StrategySpec
+		var rules []rbacv1.PolicyRule
+		for _, p := range append(append([]operatorsv1alpha1.StrategyDeploymentPermissions{}, spec.ClusterPermissions...), spec.Permissions...) {
+			rules = append(rules, p.Rules...)
+		}
+		for _, unused := range usage.Unused(rules, authorizationOnly) {
+			t.Errorf("the CSV grants %s, which no code path of the lifecycle used: remove it, or exercise it here", unused)
+		}
+	})
+}
+
+// authorizationOnly are rules that no request of the operator exercises
+// but an authorization check made on its behalf does; each says which.
+var authorizationOnly = map[string]string{
+	"openshell.ai/openshellgateways/finalizers update": "OwnerReferencesPermissionEnforcement (OpenShift): " +
+		"the gateway's children set blockOwnerDeletion on their owner reference",
+	"openshell.ai/openshellsandboxes/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellproviders/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellpolicies/finalizers update":  "the FinalizerProtected admission check lets the operator release its finalizer",
+	"route.openshift.io/routes/custom-host create":      "OpenShift's Route admission, when spec.managed.route.host is set",
+	"cert-manager.io/certificates create":               "cert-manager is not installed in this cluster (issue 16); controllers/gateway exercises it",
+	"cert-manager.io/certificates delete":               "as above",
+	"cert-manager.io/certificates get":                  "as above",
+	"cert-manager.io/certificates list":                 "as above",
+	"cert-manager.io/certificates patch":                "as above",
+	"cert-manager.io/certificates watch":                "as above",
+	"cert-manager.io/issuers create":                    "as above",
+	"cert-manager.io/issuers delete":                    "as above",
+	"cert-manager.io/issuers get":                       "as above",
+	"cert-manager.io/issuers list":                      "as above",
+	"cert-manager.io/issuers patch":                     "as above",
+	"cert-manager.io/issuers watch":                     "as above",
+}
+
+func loadCSV(t *testing.T) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", "openshell-operator.clusterserviceversion.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		t.Fatal(err)
+	}
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
-	g.Expect(yaml.Unmarshal(raw, csv)).To(Succeed())
-	spec := csv.Spec.InstallStrategy.StrategySpec
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	return csv
+}
 
-	opNS := framework.CreateNamespace(ctx, t, c, "operator")
-	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+// grantLikeOLM binds the CSV's ServiceAccount as OLM does for an
+// OperatorGroup with these targets: clusterPermissions as ClusterRoles;
+// permissions as Roles in the operator's namespace and in every target
+// namespace, or, for AllNamespaces, as ClusterRoles bound cluster-wide
+// (operatorgroup.go ensureTenantRBAC / ensureSingletonRBAC). It returns
+// the uninstall: OLM removes the RBAC after the Deployment.
+func grantLikeOLM(ctx context.Context, t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, opNS string, targets []string) (sa string, revoke func()) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	spec := csv.Spec.InstallStrategy.StrategySpec
+	sa = spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
 	g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: opNS}})).To(Succeed())
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: opNS}}
+	var objs []client.Object
+	clusterRole := func(name string, rules []rbacv1.PolicyRule) {
+		objs = append(objs, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	}
 	for i, p := range spec.ClusterPermissions {
-		name := opNS + "-csv-" + string(rune('a'+i))
-		g.Expect(c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules})).To(Succeed())
-		g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})).To(Succeed())
+		clusterRole(opNS+"-cluster-"+string(rune('a'+i)), p.Rules)
+	}
+	namespaces := []string{opNS}
+	for _, ns := range targets {
+		if ns != opNS {
+			namespaces = append(namespaces, ns)
+		}
 	}
 	for i, p := range spec.Permissions {
 		name := "csv-" + string(rune('a'+i))
-		g.Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS}, Rules: p.Rules})).To(Succeed())
-		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})).To(Succeed())
+		if targets == nil {
+			clusterRole(opNS+"-all-"+string(rune('a'+i)), p.Rules)
+			namespaces = []string{opNS}
+		}
+		for _, ns := range namespaces {
+			objs = append(objs, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: p.Rules},
+				&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subject,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+		}
 	}
-	asOperator := rest.CopyConfig(cluster.Config)
-	asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + opNS + ":" + sa}
-	probe, err := client.New(asOperator, client.Options{Scheme: c.Scheme()})
-	g.Expect(err).NotTo(HaveOccurred())
-	// The operator may remove its own finalizers, which the admission
-	// webhooks allow only to whoever may update <kind>/finalizers.
-	for _, res := range []string{"openshellsandboxes", "openshellproviders", "openshellpolicies"} {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: "system:serviceaccount:" + opNS + ":" + sa, Groups: []string{"system:serviceaccounts", "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "any-tenant", Verb: "update", Group: "openshell.ai",
-				Resource: res, Subresource: "finalizers"}}}
-		g.Eventually(func(g Gomega) {
-			cur := sar.DeepCopy()
-			g.Expect(c.Create(ctx, cur)).To(Succeed())
-			g.Expect(cur.Status.Allowed).To(BeTrue(), res+"/finalizers")
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	for _, o := range objs {
+		g.Expect(c.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
 	}
-	// Impersonation really restricts: the CSV grants reading nodes, not deleting them.
-	g.Expect(probe.List(ctx, &corev1.NodeList{})).To(Succeed())
-	err = probe.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-node-0"}})
-	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	return sa, func() {
+		for _, o := range objs {
+			g.Expect(client.IgnoreNotFound(c.Delete(context.Background(), o))).To(Succeed())
+		}
+	}
+}
 
-	// The sandbox flow, with the manager (and its OIDC issuer) impersonating.
-	sbNS := framework.CreateNamespace(ctx, t, c, "lp-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "lp-tenant")
-	// A second platform namespace for the managed gateway, as a cluster
-	// admin designates it (OPENSHELL_GATEWAY_NAMESPACES).
-	gwNS := framework.CreateNamespace(ctx, t, c, "lp-gateway")
-	setLabels(ctx, g, gwNS, map[string]string{corev1.LabelMetadataName: gwNS, tenancy.LabelServeGateways: "true"})
-	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: opNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{LeaderElection: true, LeaderElectionNamespace: opNS,
-			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS}}}}})
+func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, mode installMode, usage *framework.APIUsage) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	ns := lpNamespaces{operator: framework.CreateNamespace(ctx, t, c, "lp-op"), sandboxes: framework.CreateNamespace(ctx, t, c, "lp-sb")}
+	ns.gateway, ns.tenant = ns.operator, framework.CreateNamespace(ctx, t, c, "lp-tenant")
+	if mode.tenantIsOperatorNS {
+		ns.tenant = ns.operator
+	}
+	platform := tenancy.Platform{OperatorNamespace: ns.operator}
+	if mode.extraGatewayNS {
+		ns.gateway = framework.CreateNamespace(ctx, t, c, "lp-gw")
+		setLabels(ctx, g, ns.gateway, map[string]string{corev1.LabelMetadataName: ns.gateway, tenancy.LabelServeGateways: "true"})
+		platform.GatewayNamespaces = []string{ns.gateway}
+	}
+	targets := mode.targets(ns)
+	sa, revoke := grantLikeOLM(ctx, t, csv, ns.operator, targets)
+	asOperator := rest.CopyConfig(cluster.Config)
+	asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns.operator + ":" + sa}
+	asOperator.Wrap(usage.Wrap)
+
+	metricsPort, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
-	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: tenant},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: opNS}}}
+	copts := operator.ControllerOptions{Platform: platform}
+	if mode.renewLeaves {
+		copts.PKI.LeafValidity = 15 * time.Second
+	}
+	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: ns.operator, SandboxNamespace: ns.sandboxes, GatewayConfig: cluster.Config,
+		Manager: operator.Options{WatchNamespaces: targets, LeaderElection: true, LeaderElectionNamespace: ns.operator,
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort), SecureMetrics: true, Controllers: copts}})
+	g.Expect(err).NotTo(HaveOccurred())
+	stopped := false
+	defer func() {
+		if !stopped {
+			g.Expect(st.Stop()).To(Succeed())
+		}
+	}()
+
+	// The tenant admin's objects and a sandbox on the External gateway.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-credentials", Namespace: ns.tenant},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-lp-first"}}
+	g.Expect(c.Create(ctx, secret)).To(Succeed())
+	for file, obj := range map[string]client.Object{
+		"openshell_v1alpha1_openshellpolicy.yaml":      &openshellv1alpha1.OpenShellPolicy{},
+		"openshell_v1alpha1_openshellprovider.yaml":    &openshellv1alpha1.OpenShellProvider{},
+		"openshell_v1alpha1_openshellimagepolicy.yaml": &openshellv1alpha1.OpenShellImagePolicy{},
+	} {
+		loadSample(t, file, obj)
+		obj.SetNamespace(ns.tenant)
+		g.Expect(c.Create(ctx, obj)).To(Succeed(), file)
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	loadSample(t, "openshell_v1alpha1_openshellsandbox.yaml", sb)
+	sb.Namespace = ns.tenant
+	sb.Spec.GatewayRef = openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: ns.operator}
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	key := client.ObjectKeyFromObject(sb)
 	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellSandbox{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+		cur := sandboxStatus(ctx, g, key)
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(90*time.Second).Should(Succeed(), cluster.CheckProcessesMessage)
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: ns.tenant}, tenantNS)).To(Succeed())
+	ws, name := sandboxspec.WorkspaceName(ns.tenant, tenantNS.UID), sandboxspec.SandboxName(ns.tenant, sb.Name)
+
+	// A policy change applies in place.
+	before := st.Gateway.SandboxPolicyVersion(ws, name)
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &openshellv1alpha1.OpenShellPolicy{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.tenant, Name: "restricted"}, p); err != nil {
+			return err
+		}
+		port := int32(443)
+		p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: "github",
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: &port}}})
+		return c.Update(ctx, p)
+	})).To(Succeed())
+	g.Eventually(func() uint32 { return st.Gateway.SandboxPolicyVersion(ws, name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(before + 1))
+
+	// A credential rotation reaches the gateway.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+			return err
+		}
+		s.Data["ANTHROPIC_API_KEY"] = []byte("sk-lp-rotated")
+		return c.Update(ctx, s)
+	})).To(Succeed())
+	g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).
+		WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-lp-rotated"}))
+
+	// A sandbox update that recreates it (the image).
+	firstID := sandboxStatus(ctx, g, key).Status.SandboxID
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := sandboxStatus(ctx, g, key)
+		cur.Spec.Image = strings.Replace(cur.Spec.Image, "sandboxes/base", "sandboxes/python", 1)
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", firstID))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
 	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
-	// The managed gateway flow: RBAC, SCC-free vanilla install, workload.
-	createVolume(ctx, t, "pv-"+gwNS)
-	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: gwNS},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
-	g.Expect(c.Create(ctx, gw)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", cur.Status.Conditions)
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	// Prometheus scrapes the authenticated metrics endpoint.
+	scrapeMetrics(ctx, t, ns.operator, metricsPort)
 
-	// Deleting it finishes under the same RBAC: the finalizer is released
-	// and the cluster-scoped RBAC it held is gone.
-	managed := client.MatchingLabels{"openshell.ai/gateway-namespace": gwNS}
-	crs := &rbacv1.ClusterRoleList{}
-	g.Expect(c.List(ctx, crs, managed)).To(Succeed())
-	g.Expect(crs.Items).NotTo(BeEmpty(), "the gateway holds a ClusterRole while it runs")
+	// A managed gateway, installed, changed and deleted with its finalizer
+	// released. With a second platform namespace, its sandboxes go to the
+	// operator's namespace (children outside the gateway's namespace).
+	sandboxNS := ""
+	if mode.extraGatewayNS {
+		sandboxNS = ns.operator
+	}
+	managedGatewayLifecycle(ctx, t, ns.gateway, sandboxNS, mode.renewLeaves)
+
+	// Uninstall in order: the tenants' objects while the operator runs
+	// (their finalizers are released), then the operator, then its RBAC.
+	for _, o := range []client.Object{sb, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns.tenant}},
+		&openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: ns.tenant}}, st.GatewayObj} {
+		g.Expect(c.Delete(ctx, o)).To(Succeed())
+		g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(o), o) }).WithContext(ctx).WithTimeout(60*time.Second).
+			Should(Satisfy(apierrors.IsNotFound), func() string {
+				dump, _ := yaml.Marshal(o)
+				return "the operator did not release its finalizer:\n" + string(dump)
+			})
+	}
+	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name))
+	stopped = true
+	g.Expect(st.Stop()).To(Succeed())
+	revoke()
+}
+
+// managedGatewayLifecycle drives a managed gateway to Available, through
+// the changes that prune (Route disabled, SQLite to PostgreSQL and back) and, when
+// asked, a certificate renewal, then deletes it: the finalizer is released
+// and the cluster-scoped binding and the children outside its namespace
+// are gone.
+func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS string, renewal bool) {
+	g := NewWithT(t)
+	c := cluster.Client
+	createVolume(ctx, t, "pv-"+ns)
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{
+			Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: sandboxNS}}}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	available := func() {
+		g.Eventually(func(g Gomega) {
+			cur := &openshellv1alpha1.OpenShellGateway{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", cur.Status.Conditions)
+			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionSCCReady).Reason).
+				To(Equal(openshellv1alpha1.GatewayReasonSCCApplied))
+		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), cluster.CheckProcessesMessage)
+	}
+	available()
+	n := render.NamesFor(gw)
+	crb := &rbacv1.ClusterRoleBinding{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: n.ClusterScoped}, crb)).To(Succeed())
+	g.Expect(crb.RoleRef.Name).To(Equal(render.ClusterRoleGateway), "the gateway is bound to the bundle's static ClusterRole")
+	outside := []client.Object{&corev1.ServiceAccount{}, &networkingv1.NetworkPolicy{}, &rbacv1.RoleBinding{}}
+	for i, name := range []string{n.SandboxSA, n.SandboxPolicy, n.GatewayBinding} {
+		outside[i].SetNamespace(n.SandboxNamespace)
+		outside[i].SetName(name)
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(outside[i]), outside[i])).To(Succeed())
+	}
+
+	if renewal {
+		tlsSecret := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.ServerTLS}, tlsSecret)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := &corev1.Secret{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tlsSecret), cur)).To(Succeed())
+			g.Expect(cur.ResourceVersion).NotTo(Equal(tlsSecret.ResourceVersion), "the leaf certificate was not renewed")
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+	}
+
+	// Route disabled, then SQLite to PostgreSQL: the Route and the
+	// StatefulSet are pruned, a Deployment replaces it.
+	uri := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gateway-db", Namespace: ns}, StringData: map[string]string{"uri": "postgres://db/openshell"}}
+	g.Expect(c.Create(ctx, uri)).To(Succeed())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Route.Enabled = ptr.To(false)
+		cur.Spec.Managed.Persistence = &openshellv1alpha1.GatewayPersistence{Postgres: &openshellv1alpha1.PostgresPersistence{
+			URISecretRef: openshellv1alpha1.SecretKeyReference{Name: uri.Name, Key: "uri"}}}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &routev1.Route{}))).To(BeTrue(), "Route not pruned")
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.StatefulSet{}))).To(BeTrue(), "StatefulSet not pruned")
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.Deployment{})).To(Succeed())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	available()
+	// And back: the Deployment is pruned, the StatefulSet (and its claim) return.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Persistence = nil
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.Deployment{}))).To(BeTrue(), "Deployment not pruned")
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.StatefulSet{})).To(Succeed())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	available()
+
 	g.Expect(c.Delete(ctx, gw)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(gw), &openshellv1alpha1.OpenShellGateway{}))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "the gateway finalizer was not released")
-	g.Expect(c.List(ctx, crs, managed)).To(Succeed())
-	g.Expect(crs.Items).To(BeEmpty())
-	crbs := &rbacv1.ClusterRoleBindingList{}
-	g.Expect(c.List(ctx, crbs, managed)).To(Succeed())
-	g.Expect(crbs.Items).To(BeEmpty())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the gateway finalizer was not released")
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(crb), crb))).To(BeTrue(), "the ClusterRoleBinding outlived the gateway")
+	if n.SandboxNamespace != ns {
+		for _, o := range outside {
+			g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(o), o))).To(BeTrue(), "%T %s outlived the gateway", o, o.GetName())
+		}
+	}
+}
+
+// scrapeMetrics scrapes the operator's authenticated metrics endpoint as
+// Prometheus does: with a ServiceAccount token the operator reviews
+// (TokenReview) and authorizes (SubjectAccessReview).
+func scrapeMetrics(ctx context.Context, t *testing.T, ns string, port int) {
+	g := NewWithT(t)
+	c := cluster.Client
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus", Namespace: ns}}
+	g.Expect(c.Create(ctx, sa)).To(Succeed())
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}
+	for _, o := range []client.Object{role, binding} {
+		g.Expect(c.Create(ctx, o)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	g.Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	// The endpoint's certificate is self-signed (OLM deployments mount a
+	// service CA one); only the authentication is under test here.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test only
+	g.Eventually(func(g Gomega) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		resp, err := hc.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 }

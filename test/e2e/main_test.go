@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/openshell/openshell-operator/test/framework"
@@ -36,6 +37,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start e2e cluster:", err)
 		return 1
 	}
+	if err := applyClusterAdminManifests(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "apply the cluster admin's manifests:", err)
+		_ = cluster.Stop()
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		for _, p := range cluster.Processes {
@@ -49,4 +55,17 @@ func run(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// applyClusterAdminManifests does what an OLM install and its one manual
+// step do before anything else runs: OLM creates the bundle's static
+// ClusterRoles (config/operand, the SCC's use role), and a cluster admin
+// applies the sandbox SCC from config/scc (the operator never creates SCCs).
+func applyClusterAdminManifests(ctx context.Context) error {
+	for _, f := range []string{"config/operand/cluster_roles.yaml", "config/scc/use_role.yaml", "config/scc/scc.yaml"} {
+		if err := framework.ApplyManifests(ctx, cluster.Client, filepath.Join(framework.RepoRoot(), f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

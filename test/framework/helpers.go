@@ -1,12 +1,19 @@
 package framework
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -33,4 +40,29 @@ func CreateNamespace(ctx context.Context, t testing.TB, c client.Client, prefix 
 		_ = c.Delete(context.Background(), ns)
 	})
 	return ns.Name
+}
+
+// ApplyManifests server-side applies every object of a multi-document
+// YAML file, as `kubectl apply --server-side` would.
+func ApplyManifests(ctx context.Context, c client.Client, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("cluster-admin"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		}
+	}
 }

@@ -40,6 +40,9 @@ type Options struct {
 	SandboxNamespace string
 	// Manager options (WATCH_NAMESPACE, ...); OIDC is filled in.
 	Manager operator.Options
+	// GatewayConfig is the test gateway's own Kubernetes credentials
+	// (default: the operator's config).
+	GatewayConfig *rest.Config
 	// ImagePolicy is the gateway's enforcement.
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
 	// Tenancy is the gateway's access control; nil admits every namespace
@@ -236,7 +239,11 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		return nil, err
 	}
 
-	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	gwCfg := cfg
+	if opts.GatewayConfig != nil {
+		gwCfg = opts.GatewayConfig
+	}
+	kube, err := client.NewWithWatch(gwCfg, client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		return nil, err
 	}
