@@ -143,9 +143,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.
 			}
 		}
 	}
-	// Secrets written by cert-manager carry the labels but no owner reference.
-	if err := r.deleteLabelled(ctx, &corev1.SecretList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
-		return fmt.Errorf("delete certificate secrets: %w", err)
+	// Secrets written by cert-manager carry the labels but no owner
+	// reference. Only a served gateway has any (and only there does the
+	// cache reach: a tenant who adds the finalizer to an inert gateway
+	// must not wedge it).
+	if slices.Contains(r.Platform.GatewayNamespaces, gw.Namespace) {
+		if err := r.deleteLabelled(ctx, &corev1.SecretList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
+			return fmt.Errorf("delete certificate secrets: %w", err)
+		}
 	}
 	// The gateway's cluster-scoped binding goes last, after everything that
 	// can fail: a still-running gateway keeps TokenReview until the very end.

@@ -10,6 +10,8 @@
 // second, default 10: below what two cores sustain for the raw path, so the
 // ratio compares the paths, not two saturated machines), BENCH_STEADY
 // (steady-state window, default 30s; 0 skips it; the figure is 5m),
+// BENCH_INFLATE (labelled 100 KiB ConfigMaps a tenant creates to try to
+// inflate the operator's cache, default 1000; 0 skips it),
 // BENCH_PROFILE (a folder: CPU profiles of the API server during each
 // create run), BENCH_ADMISSION (concurrent creates
 // at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
@@ -127,6 +129,13 @@ func run() error {
 			return fmt.Errorf("BENCH_STEADY: %w", err)
 		}
 	}
+	inflate := 1000
+	if v := os.Getenv("BENCH_INFLATE"); v != "" {
+		var err error
+		if inflate, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("BENCH_INFLATE: %w", err)
+		}
+	}
 	admission := 200
 	if v := os.Getenv("BENCH_ADMISSION"); v != "" {
 		var err error
@@ -238,6 +247,13 @@ func run() error {
 			return fmt.Errorf("policy fan-out: %w", err)
 		}
 		rep.Fanout = append(rep.Fanout, f)
+	}
+	if inflate > 0 {
+		prints, err := measureInflation(ctx, cluster, st, inflate)
+		if err != nil {
+			return fmt.Errorf("cache inflation: %w", err)
+		}
+		rep.Footprint = append(rep.Footprint, prints...)
 	}
 	if admission > 0 {
 		a, err := measureAdmission(ctx, admission, 5, 1000)
