@@ -63,7 +63,8 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create,namespace=system
-// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch,namespace=system
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=delete,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=system
 //
 // The operator grants gateways only the static ClusterRoles the bundle

@@ -46,8 +46,9 @@ func (r *Reconciler) deleteIfOurs(ctx context.Context, gw *openshellv1alpha1.Ope
 }
 
 // prune deletes children that an earlier spec needed and this one does not:
-// the other workload kind, a disabled Route, cert-manager objects after a
-// switch to the built-in PKI, the SCC binding after a switch to Combined.
+// the other workload kind, a disabled Route, the external Certificate once
+// spec.managed.tls.issuerRef is removed, the SCC binding after a switch to
+// Combined.
 func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, rendered render.Rendered) error {
 	n := render.NamesFor(gw)
 	var stale []client.Object
@@ -80,20 +81,8 @@ func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 			return err
 		}
 	}
-	if in.TLS == render.TLSBuiltin {
-		if pf, _ := r.Preflight.Get(); pf.CertManager {
-			return r.deleteCertManagerObjects(ctx, gw)
-		}
-	}
-	return nil
-}
-
-func (r *Reconciler) deleteCertManagerObjects(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
-	for _, l := range []client.ObjectList{&cmv1.CertificateList{}, &cmv1.IssuerList{}} {
-		if err := r.deleteLabelled(ctx, l, gw.Namespace, gatewaySelector(gw)); err != nil {
-			return fmt.Errorf("delete stale cert-manager objects: %w", err)
-		}
-	}
+	// (No switch from cert-manager to the built-in PKI: that happens only
+	// when cert-manager's CRDs, and with them its objects, are gone.)
 	return nil
 }
 

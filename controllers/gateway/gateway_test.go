@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,15 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	c := openshift.Client
 	ns := framework.CreateNamespace(ctx, t, c, "gw")
 	opts := operator.Options{WatchNamespaces: []string{ns}, Controllers: operator.ControllerOptions{SCCRecheck: time.Second}}
-	stop := framework.StartManager(t, openshift.Config, opts)
+	// As installed by OLM in OwnNamespace mode: exactly the CSV's RBAC,
+	// every request recorded (the cert-manager rules are checked at the end).
+	csv, err := framework.LoadCSV()
+	g.Expect(err).NotTo(HaveOccurred())
+	asOperator, _, err := framework.GrantLikeOLM(ctx, c, openshift.Config, csv, ns, []string{ns})
+	g.Expect(err).NotTo(HaveOccurred())
+	usage := &framework.APIUsage{}
+	asOperator.Wrap(usage.Wrap)
+	stop := framework.StartManager(t, asOperator, opts)
 
 	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
@@ -272,7 +281,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
 		count := framework.ReconcileCount("openshellgateway")
-		framework.StartManager(outer, openshift.Config, opts)
+		framework.StartManager(outer, asOperator, opts)
 		g.Eventually(func() float64 { return framework.ReconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
 		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
 	})
@@ -307,6 +316,17 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		markStatefulSetReady(ctx, g, c, ns)
 	})
 
+	t.Run("an external issuer adds a Certificate, pruned when removed", func(t *testing.T) {
+		g := NewWithT(t)
+		external := client.ObjectKey{Namespace: ns, Name: "openshell-server-external"}
+		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
+			gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt", Kind: "ClusterIssuer", Group: "cert-manager.io"}
+		})
+		g.Eventually(func() error { return c.Get(ctx, external, &cmv1.Certificate{}) }).WithTimeout(10 * time.Second).Should(Succeed())
+		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.TLS.IssuerRef = nil })
+		g.Eventually(func() error { return c.Get(ctx, external, &cmv1.Certificate{}) }).WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+	})
+
 	t.Run("a modified SCC is reported, field by field", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
@@ -339,6 +359,23 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		}
 		// The SCC is the cluster admin's: it stays.
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
+	})
+
+	// The e2e cluster has no cert-manager: its least-privilege test leaves
+	// the cert-manager rules to this one, which must have used each.
+	t.Run("every cert-manager rule of the CSV was used", func(t *testing.T) {
+		var cm []rbacv1.PolicyRule
+		for _, r := range framework.CSVRules(csv) {
+			if slices.Contains(r.APIGroups, cmv1.SchemeGroupVersion.Group) {
+				cm = append(cm, r)
+			}
+		}
+		if len(cm) == 0 {
+			t.Fatal("the CSV has no cert-manager rules")
+		}
+		for _, unused := range usage.Unused(cm, nil) {
+			t.Errorf("the CSV grants %s, which no code path used", unused)
+		}
 	})
 }
 

@@ -64,7 +64,7 @@ func TestSandboxPodsPolicy(t *testing.T) {
 		err := alice.Create(ctx, pod("openshell-sandbox"), dryRun)
 		g.Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "want refused, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("only the Agent Sandbox controller creates pods that run as an OpenShell sandbox ServiceAccount"))
-	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed(), "the policy never took effect")
+	}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), "the policy never took effect")
 	g.Expect(c.Create(ctx, pod("openshell-sandbox"), dryRun)).To(Succeed(), "the controller's identity is admitted")
 	g.Expect(alice.Create(ctx, pod("default"), dryRun)).To(Succeed(), "pods with other ServiceAccounts are untouched")
 }

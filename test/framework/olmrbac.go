@@ -1,0 +1,95 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// LoadCSV reads the bundle's ClusterServiceVersion.
+func LoadCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "bundle", "manifests", "openshell-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	return csv, yaml.Unmarshal(raw, csv)
+}
+
+// CSVRules are every rule of the CSV's permissions and clusterPermissions.
+func CSVRules(csv *operatorsv1alpha1.ClusterServiceVersion) []rbacv1.PolicyRule {
+	spec := csv.Spec.InstallStrategy.StrategySpec
+	var rules []rbacv1.PolicyRule
+	for _, p := range append(append([]operatorsv1alpha1.StrategyDeploymentPermissions{}, spec.ClusterPermissions...), spec.Permissions...) {
+		rules = append(rules, p.Rules...)
+	}
+	return rules
+}
+
+// GrantLikeOLM creates the CSV's ServiceAccount in opNS and binds it as OLM
+// does for an OperatorGroup with these targets: clusterPermissions as
+// ClusterRoles; permissions as Roles in the operator's namespace and in
+// every target namespace, or, for AllNamespaces (nil targets), as
+// ClusterRoles bound cluster-wide (OLM's operatorgroup.go ensureTenantRBAC
+// and ensureSingletonRBAC). It returns a config that impersonates the
+// ServiceAccount and the uninstall (OLM removes the RBAC after the
+// Deployment).
+func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *operatorsv1alpha1.ClusterServiceVersion, opNS string, targets []string) (*rest.Config, func() error, error) {
+	spec := csv.Spec.InstallStrategy.StrategySpec
+	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	objs := []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: opNS}}}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: opNS}}
+	clusterRole := func(name string, rules []rbacv1.PolicyRule) {
+		objs = append(objs, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	}
+	for i, p := range spec.ClusterPermissions {
+		clusterRole(fmt.Sprintf("%s-cluster-%d", opNS, i), p.Rules)
+	}
+	namespaces := []string{opNS}
+	for _, ns := range targets {
+		if ns != opNS {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	for i, p := range spec.Permissions {
+		if targets == nil {
+			clusterRole(fmt.Sprintf("%s-all-%d", opNS, i), p.Rules)
+		}
+		for _, ns := range namespaces {
+			if targets == nil && ns != opNS {
+				continue
+			}
+			name := fmt.Sprintf("csv-%d", i)
+			objs = append(objs, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: p.Rules},
+				&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subject,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+		}
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return nil, nil, fmt.Errorf("grant %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + opNS + ":" + sa}
+	revoke := func() error {
+		for _, o := range objs[1:] {
+			if err := client.IgnoreNotFound(c.Delete(context.Background(), o)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return as, revoke, nil
+}
