@@ -122,14 +122,18 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 }
 
 // SecretMetadataTransform keeps only what the operator needs of a tenant
-// Secret's metadata (name, namespace, labels, resourceVersion): it drops
+// Secret's metadata (name, namespace, resourceVersion): it drops
 // managedFields and annotations, which for a Secret created with kubectl
 // apply include kubectl.kubernetes.io/last-applied-configuration — the
-// Secret's data, which the operator must never hold in memory.
+// Secret's data, which the operator must never hold in memory — and labels
+// and owner references, which nothing reads and a tenant could fill.
 func SecretMetadataTransform(in any) (any, error) {
 	if obj, err := meta.Accessor(in); err == nil {
 		obj.SetManagedFields(nil)
 		obj.SetAnnotations(nil)
+		obj.SetLabels(nil)
+		obj.SetOwnerReferences(nil)
+		obj.SetFinalizers(nil)
 	}
 	return in, nil
 }

@@ -149,6 +149,7 @@ type AllowedNamespaces struct {
 }
 
 // ManagedGatewaySpec configures a gateway installed by the operator.
+// +kubebuilder:validation:XValidation:rule="has(self.sandboxes) && has(self.sandboxes.__namespace__) ? (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__) && oldSelf.sandboxes.__namespace__ == self.sandboxes.__namespace__) : !(has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__))",message="spec.managed.sandboxes.namespace is immutable: the gateway's grants and sandboxes live there; create a new OpenShellGateway instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 type ManagedGatewaySpec struct {
 	// Images overrides the operand images. Each defaults to the operator's

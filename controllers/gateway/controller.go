@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -62,7 +63,7 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
-// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
 // +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch,namespace=system
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=delete,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=system
@@ -244,21 +245,29 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 		gw.Status.Endpoint = "https://" + o.route.Host + ":443"
 	}
 	h = managedHealth(gw, o, pf, in, rendered.UsesSCC)
-	return h, r.recheckSCC(res, o.scc), nil
+	return h, r.recheckSCC(res, render.UsesNarrowSCC(gw, in), o.scc), nil
 }
 
 // defaultSCCRecheck is how soon a gateway whose SCC is missing or modified reads it again.
 const defaultSCCRecheck = 30 * time.Second
 
-// recheckSCC requeues a gateway whose SCC is missing or modified: the SCC
-// is not watched (see observeSCC), so look again until an admin fixes it.
-func (r *Reconciler) recheckSCC(res ctrl.Result, s sccState) ctrl.Result {
-	if !s.Missing && len(s.Diff) == 0 {
+// sccAuditPeriod is how often a gateway whose SCC matches reads it again,
+// so that an SCC loosened later is reported within minutes.
+const sccAuditPeriod = 5 * time.Minute
+
+// recheckSCC requeues a gateway that uses the SCC: the SCC is not watched
+// (see observeSCC), so a missing or modified one is read again until an
+// admin fixes it, and a matching one is audited periodically.
+func (r *Reconciler) recheckSCC(res ctrl.Result, used bool, s sccState) ctrl.Result {
+	if !used {
 		return res
 	}
-	recheck := r.SCCRecheck
-	if recheck <= 0 {
-		recheck = defaultSCCRecheck
+	recheck := sccAuditPeriod
+	if s.Missing || len(s.Diff) > 0 {
+		recheck = r.SCCRecheck
+		if recheck <= 0 {
+			recheck = defaultSCCRecheck
+		}
 	}
 	if res.RequeueAfter == 0 || res.RequeueAfter > recheck {
 		res.RequeueAfter = recheck
@@ -408,6 +417,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
+		// A gateway created in (or deleted from) a namespace another gateway
+		// places its sandboxes in changes that gateway's verdict
+		// (tenancy.SandboxNamespaceServed): gateways are few, look at all.
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(
+			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))

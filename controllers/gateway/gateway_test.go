@@ -155,7 +155,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := openshift.Client
-	ns := framework.CreateNamespace(ctx, t, c, "gw")
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "gw")
 	opts := operator.Options{WatchNamespaces: []string{ns}, Controllers: operator.ControllerOptions{SCCRecheck: time.Second}}
 	// As installed by OLM in OwnNamespace mode: exactly the CSV's RBAC,
 	// every request recorded (the cert-manager rules are checked at the end).
@@ -418,7 +418,7 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := vanilla.Client
-	ns := framework.CreateNamespace(ctx, t, c, "pki")
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "pki")
 	clock := &fakeClock{now: time.Now()}
 	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
 		Controllers: operator.ControllerOptions{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
@@ -522,7 +522,7 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	c := vanilla.Client
-	ns := framework.CreateNamespace(ctx, t, c, "oidc")
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "oidc")
 	port, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
 	issuerURL := fmt.Sprintf("https://127.0.0.1:%d", port)

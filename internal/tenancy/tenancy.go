@@ -154,13 +154,29 @@ func (p Platform) Served(ctx context.Context, r client.Reader, gw *openshellv1al
 	return p.GatewayServed(gwNS), nil
 }
 
-// SandboxNamespaceServed reads a served gateway's sandbox namespace and
-// explains why the gateway may not place sandboxes there; "" means it may.
-// It must be a gateway namespace too: the operator writes the sandbox
-// ServiceAccount, its SCC binding and NetworkPolicies there, which the
-// bundle grants only in the namespaces OLM targets, and whoever may create
-// pods in it may run them as the sandbox ServiceAccount (under its SCC).
+// SandboxNamespaceServed explains why a served gateway may not place its
+// sandboxes in sandboxNS; "" means it may. The gateway may create
+// agents.x-k8s.io Sandboxes there, and the Agent Sandbox controller turns
+// their pod templates into pods with any ServiceAccount and Secret of that
+// namespace, so the namespace must hold nothing more valuable than the
+// gateway's own keys:
+//   - never the operator's namespace (its ServiceAccount and OIDC signing
+//     keys), not even for a gateway that lives there;
+//   - never another gateway's namespace (its CA, JWT keys and KEK);
+//   - a gateway namespace too (listed and labelled): the operator writes the
+//     sandbox ServiceAccount, its SCC binding and NetworkPolicies there,
+//     which the bundle grants only in the namespaces OLM targets, and
+//     tenants must not be able to create pods in it.
 func (p Platform) SandboxNamespaceServed(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway, sandboxNS string) (string, error) {
+	field := "spec.managed.sandboxes.namespace"
+	if sandboxNS == gw.Namespace {
+		field = "the sandbox namespace (by default the gateway's own)"
+	}
+	if sandboxNS == p.OperatorNamespace && p.OperatorNamespace != "" {
+		return fmt.Sprintf("%s is %s, the operator's namespace: sandbox pods there could run as the operator's ServiceAccount "+
+			"or mount its Secrets; set spec.managed.sandboxes.namespace to another namespace listed in %s and labelled %s=true",
+			field, sandboxNS, operatorenv.EnvGatewayNamespaces, LabelServeGateways), nil
+	}
 	if sandboxNS == gw.Namespace {
 		return "", nil
 	}
@@ -169,7 +185,15 @@ func (p Platform) SandboxNamespaceServed(ctx context.Context, r client.Reader, g
 		return "", err
 	}
 	if why := p.GatewayServed(ns); why != "" {
-		return "spec.managed.sandboxes.namespace " + sandboxNS + " is not a platform namespace: " + why, nil
+		return field + " " + sandboxNS + " is not a platform namespace: " + why, nil
+	}
+	others := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.List(ctx, others, client.InNamespace(sandboxNS)); err != nil {
+		return "", fmt.Errorf("list gateways in %s: %w", sandboxNS, err)
+	}
+	if len(others.Items) > 0 {
+		return fmt.Sprintf("%s %s holds OpenShellGateway %s/%s, whose keys this gateway's sandbox pods could mount: "+
+			"place sandboxes in a namespace of their own", field, sandboxNS, sandboxNS, others.Items[0].Name), nil
 	}
 	return "", nil
 }

@@ -1,12 +1,17 @@
 package tenancy
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
 func gateway(ns string, an openshellv1alpha1.AllowedNamespaces) *openshellv1alpha1.OpenShellGateway {
@@ -111,5 +116,40 @@ func TestImageOverride(t *testing.T) {
 	}
 	if msg := (Platform{AllowImageOverrides: true}).ImageOverride(gw); msg != "" {
 		t.Fatalf("overrides allowed by the platform: %q", msg)
+	}
+}
+
+func TestSandboxNamespaceServed(t *testing.T) {
+	served := map[string]string{corev1.LabelMetadataName: "x", LabelServeGateways: "true"}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform", Labels: served}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Labels: served}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other-gateway", Labels: served}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+		&openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "other-gateway"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	p := Platform{OperatorNamespace: "openshell-operator", GatewayNamespaces: []string{"openshell-operator", "platform", "sandboxes", "other-gateway", "unlabelled"}}
+	for _, tc := range []struct {
+		name, gwNS, sandboxNS, want string
+	}{
+		{"its own platform namespace", "platform", "platform", ""},
+		{"a served namespace of its own", "platform", "sandboxes", ""},
+		{"the operator's namespace, by default", "openshell-operator", "openshell-operator", "the operator's namespace"},
+		{"the operator's namespace, named", "platform", "openshell-operator", "could run as the operator's ServiceAccount"},
+		{"another gateway's namespace", "platform", "other-gateway", "holds OpenShellGateway other-gateway/b"},
+		{"an unlabelled namespace", "platform", "unlabelled", "not labelled openshell.ai/serve-gateways=true"},
+		{"an unlisted namespace", "platform", "kube-system", "not a platform namespace"},
+	} {
+		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: tc.gwNS}}
+		got, err := p.SandboxNamespaceServed(context.Background(), c, gw, tc.sandboxNS)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func TestManagedGatewayBecomesAvailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	ns := framework.CreateNamespace(ctx, t, c, "gateway")
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "gateway")
 	createVolume(ctx, t, "pv-"+ns)
 	framework.StartManager(t, cluster.Config, operator.Options{WatchNamespaces: []string{ns}})
 

@@ -35,28 +35,42 @@ import (
 )
 
 // installMode is an OperatorGroup shape: which namespaces it targets, and
-// where the platform admin puts the managed gateway and the tenant.
+// where the platform admin puts the managed gateway, its sandboxes and the
+// tenant.
 type installMode struct {
 	name string
 	// targets are OLM's target namespaces (nil: AllNamespaces).
 	targets func(ns lpNamespaces) []string
-	// extraGatewayNS says a second, listed and labelled, gateway namespace
-	// holds the managed gateway (else the operator's own namespace does).
-	extraGatewayNS bool
-	// tenantIsOperatorNS: OwnNamespace watches nothing else.
-	tenantIsOperatorNS bool
+	// tenant is where the tenant's objects go.
+	tenant func(ns lpNamespaces) string
+	// gateway and sandboxes place the managed gateway ("" sandboxes: its
+	// own namespace). Without a gateway namespace the mode has no platform
+	// namespace but the operator's, where sandboxes may not run: the
+	// managed gateway is refused there.
+	gateway, sandboxes func(ns lpNamespaces) string
 	// renewLeaves shortens the built-in PKI's leaf validity so that the
 	// lifecycle includes a certificate renewal.
 	renewLeaves bool
 }
 
-type lpNamespaces struct{ operator, gateway, tenant, sandboxes string }
+// lpNamespaces: the operator's; two listed and labelled platform
+// namespaces; a tenant's; where the test gateway puts its Sandboxes.
+type lpNamespaces struct{ operator, platform, platformSandboxes, tenant, sandboxes string }
 
 var installModes = []installMode{
-	{name: "OwnNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.operator} }, tenantIsOperatorNS: true, renewLeaves: true},
-	{name: "SingleNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.tenant} }},
-	{name: "MultiNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.gateway, ns.tenant} }, extraGatewayNS: true},
-	{name: "AllNamespaces", targets: func(lpNamespaces) []string { return nil }, extraGatewayNS: true},
+	{name: "OwnNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.operator} },
+		tenant: func(ns lpNamespaces) string { return ns.operator }},
+	// One target, a platform namespace: gateway, its sandboxes and tenants together.
+	{name: "SingleNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.platform} },
+		tenant:  func(ns lpNamespaces) string { return ns.platform },
+		gateway: func(ns lpNamespaces) string { return ns.platform }, renewLeaves: true},
+	{name: "MultiNamespace", targets: func(ns lpNamespaces) []string { return []string{ns.platform, ns.platformSandboxes, ns.tenant} },
+		tenant:    func(ns lpNamespaces) string { return ns.tenant },
+		gateway:   func(ns lpNamespaces) string { return ns.platform },
+		sandboxes: func(ns lpNamespaces) string { return ns.platformSandboxes }},
+	{name: "AllNamespaces", targets: func(lpNamespaces) []string { return nil },
+		tenant:  func(ns lpNamespaces) string { return ns.tenant },
+		gateway: func(ns lpNamespaces) string { return ns.platform }},
 }
 
 // TestLeastPrivilege runs the whole lifecycle — gateway create, sandbox
@@ -80,6 +94,13 @@ func TestLeastPrivilege(t *testing.T) {
 		if ran != len(installModes) {
 			t.Skip("needs every install mode's lifecycle to have passed")
 		}
+		// Refused requests are bugs, except the one the code expects: the
+		// wait for an External gateway's Sandboxes in a namespace the
+		// install mode does not reach.
+		g := NewWithT(t)
+		for _, refused := range usage.Forbidden() {
+			g.Expect(refused).To(Equal("agents.x-k8s.io/sandboxes list"), "a request the CSV's RBAC refused")
+		}
 		for _, unused := range usage.Unused(framework.CSVRules(csv), authorizationOnly) {
 			t.Errorf("the CSV grants %s, which no code path of the lifecycle used: remove it, or exercise it here", unused)
 		}
@@ -95,6 +116,7 @@ var authorizationOnly = map[string]string{
 	"openshell.ai/openshellproviders/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
 	"openshell.ai/openshellpolicies/finalizers update":  "the FinalizerProtected admission check lets the operator release its finalizer",
 	"route.openshift.io/routes/custom-host create":      "OpenShift's Route admission, when spec.managed.route.host is set",
+	"route.openshift.io/routes/custom-host update":      "OpenShift's Route admission, when spec.managed.route.host changes",
 	// cert-manager is not installed in this cluster (issue 16); controllers/gateway
 	// TestManagedGatewayOnOpenShift runs with the CSV's RBAC against its CRDs and
 	// fails if one of these rules goes unused there.
@@ -114,17 +136,11 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	ns := lpNamespaces{operator: framework.CreateNamespace(ctx, t, c, "lp-op"), sandboxes: framework.CreateNamespace(ctx, t, c, "lp-sb")}
-	ns.gateway, ns.tenant = ns.operator, framework.CreateNamespace(ctx, t, c, "lp-tenant")
-	if mode.tenantIsOperatorNS {
-		ns.tenant = ns.operator
-	}
-	platform := tenancy.Platform{OperatorNamespace: ns.operator}
-	if mode.extraGatewayNS {
-		ns.gateway = framework.CreateNamespace(ctx, t, c, "lp-gw")
-		setLabels(ctx, g, ns.gateway, map[string]string{corev1.LabelMetadataName: ns.gateway, tenancy.LabelServeGateways: "true"})
-		platform.GatewayNamespaces = []string{ns.gateway}
-	}
+	ns := lpNamespaces{operator: framework.CreateNamespace(ctx, t, c, "lp-op"), sandboxes: framework.CreateNamespace(ctx, t, c, "lp-sb"),
+		platform: framework.CreatePlatformNamespace(ctx, t, c, "lp-platform"), platformSandboxes: framework.CreatePlatformNamespace(ctx, t, c, "lp-psb"),
+		tenant: framework.CreateNamespace(ctx, t, c, "lp-tenant")}
+	ns.tenant = mode.tenant(ns)
+	platform := tenancy.Platform{OperatorNamespace: ns.operator, GatewayNamespaces: []string{ns.platform, ns.platformSandboxes}}
 	targets := mode.targets(ns)
 	asOperator, revoke, err := framework.GrantLikeOLM(ctx, c, cluster.Config, csv, ns.operator, targets)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -217,13 +233,17 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	scrapeMetrics(ctx, t, ns.operator, metricsPort)
 
 	// A managed gateway, installed, changed and deleted with its finalizer
-	// released. With a second platform namespace, its sandboxes go to the
-	// operator's namespace (children outside the gateway's namespace).
-	sandboxNS := ""
-	if mode.extraGatewayNS {
-		sandboxNS = ns.operator
+	// released; where only the operator's namespace is a platform
+	// namespace, refused there.
+	if mode.gateway == nil {
+		managedGatewayRefused(ctx, t, ns.operator)
+	} else {
+		sandboxNS := ""
+		if mode.sandboxes != nil {
+			sandboxNS = mode.sandboxes(ns)
+		}
+		managedGatewayLifecycle(ctx, t, mode.gateway(ns), sandboxNS, mode.renewLeaves)
 	}
-	managedGatewayLifecycle(ctx, t, ns.gateway, sandboxNS, mode.renewLeaves)
 
 	// Uninstall in order: the tenants' objects while the operator runs
 	// (their finalizers are released), then the operator, then its RBAC.
@@ -240,6 +260,28 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	stopped = true
 	g.Expect(st.Stop()).To(Succeed())
 	g.Expect(revoke()).To(Succeed())
+}
+
+// managedGatewayRefused: a managed gateway in the operator's namespace
+// would run sandboxes there (next to the operator's ServiceAccount and
+// keys): it is refused before anything is rendered or finalized.
+func managedGatewayRefused(ctx context.Context, t *testing.T, ns string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		d := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionDegraded)
+		g.Expect(d).NotTo(BeNil())
+		g.Expect(d.Reason).To(Equal(openshellv1alpha1.GatewayReasonSandboxNamespaceNotServed))
+		g.Expect(d.Message).To(ContainSubstring("the operator's namespace"))
+		g.Expect(cur.Finalizers).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: render.NamesFor(gw).ClusterScoped}, &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
+	g.Expect(c.Delete(ctx, gw)).To(Succeed())
 }
 
 // managedGatewayLifecycle drives a managed gateway to Available, through

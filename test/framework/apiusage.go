@@ -25,9 +25,10 @@ import (
 // writes refers to (what `bind` authorizes). Requests refused with 403 do
 // not count.
 type APIUsage struct {
-	mu    sync.Mutex
-	seen  map[string]bool
-	bound map[string]bool
+	mu        sync.Mutex
+	seen      map[string]bool
+	bound     map[string]bool
+	forbidden map[string]bool
 }
 
 var requestInfo = &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
@@ -46,11 +47,20 @@ func (u *APIUsage) Wrap(next http.RoundTripper) http.RoundTripper {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		resp, err := next.RoundTrip(r)
-		if err != nil || resp.StatusCode == http.StatusForbidden {
+		if err != nil {
 			return resp, err
 		}
 		info, ierr := requestInfo.NewRequestInfo(r)
 		if ierr != nil || !info.IsResourceRequest {
+			return resp, err
+		}
+		if resp.StatusCode == http.StatusForbidden {
+			u.mu.Lock()
+			if u.forbidden == nil {
+				u.forbidden = map[string]bool{}
+			}
+			u.forbidden[ruleKey(info.APIGroup, info.Resource, info.Verb)] = true
+			u.mu.Unlock()
 			return resp, err
 		}
 		u.record(info, body)
@@ -146,6 +156,19 @@ func (u *APIUsage) Unused(rules []rbacv1.PolicyRule, exempt map[string]string) [
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// Forbidden lists the "group/resource verb" keys of requests the API
+// server refused with 403.
+func (u *APIUsage) Forbidden() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for k := range u.forbidden {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Seen lists the recorded "group/resource verb" keys.

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // CreateNamespace creates a namespace named after prefix and the test, with
@@ -40,6 +42,27 @@ func CreateNamespace(ctx context.Context, t testing.TB, c client.Client, prefix 
 		_ = c.Delete(context.Background(), ns)
 	})
 	return ns.Name
+}
+
+// CreatePlatformNamespace creates a namespace as CreateNamespace does,
+// labelled as a cluster admin labels the namespaces listed in
+// OPENSHELL_GATEWAY_NAMESPACES (openshell.ai/serve-gateways=true), so that
+// the gateways in it are served.
+func CreatePlatformNamespace(ctx context.Context, t testing.TB, c client.Client, prefix string) string {
+	t.Helper()
+	name := CreateNamespace(ctx, t, c, prefix)
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[tenancy.LabelServeGateways] = "true"
+	if err := c.Update(ctx, ns); err != nil {
+		t.Fatalf("label namespace %s: %v", name, err)
+	}
+	return name
 }
 
 // ApplyManifests server-side applies every object of a multi-document

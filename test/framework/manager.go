@@ -32,9 +32,9 @@ func StartManager(t testing.TB, cfg *rest.Config, opts operator.Options) (stop f
 		opts.Controllers.Images = TestImages
 	}
 	if opts.Controllers.Platform.GatewayNamespaces == nil && len(opts.WatchNamespaces) == 1 {
-		// As installed in OwnNamespace mode: the operator's namespace is the
-		// watched one, and gateways are served there.
-		opts.Controllers.Platform.OperatorNamespace = opts.WatchNamespaces[0]
+		// The watched namespace is a platform namespace (listed; tests
+		// label it with CreatePlatformNamespace). It is not the operator's
+		// own: managed gateways may not place sandboxes there.
 		opts.Controllers.Platform.GatewayNamespaces = opts.WatchNamespaces
 	}
 	opts.SkipControllerNameValidation = true
