@@ -41,10 +41,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
-	// Nothing was ever sent to a gateway when no workspace was recorded
-	// (every create follows EnsureWorkspace): release at once, even if the
-	// gateway is unreachable. (A create whose status write was lost to the
-	// deletion is not covered here; see the reliability work.)
+	// Nothing was ever sent to a gateway when no workspace was recorded:
+	// Reconcile records the gateway, workspace and name (status.Record)
+	// before the first gateway call. Release at once, even if the gateway
+	// is unreachable. Otherwise the gateway is asked by the derived names,
+	// which also covers a create whose own status write lost to the deletion.
 	if sb.Status.SandboxID == "" && sb.Status.Workspace == "" {
 		return r.release(ctx, sb)
 	}

@@ -1,7 +1,8 @@
 // Package status holds the small helpers every reconciler uses to record
 // conditions, to write status only when it changed (so that a steady state
-// makes no API writes), and to add and remove its finalizer without
-// tripping over its own status write.
+// makes no API writes), to persist an intent before an external call, and
+// to add and remove its finalizer without tripping over its own status
+// write.
 package status
 
 import (
@@ -74,6 +75,28 @@ func AddFinalizer[T Object](ctx context.Context, c client.Client, orig, o T, nam
 		obj.SetResourceVersion(fin.GetResourceVersion())
 	}
 	return true, nil
+}
+
+// Record persists a status change before the reconcile acts on the world
+// (an intent: where a sandbox is about to be created), so that a crash, a
+// lost final status write or a deletion in between cannot lose it. mutate
+// is applied to a copy of orig and patched (optimistically locked); then
+// to orig and o, which also take the new resourceVersion, so the
+// reconcile's final Patch neither conflicts nor drops o's other changes.
+func Record[T Object](ctx context.Context, c client.Client, orig, o T, mutate func(T)) error {
+	rec := orig.DeepCopyObject().(T)
+	mutate(rec)
+	if equality.Semantic.DeepEqual(orig.StatusValue(), rec.StatusValue()) {
+		return nil
+	}
+	if err := c.Status().Patch(ctx, rec, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("record status of %s: %w", client.ObjectKeyFromObject(o), err)
+	}
+	for _, obj := range []T{orig, o} {
+		mutate(obj)
+		obj.SetResourceVersion(rec.GetResourceVersion())
+	}
+	return nil
 }
 
 // RemoveFinalizer removes the finalizer name from o with an optimistically

@@ -62,3 +62,47 @@ func TestPatchWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("stored observedGeneration = %d (err %v), want 1", got.Status.ObservedGeneration, err)
 	}
 }
+
+// TestRecordPersistsAnIntentWithoutLosingTheRest: Record writes only the
+// intent, keeps o's other in-memory changes, and leaves orig and o at the
+// new resourceVersion, so the reconcile's final Patch neither conflicts
+// nor repeats the intent.
+func TestRecordPersistsAnIntentWithoutLosingTheRest(t *testing.T) {
+	ctx := context.Background()
+	stored := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(stored).WithStatusSubresource(stored).Build()
+	o := &openshellv1alpha1.OpenShellSandbox{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(stored), o); err != nil {
+		t.Fatal(err)
+	}
+	orig := o.DeepCopy()
+	o.Status.Phase = openshellv1alpha1.SandboxPhaseProvisioning // decided earlier in the reconcile
+	intent := func(s *openshellv1alpha1.OpenShellSandbox) { s.Status.Workspace = "ws-1" }
+	if err := Record(ctx, c, orig, o, intent); err != nil {
+		t.Fatal(err)
+	}
+	got := &openshellv1alpha1.OpenShellSandbox{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Workspace != "ws-1" || got.Status.Phase != "" {
+		t.Fatalf("stored %+v: want only the intent", got.Status)
+	}
+	if o.Status.Phase != openshellv1alpha1.SandboxPhaseProvisioning || o.Status.Workspace != "ws-1" || orig.Status.Workspace != "ws-1" {
+		t.Fatalf("in memory: o %+v, orig %+v", o.Status, orig.Status)
+	}
+	if orig.ResourceVersion != got.ResourceVersion || o.ResourceVersion != got.ResourceVersion {
+		t.Fatalf("resourceVersions orig %s o %s, stored %s", orig.ResourceVersion, o.ResourceVersion, got.ResourceVersion)
+	}
+	if err := Patch(ctx, c, orig, o); err != nil {
+		t.Fatalf("the final patch conflicts: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil || got.Status.Phase != openshellv1alpha1.SandboxPhaseProvisioning {
+		t.Fatalf("final status %+v (err %v)", got.Status, err)
+	}
+	// Recording what is already recorded writes nothing.
+	rv := o.ResourceVersion
+	if err := Record(ctx, c, o.DeepCopy(), o, intent); err != nil || o.ResourceVersion != rv {
+		t.Fatalf("a repeated intent wrote (err %v)", err)
+	}
+}

@@ -194,7 +194,19 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 	if err := g.before(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	g.mu.Lock()
+	h, held := g.holdNext[info.FullMethod]
+	if held {
+		delete(g.holdNext, info.FullMethod)
+	}
+	g.mu.Unlock()
+	if held {
+		// Done, but the caller does not know yet (a response in flight).
+		close(h.reached)
+		<-h.release
+	}
+	return resp, err
 }
 
 func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {

@@ -66,6 +66,7 @@ type Gateway struct {
 	unavailable  bool
 	delay        time.Duration
 	failNext     map[string]codes.Code
+	holdNext     map[string]hold
 
 	workspaces map[string]*datamodelv1.Workspace
 	sandboxes  map[wsName]*sandboxRow
@@ -92,7 +93,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, failNext: map[string]codes.Code{},
+	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}}
 	g.workspaces["default"] = newWorkspace("default")
@@ -142,6 +143,22 @@ func (g *Gateway) FailNext(method string, code codes.Code) {
 	g.mu.Lock()
 	g.failNext["/openshell.v1.OpenShell/"+method] = code
 	g.mu.Unlock()
+}
+
+// hold is a response withheld until the test releases it.
+type hold struct{ reached, release chan struct{} }
+
+// HoldNext lets the next call of method (e.g. "CreateSandbox") do its work
+// and then withholds the response: reached closes when the work is done,
+// and release lets the response go. A test uses it to act while a call is
+// in flight (delete the object whose sandbox is being created, say).
+func (g *Gateway) HoldNext(method string) (reached <-chan struct{}, release func()) {
+	h := hold{reached: make(chan struct{}), release: make(chan struct{})}
+	g.mu.Lock()
+	g.holdNext["/openshell.v1.OpenShell/"+method] = h
+	g.mu.Unlock()
+	var once sync.Once
+	return h.reached, func() { once.Do(func() { close(h.release) }) }
 }
 
 // Calls returns how often each method was called (by short name).

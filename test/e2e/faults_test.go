@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// TestDeleteDuringCreate deletes an OpenShellSandbox while its
+// CreateSandbox is in flight: the gateway has created the sandbox, the
+// response has not arrived, and the create's status write then loses to
+// the deletion. Nothing may be orphaned, at the gateway or in
+// agents.x-k8s.io, because where the sandbox was being created is recorded
+// before the call.
+func TestDeleteDuringCreate(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, c, "faults-platform")
+	sbNS := framework.CreateNamespace(ctx, t, c, "faults-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "faults-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+
+	reached, release := st.Gateway.HoldNext("CreateSandbox")
+	defer release()
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "racer", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("CreateSandbox never reached the gateway")
+	}
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
+	ws, name := sandboxspec.WorkspaceName(tenant, ns.UID), sandboxspec.SandboxName(tenant, sb.Name)
+	g.Expect(st.Gateway.SandboxNames(ws)).To(ContainElement(name), "the gateway created the sandbox")
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	release()
+
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the sandbox was not released")
+	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
+	g.Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
