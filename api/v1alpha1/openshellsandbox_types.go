@@ -123,6 +123,14 @@ type OpenShellSandboxSpec struct {
 	LogLevel string `json:"logLevel,omitempty"`
 }
 
+// AnnotationForceRelease, set to "true" on an OpenShellSandbox being deleted
+// whose gateway cannot be reached (or is being deleted itself), releases it
+// without deleting the sandbox at the gateway, which may then keep running
+// there: the escape hatch for a decommissioned gateway. Setting it needs
+// the same right as removing the finalizer (update
+// openshellsandboxes/finalizers), which the admission webhook checks.
+const AnnotationForceRelease = "openshell.ai/force-release"
+
 // SandboxPhase summarises a sandbox's conditions.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Deleting
 type SandboxPhase string
@@ -300,6 +308,9 @@ const (
 const (
 	// SandboxReasonReachable (GatewayReachable=True): the gateway answered.
 	SandboxReasonReachable = "Reachable"
+	// SandboxReasonForceReleased (event): the sandbox was released with
+	// AnnotationForceRelease while its gateway could not be reached.
+	SandboxReasonForceReleased = "ForceReleased"
 	// SandboxReasonUnavailable (GatewayReachable=False): the gateway did not
 	// answer in time or refused the connection; retried with backoff.
 	SandboxReasonUnavailable = "Unavailable"

@@ -50,14 +50,27 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return r.release(ctx, sb)
 	}
 	done, id, err := r.deleteAtGateway(ctx, sb)
+	if err != nil && sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" {
+		// The escape hatch for a gateway that will not come back; the
+		// admission webhook let only who may remove the finalizer set it.
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+			"released by %s without deleting sandbox %s in workspace %s at gateway %s (%v): it may still run there",
+			openshellv1alpha1.AnnotationForceRelease, sb.Status.GatewaySandboxName, sb.Status.Workspace, sb.Status.Gateway, err)
+		return r.release(ctx, sb)
+	}
 	if err != nil || !done {
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
 		if err != nil {
 			status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUnavailable,
-				"cannot delete the sandbox at the gateway yet: "+err.Error())
+				fmt.Sprintf("cannot delete the sandbox at the gateway yet (%v); if the gateway is gone for good, whoever may remove "+
+					"the finalizer can set the annotation %s=true", err, openshellv1alpha1.AnnotationForceRelease))
 		}
 		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
 			return ctrl.Result{}, perr
+		}
+		if err != nil {
+			// Back off (and count the error) rather than poll a dead gateway.
+			return ctrl.Result{}, fmt.Errorf("delete sandbox at gateway %s: %w", sb.GatewayKey(), err)
 		}
 		return ctrl.Result{RequeueAfter: deletePoll}, nil
 	}

@@ -71,7 +71,22 @@ const ReasonFinalizerProtected = "FinalizerProtected"
 // resource itself. Without this check, a user could strip a sandbox's or
 // provider's cleanup finalizer before deleting it and leave the agent
 // running, or the credentials stored, at the gateway with no owner.
+//
+// Setting the force-release annotation counts as removing the finalizer.
 func (a Authorizer) FinalizersRemovable(ctx context.Context, resource string, old, o client.Object) error {
+	if v := o.GetAnnotations()[openshellv1alpha1.AnnotationForceRelease]; v != "" && v != old.GetAnnotations()[openshellv1alpha1.AnnotationForceRelease] {
+		// Forcing the release is removing the finalizer by other means.
+		ok, user, err := a.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: o.GetNamespace(), Verb: "update",
+			Group: openshellv1alpha1.GroupVersion.Group, Resource: resource, Subresource: "finalizers", Name: o.GetName()})
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if !ok {
+			msg := fmt.Sprintf("%s: user %q may not set %s: only who may remove the operator's finalizer (update %s/finalizers) may force its release",
+				ReasonFinalizerProtected, user, openshellv1alpha1.AnnotationForceRelease, resource)
+			return forbidden(resource, o.GetName(), ReasonFinalizerProtected, msg, "metadata.annotations")
+		}
+	}
 	for _, f := range old.GetFinalizers() {
 		if !strings.HasPrefix(f, openshellv1alpha1.GroupVersion.Group+"/") || slices.Contains(o.GetFinalizers(), f) {
 			continue

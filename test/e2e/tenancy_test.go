@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -91,6 +92,61 @@ func TestTenancy(t *testing.T) {
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
 	t.Run("FinalizerProtected", tn.finalizerProtected)
+	t.Run("ForceRelease", tn.forceRelease)
+}
+
+// forceRelease: a sandbox whose gateway is gone for good would stay
+// Deleting forever; the force-release annotation is the escape hatch, and
+// setting it is as privileged as removing the finalizer (a tenant could
+// otherwise leave an agent running unowned at the gateway).
+func (tn *tenancySuite) forceRelease(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-f", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "dave", "openshell-sandbox-user")
+	sb := tn.sandbox(ns, "stranded")
+	g.Expect(as(t, "dave").Create(ctx, sb)).To(Succeed())
+	key := client.ObjectKeyFromObject(sb)
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+
+	tn.st.Gateway.SetUnavailable(true)
+	defer tn.st.Gateway.SetUnavailable(false)
+	g.Expect(as(t, "dave").Delete(ctx, sb)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseDeleting))
+		r := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
+		g.Expect(r).NotTo(BeNil())
+		g.Expect(r.Message).To(ContainSubstring(openshellv1alpha1.AnnotationForceRelease + "=true"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	force := func(c client.Client) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			if err := c.Get(ctx, key, cur); err != nil {
+				return err
+			}
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations[openshellv1alpha1.AnnotationForceRelease] = "true"
+			return c.Update(ctx, cur)
+		})
+	}
+	for _, user := range []string{"dave", "alice"} {
+		expectForbidden(g, force(as(t, user)), "FinalizerProtected", "may not set "+openshellv1alpha1.AnnotationForceRelease)
+	}
+	g.Expect(sandboxStatus(ctx, g, key).Finalizers).NotTo(BeEmpty(), "refused attempts released nothing")
+	g.Expect(force(cluster.Client)).To(Succeed(), "a cluster admin may")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(cluster.Client.Get(ctx, key, &openshellv1alpha1.OpenShellSandbox{}))
+	}).
+		WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "force-release did not release")
+	evs := &eventsv1.EventList{}
+	g.Expect(cluster.Client.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
+	g.Expect(evs.Items).To(ContainElement(HaveField("Reason", openshellv1alpha1.SandboxReasonForceReleased)))
 }
 
 // finalizerProtected: stripping the operator's cleanup finalizer before a
