@@ -386,7 +386,7 @@ type ImagePolicyEnforcement struct {
 }
 
 // GatewayPhase summarises the gateway's conditions.
-// +kubebuilder:validation:Enum=Pending;Installing;Available;Degraded
+// +kubebuilder:validation:Enum=Pending;Installing;Available;Degraded;Deleting
 type GatewayPhase string
 
 const (
@@ -398,6 +398,9 @@ const (
 	GatewayPhaseAvailable GatewayPhase = "Available"
 	// GatewayPhaseDegraded means the gateway or something it needs is failing.
 	GatewayPhaseDegraded GatewayPhase = "Degraded"
+	// GatewayPhaseDeleting means the gateway waits, before it goes, for the
+	// OpenShellSandboxes that use it to be deleted (reason Draining).
+	GatewayPhaseDeleting GatewayPhase = "Deleting"
 )
 
 // OpenShellGatewayStatus is the observed state of an OpenShell gateway.
@@ -509,6 +512,11 @@ const (
 	// are served; the operator writes only into those (and sandbox pods
 	// must run where tenants cannot create pods).
 	GatewayReasonSandboxNamespaceNotServed = "SandboxNamespaceNotServed"
+	// GatewayReasonDraining (Available=False, phase Deleting): the gateway
+	// is being deleted and still has OpenShellSandboxes; it keeps running,
+	// with its RBAC, until they are gone, so that their deletion can clean
+	// up at the gateway.
+	GatewayReasonDraining = "Draining"
 	// GatewayReasonImageOverrideNotAllowed (Degraded): spec.managed.images is
 	// set but the platform allows only the operator's RELATED_IMAGE_* images.
 	GatewayReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"

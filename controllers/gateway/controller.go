@@ -44,7 +44,8 @@ import (
 )
 
 // Finalizer removes what owner references cannot: cluster-scoped objects and
-// children in another sandbox namespace.
+// children in another sandbox namespace; before that it waits for the
+// OpenShellSandboxes on the gateway to be deleted (managed and External).
 const Finalizer = "openshell.ai/gateway-cleanup"
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways,verbs=list;watch;patch,namespace=system
@@ -134,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !gw.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, gw)
+		return r.reconcileDelete(ctx, gw)
 	}
 	pf, known := r.Preflight.Get()
 	if !known {
@@ -157,6 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		// OLM lets every namespace admin and editor create gateways.
 		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: served, Phase: openshellv1alpha1.GatewayPhasePending})
 	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
+		// The finalizer lets its deletion wait for the sandboxes on it (drain).
+		if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
+			return ctrl.Result{}, err
+		}
 		h, res = r.checkExternal(ctx, gw)
 	default:
 		var err error
@@ -417,6 +422,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
+		// A deleting gateway waits for its last sandbox to go (drain).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: sb.GatewayKey()}}
+		}), builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// A gateway created in (or deleted from) a namespace another gateway
 		// places its sandboxes in changes that gateway's verdict
 		// (tenancy.SandboxNamespaceServed): gateways are few, look at all.

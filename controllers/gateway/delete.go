@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	routev1 "github.com/openshift/api/route/v1"
@@ -14,10 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/index"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -118,10 +122,45 @@ func (r *Reconciler) deleteLabelled(ctx context.Context, list client.ObjectList,
 // in another sandbox namespace. Children in the gateway's namespace go by
 // garbage collection. The SCC and the static ClusterRoles are a cluster
 // admin's and the bundle's, never deleted here.
-func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
+func (r *Reconciler) reconcileDelete(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(gw, Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
+	if draining, err := r.drain(ctx, gw); err != nil || draining {
+		return ctrl.Result{RequeueAfter: drainPoll}, err
+	}
+	return ctrl.Result{}, r.removeChildren(ctx, gw)
+}
+
+// drainPoll is how often a deleting gateway counts its sandboxes again.
+const drainPoll = 10 * time.Second
+
+// drain reports whether OpenShellSandboxes still use the gateway: they are
+// deleted by their owners and their deletion cleans up at this gateway, so
+// it keeps running (and keeps its RBAC) until the last is gone; the status
+// says which. The operator never deletes tenants' objects.
+func (r *Reconciler) drain(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (bool, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.SandboxGateway: gwconn.Key(gw)}); err != nil {
+		return false, fmt.Errorf("list sandboxes of the gateway: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return false, nil
+	}
+	orig := gw.DeepCopy()
+	msg := fmt.Sprintf("being deleted: %d OpenShellSandboxes still use this gateway (for example %s/%s); it keeps running until their owners delete them",
+		len(list.Items), list.Items[0].Namespace, list.Items[0].Name)
+	status.SetCondition(gw, openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonDraining, msg)
+	gw.Status.Phase = openshellv1alpha1.GatewayPhaseDeleting
+	if orig.Status.Phase != gw.Status.Phase {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.GatewayReasonDraining, "Delete", "%s", msg)
+	}
+	return true, status.Patch(ctx, r.Client, orig, gw)
+}
+
+// removeChildren deletes what owner references cannot reach, then releases
+// the gateway.
+func (r *Reconciler) removeChildren(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) error {
 	n := render.NamesFor(gw)
 	// Only a served sandbox namespace can hold the gateway's children (and
 	// only there does the operator's cache and RBAC reach).

@@ -30,7 +30,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/preflight"
-	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -133,19 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, sb, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	// Where the sandbox is about to be created is recorded before the first
-	// gateway call: a deletion that follows (even one that beats the create's
-	// own status write) then always looks at that gateway.
-	if err := status.Record(ctx, r.Client, orig, sb, func(s *openshellv1alpha1.OpenShellSandbox) {
-		if s.Status.Gateway == "" {
-			s.Status.Gateway = gwconn.Key(obs.gateway)
-			s.Status.Workspace = sandboxspec.WorkspaceName(s.Namespace, obs.namespaceUID)
-			s.Status.GatewaySandboxName = sandboxspec.SandboxName(s.Namespace, s.Name)
-		}
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	return r.sync(ctx, sb, obs)
+	return r.sync(ctx, orig, sb, obs)
 }
 
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {

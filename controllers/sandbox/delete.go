@@ -41,10 +41,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
-	// Nothing was ever sent to a gateway when no workspace was recorded:
-	// Reconcile records the gateway, workspace and name (status.Record)
-	// before the first gateway call. Release at once, even if the gateway
-	// is unreachable. Otherwise the gateway is asked by the derived names,
+	// Nothing was ever created at a gateway when no workspace was recorded:
+	// sync records the gateway, workspace and name (status.Record) before
+	// the first call that can create the sandbox. Release at once, even if
+	// the gateway is unreachable. Otherwise the gateway is asked by the derived names,
 	// which also covers a create whose own status write lost to the deletion.
 	if sb.Status.SandboxID == "" && sb.Status.Workspace == "" {
 		return r.release(ctx, sb)

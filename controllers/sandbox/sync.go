@@ -120,7 +120,7 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 
 // sync brings the gateway sandbox in line with the spec: connect, ensure
 // the namespace's workspace, render, then one step of the state machine.
-func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (ctrl.Result, error) {
+func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (ctrl.Result, error) {
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
@@ -135,7 +135,16 @@ func (r *Reconciler) sync(ctx context.Context, sb *openshellv1alpha1.OpenShellSa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, d.name, gwconn.Key(gw)
+	// Where the sandbox is about to be created is persisted before the
+	// first call that can create it: a deletion that follows (even one that
+	// beats the create's own status write) then asks that gateway. Until
+	// the gateway answered once, nothing is recorded and a deletion releases
+	// at once.
+	if err := status.Record(ctx, r.Client, orig, sb, func(s *openshellv1alpha1.OpenShellSandbox) {
+		s.Status.Workspace, s.Status.GatewaySandboxName, s.Status.Gateway = ws, d.name, gwconn.Key(gw)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	res, err := r.drive(ctx, conn, sb, obs, d)
 	if err != nil {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
@@ -36,11 +39,34 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 }
 
 // sync runs one reconcile's gateway step and fails the test on an error.
+// The sandbox is stored first, as it is in the reconcile (sync persists its
+// intent before creating).
 func (f *gatewayFixture) sync(t *testing.T, sb *openshellv1alpha1.OpenShellSandbox) {
 	t.Helper()
-	if _, err := f.r.sync(context.Background(), sb, f.obs); err != nil {
+	if _, err := f.run(t, sb); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
+}
+
+// run stores the sandbox and runs sync, returning what it returned.
+func (f *gatewayFixture) run(t *testing.T, sb *openshellv1alpha1.OpenShellSandbox) (ctrl.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	stored := sb.DeepCopy()
+	if err := f.r.Client.Get(ctx, client.ObjectKeyFromObject(sb), stored); apierrors.IsNotFound(err) {
+		stored = sb.DeepCopy()
+		if err := f.r.Client.Create(ctx, stored); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	stored.Status = sb.Status
+	if err := f.r.Client.Status().Update(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	sb.ResourceVersion = stored.ResourceVersion
+	return f.r.sync(ctx, sb.DeepCopy(), sb, f.obs)
 }
 
 func (f *gatewayFixture) workspace() string {
@@ -117,7 +143,7 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 	t.Run("a refused sandbox is RejectedByGateway and not retried", func(t *testing.T) {
 		f := newGatewayFixture(t)
 		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.Providers = []string{"missing"} })
-		res, err := f.r.sync(context.Background(), sb, f.obs)
+		res, err := f.run(t, sb)
 		if err != nil || res.RequeueAfter != 0 {
 			t.Fatalf("want no error and no requeue, got %v, %v", res, err)
 		}
@@ -197,7 +223,7 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		sb.Generation = 2 // a spec change the gateway cannot take yet
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady
 		// The error goes back to the workqueue, which backs off (and counts it).
-		if _, err := f.r.sync(context.Background(), sb, f.obs); err == nil {
+		if _, err := f.run(t, sb); err == nil {
 			t.Fatal("want the gateway failure returned to the workqueue")
 		}
 		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady || reason(sb, openshellv1alpha1.ConditionGatewayReachable) != openshellv1alpha1.SandboxReasonUnavailable {

@@ -19,12 +19,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
@@ -153,7 +156,7 @@ func (p *Pool) dial(t Target) (*grpc.ClientConn, error) {
 		// The gateway pings every 20 s; stay well above its minimum.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
 		// Retries wrap the deadline so that each attempt gets its own.
-		grpc.WithChainUnaryInterceptor(requestID, retry(attempts), deadline(timeout)),
+		grpc.WithChainUnaryInterceptor(requestID, observe(host), retry(attempts), deadline(timeout)),
 		grpc.WithChainStreamInterceptor(streamRequestID),
 	}
 	if t.Tokens != nil {
@@ -201,6 +204,36 @@ func withRequestID(ctx context.Context) context.Context {
 
 func requestID(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	return invoker(withRequestID(ctx), method, req, reply, cc, opts...)
+}
+
+// requestsTotal counts gateway calls (after retries) by gateway address,
+// method and gRPC code: a failing gateway shows here even while the
+// reconcilers report it only in conditions.
+var requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "openshell_operator_gateway_requests_total",
+	Help: "Calls to OpenShell gateways by gateway address, method and gRPC status code.",
+}, []string{"gateway", "method", "code"})
+
+func init() { ctrlmetrics.Registry.MustRegister(requestsTotal) }
+
+// observe counts every call and logs a failed one with its x-request-id,
+// which the gateway logs too: the two sides of one failure can be matched.
+// The ID never reaches errors (conditions would change on every attempt).
+func observe(gateway string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		code := status.Code(err)
+		requestsTotal.WithLabelValues(gateway, method, code.String()).Inc()
+		if err != nil {
+			var id string
+			if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get(RequestIDHeader)) > 0 {
+				id = md.Get(RequestIDHeader)[0]
+			}
+			log.FromContext(ctx).Info("Gateway call failed", "gateway", gateway, "method", method, "code", code.String(),
+				"message", status.Convert(err).Message(), "requestID", id)
+		}
+		return err
+	}
 }
 
 func streamRequestID(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
@@ -129,4 +133,53 @@ func TestTokensAreRequiredAndChecked(t *testing.T) {
 	if _, err := wrongAud.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("wrong audience: %v, want Unauthenticated", err)
 	}
+}
+
+// TestFailedCallsAreCountedAndLoggedWithTheirRequestID: a failure shows in
+// the operator's metrics and in its log with the x-request-id the gateway
+// received, so both sides of one failure can be matched.
+func TestFailedCallsAreCountedAndLoggedWithTheirRequestID(t *testing.T) {
+	f := start(t)
+	pool := gatewayapi.NewPool()
+	defer pool.Close()
+	c, _ := pool.Get("ns/gw", gatewayapi.Target{Endpoint: f.gw.Endpoint(), CAPEM: f.ca.CertPEM})
+	var lines []string
+	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	ctx := log.IntoContext(context.Background(), logger)
+	before := countCalls(t, "/openshell.v1.OpenShell/Health", "InvalidArgument")
+	f.gw.FailNext("Health", codes.InvalidArgument)
+	if _, err := c.Health(ctx, &openshellv1.HealthRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Health = %v", err)
+	}
+	if got := countCalls(t, "/openshell.v1.OpenShell/Health", "InvalidArgument"); got != before+1 {
+		t.Fatalf("openshell_operator_gateway_requests_total{code=InvalidArgument} = %v, want %v", got, before+1)
+	}
+	ids := f.gw.RequestIDs()
+	if len(ids) == 0 || len(lines) != 1 || !strings.Contains(lines[0], ids[len(ids)-1]) || !strings.Contains(lines[0], "Gateway call failed") {
+		t.Fatalf("log %q does not name the request ID the gateway saw (%v)", lines, ids)
+	}
+}
+
+func countCalls(t *testing.T, method, code string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range families {
+		if mf.GetName() != "openshell_operator_gateway_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["method"] == method && labels["code"] == code {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,4 +63,47 @@ func TestDeleteDuringCreate(t *testing.T) {
 		g.Expect(c.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// TestGatewayDeletionDrains deletes a gateway that still has a running
+// sandbox: the gateway stays (Deleting, Draining) and keeps serving, so the
+// sandbox's own deletion cleans up at the gateway; then the gateway goes.
+// Nothing is orphaned.
+func TestGatewayDeletionDrains(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, c, "drain-platform")
+	sbNS := framework.CreateNamespace(ctx, t, c, "drain-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "drain-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "tenant-agent", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+
+	gw := st.GatewayObj
+	g.Expect(c.Delete(ctx, gw)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseDeleting))
+		a := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)
+		g.Expect(a).NotTo(BeNil())
+		g.Expect(a.Reason).To(Equal(openshellv1alpha1.GatewayReasonDraining))
+		g.Expect(a.Message).To(ContainSubstring(tenant + "/tenant-agent"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb)).Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "the sandbox keeps running")
+
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
+	ws, name := sandboxspec.WorkspaceName(tenant, ns.UID), sandboxspec.SandboxName(tenant, sb.Name)
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the gateway did not finish deleting after its last sandbox")
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(sb), sb))).To(BeTrue())
+	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
 }
