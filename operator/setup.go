@@ -78,7 +78,10 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := mgr.Add(secretMeta); err != nil {
 		return err
 	}
-	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: gatewayapi.NewPool(), Issuer: opts.Issuer, SecretMetadata: secretMeta}
+	pool := gatewayapi.NewPool()
+	// One slow gateway may hold at most half the sandbox workers.
+	pool.MaxInFlight = sandbox.MaxConcurrentReconciles / 2
+	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: pool, Issuer: opts.Issuer, SecretMetadata: secretMeta}
 	if err := mgr.Add(gateways); err != nil {
 		return fmt.Errorf("add gateway sessions: %w", err)
 	}

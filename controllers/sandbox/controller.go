@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -258,10 +257,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("openshellsandbox").
 		// Reconciles wait on gateway round trips: run several at once. A
 		// failed gateway call is retried with per-sandbox exponential
-		// backoff from one second up to five minutes; a gateway's status
+		// backoff from one second up to five minutes (jittered, and a dead
+		// gateway's circuit breaker fails its calls fast); a gateway's status
 		// change (its health check) re-queues its sandboxes at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles,
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)}).
+			RateLimiter: enqueue.Backoff(retryBase, retryMax)}).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxGateway, func(o client.Object) string {
 			return client.ObjectKeyFromObject(o).String()
 		}))).

@@ -385,7 +385,9 @@ func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Resul
 	}
 	reason := openshellv1alpha1.SandboxReasonGatewayError
 	switch grpcstatus.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted:
+		// (ResourceExhausted: the gateway is overloaded, or slow enough that
+		// the operator's bulkhead refused another call to it.)
 		reason = openshellv1alpha1.SandboxReasonUnavailable
 	case codes.Unauthenticated, codes.PermissionDenied:
 		reason = openshellv1alpha1.SandboxReasonUnauthorized

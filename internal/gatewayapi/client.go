@@ -1,8 +1,8 @@
 // Package gatewayapi is the operator's client of the OpenShell gateway API:
 // one pooled gRPC connection per gateway, TLS verified against the gateway
 // CA with SNI, per-call deadlines, retries with backoff only for retryable
-// codes, an x-request-id on every call, and a bearer token that is never
-// logged.
+// codes, a circuit breaker per gateway, an x-request-id on every call, and
+// a bearer token that is never logged.
 package gatewayapi
 
 import (
@@ -67,9 +67,14 @@ type Pool struct {
 	// CallTimeout bounds each attempt; Attempts bounds retries.
 	CallTimeout time.Duration
 	Attempts    int
+	// MaxInFlight bounds the unary calls outstanding to one gateway (0: no
+	// bound); the operator sets half its sandbox workers, so that one slow
+	// gateway cannot hold them all.
+	MaxInFlight int
 
-	mu    sync.Mutex
-	conns map[string]*pooled // by gateway name
+	mu       sync.Mutex
+	conns    map[string]*pooled  // by gateway name
+	breakers map[string]*breaker // by gateway name
 }
 
 type pooled struct {
@@ -78,7 +83,7 @@ type pooled struct {
 }
 
 // NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{conns: map[string]*pooled{}} }
+func NewPool() *Pool { return &Pool{conns: map[string]*pooled{}, breakers: map[string]*breaker{}} }
 
 // Client is a gateway API client bound to one connection.
 type Client struct {
@@ -98,7 +103,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 		_ = c.conn.Close()
 		delete(p.conns, name)
 	}
-	conn, err := p.dial(t)
+	conn, err := p.dial(name, t)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +115,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 func (p *Pool) Forget(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.breakers, name)
 	if c, ok := p.conns[name]; ok {
 		_ = c.conn.Close()
 		delete(p.conns, name)
@@ -126,7 +132,14 @@ func (p *Pool) Close() {
 	}
 }
 
-func (p *Pool) dial(t Target) (*grpc.ClientConn, error) {
+// dial connects to a gateway; the caller holds p.mu. The gateway's circuit
+// breaker outlives re-dials (a new CA does not make a dead gateway live).
+func (p *Pool) dial(name string, t Target) (*grpc.ClientConn, error) {
+	b, ok := p.breakers[name]
+	if !ok {
+		b = newBreaker(p.MaxInFlight)
+		p.breakers[name] = b
+	}
 	u, err := url.Parse(t.Endpoint)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("gateway endpoint %q must be an https:// URL", t.Endpoint)
@@ -156,7 +169,10 @@ func (p *Pool) dial(t Target) (*grpc.ClientConn, error) {
 		// The gateway pings every 20 s; stay well above its minimum.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
 		// Retries wrap the deadline so that each attempt gets its own.
-		grpc.WithChainUnaryInterceptor(requestID, observe(host), retry(attempts), deadline(timeout)),
+		// The breaker judges each attempt (inside the retries), outside the
+		// per-attempt deadline: an attempt that times out counts against the
+		// gateway; the caller's own deadline or cancellation does not.
+		grpc.WithChainUnaryInterceptor(requestID, observe(host), retry(attempts), b.interceptor(name), deadline(timeout)),
 		grpc.WithChainStreamInterceptor(streamRequestID),
 	}
 	if t.Tokens != nil {

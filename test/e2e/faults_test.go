@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,4 +107,68 @@ func TestGatewayDeletionDrains(t *testing.T) {
 		Should(Satisfy(apierrors.IsNotFound), "the gateway did not finish deleting after its last sandbox")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(sb), sb))).To(BeTrue())
 	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
+}
+
+// TestSickGatewayDoesNotStarveOthers blackholes one gateway (it accepts
+// connections and never answers) while its sandboxes are being created,
+// then creates sandboxes on a healthy gateway: they become Ready as usual
+// (the sick gateway's circuit breaker fails its calls fast instead of
+// holding the shared workers), the sick gateway's sandboxes say
+// GatewayReachable=False, and all recover once it answers again. Figures
+// (time to detect, healthy create latency) are logged.
+func TestSickGatewayDoesNotStarveOthers(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, c, "sick-platform")
+	sbNS := framework.CreateNamespace(ctx, t, c, "sick-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "sick-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	sick, sickObj, err := st.AddGateway(ctx, c, "sick", sbNS)
+	g.Expect(err).NotTo(HaveOccurred())
+	newSandbox := func(name string, gw *openshellv1alpha1.OpenShellGateway) *openshellv1alpha1.OpenShellSandbox {
+		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gwNS}}}
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		return sb
+	}
+	// Both gateways answer first (workspaces, health).
+	warm := newSandbox("warm", sickObj)
+	waitPhase(ctx, g, client.ObjectKeyFromObject(warm), openshellv1alpha1.SandboxPhaseReady)
+
+	sick.SetDelay(time.Hour) // blackholed: every call waits until its deadline
+	start := time.Now()
+	var sickOnes []*openshellv1alpha1.OpenShellSandbox
+	for i := range 8 {
+		sickOnes = append(sickOnes, newSandbox(fmt.Sprintf("on-sick-%d", i), sickObj))
+	}
+	healthyStart := time.Now()
+	var healthy []*openshellv1alpha1.OpenShellSandbox
+	for i := range 4 {
+		healthy = append(healthy, newSandbox(fmt.Sprintf("on-healthy-%d", i), st.GatewayObj))
+	}
+	for _, sb := range healthy {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	t.Logf("figure: 4 sandboxes on the healthy gateway Ready %s after create, with 8 creates pending on a blackholed gateway",
+		time.Since(healthyStart).Round(100*time.Millisecond))
+	g.Eventually(func(g Gomega) {
+		for _, sb := range sickOnes {
+			r := meta.FindStatusCondition(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb)).Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
+			g.Expect(r).NotTo(BeNil())
+			g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+		}
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	t.Logf("figure: every sandbox of the blackholed gateway reported GatewayReachable=False %s after the blackhole",
+		time.Since(start).Round(100*time.Millisecond))
+
+	sick.SetDelay(0)
+	recovered := time.Now()
+	for _, sb := range sickOnes {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	t.Logf("figure: the blackholed gateway's 8 sandboxes Ready %s after it answered again", time.Since(recovered).Round(100*time.Millisecond))
 }

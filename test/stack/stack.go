@@ -79,6 +79,13 @@ type Stack struct {
 	mgrCfg   *rest.Config
 	mgrOpts  operator.Options
 
+	extra []*testgateway.Gateway
+	// What AddGateway needs to start more test gateways like the first.
+	issuerURL string
+	opts      Options
+	kube      client.WithWatch
+	leaf      func(cn string) (tls.Certificate, error)
+
 	// Process mode.
 	procOpts   *ProcessOptions
 	proc       *framework.Process
@@ -186,17 +193,13 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	gwCert, err := leaf("openshell-test-gateway")
-	if err != nil {
-		return nil, err
-	}
 	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(port)
 
-	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process}
+	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process, issuerURL: issuerURL, opts: opts, leaf: leaf}
 	defer func() {
 		if retErr != nil {
 			s.Stop()
@@ -247,39 +250,66 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	// The issuer must serve before the gateway fetches its JWKS; the
-	// gateway fetches lazily, on the first token it sees.
-	s.Gateway, err = testgateway.Start(ctx, testgateway.Options{
-		Cert: gwCert,
-		OIDC: testgateway.OIDC{Issuer: issuerURL, Audience: oidc.Audience(opts.GatewayNamespace, opts.GatewayName), CAPEM: ca.CertPEM,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole},
-		Kube: kube, Namespace: opts.SandboxNamespace, GatewayID: opts.GatewayName + "-test",
-		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
-		ClientTLSSecret: opts.GatewayName + "-client-tls", ServiceAccount: opts.GatewayName + "-sandbox",
-	})
+	s.kube = kube
+	s.Gateway, s.GatewayObj, err = s.startGateway(ctx, c, opts.GatewayName, opts.SandboxNamespace, opts.Tenancy)
 	if err != nil {
-		return nil, fmt.Errorf("start test gateway: %w", err)
-	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: opts.GatewayName + "-gateway-ca", Namespace: opts.GatewayNamespace},
-		Data: map[string][]byte{"ca.crt": ca.CertPEM}}
-	if err := c.Create(ctx, caSecret); err != nil {
-		return nil, fmt.Errorf("create gateway CA secret: %w", err)
-	}
-	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
-	if opts.Tenancy != nil {
-		tenancy = *opts.Tenancy
-	}
-	s.GatewayObj = &openshellv1alpha1.OpenShellGateway{
-		ObjectMeta: metav1.ObjectMeta{Name: opts.GatewayName, Namespace: opts.GatewayNamespace},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: s.Gateway.Endpoint(),
-				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: caSecret.Name, Key: "ca.crt"}},
-			ImagePolicy: opts.ImagePolicy, Tenancy: tenancy},
-	}
-	if err := c.Create(ctx, s.GatewayObj); err != nil {
-		return nil, fmt.Errorf("create gateway: %w", err)
+		return nil, err
 	}
 	return s, nil
+}
+
+// AddGateway starts one more test gateway, registered as External
+// OpenShellGateway name in the stack's gateway namespace and creating its
+// Sandboxes in sandboxNS; Stop stops it with the rest.
+func (s *Stack) AddGateway(ctx context.Context, c client.Client, name, sandboxNS string) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
+	gw, obj, err := s.startGateway(ctx, c, name, sandboxNS, s.opts.Tenancy)
+	if err == nil {
+		s.extra = append(s.extra, gw)
+	}
+	return gw, obj, err
+}
+
+func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandboxNS string, tn *openshellv1alpha1.GatewayTenancy) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
+	ns := s.opts.GatewayNamespace
+	cert, err := s.leaf("openshell-test-gateway")
+	if err != nil {
+		return nil, nil, err
+	}
+	// The issuer must serve before the gateway fetches its JWKS; the
+	// gateway fetches lazily, on the first token it sees.
+	gw, err := testgateway.Start(ctx, testgateway.Options{
+		Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole},
+		Kube: s.kube, Namespace: sandboxNS, GatewayID: name + "-test",
+		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
+		ClientTLSSecret: name + "-client-tls", ServiceAccount: name + "-sandbox",
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start test gateway: %w", err)
+	}
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-gateway-ca", Namespace: ns},
+		Data: map[string][]byte{"ca.crt": s.CA.CertPEM}}
+	if err := c.Create(ctx, caSecret); err != nil {
+		gw.Stop()
+		return nil, nil, fmt.Errorf("create gateway CA secret: %w", err)
+	}
+	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
+	if tn != nil {
+		tenancy = *tn
+	}
+	obj := &openshellv1alpha1.OpenShellGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: caSecret.Name, Key: "ca.crt"}},
+			ImagePolicy: s.opts.ImagePolicy, Tenancy: tenancy},
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		gw.Stop()
+		return nil, nil, fmt.Errorf("create gateway: %w", err)
+	}
+	return gw, obj, nil
 }
 
 // Stop stops the manager and the test gateway.
@@ -290,5 +320,9 @@ func (s *Stack) Stop() error {
 		s.Gateway.Stop()
 		s.Gateway = nil
 	}
+	for _, gw := range s.extra {
+		gw.Stop()
+	}
+	s.extra = nil
 	return errors.Join(errs...)
 }

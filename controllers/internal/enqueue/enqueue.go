@@ -4,6 +4,7 @@ package enqueue
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -71,4 +72,20 @@ func Coalesced(delay time.Duration, fn handler.MapFunc) handler.EventHandler {
 			add(ctx, q, e.Object)
 		},
 	}
+}
+
+// Backoff is the per-object retry limiter of reconcilers that call
+// gateways: exponential from base to max, plus up to 20% jitter so that the
+// objects of one failing gateway do not all retry in the same instant.
+func Backoff(base, max time.Duration) workqueue.TypedRateLimiter[reconcile.Request] {
+	return jittered{workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, max)}
+}
+
+type jittered struct {
+	workqueue.TypedRateLimiter[reconcile.Request]
+}
+
+func (j jittered) When(r reconcile.Request) time.Duration {
+	d := j.TypedRateLimiter.When(r)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
 }

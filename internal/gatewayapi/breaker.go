@@ -1,0 +1,159 @@
+package gatewayapi
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Breaker defaults: a gateway that failed this many attempts in a row is
+// not called for a cool-down that starts at BreakerMinOpen and doubles,
+// with jitter, up to BreakerMaxOpen while it keeps failing.
+const (
+	BreakerThreshold = 3
+	BreakerMinOpen   = 5 * time.Second
+	BreakerMaxOpen   = 30 * time.Second
+)
+
+// breaker is one gateway connection's circuit breaker. A dead or
+// blackholed gateway otherwise holds a reconcile worker for every attempt
+// (up to the call timeout each) and starves the sandboxes of healthy
+// gateways, which share the workers. While open, calls fail at once with
+// UNAVAILABLE (the reconcilers report the gateway unreachable and back off);
+// after the cool-down one call goes through (half-open): success closes the
+// breaker, failure opens it for longer.
+type breaker struct {
+	threshold     int
+	minOpen, max  time.Duration
+	maxInFlight   int
+	now           func() time.Time
+	mu            sync.Mutex
+	failures      int
+	openUntil     time.Time
+	open          time.Duration
+	probeInFlight bool
+	inFlight      int
+}
+
+func newBreaker(maxInFlight int) *breaker {
+	return &breaker{threshold: BreakerThreshold, minOpen: BreakerMinOpen, max: BreakerMaxOpen, maxInFlight: maxInFlight, now: time.Now}
+}
+
+// allow says whether a call may go out (and whether it is the half-open
+// probe); a refusal says for how long.
+func (b *breaker) allow() (ok, probe bool, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures < b.threshold {
+		return true, false, 0
+	}
+	now := b.now()
+	if now.Before(b.openUntil) {
+		return false, false, b.openUntil.Sub(now)
+	}
+	if b.probeInFlight {
+		return false, false, b.minOpen
+	}
+	b.probeInFlight = true
+	return true, true, 0
+}
+
+// record notes an attempt's outcome: only failures that say the gateway is
+// unreachable count; a verdict (InvalidArgument, NotFound, ...) proves it
+// answers. The breaker opens when the count reaches the threshold, and a
+// failed probe reopens it for twice as long; attempts that were already in
+// flight when it opened and fail later change nothing.
+func (b *breaker) record(err error, probe bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if probe {
+		b.probeInFlight = false
+	}
+	if !unreachable(err) {
+		b.failures, b.open = 0, 0
+		return
+	}
+	wasOpen := b.failures >= b.threshold
+	b.failures++
+	switch {
+	case b.failures < b.threshold:
+		return
+	case !wasOpen:
+		b.open = b.minOpen
+	case probe:
+		b.open = min(2*b.open, b.max)
+	default:
+		return
+	}
+	// Up to 20% jitter, so that the sandboxes of one gateway do not retry in
+	// lockstep.
+	b.openUntil = b.now().Add(b.open + time.Duration(rand.Int64N(int64(b.open)/5+1)))
+}
+
+// enter takes an in-flight slot; leave returns it.
+func (b *breaker) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxInFlight > 0 && b.inFlight >= b.maxInFlight {
+		return false
+	}
+	b.inFlight++
+	return true
+}
+
+func (b *breaker) leave() {
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+}
+
+// abandon ends a half-open probe without a verdict.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	b.probeInFlight = false
+	b.mu.Unlock()
+}
+
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// interceptor fails calls fast while the breaker is open.
+func (b *breaker) interceptor(gateway string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ok, probe, wait := b.allow()
+		if !ok {
+			return status.Error(codes.Unavailable, fmt.Sprintf("gateway %s failed %d calls in a row: not calling it for another %s",
+				gateway, b.threshold, wait.Round(time.Second)))
+		}
+		if !b.enter() {
+			if probe {
+				b.abandon()
+			}
+			// A bulkhead: a slow gateway may hold at most maxInFlight of the
+			// reconcilers' shared workers. Not a failure of the gateway.
+			return status.Error(codes.ResourceExhausted, fmt.Sprintf("gateway %s already has %d calls in flight", gateway, b.maxInFlight))
+		}
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		b.leave()
+		if err != nil && ctx.Err() != nil {
+			// The caller gave up: that says nothing about the gateway.
+			if probe {
+				b.abandon()
+			}
+			return err
+		}
+		b.record(err, probe)
+		return err
+	}
+}
