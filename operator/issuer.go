@@ -37,7 +37,7 @@ func (s *issuerServer) NeedLeaderElection() bool { return false }
 
 func (s *issuerServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("oidc-issuer")
-	if err := s.syncWithRetry(ctx); err != nil {
+	if err := s.loadWithRetry(ctx); err != nil {
 		return err
 	}
 	selfIssued := s.tls == nil
@@ -75,7 +75,8 @@ func (s *issuerServer) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.issuer.Sync(ctx); err != nil {
+				// Every replica loads; only the leader rotates (keyRotator).
+				if err := s.issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
 					log.Error(err, "Refreshing OIDC signing keys")
 				}
 				if selfIssued && n%servingCertCheckMinutes == 0 {
@@ -117,11 +118,12 @@ func (s *issuerServer) renewServingCert(ctx context.Context) error {
 	return nil
 }
 
-// syncWithRetry waits for the cache-backed client to be usable.
-func (s *issuerServer) syncWithRetry(ctx context.Context) error {
+// loadWithRetry waits for the client to be usable; keys that do not exist
+// yet are not an error (the leader creates them, the ticker loads them).
+func (s *issuerServer) loadWithRetry(ctx context.Context) error {
 	var err error
 	for i := 0; i < 30; i++ {
-		if err = s.issuer.Sync(ctx); err == nil {
+		if err = s.issuer.Load(ctx); err == nil || errors.Is(err, oidc.ErrNoKeys) {
 			return nil
 		}
 		select {
@@ -131,4 +133,33 @@ func (s *issuerServer) syncWithRetry(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("load OIDC signing keys: %w", err)
+}
+
+// keyRotator creates and rotates the OIDC signing keys, on the leader only:
+// replicas that each rotated would race and, until they reloaded, serve
+// different key sets. The next key is published a rotation ahead, so
+// followers that load a minute late still verify the leader's tokens.
+type keyRotator struct {
+	issuer *oidc.Issuer
+}
+
+// NeedLeaderElection is true: only the leader writes the key Secret.
+func (k *keyRotator) NeedLeaderElection() bool { return true }
+
+func (k *keyRotator) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("oidc-key-rotation")
+	for {
+		next := time.Minute
+		if err := k.issuer.Sync(ctx); err != nil {
+			log.Error(err, "Rotating OIDC signing keys")
+			if !k.issuer.HasKeys() {
+				next = time.Second // nothing to sign with yet: try again soon
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(next):
+		}
+	}
 }

@@ -146,6 +146,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsSecret: o.TLSSecret, client: direct}); err != nil {
 			return nil, err
 		}
+		if err := mgr.Add(&keyRotator{issuer: issuer}); err != nil {
+			return nil, err
+		}
 	}
 	if err := setupControllers(mgr, opts.Controllers, sc.watch); err != nil {
 		return nil, err

@@ -46,6 +46,7 @@ const (
 
 	keySecretCurrent  = "current.pem"
 	keySecretPrevious = "previous.pem"
+	keySecretNext     = "next.pem"
 	keySecretRotated  = "rotated-at"
 )
 
@@ -74,6 +75,7 @@ type Issuer struct {
 	caPEM    []byte
 	current  *signingKey
 	previous *signingKey
+	next     *signingKey
 	rotated  time.Time
 }
 
@@ -84,8 +86,35 @@ func (i *Issuer) now() time.Time {
 	return time.Now()
 }
 
-// Sync loads the keys from the Secret, creating or rotating them when due.
-// Call it at start and periodically; it writes only when it rotates.
+// ErrNoKeys says the key Secret does not exist yet (the leader creates it).
+var ErrNoKeys = errors.New("the OIDC signing keys do not exist yet")
+
+// Load reads the keys from the Secret without ever writing: what every
+// replica does. Only the leader rotates (Sync); because the key it will
+// sign with next is published a whole rotation period ahead, a replica
+// that loads a minute late still serves a JWKS that verifies every token.
+func (i *Issuer) Load(ctx context.Context) error {
+	s := &corev1.Secret{}
+	if err := i.Client.Get(ctx, client.ObjectKey{Namespace: i.SecretNamespace, Name: i.SecretName}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ErrNoKeys
+		}
+		return fmt.Errorf("read OIDC key secret: %w", err)
+	}
+	cur, prev, next, rotated := parseKeys(s)
+	if cur == nil {
+		return ErrNoKeys
+	}
+	i.set(cur, prev, next, rotated)
+	return nil
+}
+
+// Sync loads the keys and, when due, rotates them: the next key (published
+// since the last rotation) becomes the signing key, the signing key stays
+// published as previous until its tokens expire, and a new next key is
+// generated. It creates the Secret on first use and writes only when it
+// rotates. Only the leader calls it (two writers would race; the loser's
+// optimistically locked update fails and it loads the winner's keys).
 func (i *Issuer) Sync(ctx context.Context) error {
 	s := &corev1.Secret{}
 	err := i.Client.Get(ctx, client.ObjectKey{Namespace: i.SecretNamespace, Name: i.SecretName}, s)
@@ -93,20 +122,36 @@ func (i *Issuer) Sync(ctx context.Context) error {
 		return fmt.Errorf("read OIDC key secret: %w", err)
 	}
 	exists := err == nil
-	cur, prev, rotated := parseKeys(s)
-	if cur != nil && i.now().Sub(rotated) < KeyRotation {
-		i.set(cur, prev, rotated)
+	cur, prev, next, rotated := parseKeys(s)
+	if cur != nil && next != nil && i.now().Sub(rotated) < KeyRotation {
+		i.set(cur, prev, next, rotated)
 		return nil
 	}
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return fmt.Errorf("generate OIDC signing key: %w", err)
+	generate := func() (*signingKey, error) {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, fmt.Errorf("generate OIDC signing key: %w", err)
+		}
+		return &signingKey{key: k, kid: kid(&k.PublicKey)}, nil
 	}
-	next := &signingKey{key: k, kid: kid(&k.PublicKey)}
 	now := i.now()
-	data := map[string][]byte{keySecretCurrent: encodeKey(k), keySecretRotated: []byte(now.UTC().Format(time.RFC3339))}
-	if cur != nil {
-		data[keySecretPrevious] = encodeKey(cur.key)
+	switch {
+	case cur == nil: // first start
+		if cur, err = generate(); err != nil {
+			return err
+		}
+	case next == nil: // keys written before the next key was published: publish it first
+		now = rotated
+	default: // due
+		prev, cur = cur, next
+	}
+	if next, err = generate(); err != nil {
+		return err
+	}
+	data := map[string][]byte{keySecretCurrent: encodeKey(cur.key), keySecretNext: encodeKey(next.key),
+		keySecretRotated: []byte(now.UTC().Format(time.RFC3339))}
+	if prev != nil {
+		data[keySecretPrevious] = encodeKey(prev.key)
 	}
 	s.Data = data
 	s.Type = corev1.SecretTypeOpaque
@@ -120,8 +165,15 @@ func (i *Issuer) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store OIDC signing key: %w", err)
 	}
-	i.set(next, cur, now)
+	i.set(cur, prev, next, now)
 	return nil
+}
+
+// HasKeys reports whether the issuer can sign.
+func (i *Issuer) HasKeys() bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.current != nil
 }
 
 // SetCA records the CA that signs the issuer's serving certificate.
@@ -139,13 +191,13 @@ func (i *Issuer) CA() []byte {
 	return i.caPEM
 }
 
-func (i *Issuer) set(cur, prev *signingKey, rotated time.Time) {
+func (i *Issuer) set(cur, prev, next *signingKey, rotated time.Time) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.current, i.previous, i.rotated = cur, prev, rotated
+	i.current, i.previous, i.next, i.rotated = cur, prev, next, rotated
 }
 
-func parseKeys(s *corev1.Secret) (cur, prev *signingKey, rotated time.Time) {
+func parseKeys(s *corev1.Secret) (cur, prev, next *signingKey, rotated time.Time) {
 	load := func(b []byte) *signingKey {
 		blk, _ := pem.Decode(b)
 		if blk == nil {
@@ -157,9 +209,9 @@ func parseKeys(s *corev1.Secret) (cur, prev *signingKey, rotated time.Time) {
 		}
 		return &signingKey{key: k, kid: kid(&k.PublicKey)}
 	}
-	cur, prev = load(s.Data[keySecretCurrent]), load(s.Data[keySecretPrevious])
+	cur, prev, next = load(s.Data[keySecretCurrent]), load(s.Data[keySecretPrevious]), load(s.Data[keySecretNext])
 	rotated, _ = time.Parse(time.RFC3339, string(s.Data[keySecretRotated]))
-	return cur, prev, rotated
+	return cur, prev, next, rotated
 }
 
 func encodeKey(k *rsa.PrivateKey) []byte {
@@ -211,13 +263,14 @@ func randBytes(n int) []byte {
 	return b
 }
 
-// JWKS is the public key set: the current key and, until its tokens
-// expire, the previous one.
+// JWKS is the public key set: the current key, the next one (published a
+// rotation ahead, so every replica and every gateway's JWKS cache knows it
+// before it signs) and, until its tokens expire, the previous one.
 func (i *Issuer) JWKS() jose.JSONWebKeySet {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	var set jose.JSONWebKeySet
-	for _, k := range []*signingKey{i.current, i.previous} {
+	for _, k := range []*signingKey{i.current, i.next, i.previous} {
 		if k == nil {
 			continue
 		}

@@ -78,30 +78,47 @@ func TestKeyRotationKeepsPreviousKeyUntilTokensExpire(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	i := newIssuer(t, c, clk)
 	old, _, _ := i.Token("aud")
+	if n := len(i.JWKS().Keys); n != 2 {
+		t.Fatalf("JWKS has %d keys, want 2 (current and next)", n)
+	}
 
-	// A second replica loads the same key from the Secret.
-	other := newIssuer(t, c, clk)
-	if _, err := verify(t, old, other.JWKS(), "aud", clk.t); err != nil {
-		t.Fatalf("a second issuer does not share the key: %v", err)
+	// A follower only loads (never writes) the same keys from the Secret.
+	follower := &Issuer{URL: i.URL, Client: c, SecretNamespace: "ops", SecretName: "oidc-keys", Clock: clk.now}
+	if err := follower.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify(t, old, follower.JWKS(), "aud", clk.t); err != nil {
+		t.Fatalf("a follower does not share the key: %v", err)
 	}
 
 	clk.t = clk.t.Add(KeyRotation + time.Minute)
 	if err := i.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(i.JWKS().Keys); n != 2 {
-		t.Fatalf("JWKS right after rotation has %d keys, want 2", n)
+	if n := len(i.JWKS().Keys); n != 3 {
+		t.Fatalf("JWKS right after rotation has %d keys, want 3 (current, next, previous)", n)
 	}
 	if _, err := verify(t, old, i.JWKS(), "aud", clk.t.Add(-KeyRotation)); err != nil {
 		t.Fatalf("a token of the previous key no longer verifies: %v", err)
 	}
+	// The follower has not reloaded yet: its JWKS (published a rotation
+	// ago) still verifies the leader's new tokens.
+	fresh, _, _ := i.Token("aud")
+	if _, err := verify(t, fresh, follower.JWKS(), "aud", clk.t); err != nil {
+		t.Fatalf("a follower's stale JWKS does not verify the new signing key: %v", err)
+	}
 	clk.t = clk.t.Add(TokenTTL + 2*time.Minute)
-	if n := len(i.JWKS().Keys); n != 1 {
-		t.Fatalf("JWKS after the old tokens expired has %d keys, want 1", n)
+	if n := len(i.JWKS().Keys); n != 2 {
+		t.Fatalf("JWKS after the old tokens expired has %d keys, want 2", n)
 	}
 	s := &corev1.Secret{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ops", Name: "oidc-keys"}, s); err != nil || len(s.Data[keySecretPrevious]) == 0 {
 		t.Fatalf("rotated secret: %v", err)
+	}
+	// A follower never writes, and says when there is nothing to load yet.
+	empty := &Issuer{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), SecretNamespace: "ops", SecretName: "oidc-keys"}
+	if err := empty.Load(context.Background()); !errors.Is(err, ErrNoKeys) {
+		t.Fatalf("Load without a Secret = %v, want ErrNoKeys", err)
 	}
 }
 

@@ -26,6 +26,16 @@ const (
 // and a leaf for the issuer's host names, reissued before it expires or
 // when the names change. It returns the certificate and the CA PEM.
 func EnsureServingCert(ctx context.Context, c client.Client, namespace, name string, hosts []string, now time.Time) (tls.Certificate, []byte, error) {
+	cert, ca, err := ensureServingCert(ctx, c, namespace, name, hosts, now)
+	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		// Another replica wrote it first: use theirs (every replica must
+		// serve under the one CA the gateways are given).
+		return ensureServingCert(ctx, c, namespace, name, hosts, now)
+	}
+	return cert, ca, err
+}
+
+func ensureServingCert(ctx context.Context, c client.Client, namespace, name string, hosts []string, now time.Time) (tls.Certificate, []byte, error) {
 	s := &corev1.Secret{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s)
 	if err != nil && !apierrors.IsNotFound(err) {
