@@ -98,6 +98,16 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20000 inputs).
 		go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
 	done
 
+# The fault scenarios of docs/reliability.md, larger and repeated; make test
+# runs each once at a bounded size. Prints the figures.
+CHAOS_SANDBOXES ?= 200
+CHAOS_ROUNDS ?= 3
+.PHONY: chaos
+chaos: tools ## Run the fault scenarios (CHAOS_SANDBOXES creates, CHAOS_ROUNDS rounds) and print their figures.
+	@CHAOS_SANDBOXES=$(CHAOS_SANDBOXES) go test ./test/e2e -count=$(CHAOS_ROUNDS) -v -timeout 60m \
+		-run 'TestOperatorKilledDuringCreates|TestAPIServerPausedDuringCreates|TestDeleteDuringCreate|TestSickGatewayDoesNotStarveOthers|TestGatewayDeletionDrains|TestTenancy/ForceRelease' \
+		> bin/chaos.txt 2>&1; rc=$$?; grep -E 'figure:|^(--- |ok|FAIL)' bin/chaos.txt; exit $$rc
+
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.
 	go test $(GO_TEST_FLAGS) -short ./...

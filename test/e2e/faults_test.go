@@ -3,6 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,4 +177,126 @@ func TestSickGatewayDoesNotStarveOthers(t *testing.T) {
 		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
 	}
 	t.Logf("figure: the blackholed gateway's 8 sandboxes Ready %s after it answered again", time.Since(recovered).Round(100*time.Millisecond))
+}
+
+// faultSandboxes is how many sandboxes the crash and restart scenarios
+// create (make chaos runs more: CHAOS_SANDBOXES).
+func faultSandboxes() int {
+	if n, err := strconv.Atoi(os.Getenv("CHAOS_SANDBOXES")); err == nil && n > 0 {
+		return n
+	}
+	return 24
+}
+
+// expectAllReadyOnce waits until every sandbox is Ready and checks that the
+// gateway and agents.x-k8s.io hold exactly one sandbox each: nothing lost,
+// duplicated or orphaned.
+func expectAllReadyOnce(ctx context.Context, t *testing.T, st *stack.Stack, tenant, sbNS string, sbs []*openshellv1alpha1.OpenShellSandbox) {
+	t.Helper()
+	g := NewWithT(t)
+	for _, sb := range sbs {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	ns := &corev1.Namespace{}
+	g.Expect(c(ctx, ns, tenant)).To(Succeed())
+	ws := sandboxspec.WorkspaceName(tenant, ns.UID)
+	var want []string
+	for _, sb := range sbs {
+		want = append(want, sandboxspec.SandboxName(tenant, sb.Name))
+	}
+	g.Expect(st.Gateway.SandboxNames(ws)).To(ConsistOf(want), "the gateway holds exactly one sandbox per object")
+	g.Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(sandboxGVK)
+		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(len(sbs)), "agents.x-k8s.io Sandboxes: one per object, none orphaned")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+func c(ctx context.Context, ns *corev1.Namespace, name string) error {
+	return cluster.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
+}
+
+// createSandboxes creates n sandboxes on the stack's gateway, calling
+// between after each (to inject a fault at that point).
+func createSandboxes(ctx context.Context, g Gomega, st *stack.Stack, gwNS, tenant string, n int, between func(i int)) []*openshellv1alpha1.OpenShellSandbox {
+	var out []*openshellv1alpha1.OpenShellSandbox
+	for i := range n {
+		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i), Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+		g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
+		out = append(out, sb)
+		between(i)
+	}
+	return out
+}
+
+// TestOperatorKilledDuringCreates SIGKILLs the operator process at random
+// moments while sandboxes are being created (a crash mid-reconcile, between
+// a gateway call and its status write), restarting it each time: every
+// sandbox ends Ready exactly once at the gateway and in agents.x-k8s.io.
+func TestOperatorKilledDuringCreates(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, cl, "kill-platform")
+	sbNS := framework.CreateNamespace(ctx, t, cl, "kill-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, cl, "kill-tenant")
+	bin := filepath.Join(t.TempDir(), "manager")
+	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	st, err := stack.Start(ctx, cluster.Config, cl, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Process: &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+
+	n := faultSandboxes()
+	kills := 0
+	start := time.Now()
+	sbs := createSandboxes(ctx, g, st, gwNS, tenant, n, func(i int) {
+		if rand.IntN(n/3+1) == 0 || i == n/2 {
+			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // a random point in the reconciles
+			g.Expect(st.KillManager()).To(Succeed())
+			kills++
+		}
+	})
+	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
+	t.Logf("figure: %d sandboxes, operator SIGKILLed %d times during the creates: all Ready once after %s; 0 lost, 0 duplicated, 0 orphaned",
+		n, kills, time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestAPIServerPausedDuringCreates freezes kube-apiserver (SIGSTOP, as a
+// stalled control plane or a slow etcd looks to clients) for a while in the
+// middle of the creates: the operator recovers without a restart of its
+// own, and every sandbox ends Ready exactly once.
+func TestAPIServerPausedDuringCreates(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, cl, "apipause-platform")
+	sbNS := framework.CreateNamespace(ctx, t, cl, "apipause-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, cl, "apipause-tenant")
+	st, err := stack.Start(ctx, cluster.Config, cl, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	u, err := url.Parse(cluster.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	pid := framework.FindProcess("kube-apiserver", "--secure-port="+u.Port())
+	g.Expect(pid).NotTo(BeZero(), "kube-apiserver not found")
+
+	n := faultSandboxes()
+	const pause = 8 * time.Second
+	var resumed time.Time
+	sbs := createSandboxes(ctx, g, st, gwNS, tenant, n, func(i int) {
+		if i == n/2 {
+			g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+			time.Sleep(pause) // the fault's duration, not a synchronisation
+			g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
+			resumed = time.Now()
+		}
+	})
+	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
+	t.Logf("figure: kube-apiserver frozen %s after %d of %d creates: all Ready once %s after it resumed, the operator not restarted",
+		pause, n/2+1, n, time.Since(resumed).Round(100*time.Millisecond))
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -93,6 +95,21 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Kill sends SIGKILL at once, as a node failure or an OOM kill would, and
+// waits for the exit.
+func (p *Process) Kill() error {
+	if p == nil || p.cmd.Process == nil {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.cmd.Process.Pid)
+	}
+}
+
 // Tail returns the last n bytes of the process log, for failure messages.
 func (p *Process) Tail(n int) string {
 	b, err := os.ReadFile(p.LogPath)
@@ -128,4 +145,33 @@ func WaitFor(ctx context.Context, interval time.Duration, cond func(context.Cont
 		case <-t.C:
 		}
 	}
+}
+
+// FindProcess returns the PID of a running process whose command line
+// holds every one of parts (for the components envtest starts itself,
+// kube-apiserver and etcd), or 0.
+func FindProcess(parts ...string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(raw), "\x00", " ")
+		match := true
+		for _, p := range parts {
+			if !strings.Contains(cmd, p) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return pid
+		}
+	}
+	return 0
 }

@@ -143,6 +143,19 @@ func (s *Stack) RestartManagerWith(edit func(*operator.Options)) error {
 	return s.startManager()
 }
 
+// KillManager SIGKILLs the operator process (process mode) wherever it is,
+// and starts it again, as a crashed pod would restart.
+func (s *Stack) KillManager() error {
+	if s.proc == nil {
+		return errors.New("KillManager needs the operator as a process (Options.Process)")
+	}
+	if err := s.proc.Kill(); err != nil {
+		return err
+	}
+	s.proc = nil
+	return s.startManager()
+}
+
 func (s *Stack) stopManager() error {
 	if s.proc != nil {
 		err := s.proc.Stop(30 * time.Second)
