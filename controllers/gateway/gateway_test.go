@@ -246,11 +246,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 
 	t.Run("a config change rolls the gateway, other changes do not", func(t *testing.T) {
 		g := NewWithT(t)
-		hash := func(g Gomega) string {
-			sts := &appsv1.StatefulSet{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
-			return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
-		}
+		hash := func(g Gomega) string { return configHash(ctx, g, c, ns) }
 		before := hash(g)
 		reconciles := framework.ReconcileCount("openshellgateway")
 		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {
@@ -288,11 +284,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 
 	t.Run("the cluster's trusted CA bundle joins the trust store", func(t *testing.T) {
 		g := NewWithT(t)
-		hash := func(g Gomega) string {
-			sts := &appsv1.StatefulSet{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
-			return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
-		}
+		hash := func(g Gomega) string { return configHash(ctx, g, c, ns) }
 		before := hash(g)
 		proxyCA, err := pki.NewCA("corporate proxy CA", time.Hour, time.Now())
 		g.Expect(err).NotTo(HaveOccurred())
@@ -394,6 +386,13 @@ func updateGateway(ctx context.Context, g Gomega, c client.Client, gw *openshell
 		mutate(cur)
 		return c.Update(ctx, cur)
 	})).To(Succeed())
+}
+
+// configHash is the config hash on the gateway's pod template (a change rolls the pods).
+func configHash(ctx context.Context, g Gomega, c client.Client, ns string) string {
+	sts := &appsv1.StatefulSet{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
+	return sts.Spec.Template.Annotations[render.AnnotationConfigHash]
 }
 
 // markStatefulSetReady plays the StatefulSet controller and kubelet, which

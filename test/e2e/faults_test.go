@@ -26,6 +26,31 @@ import (
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
+// faultEnv is a stack (operator plus test gateway) with its own platform,
+// sandbox and tenant namespaces, for one fault scenario.
+type faultEnv struct {
+	st                 *stack.Stack
+	gwNS, sbNS, tenant string
+}
+
+func newFaultEnv(ctx context.Context, t *testing.T, prefix string, proc *stack.ProcessOptions) faultEnv {
+	t.Helper()
+	c := cluster.Client
+	e := faultEnv{gwNS: framework.CreateNamespace(ctx, t, c, prefix+"-platform"), sbNS: framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes"),
+		tenant: framework.CreateNamespace(ctx, t, c, prefix+"-tenant")}
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: e.gwNS, SandboxNamespace: e.sbNS, Process: proc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	e.st = st
+	return e
+}
+
 // TestDeleteDuringCreate deletes an OpenShellSandbox while its
 // CreateSandbox is in flight: the gateway has created the sandbox, the
 // response has not arrived, and the create's status write then loses to
@@ -37,12 +62,8 @@ func TestDeleteDuringCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS := framework.CreateNamespace(ctx, t, c, "faults-platform")
-	sbNS := framework.CreateNamespace(ctx, t, c, "faults-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "faults-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	e := newFaultEnv(ctx, t, "faults", nil)
+	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
 
 	reached, release := st.Gateway.HoldNext("CreateSandbox")
 	defer release()
@@ -81,12 +102,8 @@ func TestGatewayDeletionDrains(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS := framework.CreateNamespace(ctx, t, c, "drain-platform")
-	sbNS := framework.CreateNamespace(ctx, t, c, "drain-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "drain-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	e := newFaultEnv(ctx, t, "drain", nil)
+	st, gwNS, tenant := e.st, e.gwNS, e.tenant
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "tenant-agent", Namespace: tenant},
 		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
@@ -127,12 +144,8 @@ func TestSickGatewayDoesNotStarveOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS := framework.CreateNamespace(ctx, t, c, "sick-platform")
-	sbNS := framework.CreateNamespace(ctx, t, c, "sick-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "sick-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	e := newFaultEnv(ctx, t, "sick", nil)
+	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
 	sick, sickObj, err := st.AddGateway(ctx, c, "sick", sbNS)
 	g.Expect(err).NotTo(HaveOccurred())
 	newSandbox := func(name string, gw *openshellv1alpha1.OpenShellGateway) *openshellv1alpha1.OpenShellSandbox {
@@ -198,7 +211,7 @@ func expectAllReadyOnce(ctx context.Context, t *testing.T, st *stack.Stack, tena
 		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
 	}
 	ns := &corev1.Namespace{}
-	g.Expect(c(ctx, ns, tenant)).To(Succeed())
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
 	ws := sandboxspec.WorkspaceName(tenant, ns.UID)
 	var want []string
 	for _, sb := range sbs {
@@ -211,10 +224,6 @@ func expectAllReadyOnce(ctx context.Context, t *testing.T, st *stack.Stack, tena
 		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(len(sbs)), "agents.x-k8s.io Sandboxes: one per object, none orphaned")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-}
-
-func c(ctx context.Context, ns *corev1.Namespace, name string) error {
-	return cluster.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
 }
 
 // createSandboxes creates n sandboxes on the stack's gateway, calling
@@ -239,16 +248,10 @@ func TestOperatorKilledDuringCreates(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := cluster.Client
-	gwNS := framework.CreateNamespace(ctx, t, cl, "kill-platform")
-	sbNS := framework.CreateNamespace(ctx, t, cl, "kill-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, cl, "kill-tenant")
 	bin := filepath.Join(t.TempDir(), "manager")
 	g.Expect(framework.BuildOperator(bin)).To(Succeed())
-	st, err := stack.Start(ctx, cluster.Config, cl, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Process: &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()}})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	e := newFaultEnv(ctx, t, "kill", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
+	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
 
 	n := faultSandboxes()
 	kills := 0
@@ -273,13 +276,8 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := cluster.Client
-	gwNS := framework.CreateNamespace(ctx, t, cl, "apipause-platform")
-	sbNS := framework.CreateNamespace(ctx, t, cl, "apipause-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, cl, "apipause-tenant")
-	st, err := stack.Start(ctx, cluster.Config, cl, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	e := newFaultEnv(ctx, t, "apipause", nil)
+	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
 	u, err := url.Parse(cluster.Config.Host)
 	g.Expect(err).NotTo(HaveOccurred())
 	pid := framework.FindProcess("kube-apiserver", "--secure-port="+u.Port())

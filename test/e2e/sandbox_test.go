@@ -72,23 +72,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// The tenant admin's objects, from the samples.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-credentials", Namespace: tenant},
-		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-test-first-value"}}
-	g.Expect(c.Create(ctx, secret)).To(Succeed())
-	for file, obj := range map[string]client.Object{
-		"openshell_v1alpha1_openshellpolicy.yaml":      &openshellv1alpha1.OpenShellPolicy{},
-		"openshell_v1alpha1_openshellprovider.yaml":    &openshellv1alpha1.OpenShellProvider{},
-		"openshell_v1alpha1_openshellimagepolicy.yaml": &openshellv1alpha1.OpenShellImagePolicy{},
-	} {
-		loadSample(t, file, obj)
-		obj.SetNamespace(tenant)
-		g.Expect(c.Create(ctx, obj)).To(Succeed(), file)
-	}
-	sb := &openshellv1alpha1.OpenShellSandbox{}
-	loadSample(t, "openshell_v1alpha1_openshellsandbox.yaml", sb)
-	sb.Namespace = tenant
-	sb.Spec.GatewayRef = openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}
-	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	secret, sb := createSampleTenant(ctx, t, tenant, "sk-test-first-value", client.ObjectKey{Namespace: gwNS, Name: st.GatewayObj.Name})
 	key := client.ObjectKeyFromObject(sb)
 
 	g.Eventually(func(g Gomega) {
@@ -115,16 +99,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		g := NewWithT(t)
 		before := st.Gateway.SandboxPolicyVersion(ws, name)
 		id := sandboxStatus(ctx, g, key).Status.SandboxID
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p := &openshellv1alpha1.OpenShellPolicy{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
-				return err
-			}
-			port := int32(443)
-			p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: "github",
-				Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: &port}}})
-			return c.Update(ctx, p)
-		})).To(Succeed())
+		addNetworkRule(ctx, g, tenant, "restricted", "github", "api.github.com")
 		g.Eventually(func(g Gomega) {
 			g.Expect(st.Gateway.SandboxPolicyVersion(ws, name)).To(Equal(before + 1))
 			cur := sandboxStatus(ctx, g, key)
@@ -135,14 +110,7 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	t.Run("credential rotation is pushed, values never shown", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			s := &corev1.Secret{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
-				return err
-			}
-			s.Data["ANTHROPIC_API_KEY"] = []byte("sk-test-rotated-value")
-			return c.Update(ctx, s)
-		})).To(Succeed())
+		setSecretValue(ctx, g, client.ObjectKeyFromObject(secret), "ANTHROPIC_API_KEY", "sk-test-rotated-value")
 		g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).
 			WithContext(ctx).WithTimeout(20 * time.Second).Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-test-rotated-value"}))
 		p := &openshellv1alpha1.OpenShellProvider{}
@@ -241,16 +209,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	t.Run("a gateway outage is reported and recovered from", func(t *testing.T) {
 		g := NewWithT(t)
 		st.Gateway.SetUnavailable(true)
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p := &openshellv1alpha1.OpenShellPolicy{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "restricted"}, p); err != nil {
-				return err
-			}
-			port := int32(443)
-			p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: "during-outage",
-				Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "pypi.org", Port: &port}}})
-			return c.Update(ctx, p)
-		})).To(Succeed())
+		addNetworkRule(ctx, g, tenant, "restricted", "during-outage", "pypi.org")
 		g.Eventually(func(g Gomega) {
 			cur := sandboxStatus(ctx, g, key)
 			r := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
@@ -291,4 +250,58 @@ func TestSandboxLifecycle(t *testing.T) {
 		g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: crName}, &corev1.Pod{}) }).
 			WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
 	})
+}
+
+// addNetworkRule appends an egress rule to a tenant's OpenShellPolicy, as
+// its Tenant Admin edits it.
+func addNetworkRule(ctx context.Context, g Gomega, ns, policy, rule, host string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &openshellv1alpha1.OpenShellPolicy{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: policy}, p); err != nil {
+			return err
+		}
+		port := int32(443)
+		p.Spec.NetworkPolicies = append(p.Spec.NetworkPolicies, openshellv1alpha1.NetworkPolicyRule{Name: rule,
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: host, Port: &port}}})
+		return cluster.Client.Update(ctx, p)
+	})).To(Succeed())
+}
+
+// setSecretValue rotates one key of a Secret.
+func setSecretValue(ctx context.Context, g Gomega, key client.ObjectKey, name, value string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := &corev1.Secret{}
+		if err := cluster.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		s.Data[name] = []byte(value)
+		return cluster.Client.Update(ctx, s)
+	})).To(Succeed())
+}
+
+// createSampleTenant creates, in ns, what the samples give a tenant: the
+// credentials Secret (with value), the policy, provider and image policy,
+// and the sample sandbox on gateway gw. It returns the Secret and sandbox.
+func createSampleTenant(ctx context.Context, t *testing.T, ns, value string, gw client.ObjectKey) (*corev1.Secret, *openshellv1alpha1.OpenShellSandbox) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-credentials", Namespace: ns},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": value}}
+	g.Expect(c.Create(ctx, secret)).To(Succeed())
+	for file, obj := range map[string]client.Object{
+		"openshell_v1alpha1_openshellpolicy.yaml":      &openshellv1alpha1.OpenShellPolicy{},
+		"openshell_v1alpha1_openshellprovider.yaml":    &openshellv1alpha1.OpenShellProvider{},
+		"openshell_v1alpha1_openshellimagepolicy.yaml": &openshellv1alpha1.OpenShellImagePolicy{},
+	} {
+		loadSample(t, file, obj)
+		obj.SetNamespace(ns)
+		g.Expect(c.Create(ctx, obj)).To(Succeed(), file)
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	loadSample(t, "openshell_v1alpha1_openshellsandbox.yaml", sb)
+	sb.Namespace = ns
+	sb.Spec.GatewayRef = openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gw.Namespace}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	return secret, sb
 }

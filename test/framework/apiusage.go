@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -59,7 +60,7 @@ func (u *APIUsage) Wrap(next http.RoundTripper) http.RoundTripper {
 			if u.forbidden == nil {
 				u.forbidden = map[string]bool{}
 			}
-			u.forbidden[ruleKey(info.APIGroup, info.Resource, info.Verb)] = true
+			u.forbidden[ruleKey(info.APIGroup, info.Resource, info.Verb)+" in "+info.Namespace] = true
 			u.mu.Unlock()
 			return resp, err
 		}
@@ -158,27 +159,21 @@ func (u *APIUsage) Unused(rules []rbacv1.PolicyRule, exempt map[string]string) [
 	return slices.Compact(out)
 }
 
-// Forbidden lists the "group/resource verb" keys of requests the API
-// server refused with 403.
+// Forbidden lists the "group/resource verb in namespace" of requests the
+// API server refused with 403.
 func (u *APIUsage) Forbidden() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []string
-	for k := range u.forbidden {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return sortedKeys(u.forbidden)
 }
 
 // Seen lists the recorded "group/resource verb" keys.
 func (u *APIUsage) Seen() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []string
-	for k := range u.seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return sortedKeys(u.seen)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	return slices.Sorted(maps.Keys(m))
 }

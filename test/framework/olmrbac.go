@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,8 +83,15 @@ func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *o
 			return nil, nil, fmt.Errorf("grant %T %s: %w", o, o.GetName(), err)
 		}
 	}
+	user := "system:serviceaccount:" + opNS + ":" + sa
+	// The API server authorizes from informers: wait until the grants are
+	// in effect in every namespace (an OLM-installed pod starts seconds
+	// after its RBAC; an in-process manager starts at once).
+	if err := waitAllowed(ctx, c, user, namespaces); err != nil {
+		return nil, nil, err
+	}
 	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + opNS + ":" + sa}
+	as.Impersonate = rest.ImpersonationConfig{UserName: user}
 	revoke := func() error {
 		for _, o := range objs[1:] {
 			if err := client.IgnoreNotFound(c.Delete(context.Background(), o)); err != nil {
@@ -92,4 +101,30 @@ func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *o
 		return nil
 	}
 	return as, revoke, nil
+}
+
+func waitAllowed(ctx context.Context, c client.Client, user string, namespaces []string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, ns := range namespaces {
+		for {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+				Groups:             []string{"system:serviceaccounts", "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "events.k8s.io", Resource: "events"}}}
+			if err := c.Create(ctx, sar); err != nil {
+				return err
+			}
+			if sar.Status.Allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the CSV's RBAC did not take effect in %s", ns)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
