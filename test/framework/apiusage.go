@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -26,6 +27,10 @@ import (
 // writes refers to (what `bind` authorizes). Requests refused with 403 do
 // not count.
 type APIUsage struct {
+	// paused: requests still in flight after the client's owner stopped
+	// (an event broadcaster flushing after its manager returned, say) are
+	// not part of what is being measured.
+	paused    atomic.Bool
 	mu        sync.Mutex
 	seen      map[string]bool
 	bound     map[string]bool
@@ -48,7 +53,7 @@ func (u *APIUsage) Wrap(next http.RoundTripper) http.RoundTripper {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		resp, err := next.RoundTrip(r)
-		if err != nil {
+		if err != nil || u.paused.Load() {
 			return resp, err
 		}
 		info, ierr := requestInfo.NewRequestInfo(r)
@@ -56,6 +61,14 @@ func (u *APIUsage) Wrap(next http.RoundTripper) http.RoundTripper {
 			return resp, err
 		}
 		if resp.StatusCode == http.StatusForbidden {
+			// A write into a terminating namespace is refused by admission
+			// (NamespaceLifecycle), not by RBAC: not what is measured.
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte("because it is being terminated")) {
+				return resp, err
+			}
 			u.mu.Lock()
 			if u.forbidden == nil {
 				u.forbidden = map[string]bool{}
@@ -158,6 +171,12 @@ func (u *APIUsage) Unused(rules []rbacv1.PolicyRule, exempt map[string]string) [
 	sort.Strings(out)
 	return slices.Compact(out)
 }
+
+// Pause stops recording until Resume.
+func (u *APIUsage) Pause() { u.paused.Store(true) }
+
+// Resume records again.
+func (u *APIUsage) Resume() { u.paused.Store(false) }
 
 // Forbidden lists the "group/resource verb in namespace" of requests the
 // API server refused with 403.

@@ -79,7 +79,8 @@ type Stack struct {
 	mgrCfg   *rest.Config
 	mgrOpts  operator.Options
 
-	extra []*testgateway.Gateway
+	extra    []*testgateway.Gateway
+	gateways []client.ObjectKey
 	// What AddGateway needs to start more test gateways like the first.
 	issuerURL string
 	opts      Options
@@ -322,13 +323,34 @@ func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandbox
 		gw.Stop()
 		return nil, nil, fmt.Errorf("create gateway: %w", err)
 	}
+	s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
 	return gw, obj, nil
+}
+
+// releaseFinalizers removes every finalizer of a gateway that is still there.
+func releaseFinalizers(c client.Client, key client.ObjectKey) error {
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	if err := c.Get(context.Background(), key, gw); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if len(gw.Finalizers) == 0 {
+		return nil
+	}
+	patch := client.MergeFrom(gw.DeepCopy())
+	gw.Finalizers = nil
+	return client.IgnoreNotFound(c.Patch(context.Background(), gw, patch))
 }
 
 // Stop stops the manager and the test gateway.
 func (s *Stack) Stop() error {
 	var errs []error
 	errs = append(errs, s.stopManager())
+	// Test hygiene on a shared cluster: the stopped operator would leave its
+	// finalizer on the gateways (and their namespaces terminating for ever,
+	// where the next test's operator would find them).
+	for _, gw := range s.gateways {
+		errs = append(errs, releaseFinalizers(s.kube, gw))
+	}
 	if s.Gateway != nil {
 		s.Gateway.Stop()
 		s.Gateway = nil
