@@ -40,6 +40,9 @@ type Options struct {
 	SandboxNamespace string
 	// Manager options (WATCH_NAMESPACE, ...); OIDC is filled in.
 	Manager operator.Options
+	// BalancedIssuer puts the OIDC issuer behind a balancer, as its Service
+	// is, so that replicas (StartReplica) serve it too.
+	BalancedIssuer bool
 	// GatewayConfig is the test gateway's own Kubernetes credentials
 	// (default: the operator's config).
 	GatewayConfig *rest.Config
@@ -80,7 +83,9 @@ type Stack struct {
 	mgrOpts  operator.Options
 
 	extra    []*testgateway.Gateway
+	replicas []func() error
 	gateways []client.ObjectKey
+	issuerLB *framework.Balancer
 	// What AddGateway needs to start more test gateways like the first.
 	issuerURL string
 	opts      Options
@@ -142,6 +147,48 @@ func (s *Stack) RestartManagerWith(edit func(*operator.Options)) error {
 		return err
 	}
 	return s.startManager()
+}
+
+// StopManager stops the stack's operator (its replicas from StartReplica
+// keep running), as a rolling update deletes a pod.
+func (s *Stack) StopManager() error { return s.stopManager() }
+
+// StartReplica starts another in-process replica of the operator with the
+// stack's options as edited (a webhook or OIDC port of its own, say); it
+// stops with the stack or with the returned function.
+func (s *Stack) StartReplica(edit func(*operator.Options)) (stop func() error, err error) {
+	opts := s.mgrOpts
+	if opts.OIDC != nil {
+		// A port of its own for the replica's issuer, behind the balancer.
+		port, err := framework.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		issuer := *opts.OIDC
+		issuer.BindAddress = "127.0.0.1:" + strconv.Itoa(port)
+		opts.OIDC = &issuer
+		if s.issuerLB != nil {
+			s.issuerLB.Add(issuer.BindAddress)
+		}
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	mgr, err := operator.New(s.mgrCfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() { cancel(); stopErr = <-done })
+		return stopErr
+	}
+	s.replicas = append(s.replicas, stop)
+	return stop, nil
 }
 
 // KillManager SIGKILLs the operator process (process mode) wherever it is,
@@ -212,8 +259,15 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		return nil, err
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(port)
+	var issuerLB *framework.Balancer
+	if opts.BalancedIssuer {
+		if issuerLB, err = framework.StartBalancer("127.0.0.1:" + strconv.Itoa(port)); err != nil {
+			return nil, err
+		}
+		issuerURL = "https://127.0.0.1:" + strconv.Itoa(issuerLB.Port())
+	}
 
-	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process, issuerURL: issuerURL, opts: opts, leaf: leaf}
+	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process, issuerURL: issuerURL, opts: opts, leaf: leaf, issuerLB: issuerLB}
 	defer func() {
 		if retErr != nil {
 			s.Stop()
@@ -344,12 +398,18 @@ func releaseFinalizers(c client.Client, key client.ObjectKey) error {
 // Stop stops the manager and the test gateway.
 func (s *Stack) Stop() error {
 	var errs []error
+	for _, stop := range s.replicas {
+		errs = append(errs, stop())
+	}
 	errs = append(errs, s.stopManager())
 	// Test hygiene on a shared cluster: the stopped operator would leave its
 	// finalizer on the gateways (and their namespaces terminating for ever,
 	// where the next test's operator would find them).
 	for _, gw := range s.gateways {
 		errs = append(errs, releaseFinalizers(s.kube, gw))
+	}
+	if s.issuerLB != nil {
+		s.issuerLB.Stop()
 	}
 	if s.Gateway != nil {
 		s.Gateway.Stop()

@@ -197,7 +197,11 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 	g.mu.Unlock()
 
 	if g.driver != nil {
-		if err := g.driver.create(ctx, row, resp); err != nil {
+		// The work outlives the request, as on a real server (which commits
+		// the row and lets its compute driver create the Sandbox): a client
+		// that gives up mid-call must not leave an agents.x-k8s.io Sandbox
+		// without its row (every later create would then fail on it).
+		if err := g.driver.create(context.WithoutCancel(ctx), row, resp); err != nil {
 			g.mu.Lock()
 			delete(g.sandboxes, wsName{ws, req.Name})
 			delete(g.byID, row.sb.Metadata.Id)

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/operator"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// TestLeaderFailover runs two replicas behind one webhook address and one
+// OIDC issuer address (balancers, as the Services are) and stops the leader
+// in the middle
+// of a stream of sandbox creates, as a rolling update does: the other
+// replica takes the Lease, every create is admitted (the webhook stays
+// available), and every sandbox ends Ready exactly once.
+func TestLeaderFailover(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	installOLMAggregatedRoles(ctx, t)
+	gwNS := tenancyNamespace(ctx, t, "failover-platform", nil)
+	sbNS := framework.CreateNamespace(ctx, t, c, "failover-sandboxes")
+	tenant := tenancyNamespace(ctx, t, "failover-tenant", nil)
+	certDir, caPEM, portA := webhookServing(t)
+	portB, err := framework.FreePort()
+	g.Expect(err).NotTo(HaveOccurred())
+	lb, err := framework.StartBalancer(fmt.Sprintf("127.0.0.1:%d", portA), fmt.Sprintf("127.0.0.1:%d", portB))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer lb.Stop()
+
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS, BalancedIssuer: true,
+		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: portA, WebhookCertDir: certDir,
+			LeaderElection: true, LeaderElectionNamespace: gwNS, Controllers: operator.ControllerOptions{EnableWebhooks: true}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	holder := func(g Gomega) string {
+		l := &coordinationv1.Lease{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gwNS, Name: operator.LeaderElectionID}, l)).To(Succeed())
+		g.Expect(l.Spec.HolderIdentity).NotTo(BeNil())
+		return *l.Spec.HolderIdentity
+	}
+	var first string
+	g.Eventually(func(g Gomega) { first = holder(g) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	_, err = st.StartReplica(func(o *operator.Options) { o.WebhookPort = portB })
+	g.Expect(err).NotTo(HaveOccurred())
+	installWebhooks(ctx, t, caPEM, lb.Port())
+
+	n := faultSandboxes()
+	var stopped time.Time
+	var refused []error
+	var sbs []*openshellv1alpha1.OpenShellSandbox
+	for i := range n {
+		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("f-%d", i), Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+		if err := c.Create(ctx, sb); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		sbs = append(sbs, sb)
+		if i == n/2 {
+			g.Expect(st.StopManager()).To(Succeed()) // the leader's pod goes
+			stopped = time.Now()
+		}
+	}
+	g.Expect(refused).To(BeEmpty(), "admission requests failed while the leader went")
+	var second string
+	g.Eventually(func(g Gomega) {
+		second = holder(g)
+		g.Expect(second).NotTo(Equal(first))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	took := time.Since(stopped)
+	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
+	t.Logf("figure: leader stopped after %d of %d creates: new leader within %s, 0 failed admission requests, all Ready once %s after the stop",
+		n/2+1, n, took.Round(100*time.Millisecond), time.Since(stopped).Round(100*time.Millisecond))
+}

@@ -1,0 +1,79 @@
+package framework
+
+import (
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Balancer is a TCP load balancer in front of several backends, as a
+// Service in front of an operator's replicas: each connection goes to the
+// next backend that accepts it (a backend that is down is skipped).
+type Balancer struct {
+	lis      net.Listener
+	backends []string
+	mu       sync.Mutex
+	next     int
+}
+
+// StartBalancer listens on a free loopback port.
+func StartBalancer(backends ...string) (*Balancer, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &Balancer{lis: lis, backends: backends}
+	go b.serve()
+	return b, nil
+}
+
+// Add puts one more backend behind the balancer.
+func (b *Balancer) Add(addr string) {
+	b.mu.Lock()
+	b.backends = append(b.backends, addr)
+	b.mu.Unlock()
+}
+
+// Port is where the balancer listens.
+func (b *Balancer) Port() int { return b.lis.Addr().(*net.TCPAddr).Port }
+
+// Stop stops accepting.
+func (b *Balancer) Stop() { _ = b.lis.Close() }
+
+func (b *Balancer) serve() {
+	for {
+		in, err := b.lis.Accept()
+		if err != nil {
+			return
+		}
+		go b.forward(in)
+	}
+}
+
+func (b *Balancer) forward(in net.Conn) {
+	defer func() { _ = in.Close() }()
+	var out net.Conn
+	b.mu.Lock()
+	n := len(b.backends)
+	b.mu.Unlock()
+	for range n {
+		b.mu.Lock()
+		addr := b.backends[b.next%len(b.backends)]
+		b.next++
+		b.mu.Unlock()
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			out = c
+			break
+		}
+	}
+	if out == nil {
+		return
+	}
+	defer func() { _ = out.Close() }()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	<-done
+}
