@@ -35,6 +35,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
@@ -92,6 +93,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.recordTargets(ctx, orig, p, needed, nsUID); err != nil {
+		return ctrl.Result{}, err
+	}
 	res, acted := r.push(ctx, p, nsUID, needed, refused)
 	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
 		res.RequeueAfter = deleteRetry
@@ -100,6 +104,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		p.Status.ObservedGeneration = p.Generation
 	}
 	return res, status.Patch(ctx, r.Client, orig, p)
+}
+
+// recordTargets persists, before the first push to a gateway, that the
+// provider may be there (an entry without a Secret version): a deletion that
+// follows, even one that beats the push's own status write, then withdraws
+// it there - after checking the gateway provider is this one's.
+func (r *Reconciler) recordTargets(ctx context.Context, orig, p *openshellv1alpha1.OpenShellProvider,
+	needed []*openshellv1alpha1.OpenShellGateway, nsUID types.UID) error {
+	return status.Record(ctx, r.Client, orig, p, func(x *openshellv1alpha1.OpenShellProvider) {
+		for _, gw := range needed {
+			key := gwconn.Key(gw)
+			if !slices.ContainsFunc(x.Status.Gateways, func(e openshellv1alpha1.ProviderGatewayStatus) bool { return e.Gateway == key }) {
+				x.Status.Gateways = append(x.Status.Gateways, openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: x.Name,
+					Workspace: sandboxspec.WorkspaceName(x.Namespace, nsUID)})
+			}
+		}
+	})
 }
 
 // neededGateways are the existing gateways of sandboxes that attach p and
@@ -245,11 +266,14 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation {
 		return "", ""
 	}
+	// An entry without a Secret version is only an intent (recordTargets):
+	// nothing confirmed there yet, so the push creates (ownership-checked).
+	known := i >= 0 && p.Status.Gateways[i].SecretResourceVersion != ""
 	var prevKeys []string
-	if i >= 0 {
+	if known {
 		prevKeys = p.Status.Gateways[i].CredentialKeys
 	}
-	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, i >= 0)
+	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, known)
 	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
 		if c.Kind == "workspace" {
 			return openshellv1alpha1.ReasonWorkspaceConflict, c.Error()
@@ -395,10 +419,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 		}
 		conn, err := r.Gateways.Connect(ctx, gw)
 		if err == nil {
-			_, err = conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
-			if grpcstatus.Code(err) == codes.NotFound {
-				err = nil // already gone (a new gateway database, or deleted by hand)
-			}
+			err = r.deleteAt(ctx, conn, p, e)
 		}
 		if err != nil {
 			left = append(left, e)
@@ -408,6 +429,34 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 		}
 	}
 	return left, retry, nil
+}
+
+// deleteAt deletes the provider of one status entry at its gateway. An
+// unconfirmed entry (an intent whose push may never have happened) is
+// deleted only if the gateway provider carries this provider's owner
+// labels: another owner's provider of the same name is never touched.
+func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) error {
+	if e.SecretResourceVersion == "" {
+		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, Workspace: e.Workspace})
+		if grpcstatus.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, nsUID, err := tenancy.ReadNamespace(ctx, r.Client, p.Namespace)
+		if err != nil {
+			return err
+		}
+		if !sandboxspec.OwnedBy(got.GetProvider().GetMetadata().GetLabels(), ownerLabels(p, nsUID)) {
+			return nil
+		}
+	}
+	_, err := conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
+	if grpcstatus.Code(err) == codes.NotFound {
+		return nil // already gone (a new gateway database, or deleted by hand)
+	}
+	return err
 }
 
 // SetupWithManager registers the reconciler: sandbox changes re-queue the

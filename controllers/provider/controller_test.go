@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -284,11 +285,60 @@ func TestAProviderOfAnotherOwnerIsAConflictAndNeverMerged(t *testing.T) {
 	if n := f.env.Gateway.Calls()["UpdateProvider"]; n != 0 {
 		t.Errorf("UpdateProvider called %d times on another owner's provider", n)
 	}
-	if len(p.Status.Gateways) != 0 {
-		t.Errorf("status.gateways records a push that did not happen: %+v", p.Status.Gateways)
+	for _, e := range p.Status.Gateways {
+		if e.SecretResourceVersion != "" {
+			t.Errorf("status.gateways records a push that did not happen: %+v", e)
+		}
 	}
 	if res.RequeueAfter != 0 {
 		t.Errorf("a conflict is retried on a timer: %v", res)
+	}
+	// Deleting ours withdraws nothing of theirs: the recorded intent is
+	// checked for ownership at the gateway first.
+	if err := f.env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if got := f.env.Gateway.StoredCredentials(workspace, provName); !maps.Equal(got, theirs) {
+		t.Fatalf("deleting our provider touched the other owner's: %v", got)
+	}
+	if err := f.env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); !apierrors.IsNotFound(err) {
+		t.Fatalf("our provider was not released: %v (%+v)", err, p.Status)
+	}
+}
+
+// TestAPushWhoseStatusWriteIsLostIsStillWithdrawn: the push reached the
+// gateway but the status write recording it failed; the intent recorded
+// before the push lets the deletion find and withdraw it.
+func TestAPushWhoseStatusWriteIsLostIsStillWithdrawn(t *testing.T) {
+	f := newFixture(t, options{})
+	ctx := context.Background()
+	f.r.Client = interceptor.NewClient(f.env.Client, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if p, ok := obj.(*openshellv1alpha1.OpenShellProvider); ok && slices.ContainsFunc(p.Status.Gateways,
+				func(e openshellv1alpha1.ProviderGatewayStatus) bool { return e.SecretResourceVersion != "" }) {
+				return apierrors.NewConflict(openshellv1alpha1.GroupVersion.WithResource("openshellproviders").GroupResource(), p.Name, nil)
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if _, err := f.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: provName}}); err == nil {
+		t.Fatal("the lost status write was not reported")
+	}
+	if f.env.Gateway.StoredCredentials(workspace, provName) == nil {
+		t.Fatal("the push did not reach the gateway")
+	}
+	p := f.provider(t)
+	if len(p.Status.Gateways) != 1 || p.Status.Gateways[0].SecretResourceVersion != "" {
+		t.Fatalf("want exactly the recorded intent, got %+v", p.Status.Gateways)
+	}
+	f.r.Client = f.env.Client
+	if err := f.env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if got := f.env.Gateway.StoredCredentials(workspace, provName); got != nil {
+		t.Fatalf("the credentials stayed at the gateway: %v", got)
 	}
 }
 
