@@ -104,7 +104,6 @@ type kubernetesDriver struct {
 	ClientTLSSecretName      string       `toml:"client_tls_secret_name"`
 	SupervisorSideloadMethod string       `toml:"supervisor_sideload_method"`
 	SATokenTTLSecs           int          `toml:"sa_token_ttl_secs"`
-	OperatorNamespaceLabel   string       `toml:"operator_namespace_label,omitempty"`
 	Sidecar                  *sidecarOpts `toml:"sidecar,omitempty"`
 	// ManagedSSHIngress makes the driver give every namespace it manages
 	// the same SSH NetworkPolicy the operator gives the shared sandbox
@@ -127,11 +126,7 @@ type sidecarOpts struct {
 // Role names the gateway's OIDC configuration maps. The claim and the
 // admin role are the ones the operator's issuer puts in its tokens
 // (internal/oidc); the user role is for tenants' own tokens.
-const (
-	OIDCUserRole = "openshell-user"
-	// OperatorNamespaceLabel marks namespaces an Operator-mode gateway may use.
-	OperatorNamespaceLabel = "openshell.ai/workspace"
-)
+const OIDCUserRole = "openshell-user"
 
 // GatewayTOML renders gateway.toml. TLS is always on: there is no way to
 // render disable_tls.
@@ -188,9 +183,6 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		SupervisorSideloadMethod: "init-container",
 		SATokenTTLSecs:           3600,
 		ManagedSSHIngress:        sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
-	}
-	if WorkspaceMode(gw) == openshellv1alpha1.WorkspaceModeOperator {
-		k.OperatorNamespaceLabel = OperatorNamespaceLabel
 	}
 	if Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar {
 		k.Sidecar = &sidecarOpts{ProxyUID: ProxyUID, ProcessBinaryAwareNetworkPolicy: true}
