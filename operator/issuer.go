@@ -30,6 +30,9 @@ type issuerServer struct {
 	// serving is the current self-issued certificate; now is the clock.
 	serving atomic.Pointer[tls.Certificate]
 	now     func() time.Time
+	// keyRefresh is how often the keys are reloaded, certCheck how often
+	// the self-issued certificate is checked (OIDCOptions).
+	keyRefresh, certCheck time.Duration
 }
 
 // NeedLeaderElection is false: followers serve the JWKS too.
@@ -68,21 +71,26 @@ func (s *issuerServer) Start(ctx context.Context) error {
 		_ = srv.Shutdown(shutdown)
 	}()
 	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for n := 1; ; n++ {
+		keys := time.NewTicker(orDefault(s.keyRefresh, time.Minute))
+		defer keys.Stop()
+		var certs <-chan time.Time
+		if selfIssued {
+			t := time.NewTicker(orDefault(s.certCheck, 10*time.Minute))
+			defer t.Stop()
+			certs = t.C
+		}
+		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-keys.C:
 				// Every replica loads; only the leader rotates (keyRotator).
 				if err := s.issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
 					log.Error(err, "Refreshing OIDC signing keys")
 				}
-				if selfIssued && n%servingCertCheckMinutes == 0 {
-					if err := s.renewServingCert(ctx); err != nil {
-						log.Error(err, "Renewing the OIDC serving certificate")
-					}
+			case <-certs:
+				if err := s.renewServingCert(ctx); err != nil {
+					log.Error(err, "Renewing the OIDC serving certificate")
 				}
 			}
 		}
@@ -94,9 +102,12 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	return nil
 }
 
-// servingCertCheckMinutes is how often the self-issued serving certificate
-// is checked for renewal (it renews at two thirds of a one-year life).
-const servingCertCheckMinutes = 10
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
 
 // renewServingCert keeps the self-issued serving certificate current (the
 // shared two-thirds-life plan in internal/pki) and publishes it and its CA.
@@ -140,7 +151,8 @@ func (s *issuerServer) loadWithRetry(ctx context.Context) error {
 // different key sets. The next key is published a rotation ahead, so
 // followers that load a minute late still verify the leader's tokens.
 type keyRotator struct {
-	issuer *oidc.Issuer
+	issuer   *oidc.Issuer
+	interval time.Duration
 }
 
 // NeedLeaderElection is true: only the leader writes the key Secret.
@@ -149,7 +161,7 @@ func (k *keyRotator) NeedLeaderElection() bool { return true }
 func (k *keyRotator) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("oidc-key-rotation")
 	for {
-		next := time.Minute
+		next := orDefault(k.interval, time.Minute)
 		if err := k.issuer.Sync(ctx); err != nil {
 			log.Error(err, "Rotating OIDC signing keys")
 			if !k.issuer.HasKeys() {

@@ -90,6 +90,17 @@ type OIDCOptions struct {
 	TLSSecret string
 	// Namespace and KeySecret hold the signing keys.
 	Namespace, KeySecret string
+	// KeyRefresh is how often every replica reloads the signing keys and
+	// the leader checks whether they are due for rotation (default one
+	// minute; the next key is published a whole rotation ahead, so a
+	// follower may lag by this much).
+	KeyRefresh time.Duration
+	// CertCheck is how often the self-issued serving certificate is
+	// checked for renewal (default ten minutes).
+	CertCheck time.Duration
+	// CertClock decides serving-certificate renewal; tests move it ahead
+	// to renew a certificate without waiting most of a year.
+	CertClock func() time.Time
 }
 
 // New builds a manager with every controller registered.
@@ -143,10 +154,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		issuer := &oidc.Issuer{URL: o.IssuerURL, Client: direct, SecretNamespace: o.Namespace, SecretName: o.KeySecret}
 		opts.Controllers.Issuer = issuer
 		issuer.SetCA(o.CAPEM)
-		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsSecret: o.TLSSecret, client: direct}); err != nil {
+		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsSecret: o.TLSSecret, client: direct,
+			now: o.CertClock, keyRefresh: o.KeyRefresh, certCheck: o.CertCheck}); err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(&keyRotator{issuer: issuer}); err != nil {
+		if err := mgr.Add(&keyRotator{issuer: issuer, interval: o.KeyRefresh}); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +54,10 @@ type ControllerOptions struct {
 	// TrustRoots are the public roots managed gateways trust besides the
 	// operator's CA (cmd/ reads the image's system bundle).
 	TrustRoots []byte
+	// TokenHTTPClient calls External gateways' identity providers (nil:
+	// the default client, which honours the proxy environment and the
+	// system trust store; tests trust their own CA through it).
+	TokenHTTPClient *http.Client
 }
 
 // setupControllers registers, in order, the indexes, every reconciler
@@ -81,7 +86,8 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	pool := gatewayapi.NewPool()
 	// One slow gateway may hold at most half the sandbox workers.
 	pool.MaxInFlight = sandbox.MaxConcurrentReconciles / 2
-	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: pool, Issuer: opts.Issuer, SecretMetadata: secretMeta}
+	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: pool, Issuer: opts.Issuer, SecretMetadata: secretMeta,
+		TokenHTTPClient: opts.TokenHTTPClient}
 	if err := mgr.Add(gateways); err != nil {
 		return fmt.Errorf("add gateway sessions: %w", err)
 	}

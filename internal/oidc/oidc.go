@@ -47,8 +47,13 @@ const (
 	keySecretCurrent  = "current.pem"
 	keySecretPrevious = "previous.pem"
 	keySecretNext     = "next.pem"
-	keySecretRotated  = "rotated-at"
 )
+
+// KeySecretRotatedAt is the key Secret's record of the last rotation
+// (RFC 3339). Removing it makes the leader rotate at its next check: the
+// way to rotate now (the previous key stays published until its tokens
+// expire).
+const KeySecretRotatedAt = "rotated-at"
 
 // Audience is the audience of tokens for one gateway: unique, so a token
 // for one gateway is useless at another.
@@ -149,7 +154,7 @@ func (i *Issuer) Sync(ctx context.Context) error {
 		return err
 	}
 	data := map[string][]byte{keySecretCurrent: encodeKey(cur.key), keySecretNext: encodeKey(next.key),
-		keySecretRotated: []byte(now.UTC().Format(time.RFC3339))}
+		KeySecretRotatedAt: []byte(now.UTC().Format(time.RFC3339))}
 	if prev != nil {
 		data[keySecretPrevious] = encodeKey(prev.key)
 	}
@@ -210,7 +215,7 @@ func parseKeys(s *corev1.Secret) (cur, prev, next *signingKey, rotated time.Time
 		return &signingKey{key: k, kid: kid(&k.PublicKey)}
 	}
 	cur, prev, next = load(s.Data[keySecretCurrent]), load(s.Data[keySecretPrevious]), load(s.Data[keySecretNext])
-	rotated, _ = time.Parse(time.RFC3339, string(s.Data[keySecretRotated]))
+	rotated, _ = time.Parse(time.RFC3339, string(s.Data[KeySecretRotatedAt]))
 	return cur, prev, next, rotated
 }
 
@@ -232,16 +237,31 @@ type Claims struct {
 
 // Token mints a token for one audience.
 func (i *Issuer) Token(audience string) (string, time.Time, error) {
+	tok, exp, _, err := i.token(audience)
+	return tok, exp, err
+}
+
+// signingKID is the key ID tokens are signed with now.
+func (i *Issuer) signingKID() string {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	if i.current == nil {
+		return ""
+	}
+	return i.current.kid
+}
+
+func (i *Issuer) token(audience string) (string, time.Time, string, error) {
 	i.mu.RLock()
 	k := i.current
 	i.mu.RUnlock()
 	if k == nil {
-		return "", time.Time{}, errors.New("OIDC issuer has no signing key yet")
+		return "", time.Time{}, "", errors.New("OIDC issuer has no signing key yet")
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.kid))
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("create signer: %w", err)
+		return "", time.Time{}, "", fmt.Errorf("create signer: %w", err)
 	}
 	now := i.now()
 	exp := now.Add(TokenTTL)
@@ -252,9 +272,9 @@ func (i *Issuer) Token(audience string) (string, time.Time, error) {
 	}, Roles: []string{AdminRole}}
 	tok, err := jwt.Signed(signer).Claims(c).Serialize()
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("sign token: %w", err)
+		return "", time.Time{}, "", fmt.Errorf("sign token: %w", err)
 	}
-	return tok, exp, nil
+	return tok, exp, k.kid, nil
 }
 
 func randBytes(n int) []byte {
@@ -312,20 +332,23 @@ type TokenSource struct {
 	mu  sync.Mutex
 	tok string
 	exp time.Time
+	kid string
 }
 
 // Token returns a valid token, minting a new one when the cached one is
-// within RefreshBefore of expiring.
+// within RefreshBefore of expiring or was signed by a key that no longer
+// signs: a token outlives at most one rotation, so even rotations forced
+// in quick succession never leave one signed by a key the JWKS dropped.
 func (t *TokenSource) Token(context.Context) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.tok != "" && t.Issuer.now().Add(RefreshBefore).Before(t.exp) {
+	if t.tok != "" && t.Issuer.now().Add(RefreshBefore).Before(t.exp) && t.kid == t.Issuer.signingKID() {
 		return t.tok, nil
 	}
-	tok, exp, err := t.Issuer.Token(t.Audience)
+	tok, exp, kid, err := t.Issuer.token(t.Audience)
 	if err != nil {
 		return "", err
 	}
-	t.tok, t.exp = tok, exp
+	t.tok, t.exp, t.kid = tok, exp, kid
 	return tok, nil
 }

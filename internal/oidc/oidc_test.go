@@ -156,3 +156,39 @@ func TestDiscovery(t *testing.T) {
 		t.Fatalf("discovery = %v", doc)
 	}
 }
+
+// TestForcedRotationsInQuickSuccession removes rotated-at twice within a
+// token's life (the documented way to rotate now): the cached token is
+// re-minted with each new signing key, so the token a gateway sees is
+// always signed by a key the JWKS still publishes.
+func TestForcedRotationsInQuickSuccession(t *testing.T) {
+	clk := &clock{time.Now()}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	i := newIssuer(t, c, clk)
+	ts := &TokenSource{Issuer: i, Audience: "aud"}
+	first, _ := ts.Token(context.Background())
+	for round := range 2 {
+		s := &corev1.Secret{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ops", Name: "oidc-keys"}, s); err != nil {
+			t.Fatal(err)
+		}
+		delete(s.Data, KeySecretRotatedAt)
+		if err := c.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		clk.t = clk.t.Add(time.Second)
+		if err := i.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := ts.Token(context.Background())
+		if tok == first {
+			t.Fatalf("round %d: the token signed before the rotation was reused", round)
+		}
+		if _, err := verify(t, tok, i.JWKS(), "aud", clk.t); err != nil {
+			t.Fatalf("round %d: the token does not verify against the JWKS: %v", round, err)
+		}
+	}
+	if _, err := verify(t, first, i.JWKS(), "aud", clk.t); err == nil {
+		t.Fatal("two rotations later the first key is still published: the test rotated nothing")
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,20 +19,26 @@ import (
 )
 
 // TestLeaderFailover runs two replicas behind one webhook address and one
-// OIDC issuer address (balancers, as the Services are) and stops the leader
-// in the middle
-// of a stream of sandbox creates, as a rolling update does: the other
-// replica takes the Lease, every create is admitted (the webhook stays
-// available), and every sandbox ends Ready exactly once.
+// OIDC issuer address (balancers, as the Services are) and takes the leader
+// away in the middle of a stream of sandbox creates: stopped, as a rolling
+// update deletes a pod (the Lease is released), and SIGKILLed, as when its
+// node dies (the Lease runs out). Either way the other replica takes the
+// Lease, every create is admitted (the webhook stays available), and every
+// sandbox ends Ready exactly once.
 func TestLeaderFailover(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) { leaderFailover(t, "stop", false) })
+	t.Run("killed", func(t *testing.T) { leaderFailover(t, "kill", true) })
+}
+
+func leaderFailover(t *testing.T, prefix string, kill bool) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := cluster.Client
 	installOLMAggregatedRoles(ctx, t)
-	gwNS := tenancyNamespace(ctx, t, "failover-platform", nil)
-	sbNS := framework.CreateNamespace(ctx, t, c, "failover-sandboxes")
-	tenant := tenancyNamespace(ctx, t, "failover-tenant", nil)
+	gwNS := tenancyNamespace(ctx, t, "failover-"+prefix+"-platform", nil)
+	sbNS := framework.CreateNamespace(ctx, t, c, "failover-"+prefix+"-sandboxes")
+	tenant := tenancyNamespace(ctx, t, "failover-"+prefix+"-tenant", nil)
 	certDir, caPEM, portA := webhookServing(t)
 	portB, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -39,7 +46,14 @@ func TestLeaderFailover(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer lb.Stop()
 
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS, BalancedIssuer: true,
+	var proc *stack.ProcessOptions
+	if kill {
+		// The first leader runs as a process, so that it can be SIGKILLed.
+		bin := filepath.Join(t.TempDir(), "manager")
+		g.Expect(framework.BuildOperator(bin)).To(Succeed())
+		proc = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()}
+	}
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS, BalancedIssuer: true, Process: proc,
 		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: portA, WebhookCertDir: certDir,
 			LeaderElection: true, LeaderElectionNamespace: gwNS, Controllers: operator.ControllerOptions{EnableWebhooks: true}}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -69,7 +83,11 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		sbs = append(sbs, sb)
 		if i == n/2 {
-			g.Expect(st.StopManager()).To(Succeed()) // the leader's pod goes
+			if kill {
+				g.Expect(st.Crash()).To(Succeed()) // the leader's node dies
+			} else {
+				g.Expect(st.StopManager()).To(Succeed()) // the leader's pod goes
+			}
 			stopped = time.Now()
 		}
 	}
@@ -81,6 +99,7 @@ func TestLeaderFailover(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	took := time.Since(stopped)
 	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
-	t.Logf("figure: leader stopped after %d of %d creates: new leader within %s, 0 failed admission requests, all Ready once %s after the stop",
-		n/2+1, n, took.Round(100*time.Millisecond), time.Since(stopped).Round(100*time.Millisecond))
+	how := map[bool]string{false: "stopped", true: "SIGKILLed"}[kill]
+	t.Logf("figure: leader %s after %d of %d creates: new leader within %s, 0 failed admission requests, all Ready once %s after it went",
+		how, n/2+1, n, took.Round(100*time.Millisecond), time.Since(stopped).Round(100*time.Millisecond))
 }

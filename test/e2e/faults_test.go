@@ -24,6 +24,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 // faultEnv is a stack (operator plus test gateway) with its own platform,
@@ -206,23 +207,32 @@ func faultSandboxes() int {
 // duplicated or orphaned.
 func expectAllReadyOnce(ctx context.Context, t *testing.T, st *stack.Stack, tenant, sbNS string, sbs []*openshellv1alpha1.OpenShellSandbox) {
 	t.Helper()
+	expectReadyOnceOn(ctx, t, tenant, sbNS, map[*testgateway.Gateway][]*openshellv1alpha1.OpenShellSandbox{st.Gateway: sbs})
+}
+
+// expectReadyOnceOn is expectAllReadyOnce for sandboxes on several gateways
+// that share one sandbox namespace.
+func expectReadyOnceOn(ctx context.Context, t *testing.T, tenant, sbNS string, byGateway map[*testgateway.Gateway][]*openshellv1alpha1.OpenShellSandbox) {
+	t.Helper()
 	g := NewWithT(t)
-	for _, sb := range sbs {
-		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
-	}
 	ns := &corev1.Namespace{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
 	ws := sandboxspec.WorkspaceName(tenant, ns.UID)
-	var want []string
-	for _, sb := range sbs {
-		want = append(want, sandboxspec.SandboxName(tenant, sb.Name))
+	total := 0
+	for gw, sbs := range byGateway {
+		var want []string
+		for _, sb := range sbs {
+			waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+			want = append(want, sandboxspec.SandboxName(tenant, sb.Name))
+		}
+		g.Expect(gw.SandboxNames(ws)).To(ConsistOf(want), "the gateway holds exactly one sandbox per object")
+		total += len(sbs)
 	}
-	g.Expect(st.Gateway.SandboxNames(ws)).To(ConsistOf(want), "the gateway holds exactly one sandbox per object")
 	g.Eventually(func(g Gomega) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(sandboxGVK)
 		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(len(sbs)), "agents.x-k8s.io Sandboxes: one per object, none orphaned")
+		g.Expect(list.Items).To(HaveLen(total), "agents.x-k8s.io Sandboxes: one per object, none orphaned")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }
 

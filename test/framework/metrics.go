@@ -1,6 +1,10 @@
 package framework
 
-import "sigs.k8s.io/controller-runtime/pkg/metrics"
+import (
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
 
 // ReconcileCount sums controller_runtime_reconcile_total for one controller
 // (all results), or for every controller when controller is empty. Tests
@@ -46,4 +50,29 @@ func hasLabel[L interface {
 		}
 	}
 	return false
+}
+
+// GatewayCalls counts this process's calls to the gateway at endpoint
+// (https://host:port) by gRPC code, from
+// openshell_operator_gateway_requests_total.
+func GatewayCalls(endpoint string) map[string]float64 {
+	host := strings.TrimPrefix(endpoint, "https://")
+	out := map[string]float64{}
+	mfs, _ := metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "openshell_operator_gateway_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabel(m.GetLabel(), "gateway", host) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }

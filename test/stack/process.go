@@ -30,8 +30,14 @@ func (s *Stack) startProcess() error {
 	o := s.mgrOpts
 	args := []string{
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port), "--metrics-secure=false",
-		"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
-		"--oidc-issuer-url=" + o.OIDC.IssuerURL, "--oidc-bind-address=" + o.OIDC.BindAddress,
+		"--health-probe-bind-address=0", "--oidc-issuer-url=" + o.OIDC.IssuerURL, "--oidc-bind-address=" + o.OIDC.BindAddress,
+		"--enable-webhooks=" + strconv.FormatBool(o.Controllers.EnableWebhooks), "--leader-elect=" + strconv.FormatBool(o.LeaderElection),
+	}
+	if o.Controllers.EnableWebhooks {
+		args = append(args, "--webhook-port="+strconv.Itoa(o.WebhookPort), "--webhook-cert-dir="+o.WebhookCertDir)
+	}
+	if o.LeaderElection {
+		args = append(args, "--leader-election-namespace="+o.LeaderElectionNamespace)
 	}
 	args = append(args, s.procOpts.Args...)
 	if o.SyncPeriod != nil {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,12 @@ type Options struct {
 	// BalancedIssuer puts the OIDC issuer behind a balancer, as its Service
 	// is, so that replicas (StartReplica) serve it too.
 	BalancedIssuer bool
+	// JWKSTTL is how long the test gateways cache the issuer's key set
+	// (default: the gateway's one hour).
+	JWKSTTL time.Duration
+	// SelfIssuedIssuer lets the operator issue (and renew) the issuer's
+	// serving certificate itself, as deployed, from the stack's CA.
+	SelfIssuedIssuer bool
 	// GatewayConfig is the test gateway's own Kubernetes credentials
 	// (default: the operator's config).
 	GatewayConfig *rest.Config
@@ -204,6 +211,20 @@ func (s *Stack) KillManager() error {
 	return s.startManager()
 }
 
+// IssuerAddress is the host:port gateways reach the OIDC issuer at.
+func (s *Stack) IssuerAddress() string { return strings.TrimPrefix(s.issuerURL, "https://") }
+
+// Crash SIGKILLs the operator process (process mode) and leaves it down,
+// as when its node dies: nothing is released, not even the leader Lease.
+func (s *Stack) Crash() error {
+	if s.proc == nil {
+		return errors.New("Crash needs the operator as a process (Options.Process)")
+	}
+	err := s.proc.Kill()
+	s.proc = nil
+	return err
+}
+
 func (s *Stack) stopManager() error {
 	if s.proc != nil {
 		err := s.proc.Stop(30 * time.Second)
@@ -291,13 +312,21 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		mopts.Controllers.Platform.GatewayNamespaces = append(slices.Clone(mopts.Controllers.Platform.GatewayNamespaces), opts.GatewayNamespace)
 	}
 	mopts.SkipControllerNameValidation = true
-	mopts.OIDC = &operator.OIDCOptions{IssuerURL: issuerURL, BindAddress: "127.0.0.1:" + strconv.Itoa(port),
-		TLS: &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}, CAPEM: ca.CertPEM, Namespace: opts.GatewayNamespace,
-		KeySecret: operator.OIDCKeySecret}
+	issuer := operator.OIDCOptions{}
+	if opts.Manager.OIDC != nil {
+		issuer = *opts.Manager.OIDC // its intervals
+	}
+	issuer.IssuerURL, issuer.BindAddress = issuerURL, "127.0.0.1:"+strconv.Itoa(port)
+	issuer.TLS = &tls.Config{Certificates: []tls.Certificate{issuerCert}, MinVersion: tls.VersionTLS12}
+	issuer.CAPEM, issuer.Namespace, issuer.KeySecret = ca.CertPEM, opts.GatewayNamespace, operator.OIDCKeySecret
+	mopts.OIDC = &issuer
+	if opts.SelfIssuedIssuer {
+		mopts.OIDC.TLS, mopts.OIDC.TLSSecret = nil, operator.OIDCTLSSecret
+	}
 	s.mgrCfg = rest.CopyConfig(cfg)
 	s.mgrCfg.Wrap(s.Requests.Wrap)
 	s.mgrOpts = mopts
-	if s.procOpts != nil {
+	if s.procOpts != nil || opts.SelfIssuedIssuer {
 		// The binary issues its own OIDC serving certificate from the CA in
 		// this Secret when the Secret holds one: seeding it with the
 		// stack's CA lets the test gateway trust either mode alike.
@@ -319,7 +348,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		return nil, err
 	}
 	s.kube = kube
-	s.Gateway, s.GatewayObj, err = s.startGateway(ctx, c, opts.GatewayName, opts.SandboxNamespace, opts.Tenancy)
+	s.Gateway, s.GatewayObj, err = s.startGateway(ctx, c, opts.GatewayName, opts.SandboxNamespace, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -330,14 +359,23 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 // OpenShellGateway name in the stack's gateway namespace and creating its
 // Sandboxes in sandboxNS; Stop stops it with the rest.
 func (s *Stack) AddGateway(ctx context.Context, c client.Client, name, sandboxNS string) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
-	gw, obj, err := s.startGateway(ctx, c, name, sandboxNS, s.opts.Tenancy)
+	return s.AddGatewayWith(ctx, c, name, sandboxNS, nil)
+}
+
+// GatewayEdit changes a test gateway's options and its OpenShellGateway
+// before they are used (another identity provider, credentials).
+type GatewayEdit func(*testgateway.Options, *openshellv1alpha1.OpenShellGateway)
+
+// AddGatewayWith is AddGateway with the gateway edited first.
+func (s *Stack) AddGatewayWith(ctx context.Context, c client.Client, name, sandboxNS string, edit GatewayEdit) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
+	gw, obj, err := s.startGateway(ctx, c, name, sandboxNS, edit)
 	if err == nil {
 		s.extra = append(s.extra, gw)
 	}
 	return gw, obj, err
 }
 
-func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandboxNS string, tn *openshellv1alpha1.GatewayTenancy) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
+func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandboxNS string, edit GatewayEdit) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
 	ns := s.opts.GatewayNamespace
 	cert, err := s.leaf("openshell-test-gateway")
 	if err != nil {
@@ -345,33 +383,38 @@ func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandbox
 	}
 	// The issuer must serve before the gateway fetches its JWKS; the
 	// gateway fetches lazily, on the first token it sees.
-	gw, err := testgateway.Start(ctx, testgateway.Options{
+	gwOpts := testgateway.Options{
 		Cert: cert,
 		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole},
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
 		Kube: s.kube, Namespace: sandboxNS, GatewayID: name + "-test",
 		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
 		ClientTLSSecret: name + "-client-tls", ServiceAccount: name + "-sandbox",
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("start test gateway: %w", err)
-	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-gateway-ca", Namespace: ns},
-		Data: map[string][]byte{"ca.crt": s.CA.CertPEM}}
-	if err := c.Create(ctx, caSecret); err != nil {
-		gw.Stop()
-		return nil, nil, fmt.Errorf("create gateway CA secret: %w", err)
 	}
 	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
-	if tn != nil {
-		tenancy = *tn
+	if s.opts.Tenancy != nil {
+		tenancy = *s.opts.Tenancy
 	}
 	obj := &openshellv1alpha1.OpenShellGateway{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
-				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: caSecret.Name, Key: "ca.crt"}},
+			External: &openshellv1alpha1.ExternalGatewaySpec{
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: name + "-gateway-ca", Key: "ca.crt"}},
 			ImagePolicy: s.opts.ImagePolicy, Tenancy: tenancy},
+	}
+	if edit != nil {
+		edit(&gwOpts, obj)
+	}
+	gw, err := testgateway.Start(ctx, gwOpts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start test gateway: %w", err)
+	}
+	obj.Spec.External.Endpoint = gw.Endpoint()
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: obj.Spec.External.CASecretRef.Name, Namespace: ns},
+		Data: map[string][]byte{"ca.crt": s.CA.CertPEM}}
+	if err := c.Create(ctx, caSecret); err != nil {
+		gw.Stop()
+		return nil, nil, fmt.Errorf("create gateway CA secret: %w", err)
 	}
 	if err := c.Create(ctx, obj); err != nil {
 		gw.Stop()

@@ -23,7 +23,8 @@ import (
 // OIDC configures token validation as the gateway does it:
 // discovery then JWKS over TLS, RS256 only, kid required (an unknown kid
 // triggers one refresh), exact issuer, audience contained, exp with 60 s
-// leeway, roles at RolesClaim.
+// leeway, roles at RolesClaim, the key set cached for JWKSTTL (the
+// gateway's jwks_ttl_secs, default one hour).
 type OIDC struct {
 	Issuer     string
 	Audience   string
@@ -31,6 +32,7 @@ type OIDC struct {
 	RolesClaim string
 	AdminRole  string
 	UserRole   string
+	JWKSTTL    time.Duration
 }
 
 // unauthenticated methods take no token (Health). Every other method
@@ -49,8 +51,9 @@ type verifier struct {
 	cfg  OIDC
 	http *http.Client
 
-	mu   sync.Mutex
-	keys jose.JSONWebKeySet
+	mu      sync.Mutex
+	keys    jose.JSONWebKeySet
+	fetched time.Time
 }
 
 func newVerifier(cfg OIDC) (*verifier, error) {
@@ -66,6 +69,9 @@ func newVerifier(cfg OIDC) (*verifier, error) {
 	}
 	if cfg.UserRole == "" {
 		cfg.UserRole = "openshell-user"
+	}
+	if cfg.JWKSTTL <= 0 {
+		cfg.JWKSTTL = time.Hour
 	}
 	return &verifier{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}, nil
@@ -99,12 +105,20 @@ func (v *verifier) refresh(ctx context.Context) error {
 		return err
 	}
 	v.mu.Lock()
-	v.keys = set
+	v.keys, v.fetched = set, time.Now()
 	v.mu.Unlock()
 	return nil
 }
 
 func (v *verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
+	v.mu.Lock()
+	stale := time.Since(v.fetched) > v.cfg.JWKSTTL
+	v.mu.Unlock()
+	if stale {
+		if err := v.refresh(ctx); err != nil {
+			return nil, status.Error(codes.Internal, "OIDC key refresh failed")
+		}
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		v.mu.Lock()
 		ks := v.keys.Key(kid)
@@ -112,7 +126,7 @@ func (v *verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error
 		if len(ks) > 0 {
 			return &ks[0], nil
 		}
-		if attempt == 0 {
+		if attempt == 0 && !stale {
 			if err := v.refresh(ctx); err != nil {
 				return nil, status.Error(codes.Internal, "OIDC key refresh failed")
 			}
