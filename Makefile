@@ -182,7 +182,8 @@ demo: tools ## Bring up a local cluster, the operator and a test gateway, and sh
 
 TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc \
 	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler \
-	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm
+	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm \
+	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test
 
 .PHONY: tools
 tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) ## Build every tool and control-plane binary the tests need into bin/ (cached).
@@ -212,6 +213,16 @@ $(LOCALBIN)/agent-sandbox-controller: $(TOOLS_DIR)/agentsandbox/go.mod | $(LOCAL
 	cd $(TOOLS_DIR)/agentsandbox && go build -trimpath -o $@ sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
 $(LOCALBIN)/opm: $(TOOLS_DIR)/opm/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/opm && go build -trimpath -tags containers_image_openpgp -o $@ github.com/operator-framework/operator-registry/cmd/opm
+$(LOCALBIN)/olm $(LOCALBIN)/catalog: $(LOCALBIN)/%: $(TOOLS_DIR)/olm/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/olm && go build -trimpath -o $@ github.com/operator-framework/operator-lifecycle-manager/cmd/$*
+$(LOCALBIN)/cert-manager-controller: $(TOOLS_DIR)/certmanager/go.mod $(TOOLS_DIR)/certmanager/main.go | $(LOCALBIN)
+	cd $(TOOLS_DIR)/certmanager && go build -trimpath -o $@ .
+# Static, for the catalog image (OLM's registry pod execs it).
+$(LOCALBIN)/grpc_health_probe: $(TOOLS_DIR)/healthprobe/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/healthprobe && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $@ github.com/grpc-ecosystem/grpc-health-probe
+# Static: the scorecard test runs it chrooted into a folder holding the bundle.
+$(LOCALBIN)/scorecard-test: $(TOOLS_DIR)/scorecard/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/scorecard && CGO_ENABLED=0 go build -trimpath -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test
 
 $(UPSTREAM_ASSETS): go.mod hack/upstream-assets.sh hack/tools/kwok/go.mod | $(LOCALBIN)
 	hack/upstream-assets.sh $(LOCALBIN)/upstream

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"net/http"
@@ -117,24 +118,54 @@ func applyConfigSCC(ctx context.Context, g Gomega, c client.Client) *securityv1.
 	return s
 }
 
-// playCertManager writes the Secrets cert-manager would write for the
-// server and client Certificates (with the secretTemplate labels).
-func playCertManager(ctx context.Context, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway) *pki.KeyPair {
-	now := time.Now()
-	ca, err := pki.NewCA("openshell-ca", 24*time.Hour, now)
+// startCertManager starts cert-manager's real controllers against the
+// OpenShift control plane, as installing cert-manager does, and waits until
+// the gateway's server and client Certificates are issued: it returns the
+// CA that signed them (the per-gateway CA cert-manager issued itself).
+func startCertManager(ctx context.Context, t *testing.T, g Gomega, c client.Client, gw *openshellv1alpha1.OpenShellGateway) *x509.Certificate {
+	t.Helper()
+	p, err := framework.StartCertManager(ctx, openshift, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, crt := range []string{"openshell-server", "openshell-client"} {
-		cert := &cmv1.Certificate{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: crt}, cert)).To(Succeed())
-		leaf, err := ca.Issue(pki.LeafRequest{CommonName: cert.Spec.CommonName, DNSNames: cert.Spec.DNSNames,
-			Server: crt == "openshell-server", Client: crt == "openshell-client", Validity: 12 * time.Hour}, now)
-		g.Expect(err).NotTo(HaveOccurred())
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cert.Spec.SecretName, Namespace: gw.Namespace,
-			Labels: cert.Spec.SecretTemplate.Labels}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM, "ca.crt": ca.CertPEM}}
-		g.Expect(c.Create(ctx, s)).To(Succeed())
-	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cert-manager log:\n%s", p.Tail(4000))
+		}
+		_ = p.Stop(10 * time.Second)
+	})
+	var ca *x509.Certificate
+	g.Eventually(func(g Gomega) {
+		leaves := map[string]*x509.Certificate{}
+		for _, crt := range []string{"openshell-server", "openshell-client"} {
+			cert := &cmv1.Certificate{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: crt}, cert)).To(Succeed())
+			s := &corev1.Secret{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: cert.Spec.SecretName}, s)).To(Succeed())
+			g.Expect(s.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "openshell-operator"), "cert-manager did not apply the secretTemplate")
+			leaves[crt] = parseCert(g, s.Data["tls.crt"])
+			ca = parseCert(g, s.Data["ca.crt"])
+		}
+		g.Expect(leaves["openshell-server"].CheckSignatureFrom(ca)).To(Succeed())
+		g.Expect(leaves["openshell-client"].CheckSignatureFrom(ca)).To(Succeed())
+		g.Expect(leaves["openshell-server"].ExtKeyUsage).To(ContainElement(x509.ExtKeyUsageServerAuth))
+		g.Expect(leaves["openshell-client"].ExtKeyUsage).To(ContainElement(x509.ExtKeyUsageClientAuth))
+	}).WithTimeout(time.Minute).Should(Succeed())
 	return ca
+}
+
+func poolOf(certs ...*x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
+	}
+	return p
+}
+
+func parseCert(g Gomega, pemBytes []byte) *x509.Certificate {
+	block, _ := pem.Decode(pemBytes)
+	g.Expect(block).NotTo(BeNil(), "no PEM certificate")
+	cert, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	return cert
 }
 
 func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []client.Object) map[string]string {
@@ -201,8 +232,9 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		g.Expect(cond(g, c, gw, openshellv1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionFalse))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 
-	// Play cert-manager, the router and the StatefulSet controller.
-	ca := playCertManager(ctx, g, c, gw)
+	// cert-manager comes up and issues; play the router and the
+	// StatefulSet controller.
+	ca := startCertManager(ctx, t, g, c, gw)
 	rt := &routev1.Route{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, rt)).To(Succeed())
 	g.Expect(rt.Spec.TLS.Termination).To(Equal(routev1.TLSTerminationPassthrough))
@@ -223,7 +255,12 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseAvailable))
 		g.Expect(cur.Status.Endpoint).To(Equal("https://openshell.apps.example.com:443"))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
-	_ = ca
+	// The server certificate cert-manager issued names the Route host and
+	// the Service, so sandboxes and clients outside both verify it.
+	server := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-server-tls"}, server)).To(Succeed())
+	_, err = parseCert(g, server.Data["tls.crt"]).Verify(x509.VerifyOptions{Roots: poolOf(ca), DNSName: "openshell.apps.example.com"})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	t.Run("drift is corrected", func(t *testing.T) {
 		g := NewWithT(t)

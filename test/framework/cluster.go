@@ -26,6 +26,9 @@ type ClusterOptions struct {
 	Nodes int
 	// NoAgentSandboxController skips starting the Agent Sandbox controller.
 	NoAgentSandboxController bool
+	// PodNetwork routes the API server's calls to Services (webhooks named
+	// by a Service, as OLM installs them) through Cluster.Network.
+	PodNetwork bool
 }
 
 // Cluster is a local control plane that runs pods: kube-apiserver and etcd
@@ -36,6 +39,8 @@ type Cluster struct {
 	Dir            string
 	KubeconfigPath string
 	Processes      []*Process
+	// Network is the pod network (ClusterOptions.PodNetwork).
+	Network *PodNetwork
 }
 
 // StartCluster starts every component and returns once the nodes are Ready
@@ -66,6 +71,20 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, retErr 
 		}
 	}()
 
+	if opts.PodNetwork {
+		if c.Network, err = StartPodNetwork(dir); err != nil {
+			return nil, err
+		}
+		path, err := c.Network.WriteEgressConfig(dir)
+		if err != nil {
+			return nil, err
+		}
+		flags := map[string]string{"egress-selector-config-file": path}
+		for k, v := range opts.APIServerFlags {
+			flags[k] = v
+		}
+		opts.APIServerFlags = flags
+	}
 	if c.Env, err = StartEnv(opts.EnvOptions); err != nil {
 		return nil, err
 	}
@@ -174,6 +193,9 @@ func (c *Cluster) Stop() error {
 	}
 	c.Processes = nil
 	errs = append(errs, c.Env.Stop())
+	if c.Network != nil {
+		c.Network.Stop()
+	}
 	if os.Getenv("OPENSHELL_KEEP_E2E") == "" {
 		errs = append(errs, os.RemoveAll(c.Dir))
 	}

@@ -376,8 +376,42 @@ func (s *Stack) AddGatewayWith(ctx context.Context, c client.Client, name, sandb
 }
 
 func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandboxNS string, edit GatewayEdit) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
-	ns := s.opts.GatewayNamespace
-	cert, err := s.leaf("openshell-test-gateway")
+	gw, obj, err := StartExternalGateway(ctx, c, s.kube, ExternalGateway{Namespace: s.opts.GatewayNamespace, Name: name, SandboxNamespace: sandboxNS,
+		IssuerURL: s.issuerURL, CA: s.CA, Tenancy: s.opts.Tenancy, ImagePolicy: s.opts.ImagePolicy, JWKSTTL: s.opts.JWKSTTL, Edit: edit})
+	if err == nil {
+		s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
+	}
+	return gw, obj, err
+}
+
+// ExternalGateway describes a test gateway registered as an External
+// OpenShellGateway.
+type ExternalGateway struct {
+	// Namespace and Name of the OpenShellGateway (and its CA Secret).
+	Namespace, Name string
+	// SandboxNamespace is where the gateway creates agents.x-k8s.io Sandboxes.
+	SandboxNamespace string
+	// IssuerURL is the operator's OIDC issuer, served under a certificate
+	// from CA, which also signs the gateway's own certificate.
+	IssuerURL string
+	CA        *pki.KeyPair
+	// Tenancy defaults to every namespace.
+	Tenancy     *openshellv1alpha1.GatewayTenancy
+	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
+	JWKSTTL     time.Duration
+	Edit        GatewayEdit
+}
+
+// StartExternalGateway starts a test gateway that creates Sandboxes with
+// kube and registers it with c; stop the gateway when done.
+func StartExternalGateway(ctx context.Context, c client.Client, kube client.WithWatch, e ExternalGateway) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
+	now := time.Now()
+	kp, err := e.CA.Issue(pki.LeafRequest{CommonName: "openshell-test-gateway", DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		Server: true, Validity: 12 * time.Hour}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -385,33 +419,33 @@ func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandbox
 	// gateway fetches lazily, on the first token it sees.
 	gwOpts := testgateway.Options{
 		Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
-		Kube: s.kube, Namespace: sandboxNS, GatewayID: name + "-test",
+		OIDC: testgateway.OIDC{Issuer: e.IssuerURL, Audience: oidc.Audience(e.Namespace, e.Name), CAPEM: e.CA.CertPEM,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: e.JWKSTTL},
+		Kube: kube, Namespace: e.SandboxNamespace, GatewayID: e.Name + "-test",
 		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
-		ClientTLSSecret: name + "-client-tls", ServiceAccount: name + "-sandbox",
+		ClientTLSSecret: e.Name + "-client-tls", ServiceAccount: e.Name + "-sandbox",
 	}
 	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
-	if s.opts.Tenancy != nil {
-		tenancy = *s.opts.Tenancy
+	if e.Tenancy != nil {
+		tenancy = *e.Tenancy
 	}
 	obj := &openshellv1alpha1.OpenShellGateway{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External: &openshellv1alpha1.ExternalGatewaySpec{
-				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: name + "-gateway-ca", Key: "ca.crt"}},
-			ImagePolicy: s.opts.ImagePolicy, Tenancy: tenancy},
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: e.Name + "-gateway-ca", Key: "ca.crt"}},
+			ImagePolicy: e.ImagePolicy, Tenancy: tenancy},
 	}
-	if edit != nil {
-		edit(&gwOpts, obj)
+	if e.Edit != nil {
+		e.Edit(&gwOpts, obj)
 	}
 	gw, err := testgateway.Start(ctx, gwOpts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start test gateway: %w", err)
 	}
 	obj.Spec.External.Endpoint = gw.Endpoint()
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: obj.Spec.External.CASecretRef.Name, Namespace: ns},
-		Data: map[string][]byte{"ca.crt": s.CA.CertPEM}}
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: obj.Spec.External.CASecretRef.Name, Namespace: e.Namespace},
+		Data: map[string][]byte{"ca.crt": e.CA.CertPEM}}
 	if err := c.Create(ctx, caSecret); err != nil {
 		gw.Stop()
 		return nil, nil, fmt.Errorf("create gateway CA secret: %w", err)
@@ -420,7 +454,6 @@ func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandbox
 		gw.Stop()
 		return nil, nil, fmt.Errorf("create gateway: %w", err)
 	}
-	s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
 	return gw, obj, nil
 }
 

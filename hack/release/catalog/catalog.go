@@ -28,6 +28,23 @@ type Options struct {
 	BundleImage    string
 	Channels       []string
 	DefaultChannel string
+	// Previous is the catalog as released so far (nil for the first
+	// release): its bundles and channel entries stay, so subscriptions at
+	// an older version have a path, and the new entry replaces each
+	// channel's head.
+	Previous *declcfg.DeclarativeConfig
+}
+
+// Load reads a catalog folder; a missing folder is an empty catalog.
+func Load(ctx context.Context, dir string) (*declcfg.DeclarativeConfig, error) {
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return &declcfg.DeclarativeConfig{}, nil
+	}
+	cfg, err := declcfg.LoadFS(ctx, os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("load catalog: %w", err)
+	}
+	return cfg, nil
 }
 
 // Render builds the declarative config of the package.
@@ -50,8 +67,20 @@ func Render(o Options) (*declcfg.DeclarativeConfig, error) {
 	}
 	cfg.Packages = append(cfg.Packages, pkg)
 	for _, ch := range o.Channels {
-		cfg.Channels = append(cfg.Channels, declcfg.Channel{Schema: declcfg.SchemaChannel, Package: pkgName, Name: ch,
-			Entries: []declcfg.ChannelEntry{{Name: csv.Name, Replaces: csv.Spec.Replaces, SkipRange: csv.Annotations["olm.skipRange"]}}})
+		entries := previousEntries(o.Previous, pkgName, ch, csv.Name)
+		replaces := csv.Spec.Replaces
+		if replaces == "" {
+			replaces = head(entries)
+		}
+		entries = append(entries, declcfg.ChannelEntry{Name: csv.Name, Replaces: replaces, SkipRange: csv.Annotations["olm.skipRange"]})
+		cfg.Channels = append(cfg.Channels, declcfg.Channel{Schema: declcfg.SchemaChannel, Package: pkgName, Name: ch, Entries: entries})
+	}
+	if o.Previous != nil {
+		for _, b := range o.Previous.Bundles {
+			if b.Package == pkgName && b.Name != csv.Name {
+				cfg.Bundles = append(cfg.Bundles, b)
+			}
+		}
 	}
 	props := []property.Property{property.MustBuildPackage(pkgName, csv.Spec.Version.String())}
 	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
@@ -78,6 +107,44 @@ func Render(o Options) (*declcfg.DeclarativeConfig, error) {
 	cfg.Bundles = append(cfg.Bundles, declcfg.Bundle{Schema: declcfg.SchemaBundle, Name: csv.Name, Package: pkgName,
 		Image: o.BundleImage, Properties: props, RelatedImages: imgs})
 	return cfg, nil
+}
+
+// previousEntries are a channel's released entries, without name (which
+// is being re-rendered).
+func previousEntries(prev *declcfg.DeclarativeConfig, pkg, channel, name string) []declcfg.ChannelEntry {
+	if prev == nil {
+		return nil
+	}
+	var out []declcfg.ChannelEntry
+	for _, ch := range prev.Channels {
+		if ch.Package != pkg || ch.Name != channel {
+			continue
+		}
+		for _, e := range ch.Entries {
+			if e.Name != name {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// head is the entry no other entry replaces or skips: the channel's
+// newest release, which the next one replaces.
+func head(entries []declcfg.ChannelEntry) string {
+	replaced := map[string]bool{}
+	for _, e := range entries {
+		replaced[e.Replaces] = true
+		for _, s := range e.Skips {
+			replaced[s] = true
+		}
+	}
+	for _, e := range entries {
+		if !replaced[e.Name] {
+			return e.Name
+		}
+	}
+	return ""
 }
 
 // Write renders the catalog into dir/<package>/catalog.yaml.

@@ -75,8 +75,12 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
+		prev, err := catalog.Load(context.Background(), *catalogDir)
+		if err != nil {
+			fail(err)
+		}
 		cfg, err := catalog.Render(catalog.Options{BundleDir: *dir, BundleImage: *bundleRepo + "@" + digest,
-			Channels: strings.Split(*channels, ","), DefaultChannel: *defaultChannel})
+			Channels: strings.Split(*channels, ","), DefaultChannel: *defaultChannel, Previous: prev})
 		if err != nil {
 			fail(err)
 		}

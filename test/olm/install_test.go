@@ -1,0 +1,360 @@
+package olm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/operator"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+const (
+	deploymentName = "openshell-operator-controller-manager"
+	catalogName    = "openshell"
+	channel        = "stable-v0"
+)
+
+// TestInstallModes installs the bundle from the catalog in each install
+// mode, as a user does in the console (OperatorGroup, Subscription,
+// automatic InstallPlan), checks what OLM created from the CSV, runs the
+// operator as the pod OLM created would, drives a sandbox to Ready through
+// it with only the RBAC OLM granted, and uninstalls.
+func TestInstallModes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	configs := filepath.Join(framework.RepoRoot(), "catalog", "configs")
+	lm.serveBundle(catalogBundleImage(t, configs, "openshell-operator.v0.1.0"), bundleDir())
+	serveCatalog(ctx, t, catalogName, configs)
+	bin := filepath.Join(t.TempDir(), "manager")
+	if err := framework.BuildOperator(bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []operatorsv1alpha1.InstallModeType{
+		operatorsv1alpha1.InstallModeTypeOwnNamespace, operatorsv1alpha1.InstallModeTypeSingleNamespace,
+		operatorsv1alpha1.InstallModeTypeMultiNamespace, operatorsv1alpha1.InstallModeTypeAllNamespaces,
+	} {
+		t.Run(string(mode), func(t *testing.T) { installAndRun(ctx, t, mode, bin) })
+	}
+}
+
+func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.InstallModeType, bin string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	opNS := framework.CreateNamespace(ctx, t, c, "op")
+	a := framework.CreateNamespace(ctx, t, c, "team-a")
+	b := framework.CreateNamespace(ctx, t, c, "team-b")
+	outside := framework.CreateNamespace(ctx, t, c, "outside")
+	var targets []string
+	tenant := a
+	switch mode {
+	case operatorsv1alpha1.InstallModeTypeOwnNamespace:
+		targets, tenant = []string{opNS}, opNS
+	case operatorsv1alpha1.InstallModeTypeSingleNamespace:
+		targets = []string{a}
+	case operatorsv1alpha1.InstallModeTypeMultiNamespace:
+		targets = []string{a, b}
+	}
+	csv := subscribe(ctx, t, opNS, targets, catalogName, channel, "", operatorsv1alpha1.ApprovalAutomatic)
+	t.Cleanup(func() { unsubscribe(context.Background(), t, opNS) })
+
+	expectWhatOLMCreated(ctx, t, csv, opNS, targets, outside)
+	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	issuerURL := runAsPod(ctx, t, opNS, bin, ca)
+
+	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
+	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
+		IssuerURL: issuerURL, CA: ca})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(gw.Stop)
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwObj.Name, Namespace: opNS}}}
+	// Admitted by the webhook OLM registered, reached through the Service
+	// OLM created.
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "conditions: %v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+
+	// OLM's aggregated roles let a namespace editor write the tenant kinds;
+	// the operator's webhook, reached through the Service OLM created,
+	// refuses what only Tenant Admins may do.
+	editor := impersonate(ctx, t, tenant, "alice", "edit")
+	g.Eventually(func() string {
+		err := editor.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "by-an-editor", Namespace: tenant}})
+		if err == nil {
+			return "created"
+		}
+		return err.Error()
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(ContainSubstring("TenantAdminRequired"),
+		"an editor's policy create must reach the webhook (RBAC from OLM's aggregated edit role) and be refused by it")
+
+	// Uninstall in the documented order: tenants' objects, gateways, then
+	// the operator.
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Expect(c.Delete(ctx, gwObj)).To(Succeed())
+	for _, o := range []client.Object{sb, gwObj} {
+		g.Eventually(func() bool { return isGone(ctx, o) }).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(),
+			"%s was not released by the operator", o.GetName())
+	}
+}
+
+// impersonate binds user to the ClusterRole role in ns and returns a
+// client acting as them.
+func impersonate(ctx context.Context, t *testing.T, ns, user, role string) client.Client {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role, Namespace: ns},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}
+	if err := cluster.Client.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func isGone(ctx context.Context, o client.Object) bool {
+	err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+	return err != nil && client.IgnoreNotFound(err) == nil
+}
+
+// expectWhatOLMCreated checks the objects OLM derived from the CSV: the
+// CRDs, the Deployment with the environment OLM injects, RBAC that reaches
+// the target namespaces and nothing else, the webhooks with OLM's CA, and
+// the aggregated roles that give namespace editors the tenant kinds.
+func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, opNS string, targets []string, outside string) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	for _, owned := range csv.Spec.CustomResourceDefinitions.Owned {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: owned.Name}, crd)).To(Succeed(), "OLM did not create CRD %s", owned.Name)
+		// OLM adds these for every provided API once the OperatorGroup
+		// lists it (shortly after the CSV succeeds).
+		for _, suffix := range []string{"admin", "edit", "view"} {
+			g.Eventually(func(g Gomega) {
+				role := &rbacv1.ClusterRole{}
+				g.Expect(c.Get(ctx, client.ObjectKey{Name: owned.Name + "-" + owned.Version + "-" + suffix}, role)).To(Succeed())
+				g.Expect(role.Labels).To(HaveKeyWithValue("rbac.authorization.k8s.io/aggregate-to-"+suffix, "true"))
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		}
+	}
+	dep := &appsv1.Deployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName}, dep)).To(Succeed())
+	env := map[string]string{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	g.Expect(env).To(HaveKeyWithValue("OPERATOR_CONDITION_NAME", csv.Name))
+	g.Expect(dep.Spec.Template.Annotations).To(HaveKeyWithValue("olm.targetNamespaces", strings.Join(targets, ",")))
+
+	// The ServiceAccount reaches its target namespaces, and only those.
+	sa := "system:serviceaccount:" + opNS + ":" + dep.Spec.Template.Spec.ServiceAccountName
+	can := func(ns, verb, resource string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + opNS, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: openshellv1alpha1.GroupVersion.Group, Resource: resource}}}
+		g.Expect(c.Create(ctx, sar)).To(Succeed())
+		return sar.Status.Allowed
+	}
+	watched := targets
+	if len(targets) == 0 {
+		watched = []string{outside}
+	}
+	for _, ns := range watched {
+		g.Expect(can(ns, "watch", "openshellsandboxes")).To(BeTrue(), "OLM did not grant the operator its target namespace %s", ns)
+	}
+	if len(targets) > 0 {
+		g.Expect(can(outside, "watch", "openshellsandboxes")).To(BeFalse(), "OLM granted the operator a namespace outside its OperatorGroup")
+	}
+	g.Expect(can(opNS, "deletecollection", "openshellsandboxes")).To(BeFalse())
+
+	// One validating webhook configuration per webhook definition, served
+	// by OLM's Service with OLM's CA.
+	vwcs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	g.Expect(c.List(ctx, vwcs, client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": opNS})).To(Succeed())
+	g.Expect(vwcs.Items).To(HaveLen(len(csv.Spec.WebhookDefinitions)))
+	for _, vwc := range vwcs.Items {
+		for _, w := range vwc.Webhooks {
+			g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "webhook %s has no CA bundle", w.Name)
+			g.Expect(w.ClientConfig.Service).NotTo(BeNil())
+			g.Expect(w.ClientConfig.Service.Name).To(Equal(deploymentName + "-service"))
+		}
+	}
+}
+
+// runAsPod starts the operator as the pod of the Deployment OLM created
+// would run: with a token of its ServiceAccount (so with exactly the RBAC
+// OLM granted), the Deployment's environment and arguments, and the webhook
+// certificate OLM issued; the API server reaches its webhook through the
+// Service OLM created. Ports are free ones (every process shares this
+// host's network), and the OIDC issuer's URL is its loopback address (no
+// cluster DNS here). It returns the issuer URL, served under a certificate
+// from ca.
+func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair) string {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	dep := &appsv1.Deployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName}, dep)).To(Succeed())
+	pod := dep.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	dir := t.TempDir()
+
+	sa := &corev1.ServiceAccount{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: pod.ServiceAccountName}, sa)).To(Succeed())
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	g.Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "c"
+	g.Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
+
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	for _, e := range ctr.Env {
+		v := e.Value
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
+			switch p := f.FieldRef.FieldPath; {
+			case p == "metadata.namespace":
+				v = opNS
+			case strings.HasPrefix(p, "metadata.annotations['"):
+				v = dep.Spec.Template.Annotations[strings.TrimSuffix(strings.TrimPrefix(p, "metadata.annotations['"), "']")]
+			default:
+				t.Fatalf("env %s: field %s not handled", e.Name, p)
+			}
+		}
+		env = append(env, e.Name+"="+v)
+	}
+
+	// The webhook serving certificate OLM issued, as mounted.
+	certDir := filepath.Join(dir, "certs")
+	g.Expect(os.MkdirAll(certDir, 0o700)).To(Succeed())
+	var certSecret string
+	for _, m := range ctr.VolumeMounts {
+		if m.MountPath != "/tmp/k8s-webhook-server/serving-certs" {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				certSecret = v.Secret.SecretName
+			}
+		}
+	}
+	g.Expect(certSecret).NotTo(BeEmpty(), "OLM mounted no webhook certificate")
+	s := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s)).To(Succeed())
+	for _, k := range []string{"tls.crt", "tls.key"} {
+		g.Expect(os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600)).To(Succeed())
+	}
+	// The OIDC issuer's serving CA, which the test gateway trusts.
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
+		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})).To(Succeed())
+
+	ports := map[string]int{}
+	for _, name := range []string{"webhook", "metrics", "health", "oidc"} {
+		p, err := framework.FreePort()
+		g.Expect(err).NotTo(HaveOccurred())
+		ports[name] = p
+	}
+	issuerURL := "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
+	var args []string
+	for _, a := range ctr.Args {
+		switch {
+		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="):
+		default:
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports["metrics"]),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports["health"]),
+		"--webhook-port="+strconv.Itoa(ports["webhook"]), "--webhook-cert-dir="+certDir,
+		"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
+	p, err := framework.StartProcessEnv(dir, "operator", bin, env, args...)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("operator log:\n%s", p.Tail(6000))
+		}
+		_ = p.Stop(30 * time.Second)
+	})
+
+	svc := &corev1.Service{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName + "-service"}, svc)).To(Succeed())
+	for _, sp := range svc.Spec.Ports {
+		cluster.Network.Route(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))), "127.0.0.1:"+strconv.Itoa(ports["webhook"]))
+	}
+	g.Eventually(func() (int, error) {
+		if done, err := p.Exited(); done {
+			return 0, fmt.Errorf("operator exited: %v\n%s", err, p.Tail(3000))
+		}
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/readyz")
+		if err != nil {
+			return 0, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
+	return issuerURL
+}
+
+// catalogBundleImage is the image of the named bundle in a File-Based
+// Catalog folder.
+func catalogBundleImage(t *testing.T, configs, bundle string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(configs, "openshell-operator", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var m struct {
+			Schema string `json:"schema"`
+			Name   string `json:"name"`
+			Image  string `json:"image"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &m); err == nil && m.Schema == "olm.bundle" && m.Name == bundle {
+			return m.Image
+		}
+	}
+	t.Fatalf("bundle %s not in the catalog", bundle)
+	return ""
+}
