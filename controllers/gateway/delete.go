@@ -174,8 +174,16 @@ func (r *Reconciler) removeChildren(ctx context.Context, gw *openshellv1alpha1.O
 	// Secrets written by cert-manager carry the labels but no owner
 	// reference. Only a served gateway has any (and only there does the
 	// cache reach: a tenant who adds the finalizer to an inert gateway
-	// must not wedge it).
+	// must not wedge it). The Certificates go first: while one exists,
+	// cert-manager writes its Secret again (found with the real
+	// cert-manager: garbage collection removes the Certificates only after
+	// the gateway is gone, and the reissued Secrets stayed behind).
 	if slices.Contains(r.Platform.GatewayNamespaces, gw.Namespace) {
+		if pf, _ := r.Preflight.Get(); pf.CertManager {
+			if err := r.deleteLabelled(ctx, &cmv1.CertificateList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
+				return fmt.Errorf("delete certificates: %w", err)
+			}
+		}
 		if err := r.deleteLabelled(ctx, &corev1.SecretList{}, gw.Namespace, gatewaySelector(gw)); err != nil {
 			return fmt.Errorf("delete certificate secrets: %w", err)
 		}
