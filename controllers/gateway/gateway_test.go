@@ -152,6 +152,37 @@ func startCertManager(ctx context.Context, t *testing.T, g Gomega, c client.Clie
 	return ca
 }
 
+// expectMutualTLS serves with the server Secret's pair, requiring client
+// certificates signed by its ca.crt, and connects with the client Secret's
+// pair, trusting the client Secret's ca.crt and checking serverName.
+func expectMutualTLS(g Gomega, server, client *corev1.Secret, serverName string) {
+	serverPair, err := tls.X509KeyPair(server.Data["tls.crt"], server.Data["tls.key"])
+	g.Expect(err).NotTo(HaveOccurred())
+	clientPair, err := tls.X509KeyPair(client.Data["tls.crt"], client.Data["tls.key"])
+	g.Expect(err).NotTo(HaveOccurred())
+	clientCAs, rootCAs := x509.NewCertPool(), x509.NewCertPool()
+	g.Expect(clientCAs.AppendCertsFromPEM(server.Data["ca.crt"])).To(BeTrue())
+	g.Expect(rootCAs.AppendCertsFromPEM(client.Data["ca.crt"])).To(BeTrue())
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{serverPair}, ClientCAs: clientCAs,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = lis.Close() }()
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := lis.Accept()
+		if err == nil {
+			err = conn.(*tls.Conn).Handshake()
+			_ = conn.Close()
+		}
+		accepted <- err
+	}()
+	conn, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{Certificates: []tls.Certificate{clientPair}, RootCAs: rootCAs,
+		ServerName: serverName, MinVersion: tls.VersionTLS12})
+	g.Expect(err).NotTo(HaveOccurred(), "a sandbox cannot verify the gateway")
+	_ = conn.Close()
+	g.Expect(<-accepted).To(Succeed(), "the gateway refuses the sandbox's client certificate")
+}
+
 func poolOf(certs ...*x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
 	for _, c := range certs {
@@ -261,6 +292,12 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-server-tls"}, server)).To(Succeed())
 	_, err = parseCert(g, server.Data["tls.crt"]).Verify(x509.VerifyOptions{Roots: poolOf(ca), DNSName: "openshell.apps.example.com"})
 	g.Expect(err).NotTo(HaveOccurred())
+	// And they work as the gateway and its sandboxes use them: the server
+	// pair with client certificates required, the sandbox's client pair and
+	// the CA from its own Secret, over a real mutual-TLS handshake.
+	clientTLS := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-client-tls"}, clientTLS)).To(Succeed())
+	expectMutualTLS(g, server, clientTLS, "openshell."+ns+".svc")
 
 	t.Run("drift is corrected", func(t *testing.T) {
 		g := NewWithT(t)
