@@ -531,6 +531,10 @@ const (
 	GatewayReasonCertificatesPending = "CertificatesPending"
 	// GatewayReasonCertificateInvalid: a certificate Secret is unusable or expired.
 	GatewayReasonCertificateInvalid = "CertificateInvalid"
+	// GatewayReasonCARotating (TLSReady=True): the built-in PKI is rotating
+	// the gateway CA in phases; old and new CA are both trusted until it
+	// completes. The operator reports itself not upgradeable meanwhile.
+	GatewayReasonCARotating = "CARotating"
 	// GatewayReasonCertManagerRequired: spec.managed.tls.issuerRef needs
 	// cert-manager, which is not installed.
 	GatewayReasonCertManagerRequired = "CertManagerRequired"

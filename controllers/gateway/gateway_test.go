@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -154,8 +155,9 @@ func startCertManager(ctx context.Context, t *testing.T, g Gomega, c client.Clie
 
 // expectMutualTLS serves with the server Secret's pair, requiring client
 // certificates signed by its ca.crt, and connects with the client Secret's
-// pair, trusting the client Secret's ca.crt and checking serverName.
-func expectMutualTLS(g Gomega, server, client *corev1.Secret, serverName string) {
+// pair, trusting the client Secret's ca.crt and checking serverName, both
+// sides at the time now (nil: the real time).
+func expectMutualTLS(g Gomega, server, client *corev1.Secret, serverName string, now func() time.Time) {
 	serverPair, err := tls.X509KeyPair(server.Data["tls.crt"], server.Data["tls.key"])
 	g.Expect(err).NotTo(HaveOccurred())
 	clientPair, err := tls.X509KeyPair(client.Data["tls.crt"], client.Data["tls.key"])
@@ -164,7 +166,7 @@ func expectMutualTLS(g Gomega, server, client *corev1.Secret, serverName string)
 	g.Expect(clientCAs.AppendCertsFromPEM(server.Data["ca.crt"])).To(BeTrue())
 	g.Expect(rootCAs.AppendCertsFromPEM(client.Data["ca.crt"])).To(BeTrue())
 	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{serverPair}, ClientCAs: clientCAs,
-		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12, Time: now})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = lis.Close() }()
 	accepted := make(chan error, 1)
@@ -177,7 +179,7 @@ func expectMutualTLS(g Gomega, server, client *corev1.Secret, serverName string)
 		accepted <- err
 	}()
 	conn, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{Certificates: []tls.Certificate{clientPair}, RootCAs: rootCAs,
-		ServerName: serverName, MinVersion: tls.VersionTLS12})
+		ServerName: serverName, MinVersion: tls.VersionTLS12, Time: now})
 	g.Expect(err).NotTo(HaveOccurred(), "a sandbox cannot verify the gateway")
 	_ = conn.Close()
 	g.Expect(<-accepted).To(Succeed(), "the gateway refuses the sandbox's client certificate")
@@ -297,7 +299,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	// the CA from its own Secret, over a real mutual-TLS handshake.
 	clientTLS := &corev1.Secret{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-client-tls"}, clientTLS)).To(Succeed())
-	expectMutualTLS(g, server, clientTLS, "openshell."+ns+".svc")
+	expectMutualTLS(g, server, clientTLS, "openshell."+ns+".svc", nil)
 
 	t.Run("drift is corrected", func(t *testing.T) {
 		g := NewWithT(t)
@@ -535,15 +537,58 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		g.Expect(s2.CheckSignatureFrom(ca)).To(Succeed())
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 
-	// Past two thirds of the CA lifetime the CA rotates and every leaf follows.
-	clock.Advance(20 * 24 * time.Hour)
+	// Past two thirds of the CA lifetime the CA rotates in three steps, one
+	// overlap apart (introduce, promote, retire). At every step a sandbox
+	// or a gateway still holding the Secrets of the step before (its
+	// mounted Secret not refreshed yet) completes a mutual-TLS handshake
+	// with one holding the new ones: nobody is disconnected.
+	secrets := func(g Gomega) (*corev1.Secret, *corev1.Secret) {
+		server, clientTLS := &corev1.Secret{}, &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-server-tls"}, server)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-client-tls"}, clientTLS)).To(Succeed())
+		return server, clientTLS
+	}
+	// Up to an hour before the CA is due, the leaves are renewed as usual.
+	serverBefore, clientBefore := read(g, "openshell-server-tls"), read(g, "openshell-client-tls")
+	clock.Advance(pki.RenewAt(ca).Add(-time.Hour).Sub(clock.Now()))
 	poke(ctx, g, c, gw)
 	g.Eventually(func(g Gomega) {
-		newCA := read(g, "openshell-ca-tls")
-		g.Expect(newCA.SerialNumber).NotTo(Equal(ca.SerialNumber))
-		g.Expect(read(g, "openshell-server-tls").CheckSignatureFrom(newCA)).To(Succeed())
-		g.Expect(read(g, "openshell-client-tls").CheckSignatureFrom(newCA)).To(Succeed())
+		g.Expect(read(g, "openshell-server-tls").SerialNumber).NotTo(Equal(serverBefore.SerialNumber))
+		g.Expect(read(g, "openshell-client-tls").SerialNumber).NotTo(Equal(clientBefore.SerialNumber))
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady).Reason).To(Equal(openshellv1alpha1.GatewayReasonCertificatesReady))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
+	oldServer, oldClient := secrets(g)
+	steps := []struct {
+		advance time.Duration
+		reason  string
+		check   func(g Gomega, caNow *x509.Certificate, server *corev1.Secret)
+	}{
+		{2 * time.Hour, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+			g.Expect(caNow.SerialNumber).To(Equal(ca.SerialNumber), "the next CA signs before everyone trusts it")
+			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(2), "the next CA is not trusted yet")
+		}},
+		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+			g.Expect(caNow.SerialNumber).NotTo(Equal(ca.SerialNumber), "the next CA was not promoted")
+			g.Expect(parseCert(g, server.Data["tls.crt"]).CheckSignatureFrom(caNow)).To(Succeed(), "the leaves were not reissued")
+			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(2), "the previous CA is no longer trusted")
+		}},
+		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCertificatesReady, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(1), "the previous CA is still trusted")
+		}},
+	}
+	for i, step := range steps {
+		clock.Advance(step.advance)
+		poke(ctx, g, c, gw)
+		g.Eventually(func(g Gomega) {
+			g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady).Reason).To(Equal(step.reason))
+			server, _ := secrets(g)
+			step.check(g, read(g, "openshell-ca-tls"), server)
+		}).WithTimeout(10*time.Second).Should(Succeed(), "CA rotation step %d", i+1)
+		newServer, newClient := secrets(g)
+		expectMutualTLS(g, newServer, oldClient, "openshell."+ns+".svc", clock.Now)
+		expectMutualTLS(g, oldServer, newClient, "openshell."+ns+".svc", clock.Now)
+		oldServer, oldClient = newServer, newClient
+	}
 
 	// An external issuer needs cert-manager: said plainly.
 	updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) {

@@ -111,8 +111,28 @@ func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenS
 			expires = cert.NotAfter
 		}
 	}
-	return tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Expires: expires,
-		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}, nil
+	st := tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Expires: expires,
+		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}
+	if source == render.TLSBuiltin {
+		set, err := r.loadCASet(ctx, gw.Namespace, n.CA)
+		if err != nil {
+			return tlsState{}, err
+		}
+		if set.Rotating() {
+			st.Reason = openshellv1alpha1.GatewayReasonCARotating
+			st.Message = caRotationMessage(set, r.PKI.withDefaults().CAOverlap) + "; " + st.Message
+		}
+	}
+	return st, nil
+}
+
+// caRotationMessage says where a CA rotation stands and what comes next.
+func caRotationMessage(set pki.CASet, overlap time.Duration) string {
+	next := set.NextStep(overlap).UTC().Format(time.RFC3339)
+	if set.Phase == pki.CAPhaseIntroduced {
+		return "rotating the gateway CA: the next CA is trusted alongside the current one and signs from " + next
+	}
+	return "rotating the gateway CA: the new CA signs; the previous one stays trusted until " + next
 }
 
 // observeSCC reads the sandbox SCC and compares it with config/scc. It is

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +23,15 @@ import (
 type PKIOptions struct {
 	CAValidity   time.Duration
 	LeafValidity time.Duration
+	// CAOverlap is how long each phase of a CA rotation lasts: the next CA
+	// is trusted that long before it signs, and the previous one that long
+	// after (default 24 h, far beyond the kubelet's refresh of mounted
+	// Secrets, so every sandbox that re-reads its ca.crt stays connected).
+	CAOverlap time.Duration
 }
+
+// DefaultCAOverlap is the length of each phase of a CA rotation.
+const DefaultCAOverlap = 24 * time.Hour
 
 func (o PKIOptions) withDefaults() PKIOptions {
 	if o.CAValidity == 0 {
@@ -29,6 +39,9 @@ func (o PKIOptions) withDefaults() PKIOptions {
 	}
 	if o.LeafValidity == 0 {
 		o.LeafValidity = render.LeafValidity
+	}
+	if o.CAOverlap == 0 {
+		o.CAOverlap = DefaultCAOverlap
 	}
 	return o
 }
@@ -84,26 +97,32 @@ func (r *Reconciler) createIfMissing(ctx context.Context, name string, build fun
 
 // ensureBuiltinPKI keeps the CA, server and client Secrets valid: it creates
 // them when missing, reissues a leaf that is due for renewal, no longer
-// matches the CA or misses a DNS name, and rotates the CA (and so both
-// leaves) when the CA is due. It returns when the next renewal is due.
+// matches the active CA or misses a DNS name, and rotates a due CA in
+// phases (pki.PlanCA) so that nobody holding the old trust bundle is
+// disconnected: every leaf Secret's ca.crt carries the whole bundle. It
+// returns when the next renewal or rotation step is due.
 func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (time.Time, error) {
 	n := render.NamesFor(gw)
 	now := r.now()
 	opts := r.PKI.withDefaults()
 
-	ca, err := r.loadKeyPair(ctx, gw.Namespace, n.CA)
+	cur, err := r.loadCASet(ctx, gw.Namespace, n.CA)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if pki.CADue(ca, now) {
-		if ca, err = pki.NewCA(render.CACommonName, opts.CAValidity, now); err != nil {
-			return time.Time{}, err
-		}
-		if err := r.writeTLSSecret(ctx, gw, n.CA, ca, nil); err != nil {
+	set, changed, err := pki.PlanCA(cur, now, opts.CAOverlap, func() (*pki.KeyPair, error) {
+		return pki.NewCA(render.CACommonName, opts.CAValidity, now)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if changed {
+		if err := r.writeCASet(ctx, gw, n.CA, set); err != nil {
 			return time.Time{}, err
 		}
 	}
-	// A rotated CA makes every leaf due: it is no longer signed by it.
+	ca, bundle := set.Active, set.Bundle()
+	// A promoted CA makes every leaf due: it is no longer signed by it.
 	issued := []*pki.KeyPair{ca}
 	leaves := []struct {
 		name string
@@ -114,62 +133,147 @@ func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1
 		{n.ClientTLS, pki.LeafRequest{CommonName: render.ClientCommonName, Organization: render.ClientOU, Client: true, Validity: opts.LeafValidity}},
 	}
 	for _, l := range leaves {
-		cur, err := r.loadKeyPair(ctx, gw.Namespace, l.name)
+		leaf, trusted, err := r.loadLeaf(ctx, gw.Namespace, l.name)
 		if err != nil {
 			return time.Time{}, err
 		}
-		if pki.LeafDue(cur, ca, l.req.DNSNames, now) {
-			if cur, err = ca.Issue(l.req, now); err != nil {
+		due := pki.LeafDue(leaf, ca, l.req.DNSNames, now)
+		if due {
+			if leaf, err = ca.Issue(l.req, now); err != nil {
 				return time.Time{}, fmt.Errorf("issue %s: %w", l.name, err)
 			}
-			if err := r.writeTLSSecret(ctx, gw, l.name, cur, ca.CertPEM); err != nil {
+		}
+		if due || !bytes.Equal(trusted, bundle) {
+			if err := r.writeTLSSecret(ctx, gw, l.name, leaf, bundle, due); err != nil {
 				return time.Time{}, err
 			}
 		}
-		issued = append(issued, cur)
+		issued = append(issued, leaf)
 	}
-	return pki.NextRenewal(issued...), nil
+	next := pki.NextRenewal(issued...)
+	if step := set.NextStep(opts.CAOverlap); !step.IsZero() && step.Before(next) {
+		next = step
+	}
+	return next, nil
 }
 
-// loadKeyPair reads a TLS Secret; a missing or unparsable one gives nil.
-func (r *Reconciler) loadKeyPair(ctx context.Context, ns, name string) (*pki.KeyPair, error) {
+// Keys and annotations of the CA Secret beyond tls.crt and tls.key (the
+// active CA) and ca.crt (the trust bundle).
+const (
+	caNextCert     = "next.crt"
+	caNextKey      = "next.key"
+	caPreviousCert = "previous.crt"
+	// AnnotationCARotation records the rotation phase and when it began
+	// ("Introduced 2026-11-30T10:00:00Z").
+	AnnotationCARotation = "openshell.ai/ca-rotation"
+)
+
+// loadCASet reads the CA Secret; a missing or unparsable CA is nil (and is
+// replaced).
+func (r *Reconciler) loadCASet(ctx context.Context, ns, name string) (pki.CASet, error) {
 	s := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return pki.CASet{}, nil
 		}
-		return nil, fmt.Errorf("read secret %s: %w", name, err)
+		return pki.CASet{}, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	active, err := pki.Parse(s.Data[pki.KeyCert], s.Data[pki.KeyKey])
+	if err != nil {
+		return pki.CASet{}, nil
+	}
+	set := pki.CASet{Active: active}
+	if phase, since, ok := strings.Cut(s.Annotations[AnnotationCARotation], " "); ok {
+		at, err := time.Parse(time.RFC3339, since)
+		if err == nil {
+			set.Phase, set.Since = pki.CAPhase(phase), at
+		}
+	}
+	switch set.Phase {
+	case pki.CAPhaseIntroduced:
+		set.Next, _ = pki.Parse(s.Data[caNextCert], s.Data[caNextKey]) // nil: PlanCA starts over
+	case pki.CAPhasePromoted:
+		set.Previous = s.Data[caPreviousCert]
+	}
+	return set, nil
+}
+
+// writeCASet stores a CA set in the CA Secret.
+func (r *Reconciler) writeCASet(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name string, set pki.CASet) error {
+	data := map[string][]byte{pki.KeyCert: set.Active.CertPEM, pki.KeyKey: set.Active.KeyPEM, pki.KeyCA: set.Bundle()}
+	if set.Next != nil {
+		data[caNextCert], data[caNextKey] = set.Next.CertPEM, set.Next.KeyPEM
+	}
+	if len(set.Previous) > 0 {
+		data[caPreviousCert] = set.Previous
+	}
+	var annotations map[string]string
+	if set.Rotating() {
+		annotations = map[string]string{AnnotationCARotation: string(set.Phase) + " " + set.Since.UTC().Format(time.RFC3339)}
+	}
+	if err := r.putSecret(ctx, gw, name, data, annotations); err != nil {
+		return err
+	}
+	msg := "built-in PKI issued the gateway CA (expires " + set.Active.Cert.NotAfter.UTC().Format(time.RFC3339) + ")"
+	switch set.Phase {
+	case pki.CAPhaseIntroduced:
+		msg = "built-in PKI introduced the next gateway CA: trusted now, signing after the overlap"
+	case pki.CAPhasePromoted:
+		msg = "built-in PKI promoted the new gateway CA: leaves are reissued; the previous CA stays trusted for the overlap"
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "CertificateAuthorityRotated", "Reconcile", "%s", msg)
+	return nil
+}
+
+// loadLeaf reads a leaf TLS Secret: its key pair (nil when missing or
+// unparsable) and the trust bundle it carries.
+func (r *Reconciler) loadLeaf(ctx context.Context, ns, name string) (*pki.KeyPair, []byte, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("read secret %s: %w", name, err)
 	}
 	kp, err := pki.Parse(s.Data[pki.KeyCert], s.Data[pki.KeyKey])
 	if err != nil {
-		return nil, nil // unusable: replace it
+		return nil, nil, nil // unusable: replace it
 	}
-	return kp, nil
+	return kp, s.Data[pki.KeyCA], nil
 }
 
-// writeTLSSecret creates or replaces a kubernetes.io/tls Secret.
-func (r *Reconciler) writeTLSSecret(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name string, kp *pki.KeyPair, caPEM []byte) error {
-	data := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM}
-	if caPEM != nil {
-		data[pki.KeyCA] = caPEM
-	} else {
-		data[pki.KeyCA] = kp.CertPEM
+// writeTLSSecret writes a leaf's kubernetes.io/tls Secret with the trust
+// bundle as ca.crt; issued says whether the leaf is new (an event) or only
+// the bundle changed.
+func (r *Reconciler) writeTLSSecret(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name string, kp *pki.KeyPair, bundle []byte, issued bool) error {
+	data := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: bundle}
+	if err := r.putSecret(ctx, gw, name, data, nil); err != nil {
+		return err
 	}
+	if issued {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "CertificateIssued", "Reconcile",
+			"built-in PKI issued %s (expires %s)", name, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// putSecret creates or replaces one of the gateway's kubernetes.io/tls
+// Secrets.
+func (r *Reconciler) putSecret(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name string, data map[string][]byte, annotations map[string]string) error {
 	s := &corev1.Secret{ObjectMeta: secretMeta(gw, name, "tls"), Type: corev1.SecretTypeTLS, Data: data}
+	s.Annotations = annotations
 	cur := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(s), cur)
 	switch {
 	case apierrors.IsNotFound(err):
 		err = r.Client.Create(ctx, s)
 	case err == nil:
-		cur.Data, cur.Labels, cur.Type = data, s.Labels, s.Type
+		cur.Data, cur.Labels, cur.Type, cur.Annotations = data, s.Labels, s.Type, annotations
 		cur.OwnerReferences = s.OwnerReferences
 		err = r.Client.Update(ctx, cur)
 	}
 	if err != nil {
 		return fmt.Errorf("write TLS secret %s: %w", name, err)
 	}
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, "CertificateIssued", "Reconcile",
-		"built-in PKI issued %s (expires %s)", name, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
 	return nil
 }
