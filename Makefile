@@ -186,7 +186,7 @@ TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck 
 	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test
 
 .PHONY: tools
-tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) ## Build every tool and control-plane binary the tests need into bin/ (cached).
+tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) ## Build every tool and control-plane binary the tests need into bin/ (cached).
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

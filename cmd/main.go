@@ -68,6 +68,7 @@ func main() {
 		os.Exit(1)
 	}
 	opts.Controllers.Platform = platform
+	opts.Controllers.OperatorCondition = os.Getenv(operatorenv.EnvOperatorConditionName)
 	roots, rootsFile := trust.SystemPEM()
 	if roots == nil {
 		log.Info("No system CA bundle found: managed gateways will trust only the operator's CA and the cluster's trusted CA bundle")

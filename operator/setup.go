@@ -13,6 +13,7 @@ import (
 
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
+	"github.com/openshell/openshell-operator/controllers/operatorcondition"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
@@ -54,6 +55,10 @@ type ControllerOptions struct {
 	// TrustRoots are the public roots managed gateways trust besides the
 	// operator's CA (cmd/ reads the image's system bundle).
 	TrustRoots []byte
+	// OperatorCondition names the OperatorCondition OLM created for this
+	// install (OPERATOR_CONDITION_NAME), in the operator's namespace; empty
+	// (not installed by OLM) reports nothing.
+	OperatorCondition string
 	// TokenHTTPClient calls External gateways' identity providers (nil:
 	// the default client, which honours the proxy environment and the
 	// system trust store; tests trust their own CA through it).
@@ -112,6 +117,12 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	} {
 		if err := r.setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up %s controller: %w", r.kind, err)
+		}
+	}
+	if opts.OperatorCondition != "" {
+		oc := &operatorcondition.Reconciler{Client: c, APIReader: api, Name: opts.OperatorCondition, Namespace: opts.Platform.OperatorNamespace}
+		if err := oc.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up OperatorCondition controller: %w", err)
 		}
 	}
 	if !opts.EnableWebhooks {

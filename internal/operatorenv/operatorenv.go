@@ -18,6 +18,9 @@ const (
 	EnvWatchNamespace = "WATCH_NAMESPACE"
 	// EnvOperatorNamespace is the namespace the operator runs in (downward API).
 	EnvOperatorNamespace = "OPERATOR_NAMESPACE"
+	// EnvOperatorConditionName names the OperatorCondition OLM created for
+	// the installed CSV (OLM sets it on the Deployment).
+	EnvOperatorConditionName = "OPERATOR_CONDITION_NAME"
 	// EnvRelatedImageGateway is the OpenShell gateway image.
 	EnvRelatedImageGateway = "RELATED_IMAGE_GATEWAY"
 	// EnvRelatedImageSupervisor is the OpenShell supervisor image.

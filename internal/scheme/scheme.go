@@ -1,6 +1,6 @@
 // Package scheme builds the runtime.Scheme the operator and its tests use:
 // Kubernetes built-ins, our API, and the typed third-party APIs we read or
-// write (OpenShift Route/SCC/config, cert-manager).
+// write (OpenShift Route/SCC/config, cert-manager, OLM's OperatorCondition).
 package scheme
 
 import (
@@ -8,6 +8,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	routev1 "github.com/openshift/api/route/v1"
 	securityv1 "github.com/openshift/api/security/v1"
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,6 +28,7 @@ func New() *runtime.Scheme {
 		securityv1.Install,
 		configv1.Install,
 		cmv1.AddToScheme,
+		operatorsv2.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}

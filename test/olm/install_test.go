@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,6 +231,16 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 // from ca.
 func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair) string {
 	t.Helper()
+	_, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, nil)
+	return issuerURL
+}
+
+// runAsPodStoppable is runAsPod that also returns a function stopping the
+// process, as the pod's deletion does. With issuer, the OIDC issuer is
+// reached through that balancer, as through its Service: a stable address
+// across pods.
+func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair, issuer *framework.Balancer) (func(), string) {
+	t.Helper()
 	g := NewWithT(t)
 	c := cluster.Client
 	dep := &appsv1.Deployment{}
@@ -281,14 +292,17 @@ func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPa
 		}
 	}
 	g.Expect(certSecret).NotTo(BeEmpty(), "OLM mounted no webhook certificate")
+	// (After an upgrade OLM issues the new CSV's certificate anew.)
 	s := &corev1.Secret{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s) }).
+		WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	for _, k := range []string{"tls.crt", "tls.key"} {
 		g.Expect(os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600)).To(Succeed())
 	}
 	// The OIDC issuer's serving CA, which the test gateway trusts.
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
-		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})).To(Succeed())
+	err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
+		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})
+	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 
 	ports := map[string]int{}
 	for _, name := range []string{"webhook", "metrics", "health", "oidc"} {
@@ -297,6 +311,10 @@ func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPa
 		ports[name] = p
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
+	if issuer != nil {
+		issuerURL = "https://127.0.0.1:" + strconv.Itoa(issuer.Port())
+		issuer.Add("127.0.0.1:" + strconv.Itoa(ports["oidc"]))
+	}
 	var args []string
 	for _, a := range ctr.Args {
 		switch {
@@ -311,12 +329,16 @@ func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPa
 		"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
 	p, err := framework.StartProcessEnv(dir, "operator", bin, env, args...)
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("operator log:\n%s", p.Tail(6000))
-		}
-		_ = p.Stop(30 * time.Second)
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			if t.Failed() {
+				t.Logf("operator log:\n%s", p.Tail(6000))
+			}
+			_ = p.Stop(30 * time.Second)
+		})
+	}
+	t.Cleanup(stop)
 
 	svc := &corev1.Service{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName + "-service"}, svc)).To(Succeed())
@@ -334,7 +356,7 @@ func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPa
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
-	return issuerURL
+	return stop, issuerURL
 }
 
 // catalogBundleImage is the image of the named bundle in a File-Based

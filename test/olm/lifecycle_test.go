@@ -244,6 +244,14 @@ type installMode struct {
 func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string, catalog, channel, startingCSV string,
 	approval operatorsv1alpha1.Approval) *operatorsv1alpha1.ClusterServiceVersion {
 	t.Helper()
+	return subscribeWith(ctx, t, opNS, targets, catalog, channel, startingCSV, approval, nil)
+}
+
+// subscribeWith is subscribe with the Subscription's config (the
+// environment an admin gives the operator).
+func subscribeWith(ctx context.Context, t *testing.T, opNS string, targets []string, catalog, channel, startingCSV string,
+	approval operatorsv1alpha1.Approval, config *operatorsv1alpha1.SubscriptionConfig) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
 	c := cluster.Client
 	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: opNS},
 		Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: targets}}
@@ -252,7 +260,7 @@ func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string,
 	}
 	sub := &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator", Namespace: opNS},
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: catalog, CatalogSourceNamespace: olmNamespace,
-			Package: "openshell-operator", Channel: channel, StartingCSV: startingCSV, InstallPlanApproval: approval}}
+			Package: "openshell-operator", Channel: channel, StartingCSV: startingCSV, InstallPlanApproval: approval, Config: config}}
 	if err := c.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +269,8 @@ func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string,
 	}
 	name := startingCSV
 	if name == "" {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
 		err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 			cur := &operatorsv1alpha1.Subscription{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(sub), cur); err != nil {
@@ -270,7 +280,7 @@ func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string,
 			return name != "", nil
 		})
 		if err != nil {
-			t.Fatalf("the Subscription never installed a CSV: %v\n%s", err, describeSubscription(ctx, opNS))
+			t.Fatalf("the Subscription never installed a CSV: %v\n%s", err, describeSubscription(context.Background(), opNS))
 		}
 	}
 	return waitCSV(ctx, t, opNS, name)
@@ -280,6 +290,8 @@ func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string,
 func waitCSV(ctx context.Context, t *testing.T, ns, name string) *operatorsv1alpha1.ClusterServiceVersion {
 	t.Helper()
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv); err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -288,34 +300,44 @@ func waitCSV(ctx context.Context, t *testing.T, ns, name string) *operatorsv1alp
 	})
 	if err != nil {
 		t.Fatalf("CSV %s/%s not Succeeded (phase %q: %s): %v\n%s\nunpack errors: %v", ns, name, csv.Status.Phase, csv.Status.Message, err,
-			describeSubscription(ctx, ns), lm.unpackErrors())
+			describeSubscription(context.Background(), ns), lm.unpackErrors())
 	}
 	return csv
 }
 
-// approveInstallPlan approves the InstallPlan that installs csv.
+// approveInstallPlan approves, as a user does in the console, the
+// InstallPlan the Subscription points at once it waits for approval to
+// install csv (OLM may replace a plan it is still writing).
 func approveInstallPlan(ctx context.Context, t *testing.T, ns, csv string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		plans := &operatorsv1alpha1.InstallPlanList{}
-		if err := cluster.Client.List(ctx, plans, client.InNamespace(ns)); err != nil {
+		sub := &operatorsv1alpha1.Subscription{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-operator"}, sub); err != nil {
 			return false, err
 		}
-		for i := range plans.Items {
-			ip := &plans.Items[i]
-			if !slices.Contains(ip.Spec.ClusterServiceVersionNames, csv) {
-				continue
-			}
-			if ip.Spec.Approved {
-				return true, nil
-			}
-			ip.Spec.Approved = true
-			return false, client.IgnoreNotFound(cluster.Client.Update(ctx, ip))
+		if sub.Status.InstallPlanRef == nil {
+			return false, nil
 		}
-		return false, nil
+		ip := &operatorsv1alpha1.InstallPlan{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sub.Status.InstallPlanRef.Name}, ip); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if !slices.Contains(ip.Spec.ClusterServiceVersionNames, csv) {
+			return false, nil
+		}
+		if ip.Spec.Approved {
+			return true, nil
+		}
+		if ip.Status.Phase != operatorsv1alpha1.InstallPlanPhaseRequiresApproval {
+			return false, nil
+		}
+		ip.Spec.Approved = true
+		return false, client.IgnoreNotFound(cluster.Client.Update(ctx, ip))
 	})
 	if err != nil {
-		t.Fatalf("no InstallPlan for %s to approve: %v\n%s", csv, err, describeSubscription(ctx, ns))
+		t.Fatalf("no InstallPlan for %s to approve: %v\n%s", csv, err, describeSubscription(context.Background(), ns))
 	}
 }
 

@@ -1,0 +1,212 @@
+package olm
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/operatorcondition"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/pki"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+const (
+	currentCSV = "openshell-operator.v0.1.0"
+	nextCSV    = "openshell-operator.v0.1.1"
+)
+
+// TestUpgrade subscribes at the current release from a catalog that also
+// holds the next one (built here as docs/releasing.md prescribes: make
+// bundle with the next version, make catalog keeping the released bundle),
+// with manual approval. While a gateway rotates its CA the operator
+// reports Upgradeable=False and OLM holds the approved upgrade; once that
+// clears, the next CSV succeeds, the old one goes, and the running gateway
+// and sandbox are neither lost nor recreated.
+func TestUpgrade(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	configs := nextRelease(t)
+	lm.serveBundle(catalogBundleImage(t, configs, currentCSV), bundleDir())
+	lm.serveBundle(catalogBundleImage(t, configs, nextCSV), filepath.Join(filepath.Dir(configs), "bundle"))
+	serveCatalog(ctx, t, "openshell-upgrade", configs)
+	bin := filepath.Join(t.TempDir(), "manager")
+	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+
+	opNS := framework.CreateNamespace(ctx, t, c, "op")
+	platform := framework.CreatePlatformNamespace(ctx, t, c, "platform")
+	tenant := framework.CreateNamespace(ctx, t, c, "tenant")
+	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
+	// The cluster admin serves gateways in the platform namespace too, as
+	// the documentation says, through the Subscription.
+	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{{Name: operatorenv.EnvGatewayNamespaces, Value: platform}}}
+	csv := subscribeWith(ctx, t, opNS, nil, "openshell-upgrade", channel, currentCSV, operatorsv1alpha1.ApprovalManual, cfg)
+	t.Cleanup(func() { unsubscribe(context.Background(), t, opNS) })
+	g.Expect(csv.Name).To(Equal(currentCSV))
+
+	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	issuerLB, err := framework.StartBalancer()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(issuerLB.Stop)
+	stopOld, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
+
+	// The data plane: an External gateway with a Ready sandbox.
+	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
+		IssuerURL: issuerURL, CA: ca})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(gw.Stop)
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwObj.Name, Namespace: opNS}}}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitReady(ctx, g, sb)
+	before := dataPlane(ctx, g, sb, sbNS)
+
+	// A managed gateway whose CA is due: its rotation begins, and the
+	// operator tells OLM an upgrade must wait.
+	managed := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: platform},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	oldCA, err := pki.NewCA(render.CACommonName, 100*24*time.Hour, time.Now().Add(-90*24*time.Hour))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.NamesFor(managed).CA, Namespace: platform,
+		Labels: render.Labels(managed, "tls")}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": oldCA.CertPEM, "tls.key": oldCA.KeyPEM, "ca.crt": oldCA.CertPEM}})).To(Succeed())
+	g.Expect(c.Create(ctx, managed)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cond := operatorConditionStatus(ctx, g, opNS, currentCSV)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(operatorcondition.ReasonCARotationInProgress))
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), "the operator did not report the rotation to OLM")
+
+	// The user approves the upgrade; OLM holds it.
+	approveInstallPlan(ctx, t, opNS, nextCSV)
+	g.Eventually(func(g Gomega) {
+		next := &operatorsv1alpha1.ClusterServiceVersion{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: nextCSV}, next)).To(Succeed())
+		g.Expect(next.Status.Reason).To(Equal(operatorsv1alpha1.CSVReasonOperatorConditionNotUpgradeable))
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), "OLM did not hold the upgrade")
+	// Held: the running release stays installed (OLM marks it Replacing)
+	// and its Deployment is untouched.
+	old := &operatorsv1alpha1.ClusterServiceVersion{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: currentCSV}, old)).To(Succeed())
+	g.Expect(old.Status.Phase).To(BeElementOf(operatorsv1alpha1.CSVPhaseSucceeded, operatorsv1alpha1.CSVPhaseReplacing))
+	g.Consistently(func(g Gomega) {
+		dep := &appsv1.Deployment{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName}, dep)).To(Succeed())
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "OPERATOR_CONDITION_NAME", Value: currentCSV}))
+	}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+
+	// The rotation no longer matters (the gateway goes): OLM upgrades.
+	g.Expect(c.Delete(ctx, managed)).To(Succeed())
+	g.Eventually(func() bool { return isGone(ctx, managed) }).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue())
+	waitCSV(ctx, t, opNS, nextCSV)
+	g.Eventually(func() bool {
+		return isGone(ctx, &operatorsv1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: currentCSV}})
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "the replaced CSV was not removed")
+
+	// The new Deployment's pod replaces the old one.
+	stopOld()
+	runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
+	waitReady(ctx, g, sb)
+	g.Consistently(func(g Gomega) {
+		g.Expect(dataPlane(ctx, g, sb, sbNS)).To(Equal(before), "the upgrade recreated or changed the running sandbox")
+	}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
+	g.Expect(gw.SandboxNames(sandboxspec.WorkspaceName(tenant, tenantNS.UID))).To(HaveLen(1), "the gateway holds the one sandbox it had")
+
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Expect(c.Delete(ctx, gwObj)).To(Succeed())
+	for _, o := range []client.Object{sb, gwObj} {
+		g.Eventually(func() bool { return isGone(ctx, o) }).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue())
+	}
+}
+
+// nextRelease builds the next release beside this one, as
+// docs/releasing.md prescribes, into a temporary folder: the bundle at
+// version 0.1.1 (make bundle VERSION=0.1.1) and the catalog re-rendered
+// from the released one (make catalog). It returns the catalog folder.
+func nextRelease(t *testing.T) string {
+	t.Helper()
+	tool, err := framework.Binary("openshell-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	root := framework.RepoRoot()
+	configs := filepath.Join(dir, "catalog")
+	if err := os.CopyFS(configs, os.DirFS(filepath.Join(root, "catalog", "configs"))); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) {
+		cmd := exec.Command(tool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openshell-release %v: %v\n%s", args, err, out)
+		}
+	}
+	bundle := filepath.Join(dir, "bundle")
+	run("generate", "-dir", bundle, "-manifests", filepath.Join(root, "config", "manifests"),
+		"-images", filepath.Join(root, "config", "manifests", "images.yaml"), "-version", "0.1.1", "-skip-range", ">=0.0.0 <0.1.1")
+	run("catalog", "-dir", bundle, "-catalog", configs)
+	return configs
+}
+
+// waitReady waits until the sandbox is Ready.
+func waitReady(ctx context.Context, g Gomega, sb *openshellv1alpha1.OpenShellSandbox) {
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "conditions: %v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+}
+
+// dataPlane identifies what runs for a sandbox: the object, the gateway's
+// sandbox ID, the agents.x-k8s.io Sandbox and its pod, by UID.
+func dataPlane(ctx context.Context, g Gomega, sb *openshellv1alpha1.OpenShellSandbox, sbNS string) map[string]string {
+	cur := &openshellv1alpha1.OpenShellSandbox{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
+	out := map[string]string{"object": string(cur.UID), "sandboxID": cur.Status.SandboxID}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxList"})
+	g.Expect(cluster.Client.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	out["agents.x-k8s.io"] = string(list.Items[0].GetUID())
+	pods := &corev1.PodList{}
+	g.Expect(cluster.Client.List(ctx, pods, client.InNamespace(sbNS))).To(Succeed())
+	for _, p := range pods.Items {
+		out["pod/"+p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// operatorConditionStatus is the Upgradeable condition OLM copied into the
+// OperatorCondition's status.
+func operatorConditionStatus(ctx context.Context, g Gomega, ns, name string) *metav1.Condition {
+	oc := &operatorsv2.OperatorCondition{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, oc)).To(Succeed())
+	return meta.FindStatusCondition(oc.Status.Conditions, operatorsv2.Upgradeable)
+}
