@@ -35,10 +35,10 @@ type lifecycleManager struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu      sync.Mutex
-	bundles map[string]string // bundle image → local bundle folder
+	mu       sync.Mutex
+	bundles  map[string]string // bundle image → local bundle folder
 	unpacked map[types.UID]bool
-	errs    []error
+	errs     []error
 }
 
 func startLifecycleManager(ctx context.Context, c *framework.Cluster) (_ *lifecycleManager, retErr error) {
