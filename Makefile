@@ -152,10 +152,8 @@ pin-images: $(RELEASE_TOOL) ## Resolve the operand image tags in config/manifest
 	$(MAKE) bundle catalog
 
 .PHONY: images
-images: $(LOCALBIN)/opm $(RELEASE_TOOL) ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
+images: $(LOCALBIN)/opm $(LOCALBIN)/grpc_health_probe $(RELEASE_TOOL) ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-amd64 ./cmd
-	cd $(TOOLS_DIR)/opm && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -tags containers_image_openpgp \
-		-ldflags "-s -w -buildid=" -o $(LOCALBIN)/opm-linux-amd64 github.com/operator-framework/operator-registry/cmd/opm
 	$(RELEASE_TOOL) images
 	$(MAKE) bundle catalog
 	$(RELEASE_TOOL) images
@@ -211,8 +209,10 @@ $(LOCALBIN)/kwok: $(TOOLS_DIR)/kwok/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/kwok && go build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
 $(LOCALBIN)/agent-sandbox-controller: $(TOOLS_DIR)/agentsandbox/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/agentsandbox && go build -trimpath -o $@ sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+# Static and reproducible: the tests run it and the catalog image carries it.
 $(LOCALBIN)/opm: $(TOOLS_DIR)/opm/go.mod | $(LOCALBIN)
-	cd $(TOOLS_DIR)/opm && go build -trimpath -tags containers_image_openpgp -o $@ github.com/operator-framework/operator-registry/cmd/opm
+	cd $(TOOLS_DIR)/opm && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -tags containers_image_openpgp \
+		-ldflags "-s -w -buildid=" -o $@ github.com/operator-framework/operator-registry/cmd/opm
 $(LOCALBIN)/olm $(LOCALBIN)/catalog: $(LOCALBIN)/%: $(TOOLS_DIR)/olm/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/olm && go build -trimpath -o $@ github.com/operator-framework/operator-lifecycle-manager/cmd/$*
 $(LOCALBIN)/cert-manager-controller: $(TOOLS_DIR)/certmanager/go.mod $(TOOLS_DIR)/certmanager/main.go | $(LOCALBIN)

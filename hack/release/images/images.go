@@ -28,12 +28,13 @@ import (
 // epoch is the timestamp of every file and of the image config.
 var epoch = time.Unix(0, 0).UTC()
 
-// File is one file of a layer.
+// File is one file (or, with Dir, one directory) of a layer.
 type File struct {
 	Path string // absolute path in the image
 	Data []byte
 	Mode int64
 	UID  int
+	Dir  bool
 }
 
 // Layer builds a deterministic tar layer (parent directories included).
@@ -53,6 +54,14 @@ func Layer(files []File) (v1.Layer, error) {
 				ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 				return nil, err
 			}
+		}
+		if f.Dir {
+			dirs[f.Path] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(f.Path, "/") + "/", Mode: f.Mode,
+				Uid: f.UID, Gid: f.UID, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.Path, "/"), Mode: f.Mode,
 			Size: int64(len(f.Data)), Uid: f.UID, Gid: f.UID, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
@@ -146,16 +155,27 @@ func Operator(binary []byte, labels map[string]string) (v1.Image, error) {
 	return Build(Config{Entrypoint: []string{"/manager"}, User: "65532:65532", Labels: labels}, l)
 }
 
-// Catalog is the catalog image: opm and the FBC under /configs.
-func Catalog(opm []byte, configsDir string) (v1.Image, error) {
+// CatalogCmd is the catalog image's command. The cache is built when the
+// pod starts (the catalog is small): opm enforces a cache's integrity by
+// default and refuses to start on an empty one, which is what an image
+// without a pre-built cache has (found by running the image as the
+// registry pod does).
+var CatalogCmd = []string{"serve", "/configs", "--cache-dir=/tmp/cache", "--cache-enforce-integrity=false"}
+
+// Catalog is the catalog image as OLM's registry pod runs it: opm serving
+// the FBC under /configs (the label oc-mirror and OLM read names it), with
+// its cache in a /tmp the non-root user may write, and grpc_health_probe,
+// which the pod's readiness and liveness probes exec.
+func Catalog(opm, healthProbe []byte, configsDir string) (v1.Image, error) {
 	configs, err := Dir(configsDir, "/configs")
 	if err != nil {
 		return nil, err
 	}
-	l, err := Layer(append(configs, File{Path: "/bin/opm", Data: opm, Mode: 0o755}))
+	l, err := Layer(append(configs, File{Path: "/bin/opm", Data: opm, Mode: 0o755},
+		File{Path: "/bin/grpc_health_probe", Data: healthProbe, Mode: 0o755}, File{Path: "/tmp", Mode: 0o1777, Dir: true}))
 	if err != nil {
 		return nil, err
 	}
-	return Build(Config{Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"}, User: "65532:65532",
+	return Build(Config{Entrypoint: []string{"/bin/opm"}, Cmd: CatalogCmd, User: "65532:65532",
 		Labels: map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"}}, l)
 }

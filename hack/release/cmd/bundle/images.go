@@ -43,7 +43,7 @@ var operatorLine = regexp.MustCompile(`(?m)^operator: .*$`)
 // buildImages writes the operator, bundle and catalog images as OCI
 // layouts, prints their digests, and pins the operator digest in the
 // images file.
-func buildImages(bundleDir, catalogDir, operatorBin, opmBin, out, imagesFile string) error {
+func buildImages(bundleDir, catalogDir, operatorBin, opmBin, probeBin, out, imagesFile string) error {
 	bin, err := os.ReadFile(operatorBin)
 	if err != nil {
 		return fmt.Errorf("read operator binary (make images builds it): %w", err)
@@ -60,7 +60,11 @@ func buildImages(bundleDir, catalogDir, operatorBin, opmBin, out, imagesFile str
 	if err != nil {
 		return fmt.Errorf("read opm binary: %w", err)
 	}
-	cat, err := images.Catalog(opm, catalogDir)
+	probe, err := os.ReadFile(probeBin)
+	if err != nil {
+		return fmt.Errorf("read grpc_health_probe binary: %w", err)
+	}
+	cat, err := images.Catalog(opm, probe, catalogDir)
 	if err != nil {
 		return err
 	}

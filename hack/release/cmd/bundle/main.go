@@ -36,7 +36,8 @@ func main() {
 	catalogDir := fs.String("catalog", "catalog/configs", "File-Based Catalog folder")
 	bundleRepo := fs.String("bundle-repo", "quay.io/openshell/openshell-operator-bundle", "bundle image repository")
 	operatorBin := fs.String("operator-binary", "bin/manager-linux-amd64", "static operator binary for the operator image")
-	opmBin := fs.String("opm-binary", "bin/opm-linux-amd64", "static opm binary for the catalog image")
+	opmBin := fs.String("opm-binary", "bin/opm", "static opm binary for the catalog image")
+	probeBin := fs.String("probe-binary", "bin/grpc_health_probe", "static grpc_health_probe binary for the catalog image")
 	imagesOut := fs.String("out", "bin/images", "folder for the OCI image layouts")
 	_ = fs.Parse(os.Args[2:])
 
@@ -105,7 +106,7 @@ func main() {
 		}
 		fmt.Printf("%d images pinned in %s\n", len(pinned), *imagesFile)
 	case "images":
-		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *imagesOut, *imagesFile); err != nil {
+		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *probeBin, *imagesOut, *imagesFile); err != nil {
 			fail(err)
 		}
 	default:
