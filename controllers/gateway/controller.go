@@ -212,7 +212,11 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 		return h, res, err
 	}
-	in, blocked := r.resolveInputs(gw, pf)
+	source, err := r.tlsSource(ctx, gw, pf)
+	if err != nil {
+		return h, res, err
+	}
+	in, blocked := r.resolveInputs(gw, pf, source)
 	if blocked != nil {
 		if blocked.Reason == openshellv1alpha1.GatewayReasonInstalling {
 			// The issuer is starting; rendering without it would roll the gateway twice.
@@ -225,7 +229,6 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if err := r.ensureGeneratedSecrets(ctx, gw); err != nil {
 		return h, res, err
 	}
-	var err error
 	if in.TrustBundle, err = r.trustBundle(ctx, gw, in); err != nil {
 		return h, res, err
 	}
@@ -297,13 +300,49 @@ func (r *Reconciler) refusal(ctx context.Context, gw *openshellv1alpha1.OpenShel
 // issuerStartPoll is how soon a gateway waiting for the OIDC issuer looks again.
 const issuerStartPoll = 2 * time.Second
 
-// resolveInputs decides the render inputs from the gateway, the cluster and
-// the operator's settings. A non-nil issue says why nothing can be rendered
-// yet (reason Installing: wait; otherwise the gateway is degraded).
-func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (render.Inputs, *issue) {
-	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: render.TLSBuiltin}
-	if pf.CertManager {
-		in.TLS = render.TLSCertManager
+// tlsSource is where the gateway's certificates come from. A gateway
+// keeps the source it started with, read from its CA Secret (which
+// cert-manager annotates when it writes it): installing cert-manager next
+// to a running gateway, or removing it, must not swap its CA under
+// sandboxes that trust the old one. Only a gateway without a CA yet
+// follows the cluster.
+func (r *Reconciler) tlsSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (render.TLSSource, error) {
+	ca := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).CA}, ca)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("read the gateway CA Secret: %w", err)
+	}
+	if err != nil {
+		ca = nil
+	}
+	return pinnedTLSSource(ca, pf.CertManager), nil
+}
+
+// pinnedTLSSource decides the TLS source from the gateway's CA Secret (nil
+// when there is none yet) and whether cert-manager is installed. Pure.
+func pinnedTLSSource(ca *corev1.Secret, certManager bool) render.TLSSource {
+	switch {
+	case ca == nil && certManager:
+		return render.TLSCertManager
+	case ca == nil:
+		return render.TLSBuiltin
+	case ca.Annotations[cmv1.CertificateNameKey] != "":
+		return render.TLSCertManager
+	default:
+		return render.TLSBuiltin
+	}
+}
+
+// resolveInputs decides the render inputs from the gateway, its TLS
+// source, the cluster and the operator's settings. A non-nil issue says
+// why nothing can be rendered yet (reason Installing: wait; otherwise the
+// gateway is degraded).
+func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, source render.TLSSource) (render.Inputs, *issue) {
+	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: source}
+	if source == render.TLSCertManager && !pf.CertManager {
+		return in, &issue{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
+			Message: "this gateway's certificates come from cert-manager, which is no longer installed: reinstall it. " +
+				"The operator does not move a running gateway to its built-in PKI: a new CA would disconnect its sandboxes"}
 	}
 	if r.Issuer != nil {
 		ca := r.Issuer.CA()

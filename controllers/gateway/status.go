@@ -28,6 +28,10 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 		tls = tlsState{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
 			Message: "spec.managed.tls.issuerRef needs cert-manager, which is not installed: install the cert-manager Operator or remove issuerRef"}
 	}
+	if tls.Ready && in.TLS == render.TLSBuiltin && pf.CertManager {
+		tls.Message += "; cert-manager is installed too, but this gateway keeps the built-in PKI it started with " +
+			"(a new CA would disconnect its sandboxes; a new gateway uses cert-manager)"
+	}
 	switch {
 	case tls.Ready:
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionTLSReady, metav1.ConditionTrue, tls.Reason, tls.Message)

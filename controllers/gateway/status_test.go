@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -91,6 +93,7 @@ func TestManagedHealth(t *testing.T) {
 		usesSCC  bool
 		mutate   func(*openshellv1alpha1.OpenShellGateway)
 		tls      metav1.ConditionStatus
+		tlsSays  string
 		route    string
 		scc      string
 		degraded []string
@@ -116,6 +119,9 @@ func TestManagedHealth(t *testing.T) {
 		{name: "Combined topology needs privileged", o: observation{workload: readyWorkload, tls: certsOK, route: routeState{Message: "waiting"}},
 			pf: openshift, usesSCC: false, tls: metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteNotAdmitted,
 			scc: openshellv1alpha1.GatewayReasonPrivilegedRequired, degraded: []string{openshellv1alpha1.GatewayReasonPrivilegedRequired}},
+		{name: "cert-manager installed after a built-in PKI gateway: said, not switched", o: observation{workload: readyWorkload, tls: certsOK},
+			pf: preflight.Result{CertManager: true}, tls: metav1.ConditionTrue, tlsSays: "keeps the built-in PKI it started with",
+			route: openshellv1alpha1.GatewayReasonRouteAPIUnavailable, scc: openshellv1alpha1.GatewayReasonSCCNotApplicable},
 		{name: "route disabled", o: observation{workload: readyWorkload, tls: certsOK}, pf: openshift, usesSCC: true,
 			mutate: func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.Route.Enabled = ptrFalse() },
 			tls:    metav1.ConditionTrue, route: openshellv1alpha1.GatewayReasonRouteDisabled, scc: openshellv1alpha1.GatewayReasonSCCApplied},
@@ -134,8 +140,8 @@ func TestManagedHealth(t *testing.T) {
 				}
 				return c
 			}
-			if c := cond(openshellv1alpha1.GatewayConditionTLSReady); c.Status != tc.tls {
-				t.Errorf("TLSReady %s (%s), want %s", c.Status, c.Reason, tc.tls)
+			if c := cond(openshellv1alpha1.GatewayConditionTLSReady); c.Status != tc.tls || !strings.Contains(c.Message, tc.tlsSays) {
+				t.Errorf("TLSReady %s (%s: %s), want %s saying %q", c.Status, c.Reason, c.Message, tc.tls, tc.tlsSays)
 			}
 			if c := cond(openshellv1alpha1.GatewayConditionRouteAdmitted); c.Reason != tc.route {
 				t.Errorf("RouteAdmitted reason %s, want %s", c.Reason, tc.route)
@@ -161,3 +167,27 @@ func TestManagedHealth(t *testing.T) {
 }
 
 func ptrFalse() *bool { f := false; return &f }
+
+func TestPinnedTLSSource(t *testing.T) {
+	builtin := &corev1.Secret{}
+	issued := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"cert-manager.io/certificate-name": "openshell-ca"}}}
+	tests := []struct {
+		name        string
+		ca          *corev1.Secret
+		certManager bool
+		want        render.TLSSource
+	}{
+		{"a new gateway without cert-manager: built-in PKI", nil, false, render.TLSBuiltin},
+		{"a new gateway with cert-manager: cert-manager", nil, true, render.TLSCertManager},
+		{"cert-manager installed after the gateway: it keeps the built-in PKI", builtin, true, render.TLSBuiltin},
+		{"cert-manager removed under its gateway: still cert-manager (reported, never swapped)", issued, false, render.TLSCertManager},
+		{"cert-manager's gateway with cert-manager: cert-manager", issued, true, render.TLSCertManager},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pinnedTLSSource(tt.ca, tt.certManager); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
