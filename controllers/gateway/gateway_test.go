@@ -18,6 +18,7 @@ import (
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	. "github.com/onsi/gomega"
 	routev1 "github.com/openshift/api/route/v1"
 	securityv1 "github.com/openshift/api/security/v1"
@@ -300,6 +301,29 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	clientTLS := &corev1.Secret{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-client-tls"}, clientTLS)).To(Succeed())
 	expectMutualTLS(g, server, clientTLS, "openshell."+ns+".svc", nil)
+
+	t.Run("cert-manager renewing the CA keeps sandboxes connected", func(t *testing.T) {
+		g := NewWithT(t)
+		// As `cmctl renew` asks for a re-issuance.
+		crt := &cmv1.Certificate{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-ca"}, crt)).To(Succeed())
+		crt.Status.Conditions = append(crt.Status.Conditions, cmv1.CertificateCondition{Type: cmv1.CertificateConditionIssuing,
+			Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered", Message: "Certificate re-issuance manually triggered"})
+		g.Expect(c.Status().Update(ctx, crt)).To(Succeed())
+		var renewed *x509.Certificate
+		g.Eventually(func(g Gomega) {
+			s := &corev1.Secret{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-ca-tls"}, s)).To(Succeed())
+			renewed = parseCert(g, s.Data["tls.crt"])
+			g.Expect(renewed.SerialNumber).NotTo(Equal(ca.SerialNumber))
+		}).WithTimeout(time.Minute).Should(Succeed(), "cert-manager did not renew the CA")
+		// The leaves signed before the renewal verify under the renewed CA
+		// (the key is kept), so a sandbox that got the new ca.crt still
+		// trusts the gateway, and the other way round.
+		g.Expect(renewed.PublicKey).To(Equal(ca.PublicKey), "the renewed CA has a new key: sandboxes holding the old ca.crt would be cut off")
+		_, err := parseCert(g, server.Data["tls.crt"]).Verify(x509.VerifyOptions{Roots: poolOf(renewed), DNSName: "openshell.apps.example.com"})
+		g.Expect(err).NotTo(HaveOccurred())
+	})
 
 	t.Run("drift is corrected", func(t *testing.T) {
 		g := NewWithT(t)

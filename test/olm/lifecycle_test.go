@@ -233,12 +233,6 @@ func serveCatalog(ctx context.Context, t *testing.T, name, configs string) {
 	}
 }
 
-// installMode is one way to subscribe: the OperatorGroup's targets.
-type installMode struct {
-	mode    operatorsv1alpha1.InstallModeType
-	targets func(opNS string, extra []string) []string
-}
-
 // subscribe creates the OperatorGroup and the Subscription a user creates in
 // the console, and waits until the CSV OLM installs is Succeeded.
 func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string, catalog, channel, startingCSV string,

@@ -44,6 +44,11 @@ func CertManagerObjects(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []cli
 	n := NamesFor(gw)
 	selfSigned, caIssuer := n.Fullname+"-selfsigned", n.Fullname+"-ca-issuer"
 	ecdsa := &cmv1.CertificatePrivateKey{Algorithm: cmv1.ECDSAKeyAlgorithm, Size: 256, RotationPolicy: cmv1.RotationPolicyAlways}
+	// The CA keeps its key when cert-manager renews it: leaves signed
+	// before the renewal verify under the renewed CA certificate and the
+	// other way round, so a sandbox holding either stays connected. (A new
+	// CA key would disconnect every sandbox whose ca.crt is not refreshed.)
+	caKey := &cmv1.CertificatePrivateKey{Algorithm: cmv1.ECDSAKeyAlgorithm, Size: 256, RotationPolicy: cmv1.RotationPolicyNever}
 	dur := &metav1.Duration{Duration: LeafValidity}
 	renew := &metav1.Duration{Duration: LeafRenewBefore}
 	// cert-manager copies these labels onto the Secrets it writes: the
@@ -57,7 +62,7 @@ func CertManagerObjects(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []cli
 			Spec: cmv1.IssuerSpec{IssuerConfig: cmv1.IssuerConfig{SelfSigned: &cmv1.SelfSignedIssuer{}}}},
 		&cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-ca", gw.Namespace, "tls"),
 			Spec: cmv1.CertificateSpec{IsCA: true, CommonName: CACommonName, SecretName: n.CA, SecretTemplate: tmpl,
-				Duration: &metav1.Duration{Duration: CAValidity}, PrivateKey: ecdsa, IssuerRef: local(selfSigned)}},
+				Duration: &metav1.Duration{Duration: CAValidity}, PrivateKey: caKey, IssuerRef: local(selfSigned)}},
 		&cmv1.Issuer{ObjectMeta: meta(gw, caIssuer, gw.Namespace, "tls"),
 			Spec: cmv1.IssuerSpec{IssuerConfig: cmv1.IssuerConfig{CA: &cmv1.CAIssuer{SecretName: n.CA}}}},
 		&cmv1.Certificate{ObjectMeta: meta(gw, n.Fullname+"-server", gw.Namespace, "tls"),
