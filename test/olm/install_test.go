@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -121,6 +122,28 @@ func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.Ins
 		return err.Error()
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(ContainSubstring("TenantAdminRequired"),
 		"an editor's policy create must reach the webhook (RBAC from OLM's aggregated edit role) and be refused by it")
+
+	// The same aggregated role lets an editor create an OpenShellGateway in
+	// their namespace: it stays inert there, refused before anything is
+	// rendered (only platform namespaces are served).
+	if tenant != opNS {
+		rogue := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "rogue", Namespace: tenant},
+			Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+		g.Expect(editor.Create(ctx, rogue)).To(Succeed(), "OLM's aggregated edit role should let an editor create gateways")
+		g.Eventually(func(g Gomega) {
+			cur := &openshellv1alpha1.OpenShellGateway{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(rogue), cur)).To(Succeed())
+			d := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionDegraded)
+			g.Expect(d).NotTo(BeNil())
+			g.Expect(d.Reason).To(Equal(openshellv1alpha1.GatewayReasonNamespaceNotServed))
+			g.Expect(cur.Finalizers).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{}, &corev1.ServiceAccountList{}} {
+			g.Expect(c.List(ctx, list, client.InNamespace(tenant), client.MatchingLabels{"app.kubernetes.io/managed-by": "openshell-operator"})).To(Succeed())
+			g.Expect(meta.LenList(list)).To(BeZero(), "the operator created %T for an editor's gateway", list)
+		}
+		g.Expect(editor.Delete(ctx, rogue)).To(Succeed())
+	}
 
 	// Uninstall in the documented order: tenants' objects, gateways, then
 	// the operator.

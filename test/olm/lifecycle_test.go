@@ -47,6 +47,16 @@ func startLifecycleManager(ctx context.Context, c *framework.Cluster) (_ *lifecy
 			return nil, err
 		}
 	}
+	// The OperatorGroups an OLM install ships: olm's own, and the global
+	// one for operators installed in all namespaces.
+	for _, og := range []*operatorsv1.OperatorGroup{
+		{ObjectMeta: metav1.ObjectMeta{Name: "olm-operators", Namespace: olmNamespace}, Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: []string{olmNamespace}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "global-operators", Namespace: "operators"}},
+	} {
+		if err := c.Client.Create(ctx, og); err != nil {
+			return nil, err
+		}
+	}
 	olmBin, err := framework.Binary("olm")
 	if err != nil {
 		return nil, err
