@@ -181,7 +181,8 @@ demo: tools ## Bring up a local cluster, the operator and a test gateway, and sh
 TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc \
 	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler \
 	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm \
-	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test
+	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test \
+	$(LOCALBIN)/promtool
 
 .PHONY: tools
 tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) ## Build every tool and control-plane binary the tests need into bin/ (cached).
@@ -220,6 +221,8 @@ $(LOCALBIN)/cert-manager-controller: $(TOOLS_DIR)/certmanager/go.mod $(TOOLS_DIR
 # Static, for the catalog image (OLM's registry pod execs it).
 $(LOCALBIN)/grpc_health_probe: $(TOOLS_DIR)/healthprobe/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/healthprobe && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $@ github.com/grpc-ecosystem/grpc-health-probe
+$(LOCALBIN)/promtool: $(TOOLS_DIR)/promtool/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/promtool && go build -trimpath -o $@ github.com/prometheus/prometheus/cmd/promtool
 # Static: the scorecard test runs it chrooted into a folder holding the bundle.
 $(LOCALBIN)/scorecard-test: $(TOOLS_DIR)/scorecard/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/scorecard && CGO_ENABLED=0 go build -trimpath -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test

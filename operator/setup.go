@@ -22,6 +22,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
@@ -119,6 +120,12 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			return fmt.Errorf("set up %s controller: %w", r.kind, err)
 		}
 	}
+	// The domain metrics, read from this manager's cache at scrape time.
+	collector := &monitoring.Collector{Reader: c, Preflight: store}
+	if opts.Issuer != nil {
+		collector.RotatedAt = opts.Issuer.RotatedAt
+	}
+	monitoring.Use(collector)
 	if opts.OperatorCondition != "" {
 		oc := &operatorcondition.Reconciler{Client: c, APIReader: api, Name: opts.OperatorCondition, Namespace: opts.Platform.OperatorNamespace}
 		if err := oc.SetupWithManager(mgr); err != nil {

@@ -230,14 +230,24 @@ var requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Calls to OpenShell gateways by gateway address, method and gRPC status code.",
 }, []string{"gateway", "method", "code"})
 
-func init() { ctrlmetrics.Registry.MustRegister(requestsTotal) }
+// requestDuration is the latency of gateway calls (after retries) by
+// gateway address and method.
+var requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "openshell_operator_gateway_request_duration_seconds",
+	Help:    "Latency of calls to OpenShell gateways by gateway address and method, retries included.",
+	Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+}, []string{"gateway", "method"})
+
+func init() { ctrlmetrics.Registry.MustRegister(requestsTotal, requestDuration) }
 
 // observe counts every call and logs a failed one with its x-request-id,
 // which the gateway logs too: the two sides of one failure can be matched.
 // The ID never reaches errors (conditions would change on every attempt).
 func observe(gateway string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start := time.Now()
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		requestDuration.WithLabelValues(gateway, method).Observe(time.Since(start).Seconds())
 		code := status.Code(err)
 		requestsTotal.WithLabelValues(gateway, method, code.String()).Inc()
 		if err != nil {

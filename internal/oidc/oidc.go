@@ -174,6 +174,13 @@ func (i *Issuer) Sync(ctx context.Context) error {
 	return nil
 }
 
+// RotatedAt is when the signing key last changed (zero before keys exist).
+func (i *Issuer) RotatedAt() time.Time {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.rotated
+}
+
 // HasKeys reports whether the issuer can sign.
 func (i *Issuer) HasKeys() bool {
 	i.mu.RLock()

@@ -15,6 +15,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
@@ -180,6 +181,7 @@ func (v *SandboxValidator) checkImage(ctx context.Context, sb *openshellv1alpha1
 	if d.Allowed {
 		return nil, nil
 	}
+	monitoring.ImagePolicyDenied(d.Reason, enf.Mode)
 	msg := d.Reason + ": " + d.Message
 	if enf.Mode == openshellv1alpha1.ImagePolicyWarn {
 		return admission.Warnings{msg + " (admitted: the gateway's image policy mode is Warn)"}, nil
