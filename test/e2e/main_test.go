@@ -5,8 +5,6 @@ package e2e
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,44 +15,13 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping e2e tests in -short mode")
-		return 0
-	}
-	var err error
-	cluster, err = framework.StartCluster(context.Background(), framework.ClusterOptions{
-		// OpenShift APIs without cert-manager: the built-in PKI issues certificates
-		// (no cert-manager controller can run here).
+	// OpenShift APIs without cert-manager: the built-in PKI issues
+	// certificates (cert-manager's controllers run in controllers/gateway).
+	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
 		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start e2e cluster:", err)
-		return 1
-	}
-	if err := applyClusterAdminManifests(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "apply the cluster admin's manifests:", err)
-		_ = cluster.Stop()
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		for _, p := range cluster.Processes {
-			fmt.Fprintf(os.Stderr, "--- %s log (tail)\n%s\n", p.Name, p.Tail(3000))
-		}
-	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop e2e cluster:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+	}, &cluster, func(*framework.Cluster) (func(), []*framework.Process, error) {
+		return func() {}, nil, applyClusterAdminManifests(context.Background())
+	}))
 }
 
 // applyClusterAdminManifests does what an OLM install and its one manual

@@ -36,6 +36,7 @@ import (
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 const (
@@ -92,23 +93,9 @@ func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.Ins
 	g.Expect(err).NotTo(HaveOccurred())
 	issuerURL := runAsPod(ctx, t, opNS, bin, ca)
 
-	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
-	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
-		IssuerURL: issuerURL, CA: ca})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(gw.Stop)
-	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: tenant},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwObj.Name, Namespace: opNS}}}
 	// Admitted by the webhook OLM registered, reached through the Service
 	// OLM created.
-	g.Expect(c.Create(ctx, sb)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellSandbox{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
-		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "conditions: %v", cur.Status.Conditions)
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	_, gwObj, sb, _ := startDataPlane(ctx, t, opNS, tenant, "first", issuerURL, ca)
 
 	// OLM's aggregated roles let a namespace editor write the tenant kinds;
 	// the operator's webhook, reached through the Service OLM created,
@@ -172,6 +159,29 @@ func impersonate(ctx context.Context, t *testing.T, ns, user, role string) clien
 		t.Fatal(err)
 	}
 	return c
+}
+
+// startDataPlane starts a test gateway registered as External gateway "gw"
+// in opNS (trusting the operator's issuer at issuerURL, its certificate
+// from ca) and creates sandbox name in tenant on it, returning once the
+// sandbox is Ready.
+func startDataPlane(ctx context.Context, t *testing.T, opNS, tenant, name, issuerURL string, ca *pki.KeyPair) (
+	*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, *openshellv1alpha1.OpenShellSandbox, string) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
+	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
+		IssuerURL: issuerURL, CA: ca})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(gw.Stop)
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwObj.Name, Namespace: opNS}}}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitReady(ctx, g, sb)
+	return gw, gwObj, sb, sbNS
 }
 
 func isGone(ctx context.Context, o client.Object) bool {

@@ -14,8 +14,6 @@ package olm
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"testing"
 
@@ -28,45 +26,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	flag.Parse()
-	framework.SetupLogging()
-	if testing.Short() {
-		fmt.Println("skipping OLM tests in -short mode")
-		return 0
-	}
-	ctx := context.Background()
-	var err error
-	cluster, err = framework.StartCluster(ctx, framework.ClusterOptions{
+	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
 		// OLM installs the operator's CRDs from the bundle.
 		EnvOptions: framework.EnvOptions{OLM: true, WithoutOwnCRDs: true, AgentSandbox: framework.AgentSandboxBetaOnly},
 		PodNetwork: true,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cluster:", err)
-		return 1
-	}
-	lm, err = startLifecycleManager(ctx, cluster)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start OLM:", err)
-		_ = cluster.Stop()
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		for _, p := range append(cluster.Processes, lm.processes...) {
-			fmt.Fprintf(os.Stderr, "--- %s log (tail)\n%s\n", p.Name, p.Tail(3000))
+	}, &cluster, func(c *framework.Cluster) (func(), []*framework.Process, error) {
+		var err error
+		if lm, err = startLifecycleManager(context.Background(), c); err != nil {
+			return nil, nil, err
 		}
-	}
-	lm.stop()
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop cluster:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+		return lm.stop, lm.processes, nil
+	}))
 }

@@ -26,7 +26,6 @@ import (
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
-	"github.com/openshell/openshell-operator/test/stack"
 )
 
 const (
@@ -56,7 +55,6 @@ func TestUpgrade(t *testing.T) {
 	opNS := framework.CreateNamespace(ctx, t, c, "op")
 	platform := framework.CreatePlatformNamespace(ctx, t, c, "platform")
 	tenant := framework.CreateNamespace(ctx, t, c, "tenant")
-	sbNS := framework.CreateNamespace(ctx, t, c, "sandboxes")
 	// The cluster admin serves gateways in the platform namespace too, as
 	// the documentation says, through the Subscription.
 	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{{Name: operatorenv.EnvGatewayNamespaces, Value: platform}}}
@@ -72,16 +70,7 @@ func TestUpgrade(t *testing.T) {
 	stopOld, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 
 	// The data plane: an External gateway with a Ready sandbox.
-	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
-		IssuerURL: issuerURL, CA: ca})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(gw.Stop)
-	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: tenant},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwObj.Name, Namespace: opNS}}}
-	g.Expect(c.Create(ctx, sb)).To(Succeed())
-	waitReady(ctx, g, sb)
+	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca)
 	before := dataPlane(ctx, g, sb, sbNS)
 
 	// A managed gateway whose CA is due: its rotation begins, and the
