@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/openshell/openshell-operator/controllers/alerting"
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
@@ -126,6 +127,11 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		collector.RotatedAt = opts.Issuer.RotatedAt
 	}
 	monitoring.Use(collector)
+	if ns := opts.Platform.OperatorNamespace; ns != "" {
+		if err := (&alerting.Reconciler{Client: c, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up alerting rules: %w", err)
+		}
+	}
 	if opts.OperatorCondition != "" {
 		oc := &operatorcondition.Reconciler{Client: c, APIReader: api, Name: opts.OperatorCondition, Namespace: opts.Platform.OperatorNamespace}
 		if err := oc.SetupWithManager(mgr); err != nil {

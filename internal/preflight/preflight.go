@@ -26,6 +26,8 @@ const (
 	CertificateCRD    = "certificates.cert-manager.io"
 	IssuerCRD         = "issuers.cert-manager.io"
 	RouteCRD          = "routes.route.openshift.io"
+	// PrometheusRuleCRD is the Prometheus Operator's alerting rules.
+	PrometheusRuleCRD = "prometheusrules.monitoring.coreos.com"
 	SCCCRD            = "securitycontextconstraints.security.openshift.io"
 	IDMSCRD           = "imagedigestmirrorsets.config.openshift.io"
 
@@ -42,7 +44,7 @@ const (
 // probe. Route and SCC may instead be aggregated APIs (OpenShift serves
 // Routes from openshift-apiserver); the periodic re-probe catches changes
 // of those.
-var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD}
+var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD}
 
 // Agent Sandbox API versions the operator can drive, most preferred first.
 var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
@@ -183,8 +185,11 @@ type Result struct {
 	// SCC is true when security.openshift.io/v1 SecurityContextConstraints are served.
 	SCC bool
 	// IDMS is true when config.openshift.io/v1 ImageDigestMirrorSets are served.
-	IDMS       bool
-	Kubernetes KubernetesVersion
+	IDMS bool
+	// PrometheusRule is true when monitoring.coreos.com/v1 PrometheusRules
+	// are served (the Prometheus Operator, OpenShift's cluster monitoring).
+	PrometheusRule bool
+	Kubernetes     KubernetesVersion
 }
 
 // OpenShift reports whether the OpenShift APIs the operator uses are served.
@@ -198,6 +203,7 @@ func (r Result) Capabilities() map[string]bool {
 		"Route":                      r.Route,
 		"SecurityContextConstraints": r.SCC,
 		"ImageDigestMirrorSet":       r.IDMS,
+		"PrometheusRule":             r.PrometheusRule,
 		"KubernetesVersion":          r.Kubernetes.Supported,
 	}
 }
@@ -228,6 +234,9 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		return r, err
 	}
 	if r.IDMS, err = apiServed(ctx, reader, disc, "config.openshift.io/v1", IDMSCRD); err != nil {
+		return r, err
+	}
+	if r.PrometheusRule, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", PrometheusRuleCRD); err != nil {
 		return r, err
 	}
 	info, err := disc.ServerVersion()

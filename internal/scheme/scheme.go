@@ -1,6 +1,6 @@
 // Package scheme builds the runtime.Scheme the operator and its tests use:
 // Kubernetes built-ins, our API, and the typed third-party APIs we read or
-// write (OpenShift Route/SCC/config, cert-manager, OLM's OperatorCondition).
+// write (OpenShift Route/SCC/config, cert-manager, OLM's OperatorCondition, the Prometheus Operator's rules).
 package scheme
 
 import (
@@ -9,6 +9,7 @@ import (
 	routev1 "github.com/openshift/api/route/v1"
 	securityv1 "github.com/openshift/api/security/v1"
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -29,6 +30,7 @@ func New() *runtime.Scheme {
 		configv1.Install,
 		cmv1.AddToScheme,
 		operatorsv2.AddToScheme,
+		monitoringv1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}

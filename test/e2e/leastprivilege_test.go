@@ -117,7 +117,7 @@ var authorizationOnly = map[string]string{
 	"openshell.ai/openshellpolicies/finalizers update":  "the FinalizerProtected admission check lets the operator release its finalizer",
 	"route.openshift.io/routes/custom-host create":      "OpenShift's Route admission, when spec.managed.route.host is set",
 	"route.openshift.io/routes/custom-host update":      "OpenShift's Route admission, when spec.managed.route.host changes",
-	// cert-manager is not installed in this cluster (issue 16); controllers/gateway
+	// cert-manager is not installed in this cluster; controllers/gateway
 	// TestManagedGatewayOnOpenShift runs with the CSV's RBAC against its CRDs and
 	// fails if one of these rules goes unused there.
 	"cert-manager.io/certificates create": "controllers/gateway",
@@ -129,6 +129,10 @@ var authorizationOnly = map[string]string{
 	"cert-manager.io/issuers list":        "controllers/gateway",
 	"cert-manager.io/issuers patch":       "controllers/gateway",
 	"cert-manager.io/issuers watch":       "controllers/gateway",
+	// No Prometheus Operator here either: controllers/alerting runs with the
+	// CSV's RBAC against its CRD and fails if one of these goes unused.
+	"monitoring.coreos.com/prometheusrules create": "controllers/alerting",
+	"monitoring.coreos.com/prometheusrules patch":  "controllers/alerting",
 }
 
 func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, mode installMode, usage *framework.APIUsage) {

@@ -27,6 +27,8 @@ type EnvOptions struct {
 	CertManager bool
 	// OLM installs the operators.coreos.com CRDs.
 	OLM bool
+	// Monitoring installs the Prometheus Operator's PrometheusRule CRD.
+	Monitoring bool
 	// AgentSandbox installs the CRDs of this Agent Sandbox release
 	// (AgentSandboxAlphaOnly, AgentSandboxAlphaBeta, AgentSandboxBetaOnly);
 	// empty installs none.
@@ -70,6 +72,9 @@ func CRDDirs(opts EnvOptions) ([]string, error) {
 	}
 	if opts.OLM {
 		dirs = append(dirs, UpstreamDir("crds", CRDsOLM))
+	}
+	if opts.Monitoring {
+		dirs = append(dirs, UpstreamDir("crds", CRDsMonitoring))
 	}
 	if opts.AgentSandbox != "" {
 		dirs = append(dirs, AgentSandboxCRDDir(opts.AgentSandbox))

@@ -42,6 +42,7 @@ const (
 	CRDsOpenShift   = "openshift"
 	CRDsCertManager = "cert-manager"
 	CRDsOLM         = "olm"
+	CRDsMonitoring  = "monitoring"
 )
 
 // AgentSandbox releases whose CRDs are available, one per API shape.
