@@ -2,6 +2,10 @@
 package main
 
 import (
+	// The operator image is scratch: crypto/x509 falls back to these roots
+	// for the operator's own outbound TLS (External gateways' token URLs).
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"flag"
 	"fmt"
 	"os"
@@ -69,12 +73,8 @@ func main() {
 	}
 	opts.Controllers.Platform = platform
 	opts.Controllers.OperatorCondition = os.Getenv(operatorenv.EnvOperatorConditionName)
-	roots, rootsFile := trust.SystemPEM()
-	if roots == nil {
-		log.Info("No system CA bundle found: managed gateways will trust only the operator's CA and the cluster's trusted CA bundle")
-	} else {
-		log.Info("Managed gateways trust the system CA bundle", "file", rootsFile)
-	}
+	roots, rootsFrom := trust.SystemPEM()
+	log.Info("Managed gateways trust these public roots", "from", rootsFrom)
 	opts.Controllers.TrustRoots = roots
 	log.Info("Serving OpenShellGateways", "namespaces", platform.GatewayNamespaces, "operandImageOverrides", platform.AllowImageOverrides)
 	if opts.LeaderElectionNamespace == "" {

@@ -14,6 +14,8 @@ import (
 	"crypto/sha256"
 	"encoding/pem"
 	"os"
+
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // systemFiles are where Linux distributions keep their PEM bundle (the
@@ -28,8 +30,11 @@ var systemFiles = []string{
 }
 
 // SystemPEM reads the operator container's system roots: SSL_CERT_FILE if
-// set, else the first distribution bundle that exists. It returns nil when
-// there is none (a scratch image), and the path it read.
+// set, else the first distribution bundle that exists, else (a scratch
+// image, which the operator's is) the Mozilla roots built into the binary
+// (golang.org/x/crypto/x509roots, which cmd/ also installs as crypto/x509's
+// fallback for the operator's own connections). It returns the PEM and
+// where it came from.
 func SystemPEM() ([]byte, string) {
 	files := systemFiles
 	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
@@ -40,7 +45,24 @@ func SystemPEM() ([]byte, string) {
 			return b, f
 		}
 	}
-	return nil, ""
+	return BuiltinPEM(), BuiltinSource
+}
+
+// BuiltinSource names the built-in roots in logs.
+const BuiltinSource = "the Mozilla roots built into the operator (golang.org/x/crypto/x509roots)"
+
+// BuiltinPEM is the built-in root bundle as PEM. Roots with a
+// distrust-after constraint are left out: a PEM file cannot carry it, and
+// trusting them without it would trust certificates NSS no longer does.
+func BuiltinPEM() []byte {
+	var out bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			continue
+		}
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})
+	}
+	return out.Bytes()
 }
 
 // Bundle concatenates the CERTIFICATE blocks of parts, in order, each

@@ -2,8 +2,10 @@ package trust
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,8 +55,27 @@ func TestSystemPEMHonoursSSLCertFile(t *testing.T) {
 	if path != f || !bytes.Equal(got, a) {
 		t.Fatalf("SystemPEM = %q from %q, want the SSL_CERT_FILE", got, path)
 	}
+	// A missing SSL_CERT_FILE is not replaced by a distribution bundle.
 	t.Setenv("SSL_CERT_FILE", f+".missing")
-	if got, path := SystemPEM(); got != nil || path != "" {
-		t.Fatalf("a missing SSL_CERT_FILE must yield nothing, got %q", path)
+	if _, path := SystemPEM(); path != BuiltinSource {
+		t.Fatalf("a missing SSL_CERT_FILE must fall back to the built-in roots only, got %q", path)
+	}
+}
+
+// TestSystemPEMFallsBackToBuiltinRoots: in a scratch image (no bundle
+// file) the public roots still come from the binary, so managed gateways
+// and the operator's own outbound TLS verify public endpoints.
+func TestSystemPEMFallsBackToBuiltinRoots(t *testing.T) {
+	t.Setenv("SSL_CERT_FILE", filepath.Join(t.TempDir(), "none.pem"))
+	pem, from := SystemPEM()
+	if from != BuiltinSource {
+		t.Fatalf("from %q, want the built-in roots", from)
+	}
+	if _, n := Bundle(pem); n < 100 {
+		t.Fatalf("the built-in bundle holds %d certificates, want the Mozilla roots (over 100)", n)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("the built-in bundle does not parse")
 	}
 }
