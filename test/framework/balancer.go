@@ -52,7 +52,6 @@ func (b *Balancer) serve() {
 }
 
 func (b *Balancer) forward(in net.Conn) {
-	defer func() { _ = in.Close() }()
 	var out net.Conn
 	b.mu.Lock()
 	n := len(b.backends)
@@ -69,11 +68,19 @@ func (b *Balancer) forward(in net.Conn) {
 		}
 	}
 	if out == nil {
+		_ = in.Close()
 		return
 	}
-	defer func() { _ = out.Close() }()
+	splice(in, in, out)
+}
+
+// splice copies in → out (reading from inReader, which may buffer what was
+// read from in already) and out → in until either side closes, then closes
+// both.
+func splice(in net.Conn, inReader io.Reader, out net.Conn) {
+	defer func() { _ = out.Close(); _ = in.Close() }()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(out, inReader); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
 	<-done
 }

@@ -1,9 +1,7 @@
 package framework
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -97,14 +95,6 @@ func (p *PodNetwork) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = in.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
-	go pipe(out, buf.Reader, in)
-}
-
-// pipe copies both ways until either side closes.
-func pipe(out net.Conn, inReader *bufio.Reader, in net.Conn) {
-	defer func() { _ = out.Close(); _ = in.Close() }()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, inReader); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
-	<-done
+	// The hijacked reader may hold bytes the client sent after CONNECT.
+	go splice(in, buf.Reader, out)
 }

@@ -86,13 +86,7 @@ func (p *Process) Stop(grace time.Duration) error {
 		return nil
 	case <-time.After(grace):
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.cmd.Process.Pid)
-	}
+	return p.Kill()
 }
 
 // Kill sends SIGKILL at once, as a node failure or an OOM kill would, and
