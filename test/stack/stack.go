@@ -97,7 +97,6 @@ type Stack struct {
 	issuerURL string
 	opts      Options
 	kube      client.WithWatch
-	leaf      func(cn string) (tls.Certificate, error)
 
 	// Process mode.
 	procOpts   *ProcessOptions
@@ -258,20 +257,11 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if opts.GatewayName == "" {
 		opts.GatewayName = "openshell"
 	}
-	now := time.Now()
-	ca, err := pki.NewCA("openshell-test-ca", 24*time.Hour, now)
+	ca, err := pki.NewCA("openshell-test-ca", 24*time.Hour, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	leaf := func(cn string) (tls.Certificate, error) {
-		kp, err := ca.Issue(pki.LeafRequest{CommonName: cn, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
-			Server: true, Validity: 12 * time.Hour}, now)
-		if err != nil {
-			return tls.Certificate{}, err
-		}
-		return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	}
-	issuerCert, err := leaf("openshell-operator-oidc")
+	issuerCert, err := loopbackLeaf(ca, "openshell-operator-oidc")
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +278,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		issuerURL = "https://127.0.0.1:" + strconv.Itoa(issuerLB.Port())
 	}
 
-	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process, issuerURL: issuerURL, opts: opts, leaf: leaf, issuerLB: issuerLB}
+	s := &Stack{CA: ca, Requests: &RequestCounter{}, procOpts: opts.Process, issuerURL: issuerURL, opts: opts, issuerLB: issuerLB}
 	defer func() {
 		if retErr != nil {
 			s.Stop()
@@ -405,13 +395,7 @@ type ExternalGateway struct {
 // StartExternalGateway starts a test gateway that creates Sandboxes with
 // kube and registers it with c; stop the gateway when done.
 func StartExternalGateway(ctx context.Context, c client.Client, kube client.WithWatch, e ExternalGateway) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
-	now := time.Now()
-	kp, err := e.CA.Issue(pki.LeafRequest{CommonName: "openshell-test-gateway", DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
-		Server: true, Validity: 12 * time.Hour}, now)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := loopbackLeaf(e.CA, "openshell-test-gateway")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -455,6 +439,17 @@ func StartExternalGateway(ctx context.Context, c client.Client, kube client.With
 		return nil, nil, fmt.Errorf("create gateway: %w", err)
 	}
 	return gw, obj, nil
+}
+
+// loopbackLeaf is a serving certificate from ca for localhost and
+// 127.0.0.1, where every test server listens.
+func loopbackLeaf(ca *pki.KeyPair, cn string) (tls.Certificate, error) {
+	kp, err := ca.Issue(pki.LeafRequest{CommonName: cn, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		Server: true, Validity: 12 * time.Hour}, time.Now())
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 }
 
 // releaseFinalizers removes every finalizer of a gateway that is still there.
