@@ -15,12 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/preflight"
@@ -71,14 +69,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 // SetupWithManager reconciles one key at start and whenever preflight's
 // result changes (the Prometheus Operator installed later).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	key := types.NamespacedName{Namespace: r.Namespace, Name: "openshell-operator"}
-	start := make(chan event.GenericEvent, 1)
-	start <- event.GenericEvent{Object: &monitoringv1.PrometheusRule{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
-	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: key}}
-	})
+	start, to := enqueue.Singleton(types.NamespacedName{Namespace: r.Namespace, Name: "openshell-operator"})
 	return ctrl.NewControllerManagedBy(mgr).Named("alerting").
-		WatchesRawSource(source.Channel(start, &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), one)).
+		WatchesRawSource(start).
+		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), to)).
 		Complete(r)
 }

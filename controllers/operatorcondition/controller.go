@@ -19,7 +19,6 @@ import (
 	"strings"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,12 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 )
 
 // Reasons of the Upgradeable condition the operator reports.
@@ -90,9 +87,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	meta.SetStatusCondition(&oc.Spec.Conditions, want)
-	if equality.Semantic.DeepEqual(orig.Spec, oc.Spec) {
-		return ctrl.Result{}, nil
-	}
 	if err := r.Client.Patch(ctx, oc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, fmt.Errorf("update OperatorCondition %s: %w", r.Name, err)
 	}
@@ -103,13 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 // SetupWithManager reconciles one key at start (a gateway may have gone
 // while no operator ran) and on every gateway change that matters.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}}
-	start := make(chan event.GenericEvent, 1)
-	start <- event.GenericEvent{Object: &operatorsv2.OperatorCondition{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}}
+	start, to := enqueue.Singleton(types.NamespacedName{Namespace: r.Namespace, Name: r.Name})
 	return ctrl.NewControllerManagedBy(mgr).Named("operatorcondition").
-		WatchesRawSource(source.Channel(start, &handler.EnqueueRequestForObject{})).
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(
-			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} }),
+		WatchesRawSource(start).
+		Watches(&openshellv1alpha1.OpenShellGateway{}, to,
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, tlsReasonChanged()))).
 		Complete(r)
 }

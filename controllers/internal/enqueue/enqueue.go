@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Requests lists objects (from the cache) and returns a request for each.
@@ -88,4 +91,17 @@ type jittered struct {
 func (j jittered) When(r reconcile.Request) time.Duration {
 	d := j.TypedRateLimiter.When(r)
 	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// Singleton is for a controller that keeps one object of the operator's
+// own under key: a source that reconciles it once at start (what changed
+// while no operator ran is noticed), and a handler that maps any event to
+// it.
+func Singleton(key types.NamespacedName) (source.Source, handler.EventHandler) {
+	start := make(chan event.GenericEvent, 1)
+	start <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+	to := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: key}}
+	})
+	return source.Channel(start, to), to
 }
