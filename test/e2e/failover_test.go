@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -78,8 +77,7 @@ func leaderFailover(t *testing.T, prefix string, kill bool) {
 	broken := 0
 	var sbs []*openshellv1alpha1.OpenShellSandbox
 	for i := range n {
-		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("f-%d", i), Namespace: tenant},
-			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+		sb := sandboxOn(tenant, fmt.Sprintf("f-%d", i), st.GatewayObj)
 		err := c.Create(ctx, sb)
 		if kill && brokenWebhookConnection(err) {
 			// A request in flight on a connection to the replica that was

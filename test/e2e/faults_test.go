@@ -64,12 +64,11 @@ func TestDeleteDuringCreate(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "faults", nil)
-	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
+	st, sbNS, tenant := e.st, e.sbNS, e.tenant
 
 	reached, release := st.Gateway.HoldNext("CreateSandbox")
 	defer release()
-	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "racer", Namespace: tenant},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+	sb := sandboxOn(tenant, "racer", st.GatewayObj)
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
 	select {
 	case <-reached:
@@ -104,9 +103,8 @@ func TestGatewayDeletionDrains(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "drain", nil)
-	st, gwNS, tenant := e.st, e.gwNS, e.tenant
-	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "tenant-agent", Namespace: tenant},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+	st, tenant := e.st, e.tenant
+	sb := sandboxOn(tenant, "tenant-agent", st.GatewayObj)
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
 
@@ -146,12 +144,11 @@ func TestSickGatewayDoesNotStarveOthers(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "sick", nil)
-	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
+	st, sbNS, tenant := e.st, e.sbNS, e.tenant
 	sick, sickObj, err := st.AddGateway(ctx, c, "sick", sbNS)
 	g.Expect(err).NotTo(HaveOccurred())
 	newSandbox := func(name string, gw *openshellv1alpha1.OpenShellGateway) *openshellv1alpha1.OpenShellSandbox {
-		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant},
-			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gwNS}}}
+		sb := sandboxOn(tenant, name, gw)
 		g.Expect(c.Create(ctx, sb)).To(Succeed())
 		return sb
 	}
@@ -236,13 +233,18 @@ func expectReadyOnceOn(ctx context.Context, t *testing.T, tenant, sbNS string, b
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }
 
+// sandboxOn is a sandbox named name in namespace ns on gateway gw.
+func sandboxOn(ns, name string, gw *openshellv1alpha1.OpenShellGateway) *openshellv1alpha1.OpenShellSandbox {
+	return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gw.Namespace}}}
+}
+
 // createSandboxes creates n sandboxes on the stack's gateway, calling
 // between after each (to inject a fault at that point).
-func createSandboxes(ctx context.Context, g Gomega, st *stack.Stack, gwNS, tenant string, n int, between func(i int)) []*openshellv1alpha1.OpenShellSandbox {
+func createSandboxes(ctx context.Context, g Gomega, st *stack.Stack, tenant string, n int, between func(i int)) []*openshellv1alpha1.OpenShellSandbox {
 	var out []*openshellv1alpha1.OpenShellSandbox
 	for i := range n {
-		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i), Namespace: tenant},
-			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: st.GatewayObj.Name, Namespace: gwNS}}}
+		sb := sandboxOn(tenant, fmt.Sprintf("s-%d", i), st.GatewayObj)
 		g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
 		out = append(out, sb)
 		between(i)
@@ -261,12 +263,12 @@ func TestOperatorKilledDuringCreates(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "manager")
 	g.Expect(framework.BuildOperator(bin)).To(Succeed())
 	e := newFaultEnv(ctx, t, "kill", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
-	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
+	st, sbNS, tenant := e.st, e.sbNS, e.tenant
 
 	n := faultSandboxes()
 	kills := 0
 	start := time.Now()
-	sbs := createSandboxes(ctx, g, st, gwNS, tenant, n, func(i int) {
+	sbs := createSandboxes(ctx, g, st, tenant, n, func(i int) {
 		if rand.IntN(n/3+1) == 0 || i == n/2 {
 			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // a random point in the reconciles
 			g.Expect(st.KillManager()).To(Succeed())
@@ -287,7 +289,7 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newFaultEnv(ctx, t, "apipause", nil)
-	st, gwNS, sbNS, tenant := e.st, e.gwNS, e.sbNS, e.tenant
+	st, sbNS, tenant := e.st, e.sbNS, e.tenant
 	u, err := url.Parse(cluster.Config.Host)
 	g.Expect(err).NotTo(HaveOccurred())
 	pid := framework.FindProcess("kube-apiserver", "--secure-port="+u.Port())
@@ -296,7 +298,7 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 	n := faultSandboxes()
 	const pause = 8 * time.Second
 	var resumed time.Time
-	sbs := createSandboxes(ctx, g, st, gwNS, tenant, n, func(i int) {
+	sbs := createSandboxes(ctx, g, st, tenant, n, func(i int) {
 		if i == n/2 {
 			g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
 			time.Sleep(pause) // the fault's duration, not a synchronisation

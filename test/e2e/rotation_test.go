@@ -72,8 +72,7 @@ func TestRotationsUnderLoad(t *testing.T) {
 	batch := func(name string) {
 		for i := range 4 {
 			for _, gw := range []*openshellv1alpha1.OpenShellGateway{st.GatewayObj, idpObj} {
-				sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", name, gw.Name, i), Namespace: tenant},
-					Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gwNS}}}
+				sb := sandboxOn(tenant, fmt.Sprintf("%s-%s-%d", name, gw.Name, i), gw)
 				g.Expect(c.Create(ctx, sb)).To(Succeed())
 				sbs = append(sbs, sb)
 			}

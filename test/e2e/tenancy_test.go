@@ -596,8 +596,7 @@ func (tn *tenancySuite) recreatedNamespace(t *testing.T) {
 
 // sandbox is a minimal sandbox on the platform gateway.
 func (tn *tenancySuite) sandbox(ns, name string) *openshellv1alpha1.OpenShellSandbox {
-	return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: tn.st.GatewayObj.Name, Namespace: tn.gwNS}}}
+	return sandboxOn(ns, name, tn.st.GatewayObj)
 }
 
 // withoutWebhooks runs fn with this suite's webhook configuration removed.
