@@ -42,6 +42,9 @@ func TestCollector(t *testing.T) {
 	objs := []client.Object{gw("up", metav1.ConditionTrue), gw("down", metav1.ConditionFalse),
 		sb("team-a", "one", openshellv1alpha1.SandboxPhaseReady), sb("team-b", "two", openshellv1alpha1.SandboxPhaseReady),
 		sb("team-a", "three", openshellv1alpha1.SandboxPhaseError),
+		// Gateway references are the tenant's: ones to no gateway share one label.
+		func() client.Object { s := sb("team-c", "x", ""); s.Spec.GatewayRef.Name = "made-up-1"; return s }(),
+		func() client.Object { s := sb("team-c", "y", ""); s.Spec.GatewayRef.Name = "made-up-2"; return s }(),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gw-ca-tls",
 			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelComponent: "tls"}},
 			Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM}},
@@ -68,6 +71,7 @@ openshell_operator_oidc_signing_key_age_seconds 3600
 # TYPE openshell_operator_sandboxes gauge
 openshell_operator_sandboxes{gateway="platform/up",phase="Error"} 1
 openshell_operator_sandboxes{gateway="platform/up",phase="Ready"} 2
+openshell_operator_sandboxes{gateway="unknown",phase="Pending"} 2
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Fatal(err)

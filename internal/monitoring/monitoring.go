@@ -123,8 +123,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		now = c.Now
 	}
 	gateways := &openshellv1alpha1.OpenShellGatewayList{}
+	known := map[string]bool{}
 	if err := c.Reader.List(ctx, gateways); err == nil {
 		for _, gw := range gateways.Items {
+			known[gw.Namespace+"/"+gw.Name] = true
 			up := 0.0
 			if meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable) {
 				up = 1
@@ -138,7 +140,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	sandboxes := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := c.Reader.List(ctx, sandboxes); err == nil {
-		for k, n := range countSandboxes(sandboxes.Items) {
+		for k, n := range countSandboxes(sandboxes.Items, known) {
 			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), k.gateway, k.phase)
 		}
 	}
@@ -170,19 +172,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 type sandboxKey struct{ gateway, phase string }
 
-// countSandboxes groups sandboxes by gateway and phase. Pure.
-func countSandboxes(items []openshellv1alpha1.OpenShellSandbox) map[sandboxKey]int {
+// UnknownGateway labels sandboxes whose gateway does not exist: the
+// gateway reference is the tenant's to write, so naming it would let a
+// tenant add series at will.
+const UnknownGateway = "unknown"
+
+// countSandboxes groups sandboxes by gateway (one of known, else
+// UnknownGateway) and phase. Pure.
+func countSandboxes(items []openshellv1alpha1.OpenShellSandbox, known map[string]bool) map[sandboxKey]int {
 	out := map[sandboxKey]int{}
 	for _, sb := range items {
-		ns := sb.Spec.GatewayRef.Namespace
-		if ns == "" {
-			ns = sb.Namespace
+		gw := sb.GatewayKey().String()
+		if !known[gw] {
+			gw = UnknownGateway
 		}
 		phase := string(sb.Status.Phase)
 		if phase == "" {
 			phase = string(openshellv1alpha1.SandboxPhasePending)
 		}
-		out[sandboxKey{gateway: ns + "/" + sb.Spec.GatewayRef.Name, phase: phase}]++
+		out[sandboxKey{gateway: gw, phase: phase}]++
 	}
 	return out
 }
