@@ -32,7 +32,7 @@ const (
 	IDMSCRD           = "imagedigestmirrorsets.config.openshift.io"
 
 	// MinKubernetesVersion is the oldest Kubernetes the operator supports.
-	MinKubernetesVersion = "1.29.0"
+	MinKubernetesVersion = "1.31.0"
 
 	// AgentSandboxInstallHint tells an admin how to fix a missing CRD.
 	AgentSandboxInstallHint = "install the Agent Sandbox controller and CRDs " +

@@ -98,10 +98,11 @@ func TestEvaluateAgentSandbox(t *testing.T) {
 func TestEvaluateKubernetesVersion(t *testing.T) {
 	for in, want := range map[string]bool{
 		"v1.34.4":               true,
-		"v1.29.0":               true,
-		"v1.28.15":              false,
+		"v1.31.0":               true,
+		"v1.30.14":              false,
 		"v1.34.4+rhos":          true,
-		"v1.30.2-eks-1234":      true,
+		"v1.31.2-eks-1234":      true,
+		"v1.30.2-eks-1234":      false,
 		"not-a-version":         false,
 		"v0.0.0-master+$Format": false,
 	} {

@@ -68,17 +68,22 @@ func decode(t *testing.T, doc string) *unstructured.Unstructured {
 }
 
 func TestAPIValidation(t *testing.T) {
+	runSuites(t, env.Client)
+}
+
+// runSuites runs every testdata case against the API server behind c.
+func runSuites(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	for file, s := range loadSuites(t) {
 		t.Run(file, func(t *testing.T) {
-			ns := createNamespace(ctx, t, file)
+			ns := createNamespaceWith(ctx, t, c, file)
 			for i, tc := range s.OnCreate {
 				t.Run("create/"+tc.Name, func(t *testing.T) {
 					obj := decode(t, tc.Initial)
 					obj.SetNamespace(ns)
 					obj.SetName(fmt.Sprintf("c%d", i))
-					err := env.Client.Create(ctx, obj)
-					check(ctx, t, obj, tc, err)
+					err := c.Create(ctx, obj)
+					check(ctx, t, c, obj, tc, err)
 				})
 			}
 			for i, tc := range s.OnUpdate {
@@ -86,20 +91,20 @@ func TestAPIValidation(t *testing.T) {
 					obj := decode(t, tc.Initial)
 					obj.SetNamespace(ns)
 					obj.SetName(fmt.Sprintf("u%d", i))
-					if err := env.Client.Create(ctx, obj); err != nil {
+					if err := c.Create(ctx, obj); err != nil {
 						t.Fatalf("create initial object: %v", err)
 					}
 					upd := decode(t, tc.Updated)
 					obj.Object["spec"] = upd.Object["spec"]
-					err := env.Client.Update(ctx, obj)
-					check(ctx, t, obj, tc, err)
+					err := c.Update(ctx, obj)
+					check(ctx, t, c, obj, tc, err)
 				})
 			}
 		})
 	}
 }
 
-func check(ctx context.Context, t *testing.T, obj *unstructured.Unstructured, tc testCase, err error) {
+func check(ctx context.Context, t *testing.T, c client.Client, obj *unstructured.Unstructured, tc testCase, err error) {
 	t.Helper()
 	if tc.ExpectedError != "" {
 		if err == nil {
@@ -118,7 +123,7 @@ func check(ctx context.Context, t *testing.T, obj *unstructured.Unstructured, tc
 	}
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(obj.GroupVersionKind())
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
 		t.Fatal(err)
 	}
 	want := decode(t, tc.Expected)
@@ -146,11 +151,16 @@ func normalize(t *testing.T, v any) any {
 
 func createNamespace(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
+	return createNamespaceWith(ctx, t, env.Client, name)
+}
+
+func createNamespaceWith(ctx context.Context, t *testing.T, c client.Client, name string) string {
+	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "api-" + name + "-"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
+	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
 	return ns.Name
 }
 

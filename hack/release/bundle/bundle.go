@@ -46,7 +46,7 @@ type Options struct {
 	Replaces  string
 	// Images pins the operator image and the RELATED_IMAGE_* values.
 	Images Images
-	// OpenShiftVersions is com.redhat.openshift.versions, e.g. v4.16-v4.21.
+	// OpenShiftVersions is com.redhat.openshift.versions, e.g. v4.18-v4.21.
 	OpenShiftVersions string
 }
 
@@ -72,6 +72,11 @@ const (
 )
 
 const relatedPrefix = "RELATED_IMAGE_"
+
+// DefaultOpenShiftVersions are the OpenShift releases the bundle targets:
+// from the first whose Kubernetes meets the CSV's minKubeVersion (4.18 ships
+// 1.31, which the Policy CRD's isCIDR/isIP rules need) to the newest tested.
+const DefaultOpenShiftVersions = "v4.18-v4.21"
 
 // objects collected from the kustomize build.
 type collected struct {

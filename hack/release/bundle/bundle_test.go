@@ -31,7 +31,7 @@ func generate(t *testing.T, edit ...func(*bundle.Images)) string {
 	if err := bundle.Generate(bundle.Options{ManifestsDir: filepath.Join(root, "config", "manifests"), OutputDir: filepath.Join(out, "bundle"),
 		Dockerfile: filepath.Join(out, "bundle.Dockerfile"), Package: "openshell-operator", Version: "0.1.0",
 		Channels: []string{"candidate-v0", "stable-v0"}, DefaultChannel: "stable-v0", SkipRange: ">=0.0.0 <0.1.0",
-		Images: imgs, OpenShiftVersions: "v4.16-v4.21"}); err != nil {
+		Images: imgs, OpenShiftVersions: bundle.DefaultOpenShiftVersions}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -82,6 +82,35 @@ func TestOperatorFrameworkValidators(t *testing.T) {
 			t.Errorf("error: %s", e)
 		}
 	}
+}
+
+// TestOpenShiftVersionsMeetMinKubeVersion: a bundle whose oldest OpenShift
+// release ships a Kubernetes below the CSV's minKubeVersion is an error (OLM
+// there would refuse what the catalog offers).
+func TestOpenShiftVersionsMeetMinKubeVersion(t *testing.T) {
+	out := generate(t)
+	meta := filepath.Join(out, "bundle", "metadata", "annotations.yaml")
+	raw, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), bundle.DefaultOpenShiftVersions) {
+		t.Fatalf("annotations do not carry %s:\n%s", bundle.DefaultOpenShiftVersions, raw)
+	}
+	if err := os.WriteFile(meta, []byte(strings.ReplaceAll(string(raw), bundle.DefaultOpenShiftVersions, "v4.16-v4.21")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bundle.Validate(filepath.Join(out, "bundle"), "1.34")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "starts at v4.16 (Kubernetes 1.29.0), older than minKubeVersion"
+	for _, e := range r.Errors {
+		if strings.Contains(e, want) {
+			return
+		}
+	}
+	t.Fatalf("no error containing %q in %v", want, r.Errors)
 }
 
 // TestPinnedBundle: once the operand images are pinned (make pin-images

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	"github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/validation"
 	"sigs.k8s.io/yaml"
@@ -110,6 +111,9 @@ func Validate(dir, k8sVersion string) (Report, error) {
 			r.Errors = append(r.Errors, fmt.Sprintf("alm-examples has kind %v, which the CSV does not own", ex["kind"]))
 		}
 	}
+	if msg := checkOpenShiftVersions(dir, csv.Spec.MinKubeVersion); msg != "" {
+		r.Errors = append(r.Errors, msg)
+	}
 	entries, _ := os.ReadDir(filepath.Join(dir, "manifests"))
 	for _, e := range entries {
 		raw, err := os.ReadFile(filepath.Join(dir, "manifests", e.Name()))
@@ -131,4 +135,49 @@ func Validate(dir, k8sVersion string) (Report, error) {
 	sort.Strings(r.Errors)
 	sort.Strings(r.Warnings)
 	return r, nil
+}
+
+// checkOpenShiftVersions returns an error message when the oldest OpenShift
+// release of com.redhat.openshift.versions runs a Kubernetes older than the
+// CSV's minKubeVersion: OLM on that release would refuse the bundle that the
+// catalog offers it.
+func checkOpenShiftVersions(dir, minKube string) string {
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata", "annotations.yaml"))
+	if err != nil {
+		return "bundle metadata: " + err.Error()
+	}
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		return "bundle metadata: " + err.Error()
+	}
+	ocp := meta.Annotations[AnnotationOpenShift]
+	if ocp == "" {
+		return ""
+	}
+	oldest := strings.TrimPrefix(strings.SplitN(ocp, "-", 2)[0], "=")
+	kube, ok := OpenShiftKubernetes(oldest)
+	if !ok {
+		return fmt.Sprintf("%s %q: unknown OpenShift release %s", AnnotationOpenShift, ocp, oldest)
+	}
+	want, err := semver.ParseTolerant(minKube)
+	if err != nil {
+		return fmt.Sprintf("minKubeVersion %q: %v", minKube, err)
+	}
+	if kube.LT(want) {
+		return fmt.Sprintf("%s starts at %s (Kubernetes %s), older than minKubeVersion %s: OLM there would refuse the bundle",
+			AnnotationOpenShift, oldest, kube, minKube)
+	}
+	return ""
+}
+
+// OpenShiftKubernetes maps an OpenShift release ("v4.18") to the Kubernetes
+// it ships (4.N ships 1.(N+13) since 4.11).
+func OpenShiftKubernetes(release string) (semver.Version, bool) {
+	var major, minor uint64
+	if _, err := fmt.Sscanf(strings.TrimPrefix(release, "v"), "%d.%d", &major, &minor); err != nil || major != 4 || minor < 11 {
+		return semver.Version{}, false
+	}
+	return semver.Version{Major: 1, Minor: minor + 13}, true
 }

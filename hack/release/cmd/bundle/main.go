@@ -53,7 +53,7 @@ func main() {
 		}
 		if err := bundle.Generate(bundle.Options{ManifestsDir: *manifests, OutputDir: *dir, Dockerfile: "bundle.Dockerfile",
 			Package: "openshell-operator", Version: *version, Channels: strings.Split(*channels, ","), DefaultChannel: *defaultChannel,
-			SkipRange: *skipRange, Images: imgs, OpenShiftVersions: "v4.16-v4.21"}); err != nil {
+			SkipRange: *skipRange, Images: imgs, OpenShiftVersions: bundle.DefaultOpenShiftVersions}); err != nil {
 			fail(err)
 		}
 	case "validate":
