@@ -130,8 +130,8 @@ $(RELEASE_TOOL): $(RELEASE_DIR)/go.mod $(shell find $(RELEASE_DIR) -name '*.go' 
 	mkdir -p $(LOCALBIN) && cd $(RELEASE_DIR) && go build -o $(RELEASE_TOOL) ./cmd/bundle
 
 VERSION ?= 0.1.0
-CHANNELS ?= candidate-v0,stable-v0
-DEFAULT_CHANNEL ?= stable-v0
+CHANNELS ?= candidate-v0
+DEFAULT_CHANNEL ?= candidate-v0
 
 .PHONY: bundle
 bundle: manifests $(RELEASE_TOOL) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests.

@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/openshell/openshell-operator/controllers/alerting"
+	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
@@ -128,8 +128,8 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	}
 	monitoring.Use(collector)
 	if ns := opts.Platform.OperatorNamespace; ns != "" {
-		if err := (&alerting.Reconciler{Client: c, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up alerting rules: %w", err)
+		if err := (&platform.Reconciler{Client: c, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up platform objects: %w", err)
 		}
 	}
 	if opts.OperatorCondition != "" {

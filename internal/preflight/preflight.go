@@ -28,8 +28,10 @@ const (
 	RouteCRD          = "routes.route.openshift.io"
 	// PrometheusRuleCRD is the Prometheus Operator's alerting rules.
 	PrometheusRuleCRD = "prometheusrules.monitoring.coreos.com"
-	SCCCRD            = "securitycontextconstraints.security.openshift.io"
-	IDMSCRD           = "imagedigestmirrorsets.config.openshift.io"
+	// ConsoleYAMLSampleCRD is the OpenShift console's YAML editor samples.
+	ConsoleYAMLSampleCRD = "consoleyamlsamples.console.openshift.io"
+	SCCCRD               = "securitycontextconstraints.security.openshift.io"
+	IDMSCRD              = "imagedigestmirrorsets.config.openshift.io"
 
 	// MinKubernetesVersion is the oldest Kubernetes the operator supports.
 	MinKubernetesVersion = "1.31.0"
@@ -44,7 +46,7 @@ const (
 // probe. Route and SCC may instead be aggregated APIs (OpenShift serves
 // Routes from openshift-apiserver); the periodic re-probe catches changes
 // of those.
-var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD}
+var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD, ConsoleYAMLSampleCRD}
 
 // Agent Sandbox API versions the operator can drive, most preferred first.
 var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
@@ -189,7 +191,10 @@ type Result struct {
 	// PrometheusRule is true when monitoring.coreos.com/v1 PrometheusRules
 	// are served (the Prometheus Operator, OpenShift's cluster monitoring).
 	PrometheusRule bool
-	Kubernetes     KubernetesVersion
+	// ConsoleYAMLSample is true when console.openshift.io/v1
+	// ConsoleYAMLSamples are served (the OpenShift console).
+	ConsoleYAMLSample bool
+	Kubernetes        KubernetesVersion
 }
 
 // OpenShift reports whether the OpenShift APIs the operator uses are served.
@@ -204,6 +209,7 @@ func (r Result) Capabilities() map[string]bool {
 		"SecurityContextConstraints": r.SCC,
 		"ImageDigestMirrorSet":       r.IDMS,
 		"PrometheusRule":             r.PrometheusRule,
+		"ConsoleYAMLSample":          r.ConsoleYAMLSample,
 		"KubernetesVersion":          r.Kubernetes.Supported,
 	}
 }
@@ -237,6 +243,9 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		return r, err
 	}
 	if r.PrometheusRule, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", PrometheusRuleCRD); err != nil {
+		return r, err
+	}
+	if r.ConsoleYAMLSample, err = apiServed(ctx, reader, disc, "console.openshift.io/v1", ConsoleYAMLSampleCRD); err != nil {
 		return r, err
 	}
 	info, err := disc.ServerVersion()

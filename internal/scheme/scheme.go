@@ -1,11 +1,12 @@
 // Package scheme builds the runtime.Scheme the operator and its tests use:
 // Kubernetes built-ins, our API, and the typed third-party APIs we read or
-// write (OpenShift Route/SCC/config, cert-manager, OLM's OperatorCondition, the Prometheus Operator's rules).
+// write (OpenShift Route/SCC/config/console, cert-manager, OLM's OperatorCondition, the Prometheus Operator's rules).
 package scheme
 
 import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	configv1 "github.com/openshift/api/config/v1"
+	consolev1 "github.com/openshift/api/console/v1"
 	routev1 "github.com/openshift/api/route/v1"
 	securityv1 "github.com/openshift/api/security/v1"
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
@@ -28,6 +29,7 @@ func New() *runtime.Scheme {
 		routev1.Install,
 		securityv1.Install,
 		configv1.Install,
+		consolev1.Install,
 		cmv1.AddToScheme,
 		operatorsv2.AddToScheme,
 		monitoringv1.AddToScheme,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openshell/openshell-operator/internal/console"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -34,6 +35,30 @@ func TestSamplesAreValid(t *testing.T) {
 			u.SetNamespace(ns)
 			if err := env.Client.Create(ctx, u); err != nil {
 				t.Fatalf("sample rejected: %v", err)
+			}
+		})
+	}
+}
+
+// TestConsoleSamplesAreValid creates the object of every ConsoleYAMLSample
+// the operator installs: what the console's YAML editor offers must pass
+// admission as it stands.
+func TestConsoleSamplesAreValid(t *testing.T) {
+	ctx := context.Background()
+	samples, err := console.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(ctx, t, "console")
+	for _, s := range samples {
+		t.Run(s.Name, func(t *testing.T) {
+			u := &unstructured.Unstructured{}
+			if err := yaml.UnmarshalStrict([]byte(s.Spec.YAML), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetNamespace(ns)
+			if err := env.Client.Create(ctx, u); err != nil {
+				t.Fatalf("console sample rejected: %v", err)
 			}
 		})
 	}

@@ -129,10 +129,10 @@ var authorizationOnly = map[string]string{
 	"cert-manager.io/issuers list":        "controllers/gateway",
 	"cert-manager.io/issuers patch":       "controllers/gateway",
 	"cert-manager.io/issuers watch":       "controllers/gateway",
-	// No Prometheus Operator here either: controllers/alerting runs with the
+	// No Prometheus Operator here either: controllers/platform runs with the
 	// CSV's RBAC against its CRD and fails if one of these goes unused.
-	"monitoring.coreos.com/prometheusrules create": "controllers/alerting",
-	"monitoring.coreos.com/prometheusrules patch":  "controllers/alerting",
+	"monitoring.coreos.com/prometheusrules create": "controllers/platform",
+	"monitoring.coreos.com/prometheusrules patch":  "controllers/platform",
 }
 
 func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, mode installMode, usage *framework.APIUsage) {

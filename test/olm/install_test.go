@@ -42,7 +42,7 @@ import (
 const (
 	deploymentName = "openshell-operator-controller-manager"
 	catalogName    = "openshell"
-	channel        = "stable-v0"
+	channel        = "candidate-v0"
 )
 
 // TestInstallModes installs the bundle from the catalog in each install

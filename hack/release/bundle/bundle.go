@@ -69,6 +69,9 @@ const (
 	AnnotationTestMediaType  = "operators.operatorframework.io.test.mediatype.v1"
 	AnnotationTestConfig     = "operators.operatorframework.io.test.config.v1"
 	AnnotationOpenShift      = "com.redhat.openshift.versions"
+	// AnnotationInitializationResource is the object the console offers to
+	// create once the operator is installed.
+	AnnotationInitializationResource = "operatorframework.io/initialization-resource"
 )
 
 const relatedPrefix = "RELATED_IMAGE_"

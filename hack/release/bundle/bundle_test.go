@@ -30,7 +30,7 @@ func generate(t *testing.T, edit ...func(*bundle.Images)) string {
 	out := t.TempDir()
 	if err := bundle.Generate(bundle.Options{ManifestsDir: filepath.Join(root, "config", "manifests"), OutputDir: filepath.Join(out, "bundle"),
 		Dockerfile: filepath.Join(out, "bundle.Dockerfile"), Package: "openshell-operator", Version: "0.1.0",
-		Channels: []string{"candidate-v0", "stable-v0"}, DefaultChannel: "stable-v0", SkipRange: ">=0.0.0 <0.1.0",
+		Channels: []string{"candidate-v0"}, DefaultChannel: "candidate-v0", SkipRange: ">=0.0.0 <0.1.0",
 		Images: imgs, OpenShiftVersions: bundle.DefaultOpenShiftVersions}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -151,6 +152,20 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 		return nil, err
 	}
 	csv.Annotations["alm-examples"] = examples
+	// The console offers to create the first gateway right after install,
+	// from the same (tested) sample the alm-examples show.
+	for _, sm := range c.samples {
+		if sm["kind"] == "OpenShellGateway" {
+			b, err := json.Marshal(sm)
+			if err != nil {
+				return nil, err
+			}
+			csv.Annotations[AnnotationInitializationResource] = string(b)
+		}
+	}
+	if csv.Annotations[AnnotationInitializationResource] == "" {
+		return nil, fmt.Errorf("no OpenShellGateway sample for %s", AnnotationInitializationResource)
+	}
 	return csv, nil
 }
 

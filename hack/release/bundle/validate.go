@@ -111,6 +111,7 @@ func Validate(dir, k8sVersion string) (Report, error) {
 			r.Errors = append(r.Errors, fmt.Sprintf("alm-examples has kind %v, which the CSV does not own", ex["kind"]))
 		}
 	}
+	r.Errors = append(r.Errors, checkDescriptors(csv, b.V1CRDs)...)
 	if msg := checkOpenShiftVersions(dir, csv.Spec.MinKubeVersion); msg != "" {
 		r.Errors = append(r.Errors, msg)
 	}

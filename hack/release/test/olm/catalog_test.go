@@ -49,15 +49,15 @@ func TestCatalogServedByOpm(t *testing.T) {
 		pkg, err = reg.GetPackage(ctx, &api.GetPackageRequest{Name: "openshell-operator"})
 		return err
 	}).WithTimeout(30*time.Second).Should(Succeed(), func() string { return p.Tail(2000) })
-	g.Expect(pkg.DefaultChannelName).To(Equal("stable-v0"))
+	g.Expect(pkg.DefaultChannelName).To(Equal("candidate-v0"))
 	var channels []string
 	for _, c := range pkg.Channels {
 		channels = append(channels, c.Name)
 		g.Expect(c.CsvName).To(Equal("openshell-operator.v0.1.0"))
 	}
-	g.Expect(channels).To(ConsistOf("candidate-v0", "stable-v0"))
+	g.Expect(channels).To(ConsistOf("candidate-v0"))
 
-	b, err := reg.GetBundle(ctx, &api.GetBundleRequest{PkgName: "openshell-operator", ChannelName: "stable-v0", CsvName: "openshell-operator.v0.1.0"})
+	b, err := reg.GetBundle(ctx, &api.GetBundleRequest{PkgName: "openshell-operator", ChannelName: "candidate-v0", CsvName: "openshell-operator.v0.1.0"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(b.CsvName).To(Equal("openshell-operator.v0.1.0"))
 	g.Expect(b.BundlePath).To(MatchRegexp(`^quay\.io/openshell/openshell-operator-bundle@sha256:[0-9a-f]{64}$`))

@@ -1,15 +1,18 @@
-// Package alerting installs the operator's alerting rules
-// (internal/monitoring's PrometheusRule) in the operator's namespace
-// wherever the Prometheus Operator's API is served — on OpenShift, its
-// cluster monitoring — and nowhere else: like Routes, preflight decides.
-// The rules ship inside the binary, so they always match the metrics this
-// version exports; an upgrade applies the new ones.
-package alerting
+// Package platform applies the operator's own objects that plug it into
+// the platform — its alerting rules (internal/monitoring's PrometheusRule,
+// in the operator's namespace) and its console YAML samples
+// (internal/console, cluster-scoped) — each only where preflight finds its
+// API served, like Routes. The objects ship inside the binary, so they
+// always match this version (the rules its metrics); an upgrade applies the
+// new ones.
+package platform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	consolev1 "github.com/openshift/api/console/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,13 +23,15 @@ import (
 
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/apply"
+	"github.com/openshell/openshell-operator/internal/console"
 	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/preflight"
 )
 
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=create;patch,namespace=system
+// +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples,verbs=create;patch
 
-// Reconciler keeps the operator's PrometheusRule.
+// Reconciler keeps the operator's platform objects.
 type Reconciler struct {
 	Client    client.Client
 	Preflight *preflight.Store
@@ -49,28 +54,55 @@ func Rule(namespace string) (*monitoringv1.PrometheusRule, error) {
 	return pr, nil
 }
 
-// Reconcile applies the rules when the API is served. Server-side apply
-// sends the same content every time, so a steady state changes nothing.
+// Desired lists the objects the platform pf serves an API for: pure.
+func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
+	var out []client.Object
+	if pf.PrometheusRule {
+		pr, err := Rule(namespace)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pr)
+	}
+	if pf.ConsoleYAMLSample {
+		samples, err := console.Samples()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range samples {
+			s.TypeMeta = metav1.TypeMeta{APIVersion: consolev1.GroupVersion.String(), Kind: "ConsoleYAMLSample"}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Reconcile applies the desired objects. Server-side apply sends the same
+// content every time, so a steady state changes nothing; one object's
+// failure does not hold back the others.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	pf, known := r.Preflight.Get()
-	if !known || !pf.PrometheusRule {
+	if !known {
 		return ctrl.Result{}, nil
 	}
-	pr, err := Rule(r.Namespace)
+	objs, err := Desired(pf, r.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := apply.Apply(ctx, r.Client, pr); err != nil {
-		return ctrl.Result{}, fmt.Errorf("apply PrometheusRule %s: %w", pr.Name, err)
+	var errs []error
+	for _, o := range objs {
+		if err := apply.Apply(ctx, r.Client, o); err != nil {
+			errs = append(errs, fmt.Errorf("apply %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
+		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, errors.Join(errs...)
 }
 
 // SetupWithManager reconciles one key at start and whenever preflight's
-// result changes (the Prometheus Operator installed later).
+// result changes (the Prometheus Operator or the console installed later).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	start, to := enqueue.Singleton(types.NamespacedName{Namespace: r.Namespace, Name: "openshell-operator"})
-	return ctrl.NewControllerManagedBy(mgr).Named("alerting").
+	return ctrl.NewControllerManagedBy(mgr).Named("platform").
 		WatchesRawSource(start).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), to)).
 		Complete(r)

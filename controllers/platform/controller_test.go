@@ -1,4 +1,4 @@
-package alerting_test
+package platform_test
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	consolev1 "github.com/openshift/api/console/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshell/openshell-operator/controllers/alerting"
+	"github.com/openshell/openshell-operator/controllers/platform"
+	"github.com/openshell/openshell-operator/internal/console"
+	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -21,21 +24,40 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{Monitoring: true, AgentSandbox: framework.AgentSandboxBetaOnly}, &env))
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{Monitoring: true, OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly}, &env))
 }
 
 func TestRuleMatchesTheEmbeddedRules(t *testing.T) {
 	g := NewWithT(t)
-	pr, err := alerting.Rule("ops")
+	pr, err := platform.Rule("ops")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr.Namespace).To(Equal("ops"))
 	g.Expect(pr.Spec.Groups).To(HaveLen(1))
 	g.Expect(pr.Spec.Groups[0].Rules).To(HaveLen(5))
 }
 
+// TestDesiredFollowsTheAPIsServed: each object only where its API is.
+func TestDesiredFollowsTheAPIsServed(t *testing.T) {
+	g := NewWithT(t)
+	kinds := func(pf preflight.Result) []string {
+		objs, err := platform.Desired(pf, "ops")
+		g.Expect(err).NotTo(HaveOccurred())
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetObjectKind().GroupVersionKind().Kind)
+		}
+		return out
+	}
+	g.Expect(kinds(preflight.Result{})).To(BeEmpty())
+	g.Expect(kinds(preflight.Result{PrometheusRule: true})).To(Equal([]string{"PrometheusRule"}))
+	g.Expect(kinds(preflight.Result{ConsoleYAMLSample: true})).To(HaveEach("ConsoleYAMLSample"))
+	g.Expect(kinds(preflight.Result{PrometheusRule: true, ConsoleYAMLSample: true})).To(HaveLen(5))
+}
+
 // TestRulesInstalledWhereTheAPIIsServed: with the Prometheus Operator's
-// CRD served, the operator installs its PrometheusRule in its namespace
-// (the API server validates it against the real CRD) and keeps it.
+// and the console's CRDs served, the operator installs its PrometheusRule in
+// its namespace and its console YAML samples (the API server validates both
+// against the real CRDs) and keeps them.
 func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -59,16 +81,23 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 		alerts = append(alerts, r.Alert)
 	}
 	g.Expect(alerts).To(ContainElements("OpenShellGatewayUnavailable", "OpenShellCertificateExpiringSoon", "OpenShellAgentSandboxCRDMissing"))
+	want, err := console.Samples()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		list := &consolev1.ConsoleYAMLSampleList{}
+		g.Expect(c.List(ctx, list, client.MatchingLabels{console.LabelManagedBy: "openshell-operator"})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(len(want)))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(usage.Forbidden()).To(BeEmpty(), "the CSV's RBAC refused a request")
 	// The e2e least-privilege test defers these rules to this test.
 	var rules []rbacv1.PolicyRule
 	for _, r := range framework.CSVRules(csv) {
-		if slices.Contains(r.APIGroups, monitoringv1.SchemeGroupVersion.Group) {
+		if slices.Contains(r.APIGroups, monitoringv1.SchemeGroupVersion.Group) || slices.Contains(r.APIGroups, consolev1.GroupName) {
 			rules = append(rules, r)
 		}
 	}
-	g.Expect(rules).NotTo(BeEmpty(), "the CSV has no monitoring.coreos.com rules")
-	g.Expect(usage.Unused(rules, nil)).To(BeEmpty(), "a monitoring.coreos.com rule of the CSV is never used")
+	g.Expect(rules).To(HaveLen(2), "the CSV's monitoring.coreos.com and console.openshift.io rules")
+	g.Expect(usage.Unused(rules, nil)).To(BeEmpty(), "a monitoring.coreos.com or console.openshift.io rule of the CSV is never used")
 
 	// Deleted, it is put back at the next apply (a restart, or a
 	// preflight change).
