@@ -24,6 +24,8 @@ type issuerServer struct {
 	issuer *oidc.Issuer
 	addr   string
 	tls    *tls.Config
+	// tlsOpt makes the server follow the cluster's TLS profile.
+	tlsOpt func(*tls.Config)
 	// tlsSecret holds the self-issued serving certificate when tls is nil.
 	tlsSecret string
 	client    client.Client
@@ -50,7 +52,7 @@ func (s *issuerServer) Start(ctx context.Context) error {
 		}
 		// The certificate is looked up per handshake, so a renewal takes
 		// effect without a restart (a pod may run longer than a leaf lives).
-		s.tls = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		s.tls = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return s.serving.Load(), nil
 		}}
 	}
@@ -61,6 +63,9 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	// Discovery and JWKS are small: bound every phase of a request, and
 	// serve HTTP/1.1 only, like the metrics and webhook servers.
 	s.tls.NextProtos = []string{"http/1.1"}
+	if s.tlsOpt != nil {
+		s.tlsOpt(s.tls)
+	}
 	srv := &http.Server{Handler: s.issuer.Handler(), TLSConfig: s.tls, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}

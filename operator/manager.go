@@ -7,11 +7,14 @@
 package operator
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
 	"time"
 
+	configv1client "github.com/openshift/client-go/config/clientset/versioned/typed/config/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/internal/tlsprofile"
 )
 
 // LeaderElectionID is the Lease name that elects the active operator replica.
@@ -63,6 +67,9 @@ type Options struct {
 	// jitter). The scale benchmark shortens it to show a full resync
 	// makes no writes.
 	SyncPeriod *time.Duration
+	// TLSProfileRecheck is how often a cluster without OpenShift's
+	// APIServer config API is checked for it (default ten minutes).
+	TLSProfileRecheck time.Duration
 	// Controllers tune the reconcilers.
 	Controllers ControllerOptions
 	// OIDC, when set, makes the operator the OIDC issuer of its gateways.
@@ -105,8 +112,11 @@ type OIDCOptions struct {
 
 // New builds a manager with every controller registered.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
-	// TLS 1.2 at least, said explicitly rather than inherited from Go's default.
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	// Every server follows the cluster's TLS security profile (OpenShift's
+	// APIServer config; Intermediate elsewhere), per handshake.
+	profile := tlsprofile.NewWatcher()
+	profile.Log = ctrl.Log.WithName("tls-profile")
+	tlsOpts := []func(*tls.Config){profile.ServerOption}
 	if !opts.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
@@ -154,13 +164,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		issuer := &oidc.Issuer{URL: o.IssuerURL, Client: direct, SecretNamespace: o.Namespace, SecretName: o.KeySecret}
 		opts.Controllers.Issuer = issuer
 		issuer.SetCA(o.CAPEM)
-		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsSecret: o.TLSSecret, client: direct,
+		if err := mgr.Add(&issuerServer{issuer: issuer, addr: o.BindAddress, tls: o.TLS, tlsOpt: profile.ServerOption, tlsSecret: o.TLSSecret, client: direct,
 			now: o.CertClock, keyRefresh: o.KeyRefresh, certCheck: o.CertCheck}); err != nil {
 			return nil, err
 		}
 		if err := mgr.Add(&keyRotator{issuer: issuer, interval: o.KeyRefresh}); err != nil {
 			return nil, err
 		}
+	}
+	if err := mgr.Add(&profileFollower{watcher: profile, cfg: cfg, recheck: orDefault(opts.TLSProfileRecheck, 10*time.Minute)}); err != nil {
+		return nil, err
 	}
 	if err := setupControllers(mgr, opts.Controllers, sc.watch); err != nil {
 		return nil, err
@@ -201,4 +214,30 @@ type wrappedWebhookServer struct {
 
 func (s wrappedWebhookServer) Register(path string, h http.Handler) {
 	s.Server.Register(path, s.wrap(h))
+}
+
+// +kubebuilder:rbac:groups=config.openshift.io,resources=apiservers,resourceNames=cluster,verbs=list;watch
+
+// profileFollower runs the TLS profile watcher on every replica: followers
+// serve webhooks and metrics too. It reads only the APIServer named
+// cluster (a list and watch by field selector, which RBAC's resourceNames
+// authorizes).
+type profileFollower struct {
+	watcher *tlsprofile.Watcher
+	cfg     *rest.Config
+	recheck time.Duration
+}
+
+func (p *profileFollower) NeedLeaderElection() bool { return false }
+
+func (p *profileFollower) Start(ctx context.Context) error {
+	cs, err := configv1client.NewForConfig(p.cfg)
+	if err != nil {
+		return fmt.Errorf("create the OpenShift config client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(p.cfg)
+	if err != nil {
+		return fmt.Errorf("create a discovery client: %w", err)
+	}
+	return p.watcher.Run(ctx, disc, cs, p.recheck)
 }
