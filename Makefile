@@ -151,12 +151,18 @@ pin-images: $(RELEASE_TOOL) ## Resolve the operand image tags in config/manifest
 	$(RELEASE_TOOL) pin
 	$(MAKE) bundle catalog
 
+# The operator image's architectures (hack/release/images Platforms and the
+# CSV's operatorframework.io/arch.* labels name the same).
+PLATFORMS ?= amd64 arm64 ppc64le s390x
+
 .PHONY: images
 images: $(LOCALBIN)/opm $(LOCALBIN)/grpc_health_probe $(RELEASE_TOOL) ## Build the operator, bundle and catalog images (OCI layouts in bin/images) and pin the operator digest.
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-amd64 ./cmd
-	$(RELEASE_TOOL) images
+	for arch in $(PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags "-s -w -buildid=" -o $(LOCALBIN)/manager-linux-$$arch ./cmd || exit 1; \
+	done
+	$(RELEASE_TOOL) images -version $(VERSION)
 	$(MAKE) bundle catalog
-	$(RELEASE_TOOL) images
+	$(RELEASE_TOOL) images -version $(VERSION)
 
 .PHONY: bundle-validate
 bundle-validate: $(RELEASE_TOOL) ## Validate the bundle: operator-framework validators plus digest and consistency checks.

@@ -7,9 +7,8 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"flag"
-	"fmt"
 	"os"
-	"slices"
+	"path/filepath"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +26,9 @@ import (
 // Leader election uses a Lease in the operator's namespace (see config/rbac/leader_election_role.yaml).
 
 func main() {
+	if filepath.Base(os.Args[0]) == gatherName {
+		os.Exit(gather(os.Args[1:]))
+	}
 	var opts operator.Options
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" disables it.`)
 	flag.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
@@ -63,10 +65,11 @@ func main() {
 	}
 	opts.WatchNamespaces = ns
 	opts.Controllers.Images = operatorenv.RelatedImagesFromEnv(os.Getenv)
+	opts.Controllers.Proxy = operatorenv.ProxyFromEnv(os.Getenv)
 	if missing := opts.Controllers.Images.Missing(); len(missing) > 0 {
 		log.Info("Operand images are not set; managed gateways will report RelatedImagesMissing", "unset", missing)
 	}
-	platform, err := platformFromEnv(os.Getenv)
+	platform, err := tenancy.PlatformFromEnv(os.Getenv)
 	if err != nil {
 		log.Error(err, "Invalid tenancy setting")
 		os.Exit(1)
@@ -115,33 +118,4 @@ func main() {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}
-}
-
-// platformFromEnv reads the cluster admin's tenancy setting: gateways are
-// served in the operator's own namespace and in OPENSHELL_GATEWAY_NAMESPACES
-// (those labelled openshell.ai/serve-gateways=true);
-// operand images are overridable only with
-// OPENSHELL_ALLOW_OPERAND_IMAGE_OVERRIDES=true.
-func platformFromEnv(getenv func(string) string) (tenancy.Platform, error) {
-	p := tenancy.Platform{OperatorNamespace: getenv(operatorenv.EnvOperatorNamespace)}
-	if p.OperatorNamespace != "" {
-		p.GatewayNamespaces = append(p.GatewayNamespaces, p.OperatorNamespace)
-	}
-	more, err := operatorenv.Namespaces(operatorenv.EnvGatewayNamespaces, getenv(operatorenv.EnvGatewayNamespaces))
-	if err != nil {
-		return p, err
-	}
-	for _, ns := range more {
-		if !slices.Contains(p.GatewayNamespaces, ns) {
-			p.GatewayNamespaces = append(p.GatewayNamespaces, ns)
-		}
-	}
-	switch v := getenv(operatorenv.EnvAllowImageOverrides); v {
-	case "", "false":
-	case "true":
-		p.AllowImageOverrides = true
-	default:
-		return p, fmt.Errorf("%s must be true or false, not %q", operatorenv.EnvAllowImageOverrides, v)
-	}
-	return p, nil
 }

@@ -31,7 +31,7 @@ cp "$olm"/crds/operators.coreos.com_*.yaml "$out.tmp/crds/olm/"
 # The Prometheus Operator's rules API (its pkg/apis/monitoring module has
 # the types; the CRDs are in the main module).
 pm=$(moddir "github.com/prometheus-operator/prometheus-operator@v0.85.0")
-cp "$pm"/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml "$out.tmp/crds/monitoring/"
+cp "$pm"/example/prometheus-operator-crd/monitoring.coreos.com_{prometheusrules,servicemonitors}.yaml "$out.tmp/crds/monitoring/"
 
 # Agent Sandbox in its three API shapes: v1alpha1 only, v1alpha1+v1beta1, v1beta1 only.
 for v in v0.4.6 v0.5.6 v1.0.3; do

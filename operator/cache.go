@@ -6,6 +6,7 @@ import (
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	routev1 "github.com/openshift/api/route/v1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -93,6 +94,7 @@ func cacheOptions(cfg *rest.Config, s scope) (cache.Options, error) {
 	}{
 		{routev1.GroupVersion.String(), []client.Object{&routev1.Route{}}},
 		{cmv1.SchemeGroupVersion.String(), []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}}},
+		{monitoringv1.SchemeGroupVersion.String(), []client.Object{&monitoringv1.ServiceMonitor{}}},
 	} {
 		if _, err := disc.ServerResourcesForGroupVersion(k.gv); err != nil {
 			if apierrors.IsNotFound(err) {

@@ -11,10 +11,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
+	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
@@ -41,6 +41,9 @@ type ControllerOptions struct {
 	EnableWebhooks bool
 	// Images are the operand images (RELATED_IMAGE_*).
 	Images operatorenv.RelatedImages
+	// Proxy is the cluster proxy from the operator's environment, passed
+	// on to managed gateways and their sandboxes.
+	Proxy operatorenv.Proxy
 	// PKI and Clock tune the built-in PKI (tests exercise rotation).
 	PKI   gateway.PKIOptions
 	Clock func() time.Time
@@ -109,7 +112,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"preflight", &preflightctrl.Reconciler{APIReader: api, Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync}},
 		{"OpenShellGateway", &gateway.Reconciler{Client: c, APIReader: api, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
-			Images: opts.Images, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
+			Images: opts.Images, Proxy: opts.Proxy, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,

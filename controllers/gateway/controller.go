@@ -14,6 +14,7 @@ import (
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	routev1 "github.com/openshift/api/route/v1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -65,6 +66,7 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=list;watch;create;patch,namespace=system
 // +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch,namespace=system
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=delete,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=system
@@ -91,6 +93,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Images are the operator's RELATED_IMAGE_* defaults.
 	Images operatorenv.RelatedImages
+	// Proxy is the cluster proxy, passed on to the gateway and its sandboxes.
+	Proxy operatorenv.Proxy
 	// Issuer is the operator's OIDC issuer, configured into managed gateways.
 	Issuer *oidc.Issuer
 	// Gateways connects to gateways (External health checks).
@@ -338,7 +342,7 @@ func pinnedTLSSource(ca *corev1.Secret, certManager bool) render.TLSSource {
 // why nothing can be rendered yet (reason Installing: wait; otherwise the
 // gateway is degraded).
 func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, source render.TLSSource) (render.Inputs, *issue) {
-	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, TLS: source}
+	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, ServiceMonitor: pf.ServiceMonitor, Proxy: r.Proxy, TLS: source}
 	if source == render.TLSCertManager && !pf.CertManager {
 		return in, &issue{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
 			Message: "this gateway's certificates come from cert-manager, which is no longer installed: reinstall it. " +
@@ -420,6 +424,7 @@ func (r *Reconciler) ensureWatches(pf preflight.Result, known bool) {
 	}{
 		"route":       {pf.Route, []client.Object{&routev1.Route{}}, owned},
 		"certmanager": {pf.CertManager, []client.Object{&cmv1.Certificate{}, &cmv1.Issuer{}}, owned},
+		"monitoring":  {pf.ServiceMonitor, []client.Object{&monitoringv1.ServiceMonitor{}}, owned},
 	} {
 		if !w.ok || r.watched[name] {
 			continue

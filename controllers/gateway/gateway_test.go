@@ -22,6 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 	routev1 "github.com/openshift/api/route/v1"
 	securityv1 "github.com/openshift/api/security/v1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	var err error
-	if openshift, err = framework.StartEnv(framework.EnvOptions{OpenShift: true, CertManager: true, AgentSandbox: framework.AgentSandboxBetaOnly}); err != nil {
+	if openshift, err = framework.StartEnv(framework.EnvOptions{OpenShift: true, CertManager: true, Monitoring: true, AgentSandbox: framework.AgentSandboxBetaOnly}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -97,7 +98,7 @@ func children(ns string) []client.Object {
 		key(&corev1.ConfigMap{}, "openshell-trust-bundle"), key(&corev1.ConfigMap{}, "openshell-trusted-ca"),
 		key(&appsv1.StatefulSet{}, "openshell"), key(&policyv1.PodDisruptionBudget{}, "openshell"),
 		key(&networkingv1.NetworkPolicy{}, "openshell-gateway"), key(&networkingv1.NetworkPolicy{}, "openshell-sandboxes"),
-		key(&routev1.Route{}, "openshell"),
+		key(&routev1.Route{}, "openshell"), key(&monitoringv1.ServiceMonitor{}, "openshell"),
 		key(&cmv1.Issuer{}, "openshell-selfsigned"), key(&cmv1.Issuer{}, "openshell-ca-issuer"),
 		key(&cmv1.Certificate{}, "openshell-ca"), key(&cmv1.Certificate{}, "openshell-server"), key(&cmv1.Certificate{}, "openshell-client"),
 		key(&rbacv1.RoleBinding{}, scc.RoleBindingName+"-openshell-sandbox"),
@@ -453,19 +454,23 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(live), live)).To(Succeed())
 	})
 
-	// The e2e cluster has no cert-manager: its least-privilege test leaves
-	// the cert-manager rules to this one, which must have used each.
-	t.Run("every cert-manager rule of the CSV was used", func(t *testing.T) {
-		var cm []rbacv1.PolicyRule
+	// The e2e cluster has no cert-manager and no Prometheus Operator: its
+	// least-privilege test leaves those rules to this one, which must have
+	// used each (but the operator's own PrometheusRule, which
+	// controllers/platform's test covers).
+	t.Run("every cert-manager and ServiceMonitor rule of the CSV was used", func(t *testing.T) {
+		var rules []rbacv1.PolicyRule
 		for _, r := range framework.CSVRules(csv) {
-			if slices.Contains(r.APIGroups, cmv1.SchemeGroupVersion.Group) {
-				cm = append(cm, r)
+			if slices.Contains(r.APIGroups, cmv1.SchemeGroupVersion.Group) ||
+				(slices.Contains(r.APIGroups, monitoringv1.SchemeGroupVersion.Group) && slices.Contains(r.Resources, "servicemonitors")) {
+				rules = append(rules, r)
 			}
 		}
-		if len(cm) == 0 {
-			t.Fatal("the CSV has no cert-manager rules")
+		if len(rules) < 2 {
+			t.Fatal("the CSV has no cert-manager or ServiceMonitor rules")
 		}
-		for _, unused := range usage.Unused(cm, nil) {
+		for _, unused := range usage.Unused(rules, map[string]string{"monitoring.coreos.com/prometheusrules create": "controllers/platform",
+			"monitoring.coreos.com/prometheusrules patch": "controllers/platform"}) {
 			t.Errorf("the CSV grants %s, which no code path used", unused)
 		}
 	})

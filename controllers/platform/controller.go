@@ -1,6 +1,7 @@
 // Package platform applies the operator's own objects that plug it into
-// the platform — its alerting rules (internal/monitoring's PrometheusRule,
-// in the operator's namespace) and its console YAML samples
+// the platform — its alerting rules (internal/monitoring's PrometheusRule)
+// and the ServiceMonitor of its metrics, in the operator's namespace, and
+// its console YAML samples
 // (internal/console, cluster-scoped) — each only where preflight finds its
 // API served, like Routes. The objects ship inside the binary, so they
 // always match this version (the rules its metrics); an upgrade applies the
@@ -16,6 +17,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -29,6 +31,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=create;patch,namespace=system
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=create;patch,namespace=system
 // +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples,verbs=create;patch
 
 // Reconciler keeps the operator's platform objects.
@@ -54,6 +57,40 @@ func Rule(namespace string) (*monitoringv1.PrometheusRule, error) {
 	return pr, nil
 }
 
+// MetricsService is the operator's metrics Service as the bundle names it
+// (config/manager/metrics_service.yaml with config/olm's name prefix).
+const MetricsService = "openshell-operator-controller-manager-metrics-service"
+
+// The OpenShift monitoring stack mounts the service-ca bundle here in its
+// Prometheus pods; the service-ca signs the operator's metrics certificate
+// (the Service's serving-cert annotation).
+const serviceCAFile = "/etc/prometheus/configmaps/serving-certs-ca-bundle/service-ca.crt"
+
+// ServiceMonitor has Prometheus scrape the operator's authenticated
+// metrics endpoint with its ServiceAccount token. On OpenShift the
+// endpoint's certificate is the service-ca's, which Prometheus verifies;
+// elsewhere it is self-signed and skipping verification is the only option
+// short of a CA the operator does not have: the token still authenticates
+// Prometheus, and the metrics are not secret.
+func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonitor {
+	tlsConfig := &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{InsecureSkipVerify: ptr.To(true)}}
+	if openshift {
+		tlsConfig = &monitoringv1.TLSConfig{CAFile: serviceCAFile,
+			SafeTLSConfig: monitoringv1.SafeTLSConfig{ServerName: ptr.To(MetricsService + "." + namespace + ".svc")}}
+	}
+	return &monitoringv1.ServiceMonitor{
+		TypeMeta: metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
+		ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator", Namespace: namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "openshell-operator"}},
+		Spec: monitoringv1.ServiceMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
+				"app.kubernetes.io/name": "openshell-operator", "app.kubernetes.io/component": "metrics"}},
+			Endpoints: []monitoringv1.Endpoint{{Port: "https", Path: "/metrics", Scheme: "https",
+				BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", TLSConfig: tlsConfig}},
+		},
+	}
+}
+
 // Desired lists the objects the platform pf serves an API for: pure.
 func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	var out []client.Object
@@ -63,6 +100,9 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 			return nil, err
 		}
 		out = append(out, pr)
+	}
+	if pf.ServiceMonitor {
+		out = append(out, ServiceMonitor(namespace, pf.OpenShift()))
 	}
 	if pf.ConsoleYAMLSample {
 		samples, err := console.Samples()

@@ -3,6 +3,7 @@ package platform_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -10,8 +11,12 @@ import (
 	. "github.com/onsi/gomega"
 	consolev1 "github.com/openshift/api/console/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/internal/console"
@@ -51,7 +56,26 @@ func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 	g.Expect(kinds(preflight.Result{})).To(BeEmpty())
 	g.Expect(kinds(preflight.Result{PrometheusRule: true})).To(Equal([]string{"PrometheusRule"}))
 	g.Expect(kinds(preflight.Result{ConsoleYAMLSample: true})).To(HaveEach("ConsoleYAMLSample"))
-	g.Expect(kinds(preflight.Result{PrometheusRule: true, ConsoleYAMLSample: true})).To(HaveLen(5))
+	g.Expect(kinds(preflight.Result{ServiceMonitor: true})).To(Equal([]string{"ServiceMonitor"}))
+	g.Expect(kinds(preflight.Result{PrometheusRule: true, ServiceMonitor: true, ConsoleYAMLSample: true})).To(HaveLen(6))
+}
+
+// TestServiceMonitorScrapesTheBundledService: the ServiceMonitor selects
+// the metrics Service the bundle ships, by name for TLS and by labels.
+func TestServiceMonitorScrapesTheBundledService(t *testing.T) {
+	g := NewWithT(t)
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", platform.MetricsService+"_v1_service.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	svc := &corev1.Service{}
+	g.Expect(yaml.Unmarshal(raw, svc)).To(Succeed())
+	sm := platform.ServiceMonitor("ops", true)
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sel.Matches(labels.Set(svc.Labels))).To(BeTrue(), "selector %v, Service labels %v", sel, svc.Labels)
+	g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Name", sm.Spec.Endpoints[0].Port)))
+	g.Expect(svc.Annotations).To(HaveKey("service.beta.openshift.io/serving-cert-secret-name"))
+	g.Expect(*sm.Spec.Endpoints[0].TLSConfig.ServerName).To(Equal(platform.MetricsService + ".ops.svc"))
+	g.Expect(platform.ServiceMonitor("ops", false).Spec.Endpoints[0].TLSConfig.CAFile).To(BeEmpty())
 }
 
 // TestRulesInstalledWhereTheAPIIsServed: with the Prometheus Operator's
@@ -88,6 +112,9 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 		g.Expect(c.List(ctx, list, client.MatchingLabels{console.LabelManagedBy: "openshell-operator"})).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(len(want)))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+	sm := &monitoringv1.ServiceMonitor{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-operator"}, sm)).To(Succeed())
+	g.Expect(sm.Spec.Endpoints[0].TLSConfig.CAFile).NotTo(BeEmpty(), "on OpenShift Prometheus verifies the service-ca certificate")
 	g.Expect(usage.Forbidden()).To(BeEmpty(), "the CSV's RBAC refused a request")
 	// The e2e least-privilege test defers these rules to this test.
 	var rules []rbacv1.PolicyRule
@@ -96,8 +123,12 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 			rules = append(rules, r)
 		}
 	}
-	g.Expect(rules).To(HaveLen(2), "the CSV's monitoring.coreos.com and console.openshift.io rules")
-	g.Expect(usage.Unused(rules, nil)).To(BeEmpty(), "a monitoring.coreos.com or console.openshift.io rule of the CSV is never used")
+	g.Expect(rules).NotTo(BeEmpty(), "the CSV's monitoring.coreos.com and console.openshift.io rules")
+	// A gateway's ServiceMonitor is listed and watched by controllers/gateway
+	// (TestManagedGatewayOnOpenShift, under the same RBAC); no gateway here.
+	gatewayOnly := map[string]string{"monitoring.coreos.com/servicemonitors list": "controllers/gateway",
+		"monitoring.coreos.com/servicemonitors watch": "controllers/gateway"}
+	g.Expect(usage.Unused(rules, gatewayOnly)).To(BeEmpty(), "a monitoring.coreos.com or console.openshift.io rule of the CSV is never used")
 
 	// Deleted, it is put back at the next apply (a restart, or a
 	// preflight change).

@@ -97,3 +97,30 @@ func (r RelatedImages) Missing() []string {
 	slices.Sort(out)
 	return out
 }
+
+// Proxy is the cluster-wide egress proxy OLM injects into the operator's
+// Deployment on a cluster with a proxy (HTTP_PROXY, HTTPS_PROXY, NO_PROXY
+// from config.openshift.io/v1 Proxy "cluster"). The operator's own
+// clients honour it through the environment; managed gateways get it
+// passed on.
+type Proxy struct {
+	HTTPProxy, HTTPSProxy, NoProxy string
+}
+
+// ProxyFromEnv reads the proxy variables with getenv (os.Getenv in
+// production), upper case first as OLM sets them.
+func ProxyFromEnv(getenv func(string) string) Proxy {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	get := func(name string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return getenv(strings.ToLower(name))
+	}
+	return Proxy{HTTPProxy: get("HTTP_PROXY"), HTTPSProxy: get("HTTPS_PROXY"), NoProxy: get("NO_PROXY")}
+}
+
+// Set reports whether any proxy is configured.
+func (p Proxy) Set() bool { return p.HTTPProxy != "" || p.HTTPSProxy != "" }

@@ -28,6 +28,8 @@ const (
 	RouteCRD          = "routes.route.openshift.io"
 	// PrometheusRuleCRD is the Prometheus Operator's alerting rules.
 	PrometheusRuleCRD = "prometheusrules.monitoring.coreos.com"
+	// ServiceMonitorCRD is the Prometheus Operator's scrape targets.
+	ServiceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 	// ConsoleYAMLSampleCRD is the OpenShift console's YAML editor samples.
 	ConsoleYAMLSampleCRD = "consoleyamlsamples.console.openshift.io"
 	SCCCRD               = "securitycontextconstraints.security.openshift.io"
@@ -46,7 +48,7 @@ const (
 // probe. Route and SCC may instead be aggregated APIs (OpenShift serves
 // Routes from openshift-apiserver); the periodic re-probe catches changes
 // of those.
-var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD, ConsoleYAMLSampleCRD}
+var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD, ServiceMonitorCRD, ConsoleYAMLSampleCRD}
 
 // Agent Sandbox API versions the operator can drive, most preferred first.
 var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
@@ -191,6 +193,9 @@ type Result struct {
 	// PrometheusRule is true when monitoring.coreos.com/v1 PrometheusRules
 	// are served (the Prometheus Operator, OpenShift's cluster monitoring).
 	PrometheusRule bool
+	// ServiceMonitor is true when monitoring.coreos.com/v1 ServiceMonitors
+	// are served.
+	ServiceMonitor bool
 	// ConsoleYAMLSample is true when console.openshift.io/v1
 	// ConsoleYAMLSamples are served (the OpenShift console).
 	ConsoleYAMLSample bool
@@ -209,6 +214,7 @@ func (r Result) Capabilities() map[string]bool {
 		"SecurityContextConstraints": r.SCC,
 		"ImageDigestMirrorSet":       r.IDMS,
 		"PrometheusRule":             r.PrometheusRule,
+		"ServiceMonitor":             r.ServiceMonitor,
 		"ConsoleYAMLSample":          r.ConsoleYAMLSample,
 		"KubernetesVersion":          r.Kubernetes.Supported,
 	}
@@ -243,6 +249,9 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		return r, err
 	}
 	if r.PrometheusRule, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", PrometheusRuleCRD); err != nil {
+		return r, err
+	}
+	if r.ServiceMonitor, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", ServiceMonitorCRD); err != nil {
 		return r, err
 	}
 	if r.ConsoleYAMLSample, err = apiServed(ctx, reader, disc, "console.openshift.io/v1", ConsoleYAMLSampleCRD); err != nil {

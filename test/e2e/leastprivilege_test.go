@@ -131,8 +131,19 @@ var authorizationOnly = map[string]string{
 	"cert-manager.io/issuers watch":       "controllers/gateway",
 	// No Prometheus Operator here either: controllers/platform runs with the
 	// CSV's RBAC against its CRD and fails if one of these goes unused.
-	"monitoring.coreos.com/prometheusrules create": "controllers/platform",
-	"monitoring.coreos.com/prometheusrules patch":  "controllers/platform",
+	// The console samples are cluster-scoped: once an earlier test of this
+	// cluster created them, the lifecycle only patches (applies) them.
+	// controllers/platform creates them under the CSV's RBAC.
+	"console.openshift.io/consoleyamlsamples create": "controllers/platform",
+	"monitoring.coreos.com/prometheusrules create":   "controllers/platform",
+	"monitoring.coreos.com/prometheusrules patch":    "controllers/platform",
+	// The ServiceMonitors (the operator's and each gateway's): controllers/platform
+	// and controllers/gateway TestManagedGatewayOnOpenShift run with the CSV's
+	// RBAC against the CRD.
+	"monitoring.coreos.com/servicemonitors create": "controllers/platform, controllers/gateway",
+	"monitoring.coreos.com/servicemonitors patch":  "controllers/platform, controllers/gateway",
+	"monitoring.coreos.com/servicemonitors list":   "controllers/gateway",
+	"monitoring.coreos.com/servicemonitors watch":  "controllers/gateway",
 }
 
 func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, mode installMode, usage *framework.APIUsage) {

@@ -27,7 +27,8 @@ type EnvOptions struct {
 	CertManager bool
 	// OLM installs the operators.coreos.com CRDs.
 	OLM bool
-	// Monitoring installs the Prometheus Operator's PrometheusRule CRD.
+	// Monitoring installs the Prometheus Operator's PrometheusRule and
+	// ServiceMonitor CRDs.
 	Monitoring bool
 	// AgentSandbox installs the CRDs of this Agent Sandbox release
 	// (AgentSandboxAlphaOnly, AgentSandboxAlphaBeta, AgentSandboxBetaOnly);

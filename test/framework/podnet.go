@@ -22,6 +22,8 @@ type PodNetwork struct {
 	srv    *http.Server
 	mu     sync.Mutex
 	routes map[string]string
+	// tunnels counts the CONNECTs served, by requested address.
+	tunnels map[string]int
 }
 
 // StartPodNetwork listens on a Unix socket in dir (the API server's TCP
@@ -32,10 +34,36 @@ func StartPodNetwork(dir string) (*PodNetwork, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &PodNetwork{lis: lis, routes: map[string]string{}}
+	return serveConnect(lis), nil
+}
+
+// StartHTTPProxy starts the same CONNECT proxy on a loopback TCP port, to
+// play a cluster's egress (corporate) proxy: the addresses routed to it
+// may be names nothing else resolves, so a connection that arrives proves
+// it went through the proxy.
+func StartHTTPProxy() (*PodNetwork, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return serveConnect(lis), nil
+}
+
+func serveConnect(lis net.Listener) *PodNetwork {
+	p := &PodNetwork{lis: lis, routes: map[string]string{}, tunnels: map[string]int{}}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.connect), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(lis) }()
-	return p, nil
+	return p
+}
+
+// URL is the proxy's http:// URL (TCP proxies only).
+func (p *PodNetwork) URL() string { return "http://" + p.lis.Addr().String() }
+
+// Tunnels is how many CONNECTs to addr the proxy served.
+func (p *PodNetwork) Tunnels(addr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tunnels[addr]
 }
 
 // Route sends connections for addr (host:port, e.g. a Service's ClusterIP
@@ -73,6 +101,9 @@ func (p *PodNetwork) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	target, ok := p.routes[r.Host]
+	if ok {
+		p.tunnels[r.Host]++
+	}
 	p.mu.Unlock()
 	if !ok {
 		http.Error(w, "no pod behind "+r.Host, http.StatusBadGateway)

@@ -2,6 +2,7 @@ package olm
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -325,10 +326,25 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 		}
 	}
 	g.Expect(certSecret).NotTo(BeEmpty(), "OLM mounted no webhook certificate")
-	// (After an upgrade OLM issues the new CSV's certificate anew.)
+	// After an upgrade OLM issues the new CSV's certificate anew, into the
+	// same Secret and into the new CSV's webhook configurations: wait until
+	// the Secret holds the certificate the API server will trust (a
+	// kubelet would refresh the mounted files; this process reads them once).
 	s := &corev1.Secret{}
-	g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s) }).
-		WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s)).To(Succeed())
+		vwcs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		g.Expect(c.List(ctx, vwcs, client.MatchingLabels{"olm.owner": dep.Labels["olm.owner"]})).To(Succeed())
+		g.Expect(vwcs.Items).NotTo(BeEmpty())
+		leaf, err := pki.ParseCert(s.Data["tls.crt"])
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, w := range vwcs.Items[0].Webhooks {
+			roots := x509.NewCertPool()
+			g.Expect(roots.AppendCertsFromPEM(w.ClientConfig.CABundle)).To(BeTrue())
+			_, err := leaf.Verify(x509.VerifyOptions{Roots: roots})
+			g.Expect(err).NotTo(HaveOccurred(), "the webhook certificate is not the one the API server trusts yet")
+		}
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	for _, k := range []string{"tls.crt", "tls.key"} {
 		g.Expect(os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600)).To(Succeed())
 	}

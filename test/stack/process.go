@@ -52,6 +52,7 @@ func (s *Stack) startProcess() error {
 		operatorenv.EnvRelatedImageSupervisor + "=" + o.Controllers.Images.Supervisor,
 		operatorenv.EnvRelatedImageSandbox + "=" + o.Controllers.Images.Sandbox,
 	}
+	env = append(env, s.procOpts.Env...)
 	p, err := framework.StartProcessEnv(s.procOpts.Dir, "operator", s.procOpts.Binary, env, args...)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,6 +76,8 @@ type ProcessOptions struct {
 	Dir string
 	// Args are further flags, e.g. --kube-api-qps=100.
 	Args []string
+	// Env is further environment, e.g. the HTTPS_PROXY OLM injects.
+	Env []string
 }
 
 // Stack is a running operator plus test gateway.
@@ -427,7 +430,19 @@ func StartExternalGateway(ctx context.Context, c client.Client, kube client.With
 	if err != nil {
 		return nil, nil, fmt.Errorf("start test gateway: %w", err)
 	}
-	obj.Spec.External.Endpoint = gw.Endpoint()
+	// An Edit may name the gateway by another host (one only a proxy
+	// resolves): the gateway's port is kept.
+	if preset := obj.Spec.External.Endpoint; preset != "" {
+		u, err := url.Parse(preset)
+		if err != nil {
+			gw.Stop()
+			return nil, nil, fmt.Errorf("preset endpoint %q: %w", preset, err)
+		}
+		served, _ := url.Parse(gw.Endpoint())
+		obj.Spec.External.Endpoint = "https://" + net.JoinHostPort(u.Hostname(), served.Port())
+	} else {
+		obj.Spec.External.Endpoint = gw.Endpoint()
+	}
 	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: obj.Spec.External.CASecretRef.Name, Namespace: e.Namespace},
 		Data: map[string][]byte{"ca.crt": e.CA.CertPEM}}
 	if err := c.Create(ctx, caSecret); err != nil {

@@ -72,6 +72,9 @@ const (
 	// AnnotationInitializationResource is the object the console offers to
 	// create once the operator is installed.
 	AnnotationInitializationResource = "operatorframework.io/initialization-resource"
+	// AnnotationMustGatherImage is what `oc adm must-gather` runs for this
+	// operator.
+	AnnotationMustGatherImage = "operators.openshift.io/must-gather-image"
 )
 
 const relatedPrefix = "RELATED_IMAGE_"
@@ -119,9 +122,19 @@ func Generate(o Options) error {
 	for _, crd := range col.crds {
 		files[filepath.Join("manifests", crd.Spec.Group+"_"+crd.Spec.Names.Plural+".yaml")] = crd
 	}
+	// Roles bound to the operator's ServiceAccount become CSV permissions;
+	// other cluster bindings (Prometheus reading the metrics) ship as they are.
+	var sa string
+	if ds := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs; len(ds) > 0 {
+		sa = ds[0].Spec.Template.Spec.ServiceAccountName
+	}
 	bound := map[string]bool{}
 	for _, b := range col.cbindings {
-		bound["ClusterRole/"+b.RoleRef.Name] = true
+		if boundTo(b.Subjects, sa) {
+			bound["ClusterRole/"+b.RoleRef.Name] = true
+			continue
+		}
+		files[filepath.Join("manifests", b.Name+"_rbac.authorization.k8s.io_v1_clusterrolebinding.yaml")] = b
 	}
 	for _, b := range col.bindings {
 		bound[b.RoleRef.Kind+"/"+b.RoleRef.Name] = true

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/hack/release/bundle"
@@ -165,4 +166,48 @@ func TestPinnedBundle(t *testing.T) {
 			t.Errorf("pinned bundle: related image %s is not pinned", ri.Image)
 		}
 	}
+}
+
+// TestTrustedCABundle: on OpenShift the operator's outbound TLS trusts the
+// cluster's CA bundle (proxy CA, additionalTrustBundle): the bundle ships a
+// ConfigMap the Cluster Network Operator fills, and the Deployment mounts
+// it where Go looks for system roots.
+func TestTrustedCABundle(t *testing.T) {
+	out := generate(t)
+	dir := filepath.Join(out, "bundle", "manifests")
+	raw, err := os.ReadFile(filepath.Join(dir, "openshell-operator-trusted-ca_v1_configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.Unmarshal(raw, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["config.openshift.io/inject-trusted-cabundle"] != "true" {
+		t.Fatalf("ConfigMap %s lacks the inject-trusted-cabundle label: %v", cm.Name, cm.Labels)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "openshell-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	pod := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec
+	var volume string
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
+			volume = v.Name
+			if len(v.ConfigMap.Items) != 1 || v.ConfigMap.Items[0].Key != "ca-bundle.crt" || v.ConfigMap.Items[0].Path != "tls-ca-bundle.pem" {
+				t.Fatalf("volume %s items %+v: want ca-bundle.crt as tls-ca-bundle.pem", v.Name, v.ConfigMap.Items)
+			}
+		}
+	}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.Name == volume && volume != "" && m.MountPath == "/etc/pki/ca-trust/extracted/pem" {
+			return
+		}
+	}
+	t.Fatalf("the manager does not mount ConfigMap %s at /etc/pki/ca-trust/extracted/pem (a path Go reads system roots from)", cm.Name)
 }

@@ -63,6 +63,9 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 					ct.Image = o.Images.Operator
 				}
 				csv.Annotations["containerImage"] = ct.Image
+				// The operator image is also the must-gather image (its
+				// /usr/bin/gather is the manager binary).
+				csv.Annotations[AnnotationMustGatherImage] = ct.Image
 				related = append(related, operatorsv1alpha1.RelatedImage{Name: "openshell-operator", Image: ct.Image})
 			}
 			for j := range ct.Env {

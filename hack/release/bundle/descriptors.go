@@ -76,6 +76,13 @@ func checkSpecDescriptors(kind string, spec *apiextensionsv1.JSONSchemaProps, ds
 		}
 		described[d.Path] = d.XDescriptors
 	}
+	// Every top-level field has its own descriptor, as the scorecard's
+	// olm-spec-descriptors test requires of the alm-examples.
+	for name := range spec.Properties {
+		if _, ok := described[name]; !ok {
+			errs = append(errs, fmt.Sprintf("%s: top-level spec field %s has no specDescriptor", kind, name))
+		}
+	}
 	for path, f := range fields {
 		if want := objectWidget(f); want != "" && !slices.ContainsFunc(described[path], func(x string) bool { return strings.HasPrefix(x, want) }) {
 			errs = append(errs, fmt.Sprintf("%s: spec field %s needs a specDescriptor with %s", kind, path, want))

@@ -66,6 +66,9 @@ func Validate(dir, k8sVersion string) (Report, error) {
 		related[ri.Image] = true
 	}
 	pinned("metadata.annotations.containerImage", csv.Annotations["containerImage"])
+	if mg := csv.Annotations[AnnotationMustGatherImage]; mg != csv.Annotations["containerImage"] {
+		r.Errors = append(r.Errors, fmt.Sprintf("%s is %q, not the operator image %q (its /usr/bin/gather)", AnnotationMustGatherImage, mg, csv.Annotations["containerImage"]))
+	}
 	envImages := map[string]bool{}
 	for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
 		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {

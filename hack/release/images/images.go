@@ -23,6 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/openshell/openshell-operator/internal/trust"
 )
 
 // epoch is the timestamp of every file and of the image config.
@@ -35,6 +37,8 @@ type File struct {
 	Mode int64
 	UID  int
 	Dir  bool
+	// Link, when set, makes the file a symbolic link to it.
+	Link string
 }
 
 // Layer builds a deterministic tar layer (parent directories included).
@@ -54,6 +58,13 @@ func Layer(files []File) (v1.Layer, error) {
 				ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 				return nil, err
 			}
+		}
+		if f.Link != "" {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(f.Path, "/"), Linkname: f.Link,
+				Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if f.Dir {
 			dirs[f.Path] = true
@@ -85,6 +96,8 @@ type Config struct {
 	Cmd        []string
 	User       string
 	Labels     map[string]string
+	// Arch is the GOARCH the image runs on (default amd64).
+	Arch string
 }
 
 // Build makes an OCI image from layers and a config, timestamped at epoch.
@@ -100,7 +113,10 @@ func Build(cfg Config, layers ...v1.Layer) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", cfg.Arch
+	if cf.Architecture == "" {
+		cf.Architecture = "amd64"
+	}
 	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User, cf.Config.Labels = cfg.Entrypoint, cfg.Cmd, cfg.User, cfg.Labels
 	cf.Created = v1.Time{Time: epoch}
 	cf.History = nil
@@ -146,13 +162,94 @@ func Bundle(bundleDir string, annotations map[string]string) (v1.Image, error) {
 	return Build(Config{Labels: annotations}, l)
 }
 
-// Operator is the operator image: one static binary, run as a non-root UID.
-func Operator(binary []byte, labels map[string]string) (v1.Image, error) {
-	l, err := Layer([]File{{Path: "/manager", Data: binary, Mode: 0o755}})
+// Platforms are the architectures the operator image is built for (a
+// static Go binary builds for each in seconds); the CSV's
+// operatorframework.io/arch.* labels name the same.
+var Platforms = []string{"amd64", "arm64", "ppc64le", "s390x"}
+
+// OperatorFiles are what the operator image carries besides the binary.
+type OperatorFiles struct {
+	// License goes to /licenses/LICENSE, where Red Hat's certification
+	// looks for the image's licenses.
+	License []byte
+	// Roots are the CA roots for outbound TLS, at the RHEL bundle path Go
+	// reads: a scratch image has none, and External gateways' OAuth2 token
+	// URLs need them. On OpenShift the Deployment mounts the cluster's
+	// trusted bundle over this folder.
+	Roots []byte
+}
+
+// RepoOperatorFiles are the repository's LICENSE and the Mozilla roots the
+// operator binary also carries (internal/trust), so the image and the
+// binary trust the same roots.
+func RepoOperatorFiles(repoRoot string) (OperatorFiles, error) {
+	license, err := os.ReadFile(filepath.Join(repoRoot, "LICENSE"))
+	if err != nil {
+		return OperatorFiles{}, fmt.Errorf("read the license: %w", err)
+	}
+	return OperatorFiles{License: license, Roots: trust.BuiltinPEM()}, nil
+}
+
+// GatherPath is the must-gather entry point in the operator image.
+const GatherPath = "/usr/bin/gather"
+
+// RootsPath is where the operator image keeps its CA roots.
+const RootsPath = "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"
+
+// Operator is the operator image for one architecture: one static binary
+// (also the must-gather entry point), its license and CA roots, run as a
+// non-root UID.
+func Operator(binary []byte, arch string, files OperatorFiles, labels map[string]string) (v1.Image, error) {
+	if len(files.License) == 0 || len(files.Roots) == 0 {
+		return nil, fmt.Errorf("the operator image needs a license and CA roots")
+	}
+	l, err := Layer([]File{{Path: "/manager", Data: binary, Mode: 0o755}, {Path: "/licenses/LICENSE", Data: files.License, Mode: 0o644},
+		{Path: RootsPath, Data: files.Roots, Mode: 0o644},
+		// `oc adm must-gather --image=<operator image>` runs /usr/bin/gather;
+		// the manager binary collects when called by that name.
+		{Path: GatherPath, Link: "/manager"}})
 	if err != nil {
 		return nil, err
 	}
-	return Build(Config{Entrypoint: []string{"/manager"}, User: "65532:65532", Labels: labels}, l)
+	return Build(Config{Entrypoint: []string{"/manager"}, User: "65532:65532", Labels: labels, Arch: arch}, l)
+}
+
+// OperatorIndex is the multi-architecture operator image: one image per
+// entry of binaries (GOARCH → static binary), in Platforms order.
+func OperatorIndex(binaries map[string][]byte, files OperatorFiles, labels map[string]string) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range Platforms {
+		bin, ok := binaries[arch]
+		if !ok {
+			return nil, fmt.Errorf("no operator binary for linux/%s", arch)
+		}
+		img, err := Operator(bin, arch, files, labels)
+		if err != nil {
+			return nil, err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
+			Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	return idx, nil
+}
+
+// OperatorLabels are the image labels Red Hat's preflight `check container`
+// requires (name, vendor, version, release, summary, description,
+// maintainer) and the OpenShift and OCI ones that describe the image.
+func OperatorLabels(version string) map[string]string {
+	const summary = "Runs NVIDIA OpenShell AI agents in policy-enforced sandboxes on OpenShift and Kubernetes"
+	const description = "The OpenShell Operator installs the OpenShell gateway with TLS always on, a narrow SCC for " +
+		"sandbox pods, and declarative sandboxes, policies, providers and image allowlists for tenants."
+	return map[string]string{
+		"name": "openshell/openshell-operator", "vendor": "OpenShell Operator community", "version": "v" + version, "release": version,
+		"summary": summary, "description": description, "maintainer": "OpenShell Operator maintainers <maintainers@openshell.ai>",
+		"url":                 "https://github.com/openshell/openshell-operator",
+		"io.k8s.display-name": "OpenShell Operator", "io.k8s.description": description,
+		"io.openshift.tags":                 "openshell,ai,agents,sandbox,operator",
+		"org.opencontainers.image.source":   "https://github.com/openshell/openshell-operator",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.version":  version,
+	}
 }
 
 // CatalogCmd is the catalog image's command. The cache is built when the

@@ -110,6 +110,10 @@ type kubernetesDriver struct {
 	// namespace; rendered always (as the chart does) so that no workspace
 	// mode leaves sandbox SSH open.
 	ManagedSSHIngress sshIngress `toml:"managed_ssh_ingress"`
+	// HTTPSProxy and NoProxy are the upstream proxy the network supervisor
+	// sends policy-approved CONNECT egress through.
+	HTTPSProxy string `toml:"https_proxy,omitempty"`
+	NoProxy    string `toml:"no_proxy,omitempty"`
 }
 
 type sshIngress struct {
@@ -183,6 +187,10 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		SupervisorSideloadMethod: "init-container",
 		SATokenTTLSecs:           3600,
 		ManagedSSHIngress:        sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
+	}
+	if proxy, err := UpstreamProxy(in.Proxy); err == nil && proxy != "" {
+		k.HTTPSProxy = proxy
+		k.NoProxy = strings.TrimSpace(in.Proxy.NoProxy)
 	}
 	if Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar {
 		k.Sidecar = &sidecarOpts{ProxyUID: ProxyUID, ProcessBinaryAwareNetworkPolicy: true}

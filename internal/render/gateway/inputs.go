@@ -73,6 +73,13 @@ type Inputs struct {
 	Images operatorenv.RelatedImages
 	// Route and SCC report the OpenShift APIs (from preflight).
 	Route, SCC bool
+	// Proxy is the cluster's egress proxy (from the operator's own
+	// environment, which OLM sets): the gateway process gets it, and its
+	// sandboxes' network supervisors get it as their upstream proxy.
+	Proxy operatorenv.Proxy
+	// ServiceMonitor reports the Prometheus Operator's scrape API: the
+	// gateway's metrics port gets a ServiceMonitor.
+	ServiceMonitor bool
 	// TLS is the certificate source.
 	TLS TLSSource
 	// OIDC is nil until the operator's identity is configured.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	routev1 "github.com/openshift/api/route/v1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -165,6 +166,7 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	} else {
 		args = append(args, "--db-url", "sqlite:"+DataDir+"/openshell.db")
 	}
+	env = append(env, ProxyEnv(gw, in)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "gateway-config", MountPath: ConfigDir, ReadOnly: true},
 		{Name: "sandbox-jwt", MountPath: JWTDir, ReadOnly: true},
@@ -372,6 +374,22 @@ func Route(gw *openshellv1alpha1.OpenShellGateway) *routev1.Route {
 				InsecureEdgeTerminationPolicy: routev1.InsecureEdgeTerminationPolicyNone,
 			},
 			WildcardPolicy: routev1.WildcardPolicyNone,
+		},
+	}
+}
+
+// ServiceMonitor has the Prometheus Operator (on OpenShift, user-workload
+// monitoring) scrape the gateway's plain-HTTP metrics port through its
+// Service. The port carries no secrets and the gateway NetworkPolicy admits
+// it; the gateway serves it without TLS, so the scrape is HTTP.
+func ServiceMonitor(gw *openshellv1alpha1.OpenShellGateway) *monitoringv1.ServiceMonitor {
+	m := meta(gw, NamesFor(gw).Fullname, gw.Namespace, "gateway")
+	return &monitoringv1.ServiceMonitor{
+		ObjectMeta: m,
+		Spec: monitoringv1.ServiceMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
+				LabelName: m.Labels[LabelName], LabelInstance: m.Labels[LabelInstance], LabelComponent: m.Labels[LabelComponent]}},
+			Endpoints: []monitoringv1.Endpoint{{Port: "metrics", Path: "/metrics", Scheme: "http"}},
 		},
 	}
 }

@@ -45,6 +45,9 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 	if RouteEnabled(gw, in) {
 		add(Route(gw))
 	}
+	if in.ServiceMonitor {
+		add(ServiceMonitor(gw))
+	}
 	if UsesNarrowSCC(gw, in) {
 		n := NamesFor(gw)
 		m := meta(gw, "", n.SandboxNamespace, "sandbox-scc")

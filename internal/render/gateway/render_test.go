@@ -56,7 +56,7 @@ var variants = map[string]struct {
 	// OpenShift with cert-manager: Route, narrow SCC, OIDC configured.
 	"openshift": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
-	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
+	}), Inputs{Images: images, Route: true, SCC: true, ServiceMonitor: true, TLS: TLSCertManager,
 		OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8444", Audience: "openshell-gateway/openshell-system/openshell",
 			CAPEM: []byte(operatorCA)},
 		TrustBundle: []byte(operatorCA + clusterCA)}},
@@ -75,7 +75,11 @@ var variants = map[string]struct {
 		gw.Spec.Managed.Sandboxes = openshellv1alpha1.SandboxPlacement{Namespace: "openshell-sandboxes"}
 		gw.Spec.Managed.SupervisorTopology = openshellv1alpha1.SupervisorTopologyCombined
 		gw.Spec.Managed.LogLevel = "debug"
-	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager}},
+	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
+		// A cluster proxy, as OLM injects it: passed to the gateway and, as
+		// the upstream proxy, to its sandboxes.
+		Proxy: operatorenv.Proxy{HTTPProxy: "http://proxy.corp.example:3128", HTTPSProxy: "http://proxy.corp.example:3128",
+			NoProxy: ".cluster.local,.svc,10.0.0.0/16,172.30.0.0/16"}}},
 }
 
 // TestGolden renders every variant and compares each object with its
@@ -181,6 +185,37 @@ func TestTrustStore(t *testing.T) {
 			t.Errorf("%s: want an empty ConfigMap labelled %s, got %+v", name, LabelInjectTrustedCABundle, injected)
 		case !v.in.OpenShift() && injected != nil:
 			t.Errorf("%s: no trusted-CA ConfigMap outside OpenShift", name)
+		}
+	}
+}
+
+func TestUpstreamProxy(t *testing.T) {
+	for _, tc := range []struct {
+		in   operatorenv.Proxy
+		want string
+		err  string
+	}{
+		{operatorenv.Proxy{}, "", ""},
+		{operatorenv.Proxy{HTTPSProxy: "http://proxy:3128"}, "http://proxy:3128", ""},
+		{operatorenv.Proxy{HTTPProxy: "http://plain:8080", HTTPSProxy: " http://proxy:3128/ "}, "http://proxy:3128", ""},
+		{operatorenv.Proxy{HTTPProxy: "http://plain:8080"}, "http://plain:8080", ""},
+		{operatorenv.Proxy{HTTPSProxy: "https://proxy:3129"}, "", "only an http:// proxy"},
+		{operatorenv.Proxy{HTTPSProxy: "http://user:pass@proxy:3128"}, "", "credentials in its URL"},
+		{operatorenv.Proxy{HTTPSProxy: "http://proxy"}, "", "no explicit port"},
+		{operatorenv.Proxy{HTTPSProxy: "http://proxy:3128/path"}, "", "path, query or fragment"},
+	} {
+		got, err := UpstreamProxy(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v: err %v, want %q", tc.in, err, tc.err)
+			}
+			if got != "" {
+				t.Errorf("%+v: got %q with an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%+v: got %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 }

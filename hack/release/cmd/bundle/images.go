@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -43,12 +44,20 @@ var operatorLine = regexp.MustCompile(`(?m)^operator: .*$`)
 // buildImages writes the operator, bundle and catalog images as OCI
 // layouts, prints their digests, and pins the operator digest in the
 // images file.
-func buildImages(bundleDir, catalogDir, operatorBin, opmBin, probeBin, out, imagesFile string) error {
-	bin, err := os.ReadFile(operatorBin)
-	if err != nil {
-		return fmt.Errorf("read operator binary (make images builds it): %w", err)
+func buildImages(bundleDir, catalogDir, operatorBins, opmBin, probeBin, out, imagesFile, version string) error {
+	bins := map[string][]byte{}
+	for _, arch := range images.Platforms {
+		bin, err := os.ReadFile(strings.ReplaceAll(operatorBins, "{arch}", arch))
+		if err != nil {
+			return fmt.Errorf("read operator binary (make images builds it): %w", err)
+		}
+		bins[arch] = bin
 	}
-	op, err := images.Operator(bin, map[string]string{"org.opencontainers.image.source": "https://github.com/openshell/openshell-operator"})
+	files, err := images.RepoOperatorFiles(".")
+	if err != nil {
+		return err
+	}
+	op, err := images.OperatorIndex(bins, files, images.OperatorLabels(version))
 	if err != nil {
 		return err
 	}
@@ -68,12 +77,20 @@ func buildImages(bundleDir, catalogDir, operatorBin, opmBin, probeBin, out, imag
 	if err != nil {
 		return err
 	}
-	for name, img := range map[string]v1.Image{"openshell-operator": op, "openshell-operator-bundle": bundle, "openshell-operator-catalog": cat} {
+	for name, img := range map[string]interface {
+		Digest() (v1.Hash, error)
+	}{"openshell-operator": op, "openshell-operator-bundle": bundle, "openshell-operator-catalog": cat} {
 		p, err := layout.Write(filepath.Join(out, name), empty.Index)
 		if err != nil {
 			return err
 		}
-		if err := p.AppendImage(img); err != nil {
+		switch i := img.(type) {
+		case v1.ImageIndex:
+			err = p.AppendIndex(i)
+		case v1.Image:
+			err = p.AppendImage(i)
+		}
+		if err != nil {
 			return err
 		}
 		d, _ := img.Digest()

@@ -35,7 +35,7 @@ func main() {
 	k8s := fs.String("k8s-version", "1.34", "Kubernetes version for the deprecated-API check")
 	catalogDir := fs.String("catalog", "catalog/configs", "File-Based Catalog folder")
 	bundleRepo := fs.String("bundle-repo", "quay.io/openshell/openshell-operator-bundle", "bundle image repository")
-	operatorBin := fs.String("operator-binary", "bin/manager-linux-amd64", "static operator binary for the operator image")
+	operatorBin := fs.String("operator-binary", "bin/manager-linux-{arch}", "static operator binaries for the operator image, {arch} for each platform")
 	opmBin := fs.String("opm-binary", "bin/opm", "static opm binary for the catalog image")
 	probeBin := fs.String("probe-binary", "bin/grpc_health_probe", "static grpc_health_probe binary for the catalog image")
 	imagesOut := fs.String("out", "bin/images", "folder for the OCI image layouts")
@@ -106,7 +106,7 @@ func main() {
 		}
 		fmt.Printf("%d images pinned in %s\n", len(pinned), *imagesFile)
 	case "images":
-		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *probeBin, *imagesOut, *imagesFile); err != nil {
+		if err := buildImages(*dir, *catalogDir, *operatorBin, *opmBin, *probeBin, *imagesOut, *imagesFile, *version); err != nil {
 			fail(err)
 		}
 	default:
