@@ -52,7 +52,7 @@ func TestDocsYAMLIsAccepted(t *testing.T) {
 					t.Fatalf("%s: namespace %s: %v", d.Where, ns, err)
 				}
 			}
-			if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner("docs"), client.ForceOwnership); err != nil {
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("docs"), client.ForceOwnership); err != nil {
 				t.Errorf("%s: %s %s rejected: %v", d.Where, u.GetKind(), u.GetName(), err)
 				continue
 			}

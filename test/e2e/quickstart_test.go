@@ -76,7 +76,7 @@ func TestQuickstart(t *testing.T) {
 			}
 			namespaces[ns] = true
 		}
-		g.Expect(c.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner("quickstart"), client.ForceOwnership)).
+		g.Expect(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), client.FieldOwner("quickstart"), client.ForceOwnership)).
 			To(Succeed(), "%s: %s %s", d.Where, u.GetKind(), u.GetName())
 		if u.GetKind() == "Namespace" && u.GetName() == "team-a" {
 			// The `oc create secret generic anthropic-credentials` step.
