@@ -4,6 +4,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -56,7 +57,8 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 }
 
 // ValidateUpdate checks what changed: the removal of the operator's
-// finalizer, Secret references that are new, and the image. Other updates (labels, finalizers, status) must never be
+// finalizer, Secret references that are new, a policyRef that would change
+// the process identity, and the image. Other updates (labels, finalizers, status) must never be
 // blocked by a policy that tightened after the sandbox was admitted; the
 // controller reports those. spec.gatewayRef is immutable (CEL).
 func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
@@ -67,6 +69,9 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 		return nil, nil
 	}
 	if err := v.checkSecretRefs(ctx, sb, old); err != nil {
+		return nil, err
+	}
+	if err := v.checkProcessIdentity(ctx, old, sb); err != nil {
 		return nil, err
 	}
 	if old.Spec.Image == sb.Spec.Image {
@@ -165,6 +170,77 @@ func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshe
 		}
 	}
 	return nil
+}
+
+// ReasonProcessIdentityImmutable is the cause type of a policyRef change
+// that would change the identity a running agent runs as.
+const ReasonProcessIdentityImmutable = "ProcessIdentityImmutable"
+
+// checkProcessIdentity applies to spec.policyRef the rule an OpenShellPolicy
+// has for its own spec.process (CEL): the user and group a running sandbox
+// runs as cannot change. Without it, an editor could move a sandbox from
+// its policy to another of the namespace that runs as a different user —
+// the change the policy's own immutability forbids. No policy, or a policy
+// without spec.process, means the gateway's default identity.
+func (v *SandboxValidator) checkProcessIdentity(ctx context.Context, old, sb *openshellv1alpha1.OpenShellSandbox) error {
+	if refName(old.Spec.PolicyRef) == refName(sb.Spec.PolicyRef) {
+		return nil
+	}
+	before, err := v.processOf(ctx, sb.Namespace, old.Spec.PolicyRef)
+	if err != nil {
+		return err
+	}
+	after, err := v.processOf(ctx, sb.Namespace, sb.Spec.PolicyRef)
+	if err != nil {
+		return err
+	}
+	if reflect.DeepEqual(before, after) {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: spec.policyRef %s runs the agent as %s, the sandbox now runs as %s (policy %s); "+
+		"the process identity of a sandbox cannot change: create a new sandbox with that policy",
+		ReasonProcessIdentityImmutable, describeRef(sb.Spec.PolicyRef), describeProcess(after), describeProcess(before), describeRef(old.Spec.PolicyRef))
+	return forbidden("OpenShellSandbox", sb.Name, ReasonProcessIdentityImmutable, msg, "spec.policyRef")
+}
+
+// processOf is the process identity of the named policy; a policy that does
+// not exist has none (the controller reports PolicyNotFound).
+func (v *SandboxValidator) processOf(ctx context.Context, ns string, ref *openshellv1alpha1.LocalObjectReference) (*openshellv1alpha1.ProcessPolicy, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	p := &openshellv1alpha1.OpenShellPolicy{}
+	switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, p); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("read OpenShellPolicy %s/%s: %w", ns, ref.Name, err))
+	}
+	if p.Spec.Process == nil || *p.Spec.Process == (openshellv1alpha1.ProcessPolicy{}) {
+		return nil, nil
+	}
+	return p.Spec.Process, nil
+}
+
+func refName(r *openshellv1alpha1.LocalObjectReference) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
+}
+
+func describeRef(r *openshellv1alpha1.LocalObjectReference) string {
+	if r == nil {
+		return "(none: the gateway's default policy)"
+	}
+	return r.Name
+}
+
+func describeProcess(p *openshellv1alpha1.ProcessPolicy) string {
+	if p == nil {
+		return "the gateway's default user and group"
+	}
+	return fmt.Sprintf("user %q group %q", p.RunAsUser, p.RunAsGroup)
 }
 
 // ReasonSecretAccessDenied is the cause type of an env Secret reference the

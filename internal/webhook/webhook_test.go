@@ -351,3 +351,64 @@ func TestPolicyInUseCannotBeDeleted(t *testing.T) {
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(p), p) }).
 		WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
 }
+
+// TestPolicyRefCannotChangeTheProcessIdentity: moving a sandbox to another
+// policy obeys the rule a policy's own spec.process obeys — the identity a
+// running agent runs as cannot change — as an editor would try it.
+func TestPolicyRefCannotChangeTheProcessIdentity(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, nil)
+	policy := func(name string, process *openshellv1alpha1.ProcessPolicy) {
+		g.Expect(env.Client.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns},
+			Spec: openshellv1alpha1.OpenShellPolicySpec{Process: process}})).To(Succeed())
+	}
+	policy("sandbox-user", &openshellv1alpha1.ProcessPolicy{RunAsUser: "sandbox", RunAsGroup: "sandbox"})
+	policy("same-identity", &openshellv1alpha1.ProcessPolicy{RunAsUser: "sandbox", RunAsGroup: "sandbox"})
+	policy("uid-1000", &openshellv1alpha1.ProcessPolicy{RunAsUser: "1000", RunAsGroup: "1000"})
+	policy("no-process", nil)
+	policy("empty-process", &openshellv1alpha1.ProcessPolicy{})
+	for _, name := range []string{"sandbox-user", "same-identity", "uid-1000", "no-process", "empty-process"} {
+		g.Eventually(func() error {
+			return env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &openshellv1alpha1.OpenShellPolicy{})
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+	}
+	sb := sandbox(tn.ns, "agent", "")
+	sb.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "sandbox-user"}
+	g.Expect(env.Client.Create(ctx, sb)).To(Succeed())
+
+	// The controller writes the sandbox too: retry on conflicts only.
+	refOf := func(key client.ObjectKey, name string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			if err := env.Client.Get(ctx, key, cur); err != nil {
+				return err
+			}
+			cur.Spec.PolicyRef = nil
+			if name != "" {
+				cur.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: name}
+			}
+			return env.Client.Update(ctx, cur)
+		})
+	}
+	setRef := func(name string) error { return refOf(client.ObjectKeyFromObject(sb), name) }
+	refused := func(err error) {
+		t.Helper()
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("ProcessIdentityImmutable: spec.policyRef"))
+		g.Expect(err.Error()).To(ContainSubstring("create a new sandbox with that policy"))
+	}
+	// The cache the webhook reads may lag the policies just created: the
+	// allowed move is retried until it is seen.
+	g.Eventually(func() error { return setRef("same-identity") }).WithTimeout(10 * time.Second).Should(Succeed())
+	refused(setRef("uid-1000"))
+	refused(setRef(""))           // dropping the policy: the gateway's default identity
+	refused(setRef("no-process")) // a policy without spec.process: the same
+	// A sandbox under the default identity may move between policies that
+	// keep it, and a policy that does not exist (yet) decides nothing.
+	other := sandbox(tn.ns, "default-identity", "")
+	g.Expect(env.Client.Create(ctx, other)).To(Succeed())
+	for _, name := range []string{"no-process", "empty-process", "not-there"} {
+		g.Expect(refOf(client.ObjectKeyFromObject(other), name)).To(Succeed(), name)
+	}
+}
