@@ -104,6 +104,54 @@ type OpenShellGatewaySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Tenancy GatewayTenancy `json:"tenancy,omitempty"`
+
+	// SandboxControls are the platform's defaults and ceilings for the
+	// sandboxes of this gateway, checked at admission and in status
+	// (reasons ResourceLimitExceeded, RuntimeClassNotAllowed,
+	// ProviderNotAllowed). A change applies to new sandboxes and to changes
+	// of existing ones; running sandboxes are not recreated.
+	// +optional
+	SandboxControls SandboxControls `json:"sandboxControls,omitempty"`
+}
+
+// SandboxControls are what the Platform Admin allows a gateway's sandboxes.
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultRuntimeClass) || !has(self.allowedRuntimeClasses) || self.defaultRuntimeClass in self.allowedRuntimeClasses",message="defaultRuntimeClass must be one of allowedRuntimeClasses"
+type SandboxControls struct {
+	// MaxResources caps the CPU and memory a sandbox's agent may request or
+	// be limited to (each of spec.resources.requests and .limits is
+	// compared), e.g. cpu: "4", memory: 16Gi.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="maxResources takes only cpu and memory; cap GPUs with maxGPUs"
+	// +optional
+	MaxResources corev1.ResourceList `json:"maxResources,omitempty"`
+
+	// MaxGPUs caps spec.gpu.count; 0 allows no GPU.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	MaxGPUs *int32 `json:"maxGPUs,omitempty"`
+
+	// AllowedRuntimeClasses are the RuntimeClasses sandboxes may name in
+	// spec.runtimeClassName (e.g. kata); empty allows any.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	AllowedRuntimeClasses []string `json:"allowedRuntimeClasses,omitempty"`
+
+	// DefaultRuntimeClass is the RuntimeClass of sandboxes that name none.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	DefaultRuntimeClass string `json:"defaultRuntimeClass,omitempty"`
+
+	// AllowedProviderTypes are the OpenShellProvider types (spec.type, e.g.
+	// claude-code, github) sandboxes may attach; empty allows every type.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	AllowedProviderTypes []string `json:"allowedProviderTypes,omitempty"`
 }
 
 // NamespacesFrom says which namespaces a gateway admits, in the style of

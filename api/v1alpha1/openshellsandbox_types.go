@@ -117,6 +117,15 @@ type OpenShellSandboxSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// RuntimeClassName runs the agent's pod with this RuntimeClass (e.g. a
+	// VM-isolated one), which the gateway must allow
+	// (spec.sandboxControls.allowedRuntimeClasses); empty uses the gateway's
+	// default. Changing it recreates the sandbox.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+
 	// LogLevel of the supervisor inside the sandbox.
 	// +kubebuilder:validation:Enum=trace;debug;info;warn;error
 	// +optional
@@ -276,6 +285,15 @@ const (
 	SandboxReasonPolicyNotFound = "PolicyNotFound"
 	// SandboxReasonProviderNotFound: spec.providers names a missing provider.
 	SandboxReasonProviderNotFound = "ProviderNotFound"
+	// SandboxReasonResourceLimitExceeded: spec.resources or spec.gpu exceed
+	// the gateway's spec.sandboxControls (maxResources, maxGPUs).
+	SandboxReasonResourceLimitExceeded = "ResourceLimitExceeded"
+	// SandboxReasonRuntimeClassNotAllowed: spec.runtimeClassName is not in
+	// the gateway's spec.sandboxControls.allowedRuntimeClasses.
+	SandboxReasonRuntimeClassNotAllowed = "RuntimeClassNotAllowed"
+	// SandboxReasonProviderNotAllowed: an attached OpenShellProvider's type
+	// is not in the gateway's spec.sandboxControls.allowedProviderTypes.
+	SandboxReasonProviderNotAllowed = "ProviderNotAllowed"
 	// SandboxReasonSecretNotFound: an env secretKeyRef cannot be read.
 	SandboxReasonSecretNotFound = "SecretNotFound"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.

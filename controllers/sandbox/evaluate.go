@@ -9,6 +9,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -79,7 +80,26 @@ type refusal struct {
 // gates are the checks before any gateway call, in order: the first that
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
-	preflightGate, gatewayGate, gatewayAccessGate, policyGate, providersGate, envGate, imageGate,
+	preflightGate, gatewayGate, gatewayAccessGate, policyGate, providersGate, controlsGate, envGate, imageGate,
+}
+
+// controlsGate holds to the gateway's spec.sandboxControls a sandbox the
+// webhook did not see (or that the platform tightened since): one not yet
+// created is rejected; one that runs keeps its phase and gets nothing new.
+func controlsGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	types := make(map[string]string, len(obs.providers))
+	for _, p := range obs.providers {
+		types[p.Name] = p.Spec.Type
+	}
+	v := sandboxcontrols.Check(obs.gateway, sb, types)
+	if v == nil {
+		return nil
+	}
+	phase := openshellv1alpha1.SandboxPhaseRejected
+	if sb.Status.SandboxID != "" {
+		phase = openshellv1alpha1.SandboxPhasePending
+	}
+	return &refusal{phase, v.Reason, v.Message}
 }
 
 func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {

@@ -21,6 +21,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -66,7 +67,8 @@ func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (g
 		d.policyHash = sandboxspec.Hash(d.policy)
 	}
 	d.providers = slices.Sorted(slices.Values(sb.Spec.Providers))
-	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers})
+	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers,
+		RuntimeClass: sandboxcontrols.RuntimeClass(obs.gateway, sb)})
 	if err != nil {
 		return d, fmt.Errorf("render sandbox spec: %w", err)
 	}

@@ -97,6 +97,9 @@ type SpecInputs struct {
 	Env map[string]string
 	// Providers are gateway provider names.
 	Providers []string
+	// RuntimeClass is the pod's RuntimeClass (the sandbox's, else the
+	// gateway's default; internal/sandboxcontrols).
+	RuntimeClass string
 }
 
 // SandboxSpec renders the gateway spec of a sandbox.
@@ -108,8 +111,9 @@ func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*opensh
 		Policy:      in.Policy,
 		Providers:   in.Providers,
 		Template: &openshellv1.SandboxTemplate{
-			Image:  sb.Spec.Image,
-			Labels: map[string]string{TemplateLabel: "true"},
+			Image:            sb.Spec.Image,
+			Labels:           map[string]string{TemplateLabel: "true"},
+			RuntimeClassName: in.RuntimeClass,
 		},
 	}
 	if sb.Spec.GPU != nil {
@@ -160,6 +164,11 @@ func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
 	}
 	if sb.Spec.GPU != nil {
 		w(fmt.Sprintf("gpu=%d", sb.Spec.GPU.Count))
+	}
+	// Only when set, so that sandboxes created before the field hash as
+	// they did (a gateway default applies to new sandboxes only).
+	if sb.Spec.RuntimeClassName != "" {
+		w("runtimeClass=" + sb.Spec.RuntimeClassName)
 	}
 	// Resources that render nothing hash like none; a marker keeps a
 	// resource named "gpu" apart from spec.gpu.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/monitoring"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
@@ -50,6 +52,9 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 	if err := v.checkGatewayAccess(ctx, sb, gw); err != nil {
 		return nil, err
 	}
+	if err := v.checkControls(ctx, sb, gw); err != nil {
+		return nil, err
+	}
 	if err := v.checkSecretRefs(ctx, sb, nil); err != nil {
 		return nil, err
 	}
@@ -58,7 +63,8 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 
 // ValidateUpdate checks what changed: the removal of the operator's
 // finalizer, Secret references that are new, a policyRef that would change
-// the process identity, and the image. Other updates (labels, finalizers, status) must never be
+// the process identity, resources, GPUs, RuntimeClass and providers against
+// the gateway's controls, and the image. Other updates (labels, finalizers, status) must never be
 // blocked by a policy that tightened after the sandbox was admitted; the
 // controller reports those. spec.gatewayRef is immutable (CEL).
 func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
@@ -74,12 +80,22 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 	if err := v.checkProcessIdentity(ctx, old, sb); err != nil {
 		return nil, err
 	}
-	if old.Spec.Image == sb.Spec.Image {
+	controlled := !equality.Semantic.DeepEqual(old.Spec.Resources, sb.Spec.Resources) || !equality.Semantic.DeepEqual(old.Spec.GPU, sb.Spec.GPU) ||
+		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers)
+	if old.Spec.Image == sb.Spec.Image && !controlled {
 		return nil, nil
 	}
 	gw, err := v.gateway(ctx, sb)
 	if err != nil {
 		return nil, err
+	}
+	if controlled {
+		if err := v.checkControls(ctx, sb, gw); err != nil {
+			return nil, err
+		}
+	}
+	if old.Spec.Image == sb.Spec.Image {
+		return nil, nil
 	}
 	return v.checkImage(ctx, sb, gw)
 }
@@ -168,6 +184,31 @@ func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshe
 				ReasonSecretAccessDenied, user, name, sb.Namespace, e.Name)
 			return forbidden("OpenShellSandbox", sb.Name, ReasonSecretAccessDenied, msg, fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i))
 		}
+	}
+	return nil
+}
+
+// checkControls refuses a sandbox over its gateway's spec.sandboxControls
+// (resources, GPUs, RuntimeClass, provider types) with the reason the
+// controller would report.
+func (v *SandboxValidator) checkControls(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, gw *openshellv1alpha1.OpenShellGateway) error {
+	if gw == nil {
+		return nil
+	}
+	types := map[string]string{}
+	if len(gw.Spec.SandboxControls.AllowedProviderTypes) > 0 {
+		for _, name := range sb.Spec.Providers {
+			p := &openshellv1alpha1.OpenShellProvider{}
+			switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, p); {
+			case err == nil:
+				types[name] = p.Spec.Type
+			case !apierrors.IsNotFound(err):
+				return apierrors.NewInternalError(fmt.Errorf("read OpenShellProvider %s/%s: %w", sb.Namespace, name, err))
+			}
+		}
+	}
+	if viol := sandboxcontrols.Check(gw, sb, types); viol != nil {
+		return forbidden("OpenShellSandbox", sb.Name, viol.Reason, viol.Message, viol.Field)
 	}
 	return nil
 }

@@ -15,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -411,4 +413,61 @@ func TestPolicyRefCannotChangeTheProcessIdentity(t *testing.T) {
 	for _, name := range []string{"no-process", "empty-process", "not-there"} {
 		g.Expect(refOf(client.ObjectKeyFromObject(other), name)).To(Succeed(), name)
 	}
+}
+
+// TestSandboxControlsAreEnforcedAtAdmission: each of a gateway's
+// spec.sandboxControls refuses a sandbox over it with its reason and the
+// field at fault, on create and on update, as a sandbox user would meet it.
+func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, nil)
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+	cur.Spec.SandboxControls = openshellv1alpha1.SandboxControls{
+		MaxResources:          corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")},
+		MaxGPUs:               ptr.To[int32](1),
+		AllowedRuntimeClasses: []string{"kata"},
+		AllowedProviderTypes:  []string{"claude-code"},
+	}
+	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	g.Expect(env.Client.Create(ctx, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "gh", Namespace: tn.ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "github", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "gh-token"}}})).To(Succeed())
+
+	refused := func(err error, reason, field, text string) {
+		t.Helper()
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(reason + ": " + text))
+		status, ok := err.(apierrors.APIStatus)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(status.Status().Details.Causes).To(ContainElement(And(HaveField("Type", metav1.CauseType(reason)), HaveField("Field", field))))
+	}
+	big := sandbox(tn.ns, "big", "")
+	big.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}}
+	refused(env.Client.Create(ctx, big), "ResourceLimitExceeded", "spec.resources.limits.memory", "spec.resources.limits.memory 64Gi exceeds gateway")
+	runc := sandbox(tn.ns, "runc", "")
+	runc.Spec.RuntimeClassName = "runc"
+	refused(env.Client.Create(ctx, runc), "RuntimeClassNotAllowed", "spec.runtimeClassName", `RuntimeClass "runc" is not allowed`)
+	gh := sandbox(tn.ns, "gh", "")
+	gh.Spec.Providers = []string{"gh"}
+	g.Eventually(func() error { return env.Client.Create(ctx, gh) }).WithTimeout(10 * time.Second).
+		Should(MatchError(ContainSubstring(`ProviderNotAllowed: OpenShellProvider gh has type "github"`)))
+
+	ok := sandbox(tn.ns, "within", "")
+	ok.Spec.RuntimeClassName = "kata"
+	ok.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 1}
+	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ok), cur); err != nil {
+			return err
+		}
+		cur.Spec.GPU.Count = 2
+		return env.Client.Update(ctx, cur)
+	})
+	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "spec.gpu.count 2 exceeds gateway")
 }

@@ -132,6 +132,11 @@ func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sa
 		}
 		pod.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resourceQuantity(n)}
 	}
+	// The template's RuntimeClass goes onto the pod (the gateway's
+	// precedence: template, driver_config, its own default).
+	if rc := sb.Spec.GetTemplate().GetRuntimeClassName(); rc != "" {
+		pod.RuntimeClassName = &rc
+	}
 	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: o.Namespace, GatewayID: o.GatewayID,
 		SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name, Workspace: sb.Metadata.Workspace,
 		TemplateLabels: sb.Spec.Template.Labels, Pod: pod})

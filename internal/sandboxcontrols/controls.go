@@ -1,0 +1,97 @@
+// Package sandboxcontrols decides whether a sandbox stays within its
+// gateway's spec.sandboxControls — resource and GPU ceilings, allowed
+// RuntimeClasses, allowed provider types — and which RuntimeClass it runs
+// with. Pure: the admission webhook and the sandbox controller call the
+// same functions, so `oc apply` and status give the same reason.
+package sandboxcontrols
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+// Violation is the first ceiling a sandbox exceeds.
+type Violation struct {
+	// Reason is the condition reason and the admission cause type.
+	Reason string
+	// Field is the sandbox field at fault, for the admission cause.
+	Field string
+	// Message says what is over which limit and what to do.
+	Message string
+}
+
+// Check returns the first control sb violates on gw, or nil.
+// providerTypes maps each attached provider that exists to its spec.type
+// (missing providers are reported elsewhere).
+func Check(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox, providerTypes map[string]string) *Violation {
+	if gw == nil {
+		return nil
+	}
+	c := gw.Spec.SandboxControls
+	name := gw.Namespace + "/" + gw.Name
+	if v := checkResources(c, name, sb); v != nil {
+		return v
+	}
+	if c.MaxGPUs != nil && sb.Spec.GPU != nil && sb.Spec.GPU.Count > *c.MaxGPUs {
+		return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.gpu.count",
+			Message: fmt.Sprintf("%s: spec.gpu.count %d exceeds gateway %s's maxGPUs %d",
+				openshellv1alpha1.SandboxReasonResourceLimitExceeded, sb.Spec.GPU.Count, name, *c.MaxGPUs)}
+	}
+	if rc := sb.Spec.RuntimeClassName; rc != "" && len(c.AllowedRuntimeClasses) > 0 && !slices.Contains(c.AllowedRuntimeClasses, rc) {
+		return &Violation{Reason: openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, Field: "spec.runtimeClassName",
+			Message: fmt.Sprintf("%s: RuntimeClass %q is not allowed on gateway %s: use one of %s, or none for its default",
+				openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, rc, name, strings.Join(c.AllowedRuntimeClasses, ", "))}
+	}
+	if len(c.AllowedProviderTypes) > 0 {
+		for i, p := range sb.Spec.Providers {
+			if t, ok := providerTypes[p]; ok && !slices.Contains(c.AllowedProviderTypes, t) {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonProviderNotAllowed, Field: fmt.Sprintf("spec.providers[%d]", i),
+					Message: fmt.Sprintf("%s: OpenShellProvider %s has type %q, which gateway %s does not allow (allowed: %s)",
+						openshellv1alpha1.SandboxReasonProviderNotAllowed, p, t, name, strings.Join(c.AllowedProviderTypes, ", "))}
+			}
+		}
+	}
+	return nil
+}
+
+func checkResources(c openshellv1alpha1.SandboxControls, gw string, sb *openshellv1alpha1.OpenShellSandbox) *Violation {
+	r := sb.Spec.Resources
+	if r == nil || len(c.MaxResources) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(c.MaxResources))
+	for k := range c.MaxResources {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	for _, kind := range []struct {
+		field string
+		list  corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, n := range names {
+			got, ok := kind.list[corev1.ResourceName(n)]
+			max := c.MaxResources[corev1.ResourceName(n)]
+			if ok && got.Cmp(max) > 0 {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources." + kind.field + "." + n,
+					Message: fmt.Sprintf("%s: spec.resources.%s.%s %s exceeds gateway %s's maxResources.%s %s",
+						openshellv1alpha1.SandboxReasonResourceLimitExceeded, kind.field, n, got.String(), gw, n, max.String())}
+			}
+		}
+	}
+	return nil
+}
+
+// RuntimeClass is the RuntimeClass sb runs with on gw: its own, else the
+// gateway's default, else none.
+func RuntimeClass(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox) string {
+	if sb.Spec.RuntimeClassName != "" || gw == nil {
+		return sb.Spec.RuntimeClassName
+	}
+	return gw.Spec.SandboxControls.DefaultRuntimeClass
+}

@@ -1,0 +1,82 @@
+package sandboxcontrols
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+func TestCheck(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "shared"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{
+			MaxResources:          corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")},
+			MaxGPUs:               ptr.To[int32](1),
+			AllowedRuntimeClasses: []string{"kata", "gvisor"}, DefaultRuntimeClass: "kata",
+			AllowedProviderTypes: []string{"claude-code"},
+		}}}
+	res := func(kind string, cpu, mem string) *corev1.ResourceRequirements {
+		l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+		if kind == "limits" {
+			return &corev1.ResourceRequirements{Limits: l}
+		}
+		return &corev1.ResourceRequirements{Requests: l}
+	}
+	types := map[string]string{"anthropic": "claude-code", "gh": "github"}
+	for name, tc := range map[string]struct {
+		spec   openshellv1alpha1.OpenShellSandboxSpec
+		reason string
+		field  string
+		msg    string
+	}{
+		"within every ceiling": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4", "16Gi"), GPU: &openshellv1alpha1.SandboxGPU{Count: 1}, RuntimeClassName: "gvisor", Providers: []string{"anthropic", "missing"}}},
+		"nothing asked":        {spec: openshellv1alpha1.OpenShellSandboxSpec{}},
+		"memory limit":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "1", "64Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.memory", msg: "spec.resources.limits.memory 64Gi exceeds gateway platform/shared's maxResources.memory 16Gi"},
+		"cpu request":          {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("requests", "8", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.requests.cpu", msg: "maxResources.cpu 4"},
+		"millicores compare":   {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4001m", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu"},
+		"gpus":                 {spec: openshellv1alpha1.OpenShellSandboxSpec{GPU: &openshellv1alpha1.SandboxGPU{Count: 2}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "spec.gpu.count 2 exceeds gateway platform/shared's maxGPUs 1"},
+		"runtime class":        {spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "runc"}, reason: "RuntimeClassNotAllowed", field: "spec.runtimeClassName", msg: `RuntimeClass "runc" is not allowed on gateway platform/shared: use one of kata, gvisor`},
+		"provider type":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Providers: []string{"anthropic", "gh"}}, reason: "ProviderNotAllowed", field: "spec.providers[1]", msg: `OpenShellProvider gh has type "github"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := Check(gw, &openshellv1alpha1.OpenShellSandbox{Spec: tc.spec}, types)
+			if tc.reason == "" {
+				if v != nil {
+					t.Fatalf("violation %+v", v)
+				}
+				return
+			}
+			if v == nil || v.Reason != tc.reason || v.Field != tc.field || !strings.Contains(v.Message, tc.msg) || !strings.HasPrefix(v.Message, tc.reason+": ") {
+				t.Fatalf("got %+v, want %s on %s with %q", v, tc.reason, tc.field, tc.msg)
+			}
+		})
+	}
+	if Check(nil, &openshellv1alpha1.OpenShellSandbox{}, nil) != nil {
+		t.Fatal("no gateway, no violation")
+	}
+	open := &openshellv1alpha1.OpenShellGateway{}
+	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "any",
+		GPU: &openshellv1alpha1.SandboxGPU{Count: 16}, Resources: res("limits", "64", "1Ti"), Providers: []string{"gh"}}}, types); v != nil {
+		t.Fatalf("a gateway without controls refused: %+v", v)
+	}
+}
+
+func TestRuntimeClass(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{DefaultRuntimeClass: "kata"}}}
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	if got := RuntimeClass(gw, sb); got != "kata" {
+		t.Fatalf("default: %q", got)
+	}
+	sb.Spec.RuntimeClassName = "gvisor"
+	if got := RuntimeClass(gw, sb); got != "gvisor" {
+		t.Fatalf("own: %q", got)
+	}
+	if got := RuntimeClass(nil, &openshellv1alpha1.OpenShellSandbox{}); got != "" {
+		t.Fatalf("no gateway: %q", got)
+	}
+}

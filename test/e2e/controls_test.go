@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// TestSandboxControls: a gateway's spec.sandboxControls take effect on the
+// real control plane without the webhook (the controller enforces them
+// too): the default RuntimeClass and a sandbox's own reach the agent pod the
+// Agent Sandbox controller creates, and a sandbox over a ceiling is
+// Rejected with the ceiling's reason and never reaches the gateway.
+func TestSandboxControls(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS := framework.CreateNamespace(ctx, t, c, "controls-platform")
+	sbNS := framework.CreateNamespace(ctx, t, c, "controls-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "controls-tenant")
+	// The RuntimeClass admission plugin refuses pods naming one that does
+	// not exist: a cluster admin creates them.
+	for _, name := range []string{"e2e-kata", "e2e-gvisor"} {
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: name}
+		g.Expect(c.Create(ctx, rc)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(context.Background(), rc) })
+	}
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
+	_, gw, err := st.AddGatewayWith(ctx, c, "controlled", sbNS, func(_ *testgateway.Options, gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.SandboxControls = openshellv1alpha1.SandboxControls{
+			MaxResources:          corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
+			AllowedRuntimeClasses: []string{"e2e-kata", "e2e-gvisor"}, DefaultRuntimeClass: "e2e-kata",
+		}
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	podOf := func(sb *openshellv1alpha1.OpenShellSandbox) *corev1.Pod {
+		t.Helper()
+		pod := &corev1.Pod{}
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: cur.Status.AgentSandbox.Name}, pod)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+		return pod
+	}
+	byDefault := sandboxOn(tenant, "by-default", gw)
+	own := sandboxOn(tenant, "own-class", gw)
+	own.Spec.RuntimeClassName = "e2e-gvisor"
+	g.Expect(c.Create(ctx, byDefault)).To(Succeed())
+	g.Expect(c.Create(ctx, own)).To(Succeed())
+	g.Expect(podOf(byDefault).Spec.RuntimeClassName).To(HaveValue(Equal("e2e-kata")), "the gateway's default RuntimeClass")
+	g.Expect(podOf(own).Spec.RuntimeClassName).To(HaveValue(Equal("e2e-gvisor")), "the sandbox's own RuntimeClass")
+
+	runc := sandboxOn(tenant, "runc", gw)
+	runc.Spec.RuntimeClassName = "runc"
+	big := sandboxOn(tenant, "big", gw)
+	big.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Gi")}}
+	for sb, reason := range map[*openshellv1alpha1.OpenShellSandbox]string{
+		runc: openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, big: openshellv1alpha1.SandboxReasonResourceLimitExceeded,
+	} {
+		g.Expect(c.Create(ctx, sb)).To(Succeed()) // no webhook in this cluster: the controller refuses
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected))
+			acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			g.Expect(acc).NotTo(BeNil())
+			g.Expect(acc.Reason).To(Equal(reason))
+			g.Expect(acc.Message).To(ContainSubstring(gw.Namespace + "/" + gw.Name))
+			g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a refused sandbox reached the gateway")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+}
