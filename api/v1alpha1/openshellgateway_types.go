@@ -110,6 +110,7 @@ type OpenShellGatewaySpec struct {
 	// (reasons ResourceLimitExceeded, RuntimeClassNotAllowed,
 	// ProviderNotAllowed). A change applies to new sandboxes and to changes
 	// of existing ones; running sandboxes are not recreated.
+	// +kubebuilder:default={}
 	// +optional
 	SandboxControls SandboxControls `json:"sandboxControls,omitempty"`
 }
@@ -117,6 +118,15 @@ type OpenShellGatewaySpec struct {
 // SandboxControls are what the Platform Admin allows a gateway's sandboxes.
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultRuntimeClass) || !has(self.allowedRuntimeClasses) || self.defaultRuntimeClass in self.allowedRuntimeClasses",message="defaultRuntimeClass must be one of allowedRuntimeClasses"
 type SandboxControls struct {
+	// RequirePolicy (the default) refuses sandboxes that name no
+	// OpenShellPolicy and whose namespace has no default one (reason
+	// PolicyRequired): a Sandbox Consumer cannot escape the Tenant Admin's
+	// policy by dropping spec.policyRef. False lets such sandboxes run
+	// under the gateway's own default policy.
+	// +kubebuilder:default=true
+	// +optional
+	RequirePolicy *bool `json:"requirePolicy,omitempty"`
+
 	// MaxResources caps the CPU and memory a sandbox's agent may request or
 	// be limited to (each of spec.resources.requests and .limits is
 	// compared), e.g. cpu: "4", memory: 16Gi.

@@ -13,6 +13,14 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.process) == has(oldSelf.process) && (!has(self.process) || self.process == oldSelf.process)",message="spec.process is immutable after creation; create a new policy instead"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.filesystem) || has(self.filesystem)",message="spec.filesystem cannot be removed once set; filesystem rules are additive-only"
 type OpenShellPolicySpec struct {
+	// Default makes this the policy of the namespace's sandboxes that name
+	// none (spec.policyRef empty), which is how a gateway that requires a
+	// policy admits them. At most one policy per namespace should be the
+	// default; with several, such sandboxes are refused
+	// (DefaultPolicyAmbiguous).
+	// +optional
+	Default bool `json:"default,omitempty"`
+
 	// Filesystem lists the paths the agent may read or write. Entries can be
 	// added but not removed: a running sandbox cannot lose access safely.
 	// +optional

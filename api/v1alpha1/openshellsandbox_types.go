@@ -317,6 +317,15 @@ const (
 	SandboxReasonResolved = "Resolved"
 	// SandboxReasonNoPolicy: no spec.policyRef; the gateway's default policy applies.
 	SandboxReasonNoPolicy = "NoPolicy"
+	// SandboxReasonDefaultPolicy: no spec.policyRef; the namespace's default
+	// OpenShellPolicy (spec.default) applies.
+	SandboxReasonDefaultPolicy = "NamespaceDefaultPolicy"
+	// SandboxReasonPolicyRequired: no spec.policyRef and no namespace
+	// default, on a gateway that requires a policy.
+	SandboxReasonPolicyRequired = "PolicyRequired"
+	// SandboxReasonDefaultPolicyAmbiguous: no spec.policyRef and several
+	// policies of the namespace say spec.default.
+	SandboxReasonDefaultPolicyAmbiguous = "DefaultPolicyAmbiguous"
 	// SandboxReasonProviderSyncing: a provider exists but is not at the gateway yet.
 	SandboxReasonProviderSyncing = "ProviderSyncing"
 )

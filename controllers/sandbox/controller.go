@@ -29,6 +29,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -80,8 +81,12 @@ type observed struct {
 	gatewayAccess string
 	image         imagepolicy.Decision
 	enforce       openshellv1alpha1.ImagePolicyEnforcement
-	// policy is nil when none is referenced or it is missing.
-	policy            *openshellv1alpha1.OpenShellPolicy
+	// policy is nil when none is referenced or it is missing; without
+	// spec.policyRef it is the namespace's default, if there is one.
+	policy *openshellv1alpha1.OpenShellPolicy
+	// defaultPolicies names the namespace's default policies, read only
+	// when spec.policyRef is empty.
+	defaultPolicies   []string
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
 	unsyncedProviders []string
@@ -164,6 +169,12 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		case err != nil && !apierrors.IsNotFound(err):
 			return obs, fmt.Errorf("get policy %s: %w", ref.Name, err)
 		}
+	} else {
+		list := &openshellv1alpha1.OpenShellPolicyList{}
+		if err := r.Client.List(ctx, list, client.InNamespace(sb.Namespace)); err != nil {
+			return obs, fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
+		}
+		obs.policy, obs.defaultPolicies = sandboxcontrols.NamespaceDefaults(list.Items)
 	}
 	for _, name := range sb.Spec.Providers {
 		p := &openshellv1alpha1.OpenShellProvider{}
@@ -269,8 +280,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// that starts or stops using it; only its spec and deletion matter
 		// here. Without the filter, creating N sandboxes on one policy ran
 		// O(N²) reconciles.
-		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxPolicy, client.Object.GetName)),
-			builder.WithPredicates(index.SpecOrDeletionChanged)).
+		// A namespace default (spec.default, on the old or the new object)
+		// concerns every sandbox of the namespace that names no policy.
+		Watches(&openshellv1alpha1.OpenShellPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if p, ok := o.(*openshellv1alpha1.OpenShellPolicy); ok && p.Spec.Default {
+				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
+			}
+			return r.byIndex(index.SandboxPolicy, client.Object.GetName)(ctx, o)
+		}), builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxProviders, client.Object.GetName))).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))

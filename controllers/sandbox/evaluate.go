@@ -55,6 +55,11 @@ func setResolutionConditions(sb *openshellv1alpha1.OpenShellSandbox, obs observe
 		Message: "no spec.policyRef: the gateway's default policy applies"}
 	if r := policyGate(sb, obs); r != nil {
 		pol = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
+	} else if r := policyRequiredGate(sb, obs); r != nil {
+		pol = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
+	} else if obs.policy != nil && sb.Spec.PolicyRef == nil {
+		pol = metav1.Condition{Status: metav1.ConditionTrue, Reason: openshellv1alpha1.SandboxReasonDefaultPolicy,
+			Message: "no spec.policyRef: the namespace's default OpenShellPolicy " + obs.policy.Name + " applies"}
 	} else if obs.policy != nil {
 		pol = metav1.Condition{Status: metav1.ConditionTrue, Reason: openshellv1alpha1.SandboxReasonResolved, Message: "OpenShellPolicy " + obs.policy.Name + " resolved"}
 	}
@@ -80,7 +85,22 @@ type refusal struct {
 // gates are the checks before any gateway call, in order: the first that
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
-	preflightGate, gatewayGate, gatewayAccessGate, policyGate, providersGate, controlsGate, envGate, imageGate,
+	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, envGate, imageGate,
+}
+
+// policyRequiredGate refuses a sandbox without a policy where one is
+// required (or the namespace's default is ambiguous); one that runs keeps
+// its phase.
+func policyRequiredGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	v := sandboxcontrols.PolicyViolation(obs.gateway, sb, obs.defaultPolicies)
+	if v == nil {
+		return nil
+	}
+	phase := openshellv1alpha1.SandboxPhaseRejected
+	if sb.Status.SandboxID != "" {
+		phase = openshellv1alpha1.SandboxPhasePending
+	}
+	return &refusal{phase, v.Reason, v.Message}
 }
 
 // controlsGate holds to the gateway's spec.sandboxControls a sandbox the

@@ -62,7 +62,7 @@ type gatewaySandbox struct {
 // desired renders the gateway sandbox for sb in workspace ws. Pure.
 func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (gatewaySandbox, error) {
 	d := gatewaySandbox{name: sandboxspec.SandboxName(sb.Namespace, sb.Name), workspace: ws, specHash: sandboxspec.ImmutableHash(sb)}
-	if sb.Spec.PolicyRef != nil && obs.policy != nil {
+	if obs.policy != nil {
 		d.policy = sandboxspec.Policy(obs.policy.Spec)
 		d.policyHash = sandboxspec.Hash(d.policy)
 	}

@@ -95,3 +95,47 @@ func RuntimeClass(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.
 	}
 	return gw.Spec.SandboxControls.DefaultRuntimeClass
 }
+
+// RequiresPolicy reports whether gw refuses sandboxes without a policy
+// (spec.sandboxControls.requirePolicy; the API defaults it to true).
+func RequiresPolicy(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw != nil && gw.Spec.SandboxControls.RequirePolicy != nil && *gw.Spec.SandboxControls.RequirePolicy
+}
+
+// NamespaceDefaults are the names of the policies that say spec.default
+// (and are not being deleted), sorted; the one default when there is one.
+func NamespaceDefaults(policies []openshellv1alpha1.OpenShellPolicy) (*openshellv1alpha1.OpenShellPolicy, []string) {
+	var names []string
+	var only *openshellv1alpha1.OpenShellPolicy
+	for i := range policies {
+		if p := &policies[i]; p.Spec.Default && p.DeletionTimestamp.IsZero() {
+			names = append(names, p.Name)
+			only = p
+		}
+	}
+	sort.Strings(names)
+	if len(names) != 1 {
+		only = nil
+	}
+	return only, names
+}
+
+// PolicyViolation is why sb may not run without a policy: it names none,
+// its namespace has no single default (defaults are their names), and
+// either the gateway requires one or several defaults make the choice
+// ambiguous. Nil when sb names a policy or may run under the gateway's.
+func PolicyViolation(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox, defaults []string) *Violation {
+	switch {
+	case sb.Spec.PolicyRef != nil || len(defaults) == 1:
+		return nil
+	case len(defaults) > 1:
+		return &Violation{Reason: openshellv1alpha1.SandboxReasonDefaultPolicyAmbiguous, Field: "spec.policyRef",
+			Message: fmt.Sprintf("%s: no spec.policyRef, and OpenShellPolicies %s of namespace %s all say spec.default: name one in spec.policyRef, or ask a Tenant Admin to keep one default",
+				openshellv1alpha1.SandboxReasonDefaultPolicyAmbiguous, strings.Join(defaults, ", "), sb.Namespace)}
+	case RequiresPolicy(gw):
+		return &Violation{Reason: openshellv1alpha1.SandboxReasonPolicyRequired, Field: "spec.policyRef",
+			Message: fmt.Sprintf("%s: gateway %s/%s requires a policy: set spec.policyRef to an OpenShellPolicy of namespace %s, or ask a Tenant Admin to mark one spec.default: true",
+				openshellv1alpha1.SandboxReasonPolicyRequired, gw.Namespace, gw.Name, sb.Namespace)}
+	}
+	return nil
+}

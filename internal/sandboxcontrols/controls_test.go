@@ -80,3 +80,46 @@ func TestRuntimeClass(t *testing.T) {
 		t.Fatalf("no gateway: %q", got)
 	}
 }
+
+func TestPolicyViolation(t *testing.T) {
+	required := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "p", Name: "gw"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(true)}}}
+	optional := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}}}
+	named := &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{PolicyRef: &openshellv1alpha1.LocalObjectReference{Name: "x"}}}
+	none := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}}
+	for name, tc := range map[string]struct {
+		gw       *openshellv1alpha1.OpenShellGateway
+		sb       *openshellv1alpha1.OpenShellSandbox
+		defaults []string
+		reason   string
+	}{
+		"named policy":              {required, named, nil, ""},
+		"namespace default":         {required, none, []string{"d"}, ""},
+		"required, none":            {required, none, nil, "PolicyRequired"},
+		"not required, none":        {optional, none, nil, ""},
+		"several defaults":          {optional, none, []string{"a", "b"}, "DefaultPolicyAmbiguous"},
+		"several defaults, named":   {required, named, []string{"a", "b"}, ""},
+		"requirePolicy unset (nil)": {&openshellv1alpha1.OpenShellGateway{}, none, nil, ""},
+	} {
+		v := PolicyViolation(tc.gw, tc.sb, tc.defaults)
+		if (v == nil) != (tc.reason == "") || (v != nil && (v.Reason != tc.reason || v.Field != "spec.policyRef" || !strings.HasPrefix(v.Message, tc.reason+": "))) {
+			t.Errorf("%s: got %+v, want %q", name, v, tc.reason)
+		}
+	}
+	now := metav1.Now()
+	only, names := NamespaceDefaults([]openshellv1alpha1.OpenShellPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "going", DeletionTimestamp: &now}, Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}},
+	})
+	if only == nil || only.Name != "b" || len(names) != 1 {
+		t.Fatalf("one default: %v %v", only, names)
+	}
+	only, names = NamespaceDefaults([]openshellv1alpha1.OpenShellPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}},
+	})
+	if only != nil || strings.Join(names, ",") != "a,b" {
+		t.Fatalf("two defaults: %v %v", only, names)
+	}
+}

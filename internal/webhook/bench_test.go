@@ -20,6 +20,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // cacheReader serves objects as the manager's cache does without deep
@@ -29,13 +30,25 @@ type cacheReader struct {
 	items   []openshellv1alpha1.OpenShellImagePolicy
 }
 
-func (r *cacheReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	// The cache copies on Get.
-	r.gateway.DeepCopyInto(obj.(*openshellv1alpha1.OpenShellGateway))
+func (r *cacheReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	switch o := obj.(type) {
+	case *openshellv1alpha1.OpenShellGateway:
+		// The cache copies on Get.
+		r.gateway.DeepCopyInto(o)
+	case *metav1.PartialObjectMetadata:
+		// The sandbox's namespace, by metadata (gateway access).
+		o.Name = key.Name
+		o.UID = "ns-uid"
+	default:
+		return fmt.Errorf("cacheReader: unexpected %T", obj)
+	}
 	return nil
 }
 
 func (r *cacheReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	if _, ok := list.(*openshellv1alpha1.OpenShellImagePolicyList); !ok {
+		return nil // no OpenShellPolicies: the sandbox runs under the gateway's default
+	}
 	return meta.SetList(list, func() []runtime.Object {
 		out := make([]runtime.Object, len(r.items))
 		for i := range r.items {
@@ -71,7 +84,8 @@ func BenchmarkSandboxAdmission(b *testing.B) {
 					Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: allowed}}},
 			}
 			s := scheme.New()
-			wh := admission.WithValidator[*openshellv1alpha1.OpenShellSandbox](s, &SandboxValidator{Reader: r, Policies: imagepolicy.NewCache()})
+			wh := admission.WithValidator[*openshellv1alpha1.OpenShellSandbox](s, &SandboxValidator{Reader: r, Policies: imagepolicy.NewCache(),
+				Platform: tenancy.Platform{OperatorNamespace: "ns", GatewayNamespaces: []string{"ns"}}})
 			sb := &openshellv1alpha1.OpenShellSandbox{TypeMeta: metav1.TypeMeta{APIVersion: openshellv1alpha1.GroupVersion.String(), Kind: "OpenShellSandbox"},
 				ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: "ns"},
 				Spec:       openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw"}, Image: tc.image}}

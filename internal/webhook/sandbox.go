@@ -52,6 +52,9 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 	if err := v.checkGatewayAccess(ctx, sb, gw); err != nil {
 		return nil, err
 	}
+	if err := v.checkPolicyRequired(ctx, sb, gw); err != nil {
+		return nil, err
+	}
 	if err := v.checkControls(ctx, sb, gw); err != nil {
 		return nil, err
 	}
@@ -79,6 +82,15 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 	}
 	if err := v.checkProcessIdentity(ctx, old, sb); err != nil {
 		return nil, err
+	}
+	if old.Spec.PolicyRef != nil && sb.Spec.PolicyRef == nil {
+		gw, err := v.gateway(ctx, sb)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.checkPolicyRequired(ctx, sb, gw); err != nil {
+			return nil, err
+		}
 	}
 	controlled := !equality.Semantic.DeepEqual(old.Spec.Resources, sb.Spec.Resources) || !equality.Semantic.DeepEqual(old.Spec.GPU, sb.Spec.GPU) ||
 		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers)
@@ -244,11 +256,41 @@ func (v *SandboxValidator) checkProcessIdentity(ctx context.Context, old, sb *op
 	return forbidden("OpenShellSandbox", sb.Name, ReasonProcessIdentityImmutable, msg, "spec.policyRef")
 }
 
-// processOf is the process identity of the named policy; a policy that does
-// not exist has none (the controller reports PolicyNotFound).
+// checkPolicyRequired refuses a sandbox without spec.policyRef where its
+// gateway requires a policy and its namespace has no single default.
+func (v *SandboxValidator) checkPolicyRequired(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, gw *openshellv1alpha1.OpenShellGateway) error {
+	if sb.Spec.PolicyRef != nil || gw == nil {
+		return nil
+	}
+	_, defaults, err := v.namespaceDefault(ctx, sb.Namespace)
+	if err != nil {
+		return err
+	}
+	if viol := sandboxcontrols.PolicyViolation(gw, sb, defaults); viol != nil {
+		return forbidden("OpenShellSandbox", sb.Name, viol.Reason, viol.Message, viol.Field)
+	}
+	return nil
+}
+
+func (v *SandboxValidator) namespaceDefault(ctx context.Context, ns string) (*openshellv1alpha1.OpenShellPolicy, []string, error) {
+	list := &openshellv1alpha1.OpenShellPolicyList{}
+	if err := v.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("list OpenShellPolicies of namespace %s: %w", ns, err))
+	}
+	only, names := sandboxcontrols.NamespaceDefaults(list.Items)
+	return only, names, nil
+}
+
+// processOf is the process identity of the named policy, or without a name
+// of the namespace's default policy; a policy that does not exist has none
+// (the controller reports PolicyNotFound).
 func (v *SandboxValidator) processOf(ctx context.Context, ns string, ref *openshellv1alpha1.LocalObjectReference) (*openshellv1alpha1.ProcessPolicy, error) {
 	if ref == nil {
-		return nil, nil
+		def, _, err := v.namespaceDefault(ctx, ns)
+		if err != nil || def == nil || def.Spec.Process == nil || *def.Spec.Process == (openshellv1alpha1.ProcessPolicy{}) {
+			return nil, err
+		}
+		return def.Spec.Process, nil
 	}
 	p := &openshellv1alpha1.OpenShellPolicy{}
 	switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, p); {

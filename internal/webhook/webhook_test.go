@@ -106,9 +106,10 @@ func newTenant(ctx context.Context, t *testing.T, enf openshellv1alpha1.ImagePol
 	ns := framework.CreateNamespace(ctx, t, env.Client, "img")
 	// The tenant's own gateway, in the platform namespace, admitting only it.
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: ns, Namespace: platformNS},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: enf, Tenancy: openshellv1alpha1.GatewayTenancy{
-			AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromSelector,
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}}
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: enf, SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)},
+			Tenancy: openshellv1alpha1.GatewayTenancy{
+				AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromSelector,
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}}}}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gw) })
 	g.Expect(env.Client.Create(ctx, gw)).To(Succeed())
 	if allowed != nil || mirrors != nil {
@@ -425,6 +426,7 @@ func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
 	cur := &openshellv1alpha1.OpenShellGateway{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
 	cur.Spec.SandboxControls = openshellv1alpha1.SandboxControls{
+		RequirePolicy:         ptr.To(false),
 		MaxResources:          corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")},
 		MaxGPUs:               ptr.To[int32](1),
 		AllowedRuntimeClasses: []string{"kata"},
@@ -470,4 +472,52 @@ func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
 		return env.Client.Update(ctx, cur)
 	})
 	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "spec.gpu.count 2 exceeds gateway")
+}
+
+// TestPolicyIsRequired: on a gateway that requires a policy (the API
+// default), a sandbox user cannot create a sandbox without one, nor drop
+// the one a sandbox has, unless the namespace's Tenant Admin marked a
+// default policy; two defaults are refused as ambiguous.
+func TestPolicyIsRequired(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, nil)
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+	cur.Spec.SandboxControls.RequirePolicy = nil // the API defaults it to true
+	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	g.Expect(*cur.Spec.SandboxControls.RequirePolicy).To(BeTrue(), "requirePolicy defaults to true")
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	err := env.Client.Create(ctx, sandbox(tn.ns, "no-policy", ""))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("PolicyRequired: gateway " + platformNS + "/" + tn.gw.Name + " requires a policy"))
+
+	g.Expect(env.Client.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: tn.ns}})).To(Succeed())
+	named := sandbox(tn.ns, "named", "")
+	named.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "named"}
+	g.Expect(env.Client.Create(ctx, named)).To(Succeed())
+	dropped := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &openshellv1alpha1.OpenShellSandbox{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(named), c); err != nil {
+			return err
+		}
+		c.Spec.PolicyRef = nil
+		return env.Client.Update(ctx, c)
+	})
+	g.Expect(apierrors.IsForbidden(dropped)).To(BeTrue(), "dropping the policy: want Forbidden, got %v", dropped)
+	g.Expect(dropped.Error()).To(ContainSubstring("PolicyRequired"))
+
+	// The Tenant Admin marks a default: sandboxes may name none.
+	g.Expect(env.Client.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "house", Namespace: tn.ns},
+		Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}})).To(Succeed())
+	g.Eventually(func() error { return env.Client.Create(ctx, sandbox(tn.ns, "by-default", "")) }).WithTimeout(10 * time.Second).Should(Succeed())
+	// A second default makes the choice ambiguous.
+	g.Expect(env.Client.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tn.ns},
+		Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true}})).To(Succeed())
+	g.Eventually(func() error { return env.Client.Create(ctx, sandbox(tn.ns, "ambiguous", "")) }).WithTimeout(10 * time.Second).
+		Should(MatchError(ContainSubstring("DefaultPolicyAmbiguous: no spec.policyRef, and OpenShellPolicies house, other of namespace " + tn.ns)))
 }

@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -131,7 +132,8 @@ func measureAdmission(ctx context.Context, concurrency, rounds, entries int) (Ad
 	}
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{ImagePolicy: openshellv1alpha1.ImagePolicyEnforcement{
-			Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}}}
+			Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny},
+			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}}}
 	allowed := make([]string, entries)
 	for i := range allowed {
 		allowed[i] = fmt.Sprintf("mirror.example.com/team-%d", i)

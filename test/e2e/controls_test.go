@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
@@ -44,6 +46,7 @@ func TestSandboxControls(t *testing.T) {
 	defer func() { g.Expect(st.Stop()).To(Succeed()) }()
 	_, gw, err := st.AddGatewayWith(ctx, c, "controlled", sbNS, func(_ *testgateway.Options, gw *openshellv1alpha1.OpenShellGateway) {
 		gw.Spec.SandboxControls = openshellv1alpha1.SandboxControls{
+			RequirePolicy:         ptr.To(false),
 			MaxResources:          corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
 			AllowedRuntimeClasses: []string{"e2e-kata", "e2e-gvisor"}, DefaultRuntimeClass: "e2e-kata",
 		}
@@ -86,4 +89,33 @@ func TestSandboxControls(t *testing.T) {
 			g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a refused sandbox reached the gateway")
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}
+
+	// A gateway that requires a policy (the API default): a sandbox naming
+	// none is Rejected until the namespace's Tenant Admin marks a default
+	// policy; then the same sandbox runs under it.
+	gwState, strict, err := st.AddGatewayWith(ctx, c, "strict", sbNS, func(_ *testgateway.Options, gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.SandboxControls.RequirePolicy = nil
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	bare := sandboxOn(tenant, "bare", strict)
+	g.Expect(c.Create(ctx, bare)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(bare))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected))
+		g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(openshellv1alpha1.SandboxReasonPolicyRequired))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "house", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true, NetworkPolicies: []openshellv1alpha1.NetworkPolicyRule{{Name: "github",
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: ptr.To[int32](443)}}}}}})).To(Succeed())
+	nsObj := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, nsObj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(bare))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+		pol := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyResolved)
+		g.Expect(pol.Reason).To(Equal(openshellv1alpha1.SandboxReasonDefaultPolicy))
+		g.Expect(pol.Message).To(ContainSubstring("house"))
+		// The gateway received the default policy with the sandbox.
+		g.Expect(gwState.SandboxPolicyVersion(sandboxspec.WorkspaceName(tenant, nsObj.UID), sandboxspec.SandboxName(tenant, "bare"))).To(BeNumerically(">=", 1))
+	}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 }
