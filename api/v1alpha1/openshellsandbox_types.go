@@ -130,6 +130,12 @@ type OpenShellSandboxSpec struct {
 	// +kubebuilder:validation:Enum=trace;debug;info;warn;error
 	// +optional
 	LogLevel string `json:"logLevel,omitempty"`
+
+	// Suspend stops the agent's runtime and keeps its workspace volume
+	// (phase Suspended); setting it back to false starts a new runtime on
+	// the same workspace. Deleting the sandbox still deletes everything.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // AnnotationForceRelease, set to "true" on an OpenShellSandbox being deleted
@@ -141,7 +147,7 @@ type OpenShellSandboxSpec struct {
 const AnnotationForceRelease = "openshell.ai/force-release"
 
 // SandboxPhase summarises a sandbox's conditions.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Deleting
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Suspended;Deleting
 type SandboxPhase string
 
 const (
@@ -157,6 +163,9 @@ const (
 	SandboxPhaseError SandboxPhase = "Error"
 	// SandboxPhaseStopped means the sandbox is suspended.
 	SandboxPhaseStopped SandboxPhase = "Stopped"
+	// SandboxPhaseSuspended means spec.suspend stopped the runtime; the
+	// workspace volume is kept.
+	SandboxPhaseSuspended SandboxPhase = "Suspended"
 	// SandboxPhaseDeleting means the sandbox is being removed at the gateway.
 	SandboxPhaseDeleting SandboxPhase = "Deleting"
 )
@@ -370,6 +379,17 @@ const (
 	SandboxReasonError = "SandboxError"
 	// SandboxReasonStopped (Ready=False, phase Stopped): the gateway stopped it.
 	SandboxReasonStopped = "SandboxStopped"
+	// SandboxConditionSuspended reports spec.suspend: True once the runtime
+	// is stopped, False while it stops or starts again, or runs.
+	SandboxConditionSuspended = "Suspended"
+	// SandboxReasonSuspended: the runtime is stopped, the workspace kept.
+	SandboxReasonSuspended = "Suspended"
+	// SandboxReasonSuspending: the gateway is stopping the runtime.
+	SandboxReasonSuspending = "Suspending"
+	// SandboxReasonResuming: the gateway is starting a new runtime.
+	SandboxReasonResuming = "Resuming"
+	// SandboxReasonRunning: not suspended; the runtime runs.
+	SandboxReasonRunning = "Running"
 	// SandboxReasonProvisioning (Ready=False): the gateway is starting it.
 	SandboxReasonProvisioning = "Provisioning"
 )

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -318,6 +319,26 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		}
 		current = resp.Sandbox
 	}
+	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase()) {
+	case actionStop:
+		// Blocks until the gateway's driver confirms (a retry from STOPPING
+		// is allowed if this call times out).
+		resp, err := conn.StopSandbox(ctx, &openshellv1.StopSandboxRequest{Name: d.name, Workspace: d.workspace})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("stop sandbox: %w", err)
+		}
+		current = resp.Sandbox
+		r.Gateways.Followers().Record(key, current)
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Suspended", "StopSandbox", "the runtime of %s is stopped; its workspace is kept", d.name)
+	case actionStart:
+		resp, err := conn.StartSandbox(ctx, &openshellv1.StartSandboxRequest{Name: d.name, Workspace: d.workspace})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("start sandbox: %w", err)
+		}
+		current = resp.Sandbox
+		r.Gateways.Followers().Record(key, current)
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
+	}
 	res := r.report(sb, obs, current)
 	if res.RequeueAfter > 0 {
 		// Still moving: follow the gateway's stream so the next change is
@@ -325,6 +346,55 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, sb.Status.SandboxID)
 	}
 	return res, nil
+}
+
+// action is what spec.suspend asks of the gateway sandbox next.
+type action int
+
+const (
+	actionNone action = iota
+	actionStop
+	actionStart
+)
+
+// runAction decides between stopping, starting and waiting. Pure. A stop
+// needs READY (or STOPPING, a retry) and a start STOPPED (the gateway's
+// preconditions); a sandbox still provisioning or starting is waited for.
+func runAction(suspend bool, phase openshellv1.SandboxPhase) action {
+	switch {
+	case suspend && (phase == openshellv1.SandboxPhase_SANDBOX_PHASE_READY || phase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING):
+		return actionStop
+	case !suspend && phase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED:
+		return actionStart
+	}
+	return actionNone
+}
+
+// reportSuspension sets phase Suspended and the Suspended condition: only
+// for sandboxes that ask, or asked, to be suspended, so that others gain no
+// condition (and no write).
+func reportSuspension(sb *openshellv1alpha1.OpenShellSandbox, gatewayPhase openshellv1.SandboxPhase) {
+	if !sb.Spec.Suspend && meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionSuspended) == nil {
+		return
+	}
+	switch {
+	case sb.Spec.Suspend && gatewayPhase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED:
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseSuspended
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionSuspended, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonSuspended,
+			"the runtime is stopped and the workspace volume kept; set spec.suspend to false to start it again")
+	case sb.Spec.Suspend:
+		if gatewayPhase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING {
+			sb.Status.Phase = openshellv1alpha1.SandboxPhaseSuspended
+		}
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionSuspended, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonSuspending,
+			"the gateway is stopping the runtime (gateway phase "+gatewayPhase.String()+")")
+	case gatewayPhase == openshellv1.SandboxPhase_SANDBOX_PHASE_READY:
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionSuspended, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRunning,
+			"not suspended: the runtime runs")
+	default:
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionSuspended, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonResuming,
+			"a new runtime is starting on the kept workspace (gateway phase "+gatewayPhase.String()+")")
+	}
 }
 
 // report maps the gateway sandbox onto status and says when to look again.
@@ -351,6 +421,14 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		if c.Type == "Ready" && c.Message != "" {
 			msg += ": " + c.Message
 		}
+	}
+	reportSuspension(sb, current.Status.GetPhase())
+	if sb.Status.Phase == openshellv1alpha1.SandboxPhaseSuspended {
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonSuspended, msg)
+		if current.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING {
+			return ctrl.Result{RequeueAfter: provisionPoll}
+		}
+		return ctrl.Result{}
 	}
 	switch phase {
 	case openshellv1alpha1.SandboxPhaseReady:

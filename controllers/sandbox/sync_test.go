@@ -3,9 +3,11 @@ package sandbox
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -97,5 +99,57 @@ func TestForgetGatewaySandbox(t *testing.T) {
 	// Where the sandbox lives is kept: deletion and the next create use it.
 	if st.Workspace != "ws" || st.GatewaySandboxName != "n" || st.Gateway != "ns/gw" {
 		t.Errorf("placement lost: %+v", st)
+	}
+}
+
+func TestRunAction(t *testing.T) {
+	const (
+		ready    = openshellv1.SandboxPhase_SANDBOX_PHASE_READY
+		stopping = openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING
+		stopped  = openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED
+		starting = openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING
+		prov     = openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING
+		errored  = openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR
+	)
+	for _, tc := range []struct {
+		suspend bool
+		phase   openshellv1.SandboxPhase
+		want    action
+	}{
+		{true, ready, actionStop}, {true, stopping, actionStop}, {true, stopped, actionNone},
+		{true, prov, actionNone}, {true, starting, actionNone}, {true, errored, actionNone},
+		{false, stopped, actionStart}, {false, starting, actionNone}, {false, ready, actionNone}, {false, stopping, actionNone},
+	} {
+		if got := runAction(tc.suspend, tc.phase); got != tc.want {
+			t.Errorf("suspend=%v phase=%s: %v, want %v", tc.suspend, tc.phase, got, tc.want)
+		}
+	}
+}
+
+func TestReportSuspension(t *testing.T) {
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	reportSuspension(sb, openshellv1.SandboxPhase_SANDBOX_PHASE_READY)
+	if len(sb.Status.Conditions) != 0 {
+		t.Fatalf("a sandbox never suspended gained a condition: %+v", sb.Status.Conditions)
+	}
+	sb.Spec.Suspend = true
+	for _, tc := range []struct {
+		suspend bool
+		gateway openshellv1.SandboxPhase
+		phase   openshellv1alpha1.SandboxPhase
+		status  metav1.ConditionStatus
+		reason  string
+	}{
+		{true, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING, openshellv1alpha1.SandboxPhaseSuspended, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonSuspending},
+		{true, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED, openshellv1alpha1.SandboxPhaseSuspended, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonSuspended},
+		{false, openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING, "", metav1.ConditionFalse, openshellv1alpha1.SandboxReasonResuming},
+		{false, openshellv1.SandboxPhase_SANDBOX_PHASE_READY, "", metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRunning},
+	} {
+		sb.Spec.Suspend, sb.Status.Phase = tc.suspend, ""
+		reportSuspension(sb, tc.gateway)
+		c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionSuspended)
+		if sb.Status.Phase != tc.phase || c == nil || c.Status != tc.status || c.Reason != tc.reason {
+			t.Errorf("suspend=%v gateway %s: phase %q, condition %+v", tc.suspend, tc.gateway, sb.Status.Phase, c)
+		}
 	}
 }

@@ -50,6 +50,18 @@ func (f *Followers) Snapshot(key types.NamespacedName, id string) *openshellv1.S
 	return nil
 }
 
+// Record replaces the snapshot with what a call that changed the sandbox
+// (StopSandbox, StartSandbox) returned: the stream may have ended before
+// that change, and a snapshot older than it would be read as current.
+func (f *Followers) Record(key types.NamespacedName, s *openshellv1.Sandbox) {
+	if s == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latest[key] = proto.Clone(s).(*openshellv1.Sandbox)
+}
+
 // Ensure starts a stream for sandbox id unless one runs.
 func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, id string) {
 	f.mu.Lock()

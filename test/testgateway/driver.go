@@ -211,6 +211,20 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR {
 		phase = row.sb.Status.Phase // ERROR is sticky
 	}
+	switch row.transition {
+	case openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING:
+		if phase != openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED {
+			phase = row.transition
+		} else {
+			row.transition = openshellv1.SandboxPhase_SANDBOX_PHASE_UNSPECIFIED
+		}
+	case openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING:
+		if phase != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+			phase = row.transition
+		} else {
+			row.transition = openshellv1.SandboxPhase_SANDBOX_PHASE_UNSPECIFIED
+		}
+	}
 	if row.sb.Status.Phase == phase && len(row.sb.Status.Conditions) == len(conds) {
 		return
 	}

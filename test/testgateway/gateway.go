@@ -82,6 +82,10 @@ type sandboxRow struct {
 	crName   string
 	policyV  uint32
 	deleting bool
+	// transition is STOPPING or STARTING while a stop or start is under
+	// way: the gateway holds that phase until the driver reports the end
+	// state (STOPPED, READY).
+	transition openshellv1.SandboxPhase
 }
 
 // Start serves until Stop.

@@ -82,6 +82,61 @@ func (ServiceStatus) EnumDescriptor() ([]byte, []int) {
 	return file_openshell_proto_rawDescGZIP(), []int{0}
 }
 
+type PolicyStatus int32
+
+const (
+	PolicyStatus_POLICY_STATUS_UNSPECIFIED PolicyStatus = 0
+	PolicyStatus_POLICY_STATUS_PENDING     PolicyStatus = 1
+	PolicyStatus_POLICY_STATUS_LOADED      PolicyStatus = 2
+	PolicyStatus_POLICY_STATUS_FAILED      PolicyStatus = 3
+	PolicyStatus_POLICY_STATUS_SUPERSEDED  PolicyStatus = 4
+)
+
+// Enum value maps for PolicyStatus.
+var (
+	PolicyStatus_name = map[int32]string{
+		0: "POLICY_STATUS_UNSPECIFIED",
+		1: "POLICY_STATUS_PENDING",
+		2: "POLICY_STATUS_LOADED",
+		3: "POLICY_STATUS_FAILED",
+		4: "POLICY_STATUS_SUPERSEDED",
+	}
+	PolicyStatus_value = map[string]int32{
+		"POLICY_STATUS_UNSPECIFIED": 0,
+		"POLICY_STATUS_PENDING":     1,
+		"POLICY_STATUS_LOADED":      2,
+		"POLICY_STATUS_FAILED":      3,
+		"POLICY_STATUS_SUPERSEDED":  4,
+	}
+)
+
+func (x PolicyStatus) Enum() *PolicyStatus {
+	p := new(PolicyStatus)
+	*p = x
+	return p
+}
+
+func (x PolicyStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_openshell_proto_enumTypes[1].Descriptor()
+}
+
+func (PolicyStatus) Type() protoreflect.EnumType {
+	return &file_openshell_proto_enumTypes[1]
+}
+
+func (x PolicyStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyStatus.Descriptor instead.
+func (PolicyStatus) EnumDescriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{1}
+}
+
 type SandboxPhase int32
 
 const (
@@ -133,11 +188,11 @@ func (x SandboxPhase) String() string {
 }
 
 func (SandboxPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_openshell_proto_enumTypes[1].Descriptor()
+	return file_openshell_proto_enumTypes[2].Descriptor()
 }
 
 func (SandboxPhase) Type() protoreflect.EnumType {
-	return &file_openshell_proto_enumTypes[1]
+	return &file_openshell_proto_enumTypes[2]
 }
 
 func (x SandboxPhase) Number() protoreflect.EnumNumber {
@@ -146,7 +201,7 @@ func (x SandboxPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxPhase.Descriptor instead.
 func (SandboxPhase) EnumDescriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{1}
+	return file_openshell_proto_rawDescGZIP(), []int{2}
 }
 
 type HealthRequest struct {
@@ -1277,6 +1332,112 @@ func (x *DeleteSandboxRequest) GetWorkspace() string {
 	return ""
 }
 
+// StopSandbox stops a READY sandbox's runtime and keeps its workspace
+// volume (blocks until STOPPED); StartSandbox starts a STOPPED one again.
+type StopSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Workspace     string                 `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSandboxRequest) Reset() {
+	*x = StopSandboxRequest{}
+	mi := &file_openshell_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSandboxRequest) ProtoMessage() {}
+
+func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_openshell_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StopSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StopSandboxRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+type StartSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Workspace     string                 `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxRequest) Reset() {
+	*x = StartSandboxRequest{}
+	mi := &file_openshell_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxRequest) ProtoMessage() {}
+
+func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_openshell_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *StartSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StartSandboxRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
 type DeleteSandboxResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Deleted       bool                   `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
@@ -1286,7 +1447,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_openshell_proto_msgTypes[18]
+	mi := &file_openshell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1459,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[18]
+	mi := &file_openshell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1472,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{18}
+	return file_openshell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSandboxResponse) GetDeleted() bool {
@@ -1330,7 +1491,7 @@ type SandboxResponse struct {
 
 func (x *SandboxResponse) Reset() {
 	*x = SandboxResponse{}
-	mi := &file_openshell_proto_msgTypes[19]
+	mi := &file_openshell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1503,7 @@ func (x *SandboxResponse) String() string {
 func (*SandboxResponse) ProtoMessage() {}
 
 func (x *SandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[19]
+	mi := &file_openshell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1516,7 @@ func (x *SandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxResponse.ProtoReflect.Descriptor instead.
 func (*SandboxResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{19}
+	return file_openshell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SandboxResponse) GetSandbox() *Sandbox {
@@ -1383,7 +1544,7 @@ type WatchSandboxRequest struct {
 
 func (x *WatchSandboxRequest) Reset() {
 	*x = WatchSandboxRequest{}
-	mi := &file_openshell_proto_msgTypes[20]
+	mi := &file_openshell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1556,7 @@ func (x *WatchSandboxRequest) String() string {
 func (*WatchSandboxRequest) ProtoMessage() {}
 
 func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[20]
+	mi := &file_openshell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1569,7 @@ func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSandboxRequest.ProtoReflect.Descriptor instead.
 func (*WatchSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{20}
+	return file_openshell_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchSandboxRequest) GetId() string {
@@ -1496,7 +1657,7 @@ type SandboxStreamEvent struct {
 
 func (x *SandboxStreamEvent) Reset() {
 	*x = SandboxStreamEvent{}
-	mi := &file_openshell_proto_msgTypes[21]
+	mi := &file_openshell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1669,7 @@ func (x *SandboxStreamEvent) String() string {
 func (*SandboxStreamEvent) ProtoMessage() {}
 
 func (x *SandboxStreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[21]
+	mi := &file_openshell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1682,7 @@ func (x *SandboxStreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStreamEvent.ProtoReflect.Descriptor instead.
 func (*SandboxStreamEvent) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{21}
+	return file_openshell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SandboxStreamEvent) GetPayload() isSandboxStreamEvent_Payload {
@@ -1610,7 +1771,7 @@ type SandboxLogLine struct {
 
 func (x *SandboxLogLine) Reset() {
 	*x = SandboxLogLine{}
-	mi := &file_openshell_proto_msgTypes[22]
+	mi := &file_openshell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1783,7 @@ func (x *SandboxLogLine) String() string {
 func (*SandboxLogLine) ProtoMessage() {}
 
 func (x *SandboxLogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[22]
+	mi := &file_openshell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1796,7 @@ func (x *SandboxLogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxLogLine.ProtoReflect.Descriptor instead.
 func (*SandboxLogLine) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{22}
+	return file_openshell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SandboxLogLine) GetSandboxId() string {
@@ -1701,7 +1862,7 @@ type PlatformEvent struct {
 
 func (x *PlatformEvent) Reset() {
 	*x = PlatformEvent{}
-	mi := &file_openshell_proto_msgTypes[23]
+	mi := &file_openshell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1874,7 @@ func (x *PlatformEvent) String() string {
 func (*PlatformEvent) ProtoMessage() {}
 
 func (x *PlatformEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[23]
+	mi := &file_openshell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1887,7 @@ func (x *PlatformEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlatformEvent.ProtoReflect.Descriptor instead.
 func (*PlatformEvent) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{23}
+	return file_openshell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlatformEvent) GetTimestampMs() int64 {
@@ -1780,7 +1941,7 @@ type SandboxStreamWarning struct {
 
 func (x *SandboxStreamWarning) Reset() {
 	*x = SandboxStreamWarning{}
-	mi := &file_openshell_proto_msgTypes[24]
+	mi := &file_openshell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1953,7 @@ func (x *SandboxStreamWarning) String() string {
 func (*SandboxStreamWarning) ProtoMessage() {}
 
 func (x *SandboxStreamWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[24]
+	mi := &file_openshell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1966,7 @@ func (x *SandboxStreamWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStreamWarning.ProtoReflect.Descriptor instead.
 func (*SandboxStreamWarning) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{24}
+	return file_openshell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SandboxStreamWarning) GetMessage() string {
@@ -1827,7 +1988,7 @@ type AttachSandboxProviderRequest struct {
 
 func (x *AttachSandboxProviderRequest) Reset() {
 	*x = AttachSandboxProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[25]
+	mi := &file_openshell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2000,7 @@ func (x *AttachSandboxProviderRequest) String() string {
 func (*AttachSandboxProviderRequest) ProtoMessage() {}
 
 func (x *AttachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[25]
+	mi := &file_openshell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2013,7 @@ func (x *AttachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachSandboxProviderRequest.ProtoReflect.Descriptor instead.
 func (*AttachSandboxProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{25}
+	return file_openshell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AttachSandboxProviderRequest) GetSandboxName() string {
@@ -1893,7 +2054,7 @@ type AttachSandboxProviderResponse struct {
 
 func (x *AttachSandboxProviderResponse) Reset() {
 	*x = AttachSandboxProviderResponse{}
-	mi := &file_openshell_proto_msgTypes[26]
+	mi := &file_openshell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2066,7 @@ func (x *AttachSandboxProviderResponse) String() string {
 func (*AttachSandboxProviderResponse) ProtoMessage() {}
 
 func (x *AttachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[26]
+	mi := &file_openshell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2079,7 @@ func (x *AttachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachSandboxProviderResponse.ProtoReflect.Descriptor instead.
 func (*AttachSandboxProviderResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{26}
+	return file_openshell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttachSandboxProviderResponse) GetSandbox() *Sandbox {
@@ -1947,7 +2108,7 @@ type DetachSandboxProviderRequest struct {
 
 func (x *DetachSandboxProviderRequest) Reset() {
 	*x = DetachSandboxProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[27]
+	mi := &file_openshell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2120,7 @@ func (x *DetachSandboxProviderRequest) String() string {
 func (*DetachSandboxProviderRequest) ProtoMessage() {}
 
 func (x *DetachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[27]
+	mi := &file_openshell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2133,7 @@ func (x *DetachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachSandboxProviderRequest.ProtoReflect.Descriptor instead.
 func (*DetachSandboxProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{27}
+	return file_openshell_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DetachSandboxProviderRequest) GetSandboxName() string {
@@ -2013,7 +2174,7 @@ type DetachSandboxProviderResponse struct {
 
 func (x *DetachSandboxProviderResponse) Reset() {
 	*x = DetachSandboxProviderResponse{}
-	mi := &file_openshell_proto_msgTypes[28]
+	mi := &file_openshell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2186,7 @@ func (x *DetachSandboxProviderResponse) String() string {
 func (*DetachSandboxProviderResponse) ProtoMessage() {}
 
 func (x *DetachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[28]
+	mi := &file_openshell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2199,7 @@ func (x *DetachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachSandboxProviderResponse.ProtoReflect.Descriptor instead.
 func (*DetachSandboxProviderResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{28}
+	return file_openshell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DetachSandboxProviderResponse) GetSandbox() *Sandbox {
@@ -2065,7 +2226,7 @@ type ListSandboxProvidersRequest struct {
 
 func (x *ListSandboxProvidersRequest) Reset() {
 	*x = ListSandboxProvidersRequest{}
-	mi := &file_openshell_proto_msgTypes[29]
+	mi := &file_openshell_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2238,7 @@ func (x *ListSandboxProvidersRequest) String() string {
 func (*ListSandboxProvidersRequest) ProtoMessage() {}
 
 func (x *ListSandboxProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[29]
+	mi := &file_openshell_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2251,7 @@ func (x *ListSandboxProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{29}
+	return file_openshell_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSandboxProvidersRequest) GetSandboxName() string {
@@ -2116,7 +2277,7 @@ type ListSandboxProvidersResponse struct {
 
 func (x *ListSandboxProvidersResponse) Reset() {
 	*x = ListSandboxProvidersResponse{}
-	mi := &file_openshell_proto_msgTypes[30]
+	mi := &file_openshell_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2289,7 @@ func (x *ListSandboxProvidersResponse) String() string {
 func (*ListSandboxProvidersResponse) ProtoMessage() {}
 
 func (x *ListSandboxProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[30]
+	mi := &file_openshell_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2302,7 @@ func (x *ListSandboxProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{30}
+	return file_openshell_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListSandboxProvidersResponse) GetProviders() []*datamodelv1.Provider {
@@ -2161,7 +2322,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[31]
+	mi := &file_openshell_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2334,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[31]
+	mi := &file_openshell_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2347,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{31}
+	return file_openshell_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateProviderRequest) GetProvider() *datamodelv1.Provider {
@@ -2213,7 +2374,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[32]
+	mi := &file_openshell_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2386,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[32]
+	mi := &file_openshell_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2399,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{32}
+	return file_openshell_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetProviderRequest) GetName() string {
@@ -2266,7 +2427,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[33]
+	mi := &file_openshell_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2439,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[33]
+	mi := &file_openshell_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2452,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{33}
+	return file_openshell_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateProviderRequest) GetProvider() *datamodelv1.Provider {
@@ -2325,7 +2486,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_openshell_proto_msgTypes[34]
+	mi := &file_openshell_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2498,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[34]
+	mi := &file_openshell_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2511,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{34}
+	return file_openshell_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteProviderRequest) GetName() string {
@@ -2376,7 +2537,7 @@ type ProviderResponse struct {
 
 func (x *ProviderResponse) Reset() {
 	*x = ProviderResponse{}
-	mi := &file_openshell_proto_msgTypes[35]
+	mi := &file_openshell_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2549,7 @@ func (x *ProviderResponse) String() string {
 func (*ProviderResponse) ProtoMessage() {}
 
 func (x *ProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[35]
+	mi := &file_openshell_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2562,7 @@ func (x *ProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderResponse.ProtoReflect.Descriptor instead.
 func (*ProviderResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{35}
+	return file_openshell_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ProviderResponse) GetProvider() *datamodelv1.Provider {
@@ -2420,7 +2581,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_openshell_proto_msgTypes[36]
+	mi := &file_openshell_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2593,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[36]
+	mi := &file_openshell_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2606,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{36}
+	return file_openshell_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteProviderResponse) GetDeleted() bool {
@@ -2471,7 +2632,7 @@ type UpdateConfigRequest struct {
 
 func (x *UpdateConfigRequest) Reset() {
 	*x = UpdateConfigRequest{}
-	mi := &file_openshell_proto_msgTypes[37]
+	mi := &file_openshell_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2644,7 @@ func (x *UpdateConfigRequest) String() string {
 func (*UpdateConfigRequest) ProtoMessage() {}
 
 func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[37]
+	mi := &file_openshell_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2657,7 @@ func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{37}
+	return file_openshell_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateConfigRequest) GetName() string {
@@ -2568,7 +2729,7 @@ type UpdateConfigResponse struct {
 
 func (x *UpdateConfigResponse) Reset() {
 	*x = UpdateConfigResponse{}
-	mi := &file_openshell_proto_msgTypes[38]
+	mi := &file_openshell_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2741,7 @@ func (x *UpdateConfigResponse) String() string {
 func (*UpdateConfigResponse) ProtoMessage() {}
 
 func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[38]
+	mi := &file_openshell_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2754,7 @@ func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{38}
+	return file_openshell_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateConfigResponse) GetVersion() uint32 {
@@ -2641,7 +2802,7 @@ type CreateWorkspaceRequest struct {
 
 func (x *CreateWorkspaceRequest) Reset() {
 	*x = CreateWorkspaceRequest{}
-	mi := &file_openshell_proto_msgTypes[39]
+	mi := &file_openshell_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2814,7 @@ func (x *CreateWorkspaceRequest) String() string {
 func (*CreateWorkspaceRequest) ProtoMessage() {}
 
 func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[39]
+	mi := &file_openshell_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2827,7 @@ func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{39}
+	return file_openshell_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateWorkspaceRequest) GetName() string {
@@ -2692,7 +2853,7 @@ type CreateWorkspaceResponse struct {
 
 func (x *CreateWorkspaceResponse) Reset() {
 	*x = CreateWorkspaceResponse{}
-	mi := &file_openshell_proto_msgTypes[40]
+	mi := &file_openshell_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2865,7 @@ func (x *CreateWorkspaceResponse) String() string {
 func (*CreateWorkspaceResponse) ProtoMessage() {}
 
 func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[40]
+	mi := &file_openshell_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2878,7 @@ func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{40}
+	return file_openshell_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -2736,7 +2897,7 @@ type GetWorkspaceRequest struct {
 
 func (x *GetWorkspaceRequest) Reset() {
 	*x = GetWorkspaceRequest{}
-	mi := &file_openshell_proto_msgTypes[41]
+	mi := &file_openshell_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2909,7 @@ func (x *GetWorkspaceRequest) String() string {
 func (*GetWorkspaceRequest) ProtoMessage() {}
 
 func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[41]
+	mi := &file_openshell_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2922,7 @@ func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{41}
+	return file_openshell_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetWorkspaceRequest) GetName() string {
@@ -2780,7 +2941,7 @@ type GetWorkspaceResponse struct {
 
 func (x *GetWorkspaceResponse) Reset() {
 	*x = GetWorkspaceResponse{}
-	mi := &file_openshell_proto_msgTypes[42]
+	mi := &file_openshell_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2953,7 @@ func (x *GetWorkspaceResponse) String() string {
 func (*GetWorkspaceResponse) ProtoMessage() {}
 
 func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[42]
+	mi := &file_openshell_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2966,7 @@ func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{42}
+	return file_openshell_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -2824,7 +2985,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_openshell_proto_msgTypes[43]
+	mi := &file_openshell_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2997,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[43]
+	mi := &file_openshell_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3010,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{43}
+	return file_openshell_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteWorkspaceRequest) GetName() string {
@@ -2868,7 +3029,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_openshell_proto_msgTypes[44]
+	mi := &file_openshell_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +3041,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_openshell_proto_msgTypes[44]
+	mi := &file_openshell_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +3054,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_openshell_proto_rawDescGZIP(), []int{44}
+	return file_openshell_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteWorkspaceResponse) GetDeleted() bool {
@@ -2901,6 +3062,228 @@ func (x *DeleteWorkspaceResponse) GetDeleted() bool {
 		return x.Deleted
 	}
 	return false
+}
+
+// GetSandboxPolicyStatus reports a policy revision of a sandbox (version 0:
+// the latest) and the version its supervisor has loaded.
+type GetSandboxPolicyStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version       uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Global        bool                   `protobuf:"varint,3,opt,name=global,proto3" json:"global,omitempty"`
+	Workspace     string                 `protobuf:"bytes,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxPolicyStatusRequest) Reset() {
+	*x = GetSandboxPolicyStatusRequest{}
+	mi := &file_openshell_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxPolicyStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxPolicyStatusRequest) ProtoMessage() {}
+
+func (x *GetSandboxPolicyStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_openshell_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxPolicyStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetSandboxPolicyStatusRequest) Descriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GetSandboxPolicyStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetSandboxPolicyStatusRequest) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetSandboxPolicyStatusRequest) GetGlobal() bool {
+	if x != nil {
+		return x.Global
+	}
+	return false
+}
+
+func (x *GetSandboxPolicyStatusRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+type GetSandboxPolicyStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      *SandboxPolicyRevision `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	ActiveVersion uint32                 `protobuf:"varint,2,opt,name=active_version,json=activeVersion,proto3" json:"active_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxPolicyStatusResponse) Reset() {
+	*x = GetSandboxPolicyStatusResponse{}
+	mi := &file_openshell_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxPolicyStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxPolicyStatusResponse) ProtoMessage() {}
+
+func (x *GetSandboxPolicyStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_openshell_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxPolicyStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetSandboxPolicyStatusResponse) Descriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetSandboxPolicyStatusResponse) GetRevision() *SandboxPolicyRevision {
+	if x != nil {
+		return x.Revision
+	}
+	return nil
+}
+
+func (x *GetSandboxPolicyStatusResponse) GetActiveVersion() uint32 {
+	if x != nil {
+		return x.ActiveVersion
+	}
+	return 0
+}
+
+type SandboxPolicyRevision struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Version       uint32                   `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	PolicyHash    string                   `protobuf:"bytes,2,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	Status        PolicyStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=openshell.v1.PolicyStatus" json:"status,omitempty"`
+	LoadError     string                   `protobuf:"bytes,4,opt,name=load_error,json=loadError,proto3" json:"load_error,omitempty"`
+	CreatedAtMs   int64                    `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	LoadedAtMs    int64                    `protobuf:"varint,6,opt,name=loaded_at_ms,json=loadedAtMs,proto3" json:"loaded_at_ms,omitempty"`
+	Policy        *sandboxv1.SandboxPolicy `protobuf:"bytes,7,opt,name=policy,proto3" json:"policy,omitempty"`
+	Provenance    map[string]string        `protobuf:"bytes,8,rep,name=provenance,proto3" json:"provenance,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxPolicyRevision) Reset() {
+	*x = SandboxPolicyRevision{}
+	mi := &file_openshell_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxPolicyRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxPolicyRevision) ProtoMessage() {}
+
+func (x *SandboxPolicyRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_openshell_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxPolicyRevision.ProtoReflect.Descriptor instead.
+func (*SandboxPolicyRevision) Descriptor() ([]byte, []int) {
+	return file_openshell_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SandboxPolicyRevision) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SandboxPolicyRevision) GetPolicyHash() string {
+	if x != nil {
+		return x.PolicyHash
+	}
+	return ""
+}
+
+func (x *SandboxPolicyRevision) GetStatus() PolicyStatus {
+	if x != nil {
+		return x.Status
+	}
+	return PolicyStatus_POLICY_STATUS_UNSPECIFIED
+}
+
+func (x *SandboxPolicyRevision) GetLoadError() string {
+	if x != nil {
+		return x.LoadError
+	}
+	return ""
+}
+
+func (x *SandboxPolicyRevision) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *SandboxPolicyRevision) GetLoadedAtMs() int64 {
+	if x != nil {
+		return x.LoadedAtMs
+	}
+	return 0
+}
+
+func (x *SandboxPolicyRevision) GetPolicy() *sandboxv1.SandboxPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SandboxPolicyRevision) GetProvenance() map[string]string {
+	if x != nil {
+		return x.Provenance
+	}
+	return nil
 }
 
 var File_openshell_proto protoreflect.FileDescriptor
@@ -3014,6 +3397,12 @@ const file_openshell_proto_rawDesc = "" +
 	"\x15ListSandboxesResponse\x123\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x15.openshell.v1.SandboxR\tsandboxes\"H\n" +
 	"\x14DeleteSandboxRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tworkspace\x18\x02 \x01(\tR\tworkspace\"F\n" +
+	"\x12StopSandboxRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tworkspace\x18\x02 \x01(\tR\tworkspace\"G\n" +
+	"\x13StartSandboxRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\"1\n" +
 	"\x15DeleteSandboxResponse\x12\x18\n" +
@@ -3146,12 +3535,43 @@ const file_openshell_proto_rawDesc = "" +
 	"\x16DeleteWorkspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"3\n" +
 	"\x17DeleteWorkspaceResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted*\x86\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x83\x01\n" +
+	"\x1dGetSandboxPolicyStatusRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\x12\x16\n" +
+	"\x06global\x18\x03 \x01(\bR\x06global\x12\x1c\n" +
+	"\tworkspace\x18\x04 \x01(\tR\tworkspace\"\x88\x01\n" +
+	"\x1eGetSandboxPolicyStatusResponse\x12?\n" +
+	"\brevision\x18\x01 \x01(\v2#.openshell.v1.SandboxPolicyRevisionR\brevision\x12%\n" +
+	"\x0eactive_version\x18\x02 \x01(\rR\ractiveVersion\"\xbc\x03\n" +
+	"\x15SandboxPolicyRevision\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1f\n" +
+	"\vpolicy_hash\x18\x02 \x01(\tR\n" +
+	"policyHash\x122\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1a.openshell.v1.PolicyStatusR\x06status\x12\x1d\n" +
+	"\n" +
+	"load_error\x18\x04 \x01(\tR\tloadError\x12\"\n" +
+	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\x12 \n" +
+	"\floaded_at_ms\x18\x06 \x01(\x03R\n" +
+	"loadedAtMs\x12;\n" +
+	"\x06policy\x18\a \x01(\v2#.openshell.sandbox.v1.SandboxPolicyR\x06policy\x12S\n" +
+	"\n" +
+	"provenance\x18\b \x03(\v23.openshell.v1.SandboxPolicyRevision.ProvenanceEntryR\n" +
+	"provenance\x1a=\n" +
+	"\x0fProvenanceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x86\x01\n" +
 	"\rServiceStatus\x12\x1e\n" +
 	"\x1aSERVICE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SERVICE_STATUS_HEALTHY\x10\x01\x12\x1b\n" +
 	"\x17SERVICE_STATUS_DEGRADED\x10\x02\x12\x1c\n" +
-	"\x18SERVICE_STATUS_UNHEALTHY\x10\x03*\x89\x02\n" +
+	"\x18SERVICE_STATUS_UNHEALTHY\x10\x03*\x9a\x01\n" +
+	"\fPolicyStatus\x12\x1d\n" +
+	"\x19POLICY_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15POLICY_STATUS_PENDING\x10\x01\x12\x18\n" +
+	"\x14POLICY_STATUS_LOADED\x10\x02\x12\x18\n" +
+	"\x14POLICY_STATUS_FAILED\x10\x03\x12\x1c\n" +
+	"\x18POLICY_STATUS_SUPERSEDED\x10\x04*\x89\x02\n" +
 	"\fSandboxPhase\x12\x1d\n" +
 	"\x19SANDBOX_PHASE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aSANDBOX_PHASE_PROVISIONING\x10\x01\x12\x17\n" +
@@ -3161,7 +3581,7 @@ const file_openshell_proto_rawDesc = "" +
 	"\x15SANDBOX_PHASE_UNKNOWN\x10\x05\x12\x1a\n" +
 	"\x16SANDBOX_PHASE_STOPPING\x10\x06\x12\x19\n" +
 	"\x15SANDBOX_PHASE_STOPPED\x10\a\x12\x1a\n" +
-	"\x16SANDBOX_PHASE_STARTING\x10\b2\xf7\f\n" +
+	"\x16SANDBOX_PHASE_STARTING\x10\b2\x8e\x0f\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12R\n" +
@@ -3170,7 +3590,9 @@ const file_openshell_proto_rawDesc = "" +
 	"GetSandbox\x12\x1f.openshell.v1.GetSandboxRequest\x1a\x1d.openshell.v1.SandboxResponse\x12X\n" +
 	"\rListSandboxes\x12\".openshell.v1.ListSandboxesRequest\x1a#.openshell.v1.ListSandboxesResponse\x12X\n" +
 	"\rDeleteSandbox\x12\".openshell.v1.DeleteSandboxRequest\x1a#.openshell.v1.DeleteSandboxResponse\x12U\n" +
-	"\fWatchSandbox\x12!.openshell.v1.WatchSandboxRequest\x1a .openshell.v1.SandboxStreamEvent0\x01\x12p\n" +
+	"\fWatchSandbox\x12!.openshell.v1.WatchSandboxRequest\x1a .openshell.v1.SandboxStreamEvent0\x01\x12N\n" +
+	"\vStopSandbox\x12 .openshell.v1.StopSandboxRequest\x1a\x1d.openshell.v1.SandboxResponse\x12P\n" +
+	"\fStartSandbox\x12!.openshell.v1.StartSandboxRequest\x1a\x1d.openshell.v1.SandboxResponse\x12p\n" +
 	"\x15AttachSandboxProvider\x12*.openshell.v1.AttachSandboxProviderRequest\x1a+.openshell.v1.AttachSandboxProviderResponse\x12p\n" +
 	"\x15DetachSandboxProvider\x12*.openshell.v1.DetachSandboxProviderRequest\x1a+.openshell.v1.DetachSandboxProviderResponse\x12m\n" +
 	"\x14ListSandboxProviders\x12).openshell.v1.ListSandboxProvidersRequest\x1a*.openshell.v1.ListSandboxProvidersResponse\x12U\n" +
@@ -3178,7 +3600,8 @@ const file_openshell_proto_rawDesc = "" +
 	"\vGetProvider\x12 .openshell.v1.GetProviderRequest\x1a\x1e.openshell.v1.ProviderResponse\x12U\n" +
 	"\x0eUpdateProvider\x12#.openshell.v1.UpdateProviderRequest\x1a\x1e.openshell.v1.ProviderResponse\x12[\n" +
 	"\x0eDeleteProvider\x12#.openshell.v1.DeleteProviderRequest\x1a$.openshell.v1.DeleteProviderResponse\x12U\n" +
-	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12^\n" +
+	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12s\n" +
+	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
 	"\fGetWorkspace\x12!.openshell.v1.GetWorkspaceRequest\x1a\".openshell.v1.GetWorkspaceResponse\x12^\n" +
 	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponseBXZVgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1;openshellv1b\x06proto3"
@@ -3195,159 +3618,176 @@ func file_openshell_proto_rawDescGZIP() []byte {
 	return file_openshell_proto_rawDescData
 }
 
-var file_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_openshell_proto_goTypes = []any{
-	(ServiceStatus)(0),                    // 0: openshell.v1.ServiceStatus
-	(SandboxPhase)(0),                     // 1: openshell.v1.SandboxPhase
-	(*HealthRequest)(nil),                 // 2: openshell.v1.HealthRequest
-	(*HealthResponse)(nil),                // 3: openshell.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),         // 4: openshell.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),        // 5: openshell.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),             // 6: openshell.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),     // 7: openshell.v1.ComputeDriverCapabilities
-	(*Sandbox)(nil),                       // 8: openshell.v1.Sandbox
-	(*SandboxSpec)(nil),                   // 9: openshell.v1.SandboxSpec
-	(*ResourceRequirements)(nil),          // 10: openshell.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),       // 11: openshell.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),               // 12: openshell.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                 // 13: openshell.v1.SandboxStatus
-	(*SandboxCondition)(nil),              // 14: openshell.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),          // 15: openshell.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),             // 16: openshell.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),          // 17: openshell.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),         // 18: openshell.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),          // 19: openshell.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),         // 20: openshell.v1.DeleteSandboxResponse
-	(*SandboxResponse)(nil),               // 21: openshell.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),           // 22: openshell.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),            // 23: openshell.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                // 24: openshell.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                 // 25: openshell.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),          // 26: openshell.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),  // 27: openshell.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil), // 28: openshell.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),  // 29: openshell.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil), // 30: openshell.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),   // 31: openshell.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),  // 32: openshell.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),         // 33: openshell.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),            // 34: openshell.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),         // 35: openshell.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),         // 36: openshell.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),              // 37: openshell.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),        // 38: openshell.v1.DeleteProviderResponse
-	(*UpdateConfigRequest)(nil),           // 39: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),          // 40: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),        // 41: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),       // 42: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),           // 43: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),          // 44: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),        // 45: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),       // 46: openshell.v1.DeleteWorkspaceResponse
-	nil,                                   // 47: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                   // 48: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                   // 49: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                   // 50: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                   // 51: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                   // 52: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                   // 53: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                   // 54: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                   // 55: openshell.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
-	nil,                                   // 56: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                   // 57: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                   // 58: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	(*datamodelv1.ObjectMeta)(nil),        // 59: openshell.datamodel.v1.ObjectMeta
-	(*sandboxv1.SandboxPolicy)(nil),       // 60: openshell.sandbox.v1.SandboxPolicy
-	(*structpb.Struct)(nil),               // 61: google.protobuf.Struct
-	(*datamodelv1.Provider)(nil),          // 62: openshell.datamodel.v1.Provider
-	(*datamodelv1.Workspace)(nil),         // 63: openshell.datamodel.v1.Workspace
+	(ServiceStatus)(0),                     // 0: openshell.v1.ServiceStatus
+	(PolicyStatus)(0),                      // 1: openshell.v1.PolicyStatus
+	(SandboxPhase)(0),                      // 2: openshell.v1.SandboxPhase
+	(*HealthRequest)(nil),                  // 3: openshell.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 4: openshell.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),          // 5: openshell.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),         // 6: openshell.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),              // 7: openshell.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),      // 8: openshell.v1.ComputeDriverCapabilities
+	(*Sandbox)(nil),                        // 9: openshell.v1.Sandbox
+	(*SandboxSpec)(nil),                    // 10: openshell.v1.SandboxSpec
+	(*ResourceRequirements)(nil),           // 11: openshell.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),        // 12: openshell.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                // 13: openshell.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                  // 14: openshell.v1.SandboxStatus
+	(*SandboxCondition)(nil),               // 15: openshell.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),           // 16: openshell.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),              // 17: openshell.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),           // 18: openshell.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),          // 19: openshell.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),           // 20: openshell.v1.DeleteSandboxRequest
+	(*StopSandboxRequest)(nil),             // 21: openshell.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),            // 22: openshell.v1.StartSandboxRequest
+	(*DeleteSandboxResponse)(nil),          // 23: openshell.v1.DeleteSandboxResponse
+	(*SandboxResponse)(nil),                // 24: openshell.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),            // 25: openshell.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),             // 26: openshell.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                 // 27: openshell.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                  // 28: openshell.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),           // 29: openshell.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),   // 30: openshell.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),  // 31: openshell.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),   // 32: openshell.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),  // 33: openshell.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),    // 34: openshell.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),   // 35: openshell.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),          // 36: openshell.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),             // 37: openshell.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),          // 38: openshell.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),          // 39: openshell.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),               // 40: openshell.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),         // 41: openshell.v1.DeleteProviderResponse
+	(*UpdateConfigRequest)(nil),            // 42: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),           // 43: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),         // 44: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 45: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 46: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 47: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),         // 48: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),        // 49: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),  // 50: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil), // 51: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),          // 52: openshell.v1.SandboxPolicyRevision
+	nil,                                    // 53: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                    // 54: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                    // 55: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                    // 56: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                    // 57: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                    // 58: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                    // 59: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                    // 60: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                    // 61: openshell.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
+	nil,                                    // 62: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                    // 63: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                    // 64: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                    // 65: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	(*datamodelv1.ObjectMeta)(nil),         // 66: openshell.datamodel.v1.ObjectMeta
+	(*sandboxv1.SandboxPolicy)(nil),        // 67: openshell.sandbox.v1.SandboxPolicy
+	(*structpb.Struct)(nil),                // 68: google.protobuf.Struct
+	(*datamodelv1.Provider)(nil),           // 69: openshell.datamodel.v1.Provider
+	(*datamodelv1.Workspace)(nil),          // 70: openshell.datamodel.v1.Workspace
 }
 var file_openshell_proto_depIdxs = []int32{
 	0,  // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,  // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
-	6,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
-	7,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	59, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	9,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
-	13, // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	47, // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
-	12, // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	60, // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	10, // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
-	11, // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	48, // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	49, // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	50, // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	61, // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	61, // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
-	14, // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
-	1,  // 18: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	9,  // 19: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	51, // 20: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	52, // 21: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	8,  // 22: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	8,  // 23: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	8,  // 24: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
-	24, // 25: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
-	25, // 26: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
-	26, // 27: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	53, // 28: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	54, // 29: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	8,  // 30: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	8,  // 31: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	62, // 32: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	62, // 33: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	62, // 34: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	55, // 35: openshell.v1.UpdateProviderRequest.credential_expires_at_ms:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
-	62, // 36: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
-	60, // 37: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	56, // 38: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	57, // 39: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	58, // 40: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	63, // 41: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	63, // 42: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	2,  // 43: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	4,  // 44: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	15, // 45: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	16, // 46: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	17, // 47: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	19, // 48: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	22, // 49: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	27, // 50: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	29, // 51: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	31, // 52: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	33, // 53: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	34, // 54: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	35, // 55: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	36, // 56: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	39, // 57: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	41, // 58: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	43, // 59: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	45, // 60: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	3,  // 61: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	5,  // 62: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	21, // 63: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	21, // 64: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	18, // 65: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	20, // 66: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	23, // 67: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	28, // 68: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	30, // 69: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	32, // 70: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	37, // 71: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	37, // 72: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	37, // 73: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	38, // 74: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	40, // 75: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	42, // 76: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	44, // 77: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	46, // 78: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	61, // [61:79] is the sub-list for method output_type
-	43, // [43:61] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	7,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
+	8,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
+	66, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	10, // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
+	14, // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
+	53, // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	13, // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
+	67, // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	11, // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
+	12, // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	54, // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	55, // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	56, // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	68, // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	68, // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	15, // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
+	2,  // 18: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
+	10, // 19: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
+	57, // 20: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	58, // 21: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	9,  // 22: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
+	9,  // 23: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
+	9,  // 24: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
+	27, // 25: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
+	28, // 26: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
+	29, // 27: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
+	59, // 28: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	60, // 29: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	9,  // 30: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	9,  // 31: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	69, // 32: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	69, // 33: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	69, // 34: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	61, // 35: openshell.v1.UpdateProviderRequest.credential_expires_at_ms:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
+	69, // 36: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	67, // 37: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	62, // 38: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	63, // 39: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	64, // 40: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	70, // 41: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	70, // 42: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	52, // 43: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	1,  // 44: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
+	67, // 45: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	65, // 46: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	3,  // 47: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	5,  // 48: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	16, // 49: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	17, // 50: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	18, // 51: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	20, // 52: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	25, // 53: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	21, // 54: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	22, // 55: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	30, // 56: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	32, // 57: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	34, // 58: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	36, // 59: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	37, // 60: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	38, // 61: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	39, // 62: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	42, // 63: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	50, // 64: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	44, // 65: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	46, // 66: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	48, // 67: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	4,  // 68: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	6,  // 69: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	24, // 70: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	24, // 71: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	19, // 72: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	23, // 73: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	26, // 74: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	24, // 75: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	24, // 76: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	31, // 77: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	33, // 78: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	35, // 79: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	40, // 80: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	40, // 81: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	40, // 82: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	41, // 83: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	43, // 84: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	51, // 85: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	45, // 86: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	47, // 87: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	49, // 88: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	68, // [68:89] is the sub-list for method output_type
+	47, // [47:68] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_openshell_proto_init() }
@@ -3358,7 +3798,7 @@ func file_openshell_proto_init() {
 	file_openshell_proto_msgTypes[9].OneofWrappers = []any{}
 	file_openshell_proto_msgTypes[10].OneofWrappers = []any{}
 	file_openshell_proto_msgTypes[11].OneofWrappers = []any{}
-	file_openshell_proto_msgTypes[21].OneofWrappers = []any{
+	file_openshell_proto_msgTypes[23].OneofWrappers = []any{
 		(*SandboxStreamEvent_Sandbox)(nil),
 		(*SandboxStreamEvent_Log)(nil),
 		(*SandboxStreamEvent_Event)(nil),
@@ -3369,8 +3809,8 @@ func file_openshell_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_openshell_proto_rawDesc), len(file_openshell_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   57,
+			NumEnums:      3,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,24 +25,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OpenShell_Health_FullMethodName                = "/openshell.v1.OpenShell/Health"
-	OpenShell_GetGatewayInfo_FullMethodName        = "/openshell.v1.OpenShell/GetGatewayInfo"
-	OpenShell_CreateSandbox_FullMethodName         = "/openshell.v1.OpenShell/CreateSandbox"
-	OpenShell_GetSandbox_FullMethodName            = "/openshell.v1.OpenShell/GetSandbox"
-	OpenShell_ListSandboxes_FullMethodName         = "/openshell.v1.OpenShell/ListSandboxes"
-	OpenShell_DeleteSandbox_FullMethodName         = "/openshell.v1.OpenShell/DeleteSandbox"
-	OpenShell_WatchSandbox_FullMethodName          = "/openshell.v1.OpenShell/WatchSandbox"
-	OpenShell_AttachSandboxProvider_FullMethodName = "/openshell.v1.OpenShell/AttachSandboxProvider"
-	OpenShell_DetachSandboxProvider_FullMethodName = "/openshell.v1.OpenShell/DetachSandboxProvider"
-	OpenShell_ListSandboxProviders_FullMethodName  = "/openshell.v1.OpenShell/ListSandboxProviders"
-	OpenShell_CreateProvider_FullMethodName        = "/openshell.v1.OpenShell/CreateProvider"
-	OpenShell_GetProvider_FullMethodName           = "/openshell.v1.OpenShell/GetProvider"
-	OpenShell_UpdateProvider_FullMethodName        = "/openshell.v1.OpenShell/UpdateProvider"
-	OpenShell_DeleteProvider_FullMethodName        = "/openshell.v1.OpenShell/DeleteProvider"
-	OpenShell_UpdateConfig_FullMethodName          = "/openshell.v1.OpenShell/UpdateConfig"
-	OpenShell_CreateWorkspace_FullMethodName       = "/openshell.v1.OpenShell/CreateWorkspace"
-	OpenShell_GetWorkspace_FullMethodName          = "/openshell.v1.OpenShell/GetWorkspace"
-	OpenShell_DeleteWorkspace_FullMethodName       = "/openshell.v1.OpenShell/DeleteWorkspace"
+	OpenShell_Health_FullMethodName                 = "/openshell.v1.OpenShell/Health"
+	OpenShell_GetGatewayInfo_FullMethodName         = "/openshell.v1.OpenShell/GetGatewayInfo"
+	OpenShell_CreateSandbox_FullMethodName          = "/openshell.v1.OpenShell/CreateSandbox"
+	OpenShell_GetSandbox_FullMethodName             = "/openshell.v1.OpenShell/GetSandbox"
+	OpenShell_ListSandboxes_FullMethodName          = "/openshell.v1.OpenShell/ListSandboxes"
+	OpenShell_DeleteSandbox_FullMethodName          = "/openshell.v1.OpenShell/DeleteSandbox"
+	OpenShell_WatchSandbox_FullMethodName           = "/openshell.v1.OpenShell/WatchSandbox"
+	OpenShell_StopSandbox_FullMethodName            = "/openshell.v1.OpenShell/StopSandbox"
+	OpenShell_StartSandbox_FullMethodName           = "/openshell.v1.OpenShell/StartSandbox"
+	OpenShell_AttachSandboxProvider_FullMethodName  = "/openshell.v1.OpenShell/AttachSandboxProvider"
+	OpenShell_DetachSandboxProvider_FullMethodName  = "/openshell.v1.OpenShell/DetachSandboxProvider"
+	OpenShell_ListSandboxProviders_FullMethodName   = "/openshell.v1.OpenShell/ListSandboxProviders"
+	OpenShell_CreateProvider_FullMethodName         = "/openshell.v1.OpenShell/CreateProvider"
+	OpenShell_GetProvider_FullMethodName            = "/openshell.v1.OpenShell/GetProvider"
+	OpenShell_UpdateProvider_FullMethodName         = "/openshell.v1.OpenShell/UpdateProvider"
+	OpenShell_DeleteProvider_FullMethodName         = "/openshell.v1.OpenShell/DeleteProvider"
+	OpenShell_UpdateConfig_FullMethodName           = "/openshell.v1.OpenShell/UpdateConfig"
+	OpenShell_GetSandboxPolicyStatus_FullMethodName = "/openshell.v1.OpenShell/GetSandboxPolicyStatus"
+	OpenShell_CreateWorkspace_FullMethodName        = "/openshell.v1.OpenShell/CreateWorkspace"
+	OpenShell_GetWorkspace_FullMethodName           = "/openshell.v1.OpenShell/GetWorkspace"
+	OpenShell_DeleteWorkspace_FullMethodName        = "/openshell.v1.OpenShell/DeleteWorkspace"
 )
 
 // OpenShellClient is the client API for OpenShell service.
@@ -56,6 +59,8 @@ type OpenShellClient interface {
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
 	DeleteSandbox(ctx context.Context, in *DeleteSandboxRequest, opts ...grpc.CallOption) (*DeleteSandboxResponse, error)
 	WatchSandbox(ctx context.Context, in *WatchSandboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxStreamEvent], error)
+	StopSandbox(ctx context.Context, in *StopSandboxRequest, opts ...grpc.CallOption) (*SandboxResponse, error)
+	StartSandbox(ctx context.Context, in *StartSandboxRequest, opts ...grpc.CallOption) (*SandboxResponse, error)
 	AttachSandboxProvider(ctx context.Context, in *AttachSandboxProviderRequest, opts ...grpc.CallOption) (*AttachSandboxProviderResponse, error)
 	DetachSandboxProvider(ctx context.Context, in *DetachSandboxProviderRequest, opts ...grpc.CallOption) (*DetachSandboxProviderResponse, error)
 	ListSandboxProviders(ctx context.Context, in *ListSandboxProvidersRequest, opts ...grpc.CallOption) (*ListSandboxProvidersResponse, error)
@@ -64,6 +69,7 @@ type OpenShellClient interface {
 	UpdateProvider(ctx context.Context, in *UpdateProviderRequest, opts ...grpc.CallOption) (*ProviderResponse, error)
 	DeleteProvider(ctx context.Context, in *DeleteProviderRequest, opts ...grpc.CallOption) (*DeleteProviderResponse, error)
 	UpdateConfig(ctx context.Context, in *UpdateConfigRequest, opts ...grpc.CallOption) (*UpdateConfigResponse, error)
+	GetSandboxPolicyStatus(ctx context.Context, in *GetSandboxPolicyStatusRequest, opts ...grpc.CallOption) (*GetSandboxPolicyStatusResponse, error)
 	CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error)
 	GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(ctx context.Context, in *DeleteWorkspaceRequest, opts ...grpc.CallOption) (*DeleteWorkspaceResponse, error)
@@ -156,6 +162,26 @@ func (c *openShellClient) WatchSandbox(ctx context.Context, in *WatchSandboxRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OpenShell_WatchSandboxClient = grpc.ServerStreamingClient[SandboxStreamEvent]
 
+func (c *openShellClient) StopSandbox(ctx context.Context, in *StopSandboxRequest, opts ...grpc.CallOption) (*SandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SandboxResponse)
+	err := c.cc.Invoke(ctx, OpenShell_StopSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) StartSandbox(ctx context.Context, in *StartSandboxRequest, opts ...grpc.CallOption) (*SandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SandboxResponse)
+	err := c.cc.Invoke(ctx, OpenShell_StartSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *openShellClient) AttachSandboxProvider(ctx context.Context, in *AttachSandboxProviderRequest, opts ...grpc.CallOption) (*AttachSandboxProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AttachSandboxProviderResponse)
@@ -236,6 +262,16 @@ func (c *openShellClient) UpdateConfig(ctx context.Context, in *UpdateConfigRequ
 	return out, nil
 }
 
+func (c *openShellClient) GetSandboxPolicyStatus(ctx context.Context, in *GetSandboxPolicyStatusRequest, opts ...grpc.CallOption) (*GetSandboxPolicyStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSandboxPolicyStatusResponse)
+	err := c.cc.Invoke(ctx, OpenShell_GetSandboxPolicyStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *openShellClient) CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateWorkspaceResponse)
@@ -277,6 +313,8 @@ type OpenShellServer interface {
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
 	DeleteSandbox(context.Context, *DeleteSandboxRequest) (*DeleteSandboxResponse, error)
 	WatchSandbox(*WatchSandboxRequest, grpc.ServerStreamingServer[SandboxStreamEvent]) error
+	StopSandbox(context.Context, *StopSandboxRequest) (*SandboxResponse, error)
+	StartSandbox(context.Context, *StartSandboxRequest) (*SandboxResponse, error)
 	AttachSandboxProvider(context.Context, *AttachSandboxProviderRequest) (*AttachSandboxProviderResponse, error)
 	DetachSandboxProvider(context.Context, *DetachSandboxProviderRequest) (*DetachSandboxProviderResponse, error)
 	ListSandboxProviders(context.Context, *ListSandboxProvidersRequest) (*ListSandboxProvidersResponse, error)
@@ -285,6 +323,7 @@ type OpenShellServer interface {
 	UpdateProvider(context.Context, *UpdateProviderRequest) (*ProviderResponse, error)
 	DeleteProvider(context.Context, *DeleteProviderRequest) (*DeleteProviderResponse, error)
 	UpdateConfig(context.Context, *UpdateConfigRequest) (*UpdateConfigResponse, error)
+	GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error)
 	CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error)
 	GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(context.Context, *DeleteWorkspaceRequest) (*DeleteWorkspaceResponse, error)
@@ -319,6 +358,12 @@ func (UnimplementedOpenShellServer) DeleteSandbox(context.Context, *DeleteSandbo
 func (UnimplementedOpenShellServer) WatchSandbox(*WatchSandboxRequest, grpc.ServerStreamingServer[SandboxStreamEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchSandbox not implemented")
 }
+func (UnimplementedOpenShellServer) StopSandbox(context.Context, *StopSandboxRequest) (*SandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopSandbox not implemented")
+}
+func (UnimplementedOpenShellServer) StartSandbox(context.Context, *StartSandboxRequest) (*SandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartSandbox not implemented")
+}
 func (UnimplementedOpenShellServer) AttachSandboxProvider(context.Context, *AttachSandboxProviderRequest) (*AttachSandboxProviderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AttachSandboxProvider not implemented")
 }
@@ -342,6 +387,9 @@ func (UnimplementedOpenShellServer) DeleteProvider(context.Context, *DeleteProvi
 }
 func (UnimplementedOpenShellServer) UpdateConfig(context.Context, *UpdateConfigRequest) (*UpdateConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateConfig not implemented")
+}
+func (UnimplementedOpenShellServer) GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSandboxPolicyStatus not implemented")
 }
 func (UnimplementedOpenShellServer) CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateWorkspace not implemented")
@@ -492,6 +540,42 @@ func _OpenShell_WatchSandbox_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OpenShell_WatchSandboxServer = grpc.ServerStreamingServer[SandboxStreamEvent]
 
+func _OpenShell_StopSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).StopSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_StopSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).StopSandbox(ctx, req.(*StopSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_StartSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).StartSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_StartSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).StartSandbox(ctx, req.(*StartSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpenShell_AttachSandboxProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AttachSandboxProviderRequest)
 	if err := dec(in); err != nil {
@@ -636,6 +720,24 @@ func _OpenShell_UpdateConfig_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpenShell_GetSandboxPolicyStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSandboxPolicyStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).GetSandboxPolicyStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_GetSandboxPolicyStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).GetSandboxPolicyStatus(ctx, req.(*GetSandboxPolicyStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpenShell_CreateWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateWorkspaceRequest)
 	if err := dec(in); err != nil {
@@ -722,6 +824,14 @@ var OpenShell_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _OpenShell_DeleteSandbox_Handler,
 		},
 		{
+			MethodName: "StopSandbox",
+			Handler:    _OpenShell_StopSandbox_Handler,
+		},
+		{
+			MethodName: "StartSandbox",
+			Handler:    _OpenShell_StartSandbox_Handler,
+		},
+		{
 			MethodName: "AttachSandboxProvider",
 			Handler:    _OpenShell_AttachSandboxProvider_Handler,
 		},
@@ -752,6 +862,10 @@ var OpenShell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateConfig",
 			Handler:    _OpenShell_UpdateConfig_Handler,
+		},
+		{
+			MethodName: "GetSandboxPolicyStatus",
+			Handler:    _OpenShell_GetSandboxPolicyStatus_Handler,
 		},
 		{
 			MethodName: "CreateWorkspace",
