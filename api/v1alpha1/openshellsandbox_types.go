@@ -390,6 +390,18 @@ const (
 	SandboxReasonResuming = "Resuming"
 	// SandboxReasonRunning: not suspended; the runtime runs.
 	SandboxReasonRunning = "Running"
+	// SandboxConditionPolicyLoaded reports whether the sandbox's supervisor
+	// enforces the policy version the gateway accepted (status.policyVersion),
+	// from the gateway's current_policy_version and policy revision status:
+	// Synced says the gateway took the policy, PolicyLoaded that it is in force.
+	SandboxConditionPolicyLoaded = "PolicyLoaded"
+	// SandboxReasonPolicyLoaded: the supervisor enforces the current version.
+	SandboxReasonPolicyLoaded = "Loaded"
+	// SandboxReasonPolicyLoadPending: the supervisor has not loaded it yet.
+	SandboxReasonPolicyLoadPending = "LoadPending"
+	// SandboxReasonPolicyLoadFailed: the supervisor rejected the version;
+	// the message has its load error.
+	SandboxReasonPolicyLoadFailed = "LoadFailed"
 	// SandboxReasonProvisioning (Ready=False): the gateway is starting it.
 	SandboxReasonProvisioning = "Provisioning"
 )

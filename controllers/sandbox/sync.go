@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -340,12 +341,64 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
 	}
 	res := r.report(sb, obs, current)
+	if requeue, err := r.observePolicyLoad(ctx, conn, sb, d, current); err != nil {
+		return ctrl.Result{}, err
+	} else if requeue && (res.RequeueAfter == 0 || res.RequeueAfter > provisionPoll) {
+		res.RequeueAfter = provisionPoll
+	}
 	if res.RequeueAfter > 0 {
 		// Still moving: follow the gateway's stream so the next change is
 		// reported as it happens; the requeue is only a safety net.
 		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, sb.Status.SandboxID)
 	}
 	return res, nil
+}
+
+// observePolicyLoad reports PolicyLoaded for a running sandbox with a
+// policy: True once the supervisor's current_policy_version reaches the
+// version the gateway accepted (status.policyVersion; the policy given at
+// creation is version 1), else from the revision's status — pending (look
+// again) or failed (its load error). The revision is read only while the
+// streamed version lags, so a settled sandbox costs no call.
+func (r *Reconciler) observePolicyLoad(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox,
+	d gatewaySandbox, current *openshellv1.Sandbox) (requeue bool, err error) {
+	if d.policy == nil || current.GetStatus().GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+		return false, nil
+	}
+	want := uint32(max(sb.Status.PolicyVersion, 1))
+	loaded := func(v uint32) {
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonPolicyLoaded,
+			fmt.Sprintf("the supervisor enforces policy version %d", v))
+	}
+	if active := current.GetStatus().GetCurrentPolicyVersion(); active >= want {
+		loaded(active)
+		return false, nil
+	}
+	resp, err := conn.GetSandboxPolicyStatus(ctx, &openshellv1.GetSandboxPolicyStatusRequest{Name: d.name, Workspace: d.workspace, Version: want})
+	if err != nil {
+		return false, fmt.Errorf("get policy status: %w", err)
+	}
+	rev := resp.GetRevision()
+	switch {
+	case resp.GetActiveVersion() >= want || rev.GetStatus() == openshellv1.PolicyStatus_POLICY_STATUS_LOADED:
+		loaded(max(resp.GetActiveVersion(), want))
+		// The streamed snapshot ended before the supervisor reported: keep
+		// what this call learnt, so the next reconcile needs no call.
+		if snap := proto.Clone(current).(*openshellv1.Sandbox); snap.GetStatus() != nil {
+			snap.Status.CurrentPolicyVersion = max(resp.GetActiveVersion(), want)
+			r.Gateways.Followers().Record(client.ObjectKeyFromObject(sb), snap)
+		}
+		return false, nil
+	case rev.GetStatus() == openshellv1.PolicyStatus_POLICY_STATUS_FAILED:
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyLoadFailed,
+			fmt.Sprintf("the supervisor rejected policy version %d: %s; version %d stays in force or egress is quarantined, as the gateway is configured: fix the OpenShellPolicy",
+				want, rev.GetLoadError(), resp.GetActiveVersion()))
+		return false, nil
+	default:
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPolicyLoadPending,
+			fmt.Sprintf("waiting for the supervisor to load policy version %d (it enforces version %d)", want, resp.GetActiveVersion()))
+		return true, nil
+	}
 }
 
 // action is what spec.suspend asks of the gateway sandbox next.

@@ -233,6 +233,7 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	row.sb.Status.SandboxName = u.GetName()
 	row.sb.Metadata.ResourceVersion++
 	d.g.notify(id)
+	d.g.supervise(row)
 }
 
 // derivePhase maps the CR to the gateway's public phase: a deletion

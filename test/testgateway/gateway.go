@@ -86,6 +86,10 @@ type sandboxRow struct {
 	// way: the gateway holds that phase until the driver reports the end
 	// state (STOPPED, READY).
 	transition openshellv1.SandboxPhase
+	// revisions are the sandbox's policy versions; failLoad, when set, is
+	// the load error the supervisor reports for the next one.
+	revisions []*revision
+	failLoad  string
 }
 
 // Start serves until Stop.

@@ -188,10 +188,11 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 		Spec:   spec,
 		Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING},
 	}, crName: ws + "--" + req.Name}
+	g.sandboxes[wsName{ws, req.Name}] = row
 	if spec.Policy != nil {
 		row.policyV = 1
+		g.addRevision(row, 1)
 	}
-	g.sandboxes[wsName{ws, req.Name}] = row
 	g.byID[row.sb.Metadata.Id] = row
 	resp := proto.Clone(row.sb).(*openshellv1.Sandbox)
 	g.mu.Unlock()
@@ -587,6 +588,7 @@ func (g *Gateway) UpdateConfig(_ context.Context, req *openshellv1.UpdateConfigR
 	r.policyV++
 	r.sb.Metadata.ResourceVersion++
 	g.notify(r.sb.Metadata.Id)
+	g.addRevision(r, r.policyV)
 	return &openshellv1.UpdateConfigResponse{Version: r.policyV, PolicyHash: hex.EncodeToString(sum[:])}, nil
 }
 
