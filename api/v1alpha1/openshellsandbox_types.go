@@ -131,6 +131,23 @@ type OpenShellSandboxSpec struct {
 	// +optional
 	LogLevel string `json:"logLevel,omitempty"`
 
+	// PodLabels are added to the agent's pod (for NetworkPolicies, cost
+	// attribution, monitoring). Keys under openshell.ai/, openshell.io/ and
+	// agents.x-k8s.io/ are reserved to the operator, the gateway and the
+	// Agent Sandbox controller. Changing them recreates the sandbox.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podLabels keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="podLabels keys must be qualified names (optional DNS prefix/, then a name of at most 63 characters)"
+	// +optional
+	PodLabels map[string]PodLabelValue `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to the agent's pod, under the same reserved
+	// prefixes as podLabels. Changing them recreates the sandbox.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podAnnotations keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
+	// +optional
+	PodAnnotations map[string]PodAnnotationValue `json:"podAnnotations,omitempty"`
+
 	// Suspend stops the agent's runtime and keeps its workspace volume
 	// (phase Suspended); setting it back to false starts a new runtime on
 	// the same workspace. Deleting the sandbox still deletes everything.
@@ -145,6 +162,16 @@ type OpenShellSandboxSpec struct {
 // the same right as removing the finalizer (update
 // openshellsandboxes/finalizers), which the admission webhook checks.
 const AnnotationForceRelease = "openshell.ai/force-release"
+
+// PodLabelValue is a Kubernetes label value.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
+type PodLabelValue string
+
+// PodAnnotationValue is a pod annotation value, bounded so the sandbox
+// stays small.
+// +kubebuilder:validation:MaxLength=4096
+type PodAnnotationValue string
 
 // SandboxPhase summarises a sandbox's conditions.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Suspended;Deleting

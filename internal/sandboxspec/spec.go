@@ -112,7 +112,8 @@ func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*opensh
 		Providers:   in.Providers,
 		Template: &openshellv1.SandboxTemplate{
 			Image:            sb.Spec.Image,
-			Labels:           map[string]string{TemplateLabel: "true"},
+			Labels:           podLabels(sb),
+			Annotations:      podAnnotations(sb),
 			RuntimeClassName: in.RuntimeClass,
 		},
 	}
@@ -128,6 +129,30 @@ func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*opensh
 		spec.Template.Resources = st
 	}
 	return spec, nil
+}
+
+// podLabels are the sandbox's pod labels plus the operator's template label
+// (reserved prefixes are refused by the CRD, so a user label never replaces
+// it).
+func podLabels(sb *openshellv1alpha1.OpenShellSandbox) map[string]string {
+	out := map[string]string{TemplateLabel: "true"}
+	for k, v := range sb.Spec.PodLabels {
+		if _, reserved := out[k]; !reserved {
+			out[k] = string(v)
+		}
+	}
+	return out
+}
+
+func podAnnotations(sb *openshellv1alpha1.OpenShellSandbox) map[string]string {
+	if len(sb.Spec.PodAnnotations) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(sb.Spec.PodAnnotations))
+	for k, v := range sb.Spec.PodAnnotations {
+		out[k] = string(v)
+	}
+	return out
 }
 
 func quantities(l corev1.ResourceList) map[string]any {
@@ -169,6 +194,26 @@ func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
 	// they did (a gateway default applies to new sandboxes only).
 	if sb.Spec.RuntimeClassName != "" {
 		w("runtimeClass=" + sb.Spec.RuntimeClassName)
+	}
+	for _, m := range []struct {
+		name string
+		kv   map[string]string
+	}{{"podLabels", podLabels(sb)}, {"podAnnotations", podAnnotations(sb)}} {
+		if m.name == "podLabels" && len(sb.Spec.PodLabels) == 0 {
+			continue // the operator's own label alone hashes like none
+		}
+		if len(m.kv) == 0 {
+			continue
+		}
+		w(m.name)
+		keys := make([]string, 0, len(m.kv))
+		for k := range m.kv {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			w(k + "=" + m.kv[k])
+		}
 	}
 	// Resources that render nothing hash like none; a marker keeps a
 	// resource named "gpu" apart from spec.gpu.

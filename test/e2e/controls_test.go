@@ -66,10 +66,16 @@ func TestSandboxControls(t *testing.T) {
 	byDefault := sandboxOn(tenant, "by-default", gw)
 	own := sandboxOn(tenant, "own-class", gw)
 	own.Spec.RuntimeClassName = "e2e-gvisor"
+	own.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"team": "a"}
+	own.Spec.PodAnnotations = map[string]openshellv1alpha1.PodAnnotationValue{"example.com/owner": "team a"}
 	g.Expect(c.Create(ctx, byDefault)).To(Succeed())
 	g.Expect(c.Create(ctx, own)).To(Succeed())
 	g.Expect(podOf(byDefault).Spec.RuntimeClassName).To(HaveValue(Equal("e2e-kata")), "the gateway's default RuntimeClass")
-	g.Expect(podOf(own).Spec.RuntimeClassName).To(HaveValue(Equal("e2e-gvisor")), "the sandbox's own RuntimeClass")
+	ownPod := podOf(own)
+	g.Expect(ownPod.Spec.RuntimeClassName).To(HaveValue(Equal("e2e-gvisor")), "the sandbox's own RuntimeClass")
+	g.Expect(ownPod.Labels).To(HaveKeyWithValue("team", "a"), "spec.podLabels reach the pod")
+	g.Expect(ownPod.Labels).To(HaveKeyWithValue("openshell.ai/managed-by-operator", "true"), "the operator's label stays")
+	g.Expect(ownPod.Annotations).To(HaveKeyWithValue("example.com/owner", "team a"), "spec.podAnnotations reach the pod")
 
 	runc := sandboxOn(tenant, "runc", gw)
 	runc.Spec.RuntimeClassName = "runc"

@@ -81,7 +81,10 @@ type SandboxCR struct {
 	Name, Namespace, GatewayID        string
 	SandboxID, SandboxName, Workspace string
 	TemplateLabels                    map[string]string
-	Pod                               corev1.PodSpec
+	// TemplateAnnotations go onto the pod, with the gateway's sandbox-id
+	// annotation always its own.
+	TemplateAnnotations map[string]string
+	Pod                 corev1.PodSpec
 }
 
 // RenderSandbox is the Sandbox CR of the given served version, labelled
@@ -98,11 +101,16 @@ func RenderSandbox(gvk schema.GroupVersionKind, in SandboxCR) (*unstructured.Uns
 	for k, v := range in.TemplateLabels {
 		tmplLabels[k] = v
 	}
+	tmplAnnotations := map[string]any{}
+	for k, v := range in.TemplateAnnotations {
+		tmplAnnotations[k] = v
+	}
+	tmplAnnotations["openshell.io/sandbox-id"] = in.SandboxID
 	cr := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{"name": in.Name, "namespace": in.Namespace, "labels": labels,
 			"annotations": map[string]any{LabelSandboxID: in.SandboxID, LabelSandboxName: in.SandboxName, LabelSandboxWorkspace: in.Workspace}},
 		"spec": map[string]any{"podTemplate": map[string]any{
-			"metadata": map[string]any{"labels": tmplLabels, "annotations": map[string]any{"openshell.io/sandbox-id": in.SandboxID}},
+			"metadata": map[string]any{"labels": tmplLabels, "annotations": tmplAnnotations},
 			"spec":     podMap,
 		}},
 	}}
@@ -139,7 +147,7 @@ func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sa
 	}
 	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: o.Namespace, GatewayID: o.GatewayID,
 		SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name, Workspace: sb.Metadata.Workspace,
-		TemplateLabels: sb.Spec.Template.Labels, Pod: pod})
+		TemplateLabels: sb.Spec.Template.Labels, TemplateAnnotations: sb.Spec.Template.Annotations, Pod: pod})
 	if err != nil {
 		return err
 	}
