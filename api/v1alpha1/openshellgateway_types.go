@@ -162,6 +162,34 @@ type SandboxControls struct {
 	// +listType=set
 	// +optional
 	AllowedProviderTypes []string `json:"allowedProviderTypes,omitempty"`
+
+	// NamespaceBudget caps what the sandboxes of each tenant namespace use
+	// together on this gateway (reason NamespaceBudgetExceeded). Sandbox pods
+	// run in the gateway's sandbox namespace, where the tenant's own
+	// ResourceQuota and LimitRange never reach them.
+	// +optional
+	NamespaceBudget *NamespaceBudget `json:"namespaceBudget,omitempty"`
+}
+
+// NamespaceBudget is one namespace's share of a gateway. A sandbox counts
+// from its admission until it is deleted, unless it was rejected.
+type NamespaceBudget struct {
+	// MaxSandboxes caps the namespace's sandboxes on this gateway.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxSandboxes *int32 `json:"maxSandboxes,omitempty"`
+
+	// MaxRequests caps the summed CPU and memory requests of the
+	// namespace's sandboxes on this gateway (a sandbox without a request
+	// counts its limit, as Kubernetes defaults it).
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="namespaceBudget.maxRequests takes only cpu and memory; cap GPUs with maxGPUs"
+	// +optional
+	MaxRequests corev1.ResourceList `json:"maxRequests,omitempty"`
+
+	// MaxGPUs caps the summed spec.gpu.count.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxGPUs *int32 `json:"maxGPUs,omitempty"`
 }
 
 // NamespacesFrom says which namespaces a gateway admits, in the style of

@@ -330,6 +330,9 @@ const (
 	// SandboxReasonProviderNotAllowed: an attached OpenShellProvider's type
 	// is not in the gateway's spec.sandboxControls.allowedProviderTypes.
 	SandboxReasonProviderNotAllowed = "ProviderNotAllowed"
+	// SandboxReasonNamespaceBudgetExceeded: the namespace's sandboxes on the
+	// gateway would exceed spec.sandboxControls.namespaceBudget.
+	SandboxReasonNamespaceBudgetExceeded = "NamespaceBudgetExceeded"
 	// SandboxReasonSecretNotFound: an env secretKeyRef cannot be read.
 	SandboxReasonSecretNotFound = "SecretNotFound"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.

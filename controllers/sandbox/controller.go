@@ -86,7 +86,12 @@ type observed struct {
 	policy *openshellv1alpha1.OpenShellPolicy
 	// defaultPolicies names the namespace's default policies, read only
 	// when spec.policyRef is empty.
-	defaultPolicies   []string
+	defaultPolicies []string
+	// budgetPeers are the namespace's sandboxes on the same gateway created
+	// before this one, read only when the gateway has a namespace budget:
+	// the earlier ones are charged first, so concurrent creates that the
+	// webhook admitted together resolve the same way on every replica.
+	budgetPeers       []openshellv1alpha1.OpenShellSandbox
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
 	unsyncedProviders []string
@@ -155,6 +160,19 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		}
 	case !apierrors.IsNotFound(err):
 		return obs, fmt.Errorf("get gateway %s: %w", sb.GatewayKey(), err)
+	}
+	if obs.gateway != nil && obs.gateway.Spec.SandboxControls.NamespaceBudget != nil {
+		peers := &openshellv1alpha1.OpenShellSandboxList{}
+		if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
+			client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
+			return obs, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
+		}
+		for _, p := range peers.Items {
+			if p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
+				(p.CreationTimestamp.Equal(&sb.CreationTimestamp) && p.Name < sb.Name) {
+				obs.budgetPeers = append(obs.budgetPeers, p)
+			}
+		}
 	}
 	d, enf, err := r.Policies.Check(ctx, r.Client, sb, obs.gateway)
 	if err != nil {

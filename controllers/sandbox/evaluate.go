@@ -85,7 +85,21 @@ type refusal struct {
 // gates are the checks before any gateway call, in order: the first that
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
-	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, envGate, imageGate,
+	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
+}
+
+// budgetGate charges the sandbox to its namespace's budget on the gateway
+// after the namespace's earlier sandboxes; one that runs keeps its phase.
+func budgetGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	v := sandboxcontrols.CheckBudget(obs.gateway, sb, obs.budgetPeers)
+	if v == nil {
+		return nil
+	}
+	phase := openshellv1alpha1.SandboxPhaseRejected
+	if sb.Status.SandboxID != "" {
+		phase = openshellv1alpha1.SandboxPhasePending
+	}
+	return &refusal{phase, v.Reason, v.Message}
 }
 
 // policyRequiredGate refuses a sandbox without a policy where one is

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
@@ -136,6 +137,81 @@ func PolicyViolation(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alph
 		return &Violation{Reason: openshellv1alpha1.SandboxReasonPolicyRequired, Field: "spec.policyRef",
 			Message: fmt.Sprintf("%s: gateway %s/%s requires a policy: set spec.policyRef to an OpenShellPolicy of namespace %s, or ask a Tenant Admin to mark one spec.default: true",
 				openshellv1alpha1.SandboxReasonPolicyRequired, gw.Namespace, gw.Name, sb.Namespace)}
+	}
+	return nil
+}
+
+// requests are what a sandbox counts against a budget: its requests, a
+// limit standing in for a missing request (as Kubernetes defaults it).
+func requests(sb *openshellv1alpha1.OpenShellSandbox) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	if r := sb.Spec.Resources; r != nil {
+		for k, v := range r.Limits {
+			out[k] = v.DeepCopy()
+		}
+		for k, v := range r.Requests {
+			out[k] = v.DeepCopy()
+		}
+	}
+	return out
+}
+
+// Counts reports whether other is charged to its namespace's budget on gw:
+// it uses gw, is not being deleted and was not rejected.
+func Counts(gw *openshellv1alpha1.OpenShellGateway, other *openshellv1alpha1.OpenShellSandbox) bool {
+	return other.GatewayKey().Namespace == gw.Namespace && other.GatewayKey().Name == gw.Name &&
+		other.DeletionTimestamp.IsZero() && other.Status.Phase != openshellv1alpha1.SandboxPhaseRejected
+}
+
+// CheckBudget returns the budget sb would break on gw together with the
+// namespace's other sandboxes that count (see Counts; sb itself is skipped
+// by name), or nil.
+func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox, others []openshellv1alpha1.OpenShellSandbox) *Violation {
+	if gw == nil || gw.Spec.SandboxControls.NamespaceBudget == nil || sb.GatewayKey() != client.ObjectKeyFromObject(gw) {
+		return nil
+	}
+	b := gw.Spec.SandboxControls.NamespaceBudget
+	count, gpus := int32(1), int32(0)
+	if sb.Spec.GPU != nil {
+		gpus = sb.Spec.GPU.Count
+	}
+	used := requests(sb)
+	for i := range others {
+		o := &others[i]
+		if o.Name == sb.Name || o.Namespace != sb.Namespace || !Counts(gw, o) {
+			continue
+		}
+		count++
+		if o.Spec.GPU != nil {
+			gpus += o.Spec.GPU.Count
+		}
+		for k, v := range requests(o) {
+			q := used[k]
+			q.Add(v)
+			used[k] = q
+		}
+	}
+	over := func(field, what string, have, max string) *Violation {
+		return &Violation{Reason: openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, Field: field,
+			Message: fmt.Sprintf("%s: namespace %s would have %s %s on gateway %s/%s, over its budget of %s (spec.sandboxControls.namespaceBudget): delete or shrink a sandbox, or ask the Platform Admin",
+				openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, sb.Namespace, have, what, gw.Namespace, gw.Name, max)}
+	}
+	if b.MaxSandboxes != nil && count > *b.MaxSandboxes {
+		return over("metadata.name", "sandboxes", fmt.Sprint(count), fmt.Sprint(*b.MaxSandboxes))
+	}
+	if b.MaxGPUs != nil && gpus > *b.MaxGPUs {
+		return over("spec.gpu.count", "GPUs", fmt.Sprint(gpus), fmt.Sprint(*b.MaxGPUs))
+	}
+	names := make([]string, 0, len(b.MaxRequests))
+	for k := range b.MaxRequests {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		max := b.MaxRequests[corev1.ResourceName(n)]
+		if got, ok := used[corev1.ResourceName(n)]; ok && got.Cmp(max) > 0 {
+			return over("spec.resources", n+" requested", got.String(), max.String())
+		}
 	}
 	return nil
 }

@@ -123,3 +123,58 @@ func TestPolicyViolation(t *testing.T) {
 		t.Fatalf("two defaults: %v %v", only, names)
 	}
 }
+
+func TestCheckBudget(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "p", Name: "gw"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{NamespaceBudget: &openshellv1alpha1.NamespaceBudget{
+			MaxSandboxes: ptr.To[int32](3), MaxGPUs: ptr.To[int32](2),
+			MaxRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}}}}
+	sbx := func(name, gwName string, cpu string, gpus int32, mut func(*openshellv1alpha1.OpenShellSandbox)) openshellv1alpha1.OpenShellSandbox {
+		s := openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwName, Namespace: "p"}}}
+		if cpu != "" {
+			// a limit alone counts as the request
+			s.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+		}
+		if gpus > 0 {
+			s.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: gpus}
+		}
+		if mut != nil {
+			mut(&s)
+		}
+		return s
+	}
+	now := metav1.Now()
+	others := []openshellv1alpha1.OpenShellSandbox{
+		sbx("a", "gw", "2", 1, nil),
+		sbx("other-gateway", "elsewhere", "8", 2, nil),
+		sbx("rejected", "gw", "8", 2, func(s *openshellv1alpha1.OpenShellSandbox) { s.Status.Phase = openshellv1alpha1.SandboxPhaseRejected }),
+		sbx("going", "gw", "8", 2, func(s *openshellv1alpha1.OpenShellSandbox) { s.DeletionTimestamp = &now }),
+	}
+	for name, tc := range map[string]struct {
+		sb     openshellv1alpha1.OpenShellSandbox
+		others []openshellv1alpha1.OpenShellSandbox
+		msg    string
+	}{
+		"within":                {sbx("new", "gw", "2", 1, nil), others, ""},
+		"cpu over":              {sbx("new", "gw", "3", 0, nil), others, "namespace team-a would have 5 cpu requested on gateway p/gw, over its budget of 4"},
+		"gpus over":             {sbx("new", "gw", "", 2, nil), others, "would have 3 GPUs"},
+		"count over":            {sbx("new", "gw", "", 0, nil), append(others, sbx("b", "gw", "", 0, nil), sbx("c", "gw", "", 0, nil)), "would have 4 sandboxes"},
+		"itself is not counted": {sbx("a", "gw", "4", 2, nil), others, ""},
+		"other gateway":         {sbx("x", "elsewhere", "64", 16, nil), others, ""},
+	} {
+		v := CheckBudget(gw, &tc.sb, tc.others)
+		if tc.msg == "" {
+			if v != nil {
+				t.Errorf("%s: %+v", name, v)
+			}
+			continue
+		}
+		if v == nil || v.Reason != "NamespaceBudgetExceeded" || !strings.Contains(v.Message, tc.msg) {
+			t.Errorf("%s: got %+v, want %q", name, v, tc.msg)
+		}
+	}
+	if CheckBudget(&openshellv1alpha1.OpenShellGateway{}, &openshellv1alpha1.OpenShellSandbox{}, nil) != nil {
+		t.Error("no budget, no violation")
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/tenancy"
@@ -220,6 +221,17 @@ func (v *SandboxValidator) checkControls(ctx context.Context, sb *openshellv1alp
 		}
 	}
 	if viol := sandboxcontrols.Check(gw, sb, types); viol != nil {
+		return forbidden("OpenShellSandbox", sb.Name, viol.Reason, viol.Message, viol.Field)
+	}
+	if gw.Spec.SandboxControls.NamespaceBudget == nil {
+		return nil
+	}
+	peers := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := v.Reader.List(ctx, peers, client.InNamespace(sb.Namespace),
+		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err))
+	}
+	if viol := sandboxcontrols.CheckBudget(gw, sb, peers.Items); viol != nil {
 		return forbidden("OpenShellSandbox", sb.Name, viol.Reason, viol.Message, viol.Field)
 	}
 	return nil

@@ -521,3 +521,33 @@ func TestPolicyIsRequired(t *testing.T) {
 	g.Eventually(func() error { return env.Client.Create(ctx, sandbox(tn.ns, "ambiguous", "")) }).WithTimeout(10 * time.Second).
 		Should(MatchError(ContainSubstring("DefaultPolicyAmbiguous: no spec.policyRef, and OpenShellPolicies house, other of namespace " + tn.ns)))
 }
+
+// TestNamespaceBudgetAtAdmission: a namespace's sandboxes on a gateway are
+// held to spec.sandboxControls.namespaceBudget together — the count and the
+// summed requests — as a tenant filling the shared gateway would meet it.
+func TestNamespaceBudgetAtAdmission(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, nil)
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+	cur.Spec.SandboxControls.NamespaceBudget = &openshellv1alpha1.NamespaceBudget{MaxSandboxes: ptr.To[int32](2),
+		MaxRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
+	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	withCPU := func(name, cpu string) *openshellv1alpha1.OpenShellSandbox {
+		sb := sandbox(tn.ns, name, "")
+		sb.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+		return sb
+	}
+	g.Expect(env.Client.Create(ctx, withCPU("first", "2"))).To(Succeed())
+	// The webhook counts what its cache holds: the first sandbox shows up.
+	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("too-big", "2")) }).WithTimeout(10*time.Second).
+		Should(MatchError(ContainSubstring("NamespaceBudgetExceeded: namespace " + tn.ns + " would have 4 cpu requested on gateway")))
+	g.Expect(env.Client.Create(ctx, withCPU("second", "1"))).To(Succeed())
+	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("third", "100m")) }).WithTimeout(10*time.Second).
+		Should(MatchError(ContainSubstring("would have 3 sandboxes on gateway")))
+}

@@ -124,4 +124,49 @@ func TestSandboxControls(t *testing.T) {
 		// The gateway received the default policy with the sandbox.
 		g.Expect(gwState.SandboxPolicyVersion(sandboxspec.WorkspaceName(tenant, nsObj.UID), sandboxspec.SandboxName(tenant, "bare"))).To(BeNumerically(">=", 1))
 	}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+
+	// A namespace budget, without the webhook: the namespace's earlier
+	// sandbox is charged first, the later one over the budget is Rejected.
+	_, budgeted, err := st.AddGatewayWith(ctx, c, "budgeted", sbNS, func(_ *testgateway.Options, gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.SandboxControls.NamespaceBudget = &openshellv1alpha1.NamespaceBudget{MaxSandboxes: ptr.To[int32](1)}
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	first := sandboxOn(tenant, "budget-first", budgeted)
+	g.Expect(c.Create(ctx, first)).To(Succeed())
+	podOf(first)
+	second := sandboxOn(tenant, "budget-second", budgeted)
+	g.Expect(c.Create(ctx, second)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(second))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected))
+		acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+		g.Expect(acc.Reason).To(Equal(openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded))
+		g.Expect(acc.Message).To(ContainSubstring("would have 2 sandboxes on gateway"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "the earlier sandbox keeps running")
+}
+
+// TestSandboxCountQuota: a tenant's own ResourceQuota counts its
+// OpenShellSandboxes natively (object count quota for custom resources), so
+// a Tenant or Platform Admin caps a namespace's sandboxes without the
+// gateway's budget — what docs/sandbox-controls.md tells them.
+func TestSandboxCountQuota(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	ns := framework.CreateNamespace(ctx, t, c, "quota-tenant")
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/openshellsandboxes.openshell.ai": resource.MustParse("1")}}}
+	g.Expect(c.Create(ctx, q)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
+		g.Expect(q.Status.Hard).NotTo(BeEmpty(), "the quota controller has not counted yet")
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns}}
+	g.Expect(c.Create(ctx, sandboxOn(ns, "one", gw))).To(Succeed())
+	err := c.Create(ctx, sandboxOn(ns, "two", gw))
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("exceeded quota: sandboxes"))
+	g.Expect(err.Error()).To(ContainSubstring("count/openshellsandboxes.openshell.ai"))
 }
