@@ -545,9 +545,9 @@ func TestNamespaceBudgetAtAdmission(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(ctx, withCPU("first", "2"))).To(Succeed())
 	// The webhook counts what its cache holds: the first sandbox shows up.
-	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("too-big", "2")) }).WithTimeout(10*time.Second).
+	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("too-big", "2")) }).WithTimeout(10 * time.Second).
 		Should(MatchError(ContainSubstring("NamespaceBudgetExceeded: namespace " + tn.ns + " would have 4 cpu requested on gateway")))
 	g.Expect(env.Client.Create(ctx, withCPU("second", "1"))).To(Succeed())
-	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("third", "100m")) }).WithTimeout(10*time.Second).
+	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("third", "100m")) }).WithTimeout(10 * time.Second).
 		Should(MatchError(ContainSubstring("would have 3 sandboxes on gateway")))
 }
