@@ -423,6 +423,33 @@ type SandboxPlacement struct {
 	// +kubebuilder:validation:XValidation:rule="self == 'Shared'",message="spec.managed.sandboxes.workspaceMode Managed and Operator are not supported yet: they would give the gateway cluster-wide namespace and Secret rights and the operator does not prepare per-workspace namespaces; use Shared (every workspace's sandboxes in spec.managed.sandboxes.namespace)"
 	// +optional
 	WorkspaceMode WorkspaceMode `json:"workspaceMode,omitempty"`
+
+	// ImagePullPolicy of the agent container of every sandbox (the gateway
+	// sets it gateway-wide; there is no per-sandbox setting); empty leaves
+	// the Kubernetes default.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets name Secrets in the sandbox namespace that every
+	// sandbox pod of this gateway pulls images with (gateway-wide, as the
+	// gateway takes them; a Platform Admin creates them there).
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+
+	// AppArmorProfile of the sandbox pods' containers on nodes that use
+	// AppArmor: RuntimeDefault, Unconfined or Localhost/<profile>. Empty
+	// leaves the field out. (Seccomp: on OpenShift the operator's SCC gives
+	// sandbox pods runtime/default; the gateway sets no seccomp profile, its
+	// supervisor installs its own filters.)
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self in ['RuntimeDefault', 'Unconfined'] || (self.startsWith('Localhost/') && self.size() > 10)",message="appArmorProfile must be RuntimeDefault, Unconfined or Localhost/<profile>"
+	// +optional
+	AppArmorProfile string `json:"appArmorProfile,omitempty"`
 }
 
 // ExternalGatewaySpec connects to a gateway that the operator does not run.
@@ -639,6 +666,21 @@ const (
 	// GatewayReasonSCCNotApplicable: security.openshift.io is not served;
 	// Pod Security admission applies instead.
 	GatewayReasonSCCNotApplicable = "NotApplicable"
+	// GatewayConditionPodSecurityAdmitted (Kubernetes without SCCs, Managed
+	// gateways): whether the sandbox namespace's Pod Security Admission
+	// level admits sandbox pods. The sidecar supervisor adds NET_ADMIN and
+	// other capabilities, which only the privileged level allows; the
+	// operator does not label namespaces (that would need the right to
+	// relabel every namespace), it says what to set.
+	GatewayConditionPodSecurityAdmitted = "PodSecurityAdmitted"
+	// GatewayReasonPodSecurityPrivileged: enforce=privileged is set.
+	GatewayReasonPodSecurityPrivileged = "Privileged"
+	// GatewayReasonPodSecurityRestricted: enforce is baseline or restricted:
+	// sandbox pods are refused.
+	GatewayReasonPodSecurityRestricted = "PodSecurityTooStrict"
+	// GatewayReasonPodSecurityUnset: no enforce label: the cluster default
+	// decides, which the operator cannot read; set it explicitly.
+	GatewayReasonPodSecurityUnset = "PodSecurityUnset"
 	// GatewayReasonSCCApplied: the narrow SCC a cluster admin applied from
 	// config/scc matches the reviewed one and is granted to the sandbox
 	// ServiceAccount.

@@ -168,6 +168,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		h, res = r.checkExternal(ctx, gw)
 	default:
+		// Reported from the first reconcile on, whatever the install's
+		// progress, so that the status it is part of is written once.
+		if err := r.reportPodSecurity(ctx, gw, pf); err != nil {
+			return ctrl.Result{}, err
+		}
 		var err error
 		h, res, err = r.reconcileManaged(ctx, orig, gw, pf)
 		if err != nil {

@@ -545,6 +545,19 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		g.Expect(tls.Message).To(ContainSubstring("issued by built-in PKI"))
 		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionRouteAdmitted).Reason).To(Equal("RouteAPIUnavailable"))
 		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionSCCReady).Reason).To(Equal("NotApplicable"))
+		// No SCCs: Pod Security admission decides, and the namespace says nothing.
+		ps := cond(g, c, gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted)
+		g.Expect(ps.Reason).To(Equal(openshellv1alpha1.GatewayReasonPodSecurityUnset))
+		g.Expect(ps.Message).To(ContainSubstring("kubectl label namespace " + ns + " pod-security.kubernetes.io/enforce=privileged"))
+	}).WithTimeout(15 * time.Second).Should(Succeed())
+	// A cluster admin sets the level explicitly: the condition follows.
+	nsObj := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	g.Expect(c.Update(ctx, nsObj)).To(Succeed())
+	poke(ctx, g, c, gw)
+	g.Eventually(func(g Gomega) {
+		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted).Status).To(Equal(metav1.ConditionTrue))
 	}).WithTimeout(15 * time.Second).Should(Succeed())
 	// The finalizer write does not make the first status patch conflict.
 	g.Expect(framework.ReconcileErrors("openshellgateway")).To(Equal(errorsBefore), "reconcile errors while installing a new gateway")

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -11,6 +13,7 @@ import (
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // managedHealth derives the TLSReady, RouteAdmitted and SCCReady
@@ -58,7 +61,7 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 	switch {
 	case !pf.SCC:
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCNotApplicable,
-			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead")
+			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead (see PodSecurityAdmitted)")
 	case !usesSCC:
 		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPrivilegedRequired, msg)
@@ -73,6 +76,45 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 		h.degraded = append(h.degraded, issue{Reason: reason, Message: msg})
 	}
 	return h
+}
+
+// reportPodSecurity sets PodSecurityAdmitted on a Managed gateway of a
+// cluster without SCCs, from its sandbox namespace's enforce label.
+func (r *Reconciler) reportPodSecurity(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) error {
+	if pf.SCC {
+		return nil
+	}
+	ns := render.NamesFor(gw).SandboxNamespace
+	meta, _, err := tenancy.ReadNamespace(ctx, r.Client, ns)
+	if apierrors.IsNotFound(err) {
+		return nil // the install reports the missing namespace (SandboxNamespaceNotServed)
+	}
+	if err != nil {
+		return fmt.Errorf("read the sandbox namespace: %w", err)
+	}
+	st, reason, msg := podSecurityVerdict(ns, meta.Labels[podSecurityEnforce])
+	status.SetCondition(gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted, st, reason, msg)
+	return nil
+}
+
+// podSecurityEnforce is Pod Security Admission's enforce label.
+const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
+
+// podSecurityVerdict says whether the sandbox namespace's Pod Security level
+// admits sandbox pods (only privileged does). Pure.
+func podSecurityVerdict(ns, level string) (metav1.ConditionStatus, string, string) {
+	fix := fmt.Sprintf("`kubectl label namespace %s %s=privileged --overwrite` (a cluster admin; keep only sandbox pods there)", ns, podSecurityEnforce)
+	switch level {
+	case "privileged":
+		return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonPodSecurityPrivileged,
+			fmt.Sprintf("namespace %s enforces Pod Security level privileged, which the sandbox pods' supervisor capabilities need", ns)
+	case "":
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPodSecurityUnset,
+			fmt.Sprintf("namespace %s has no %s label: the cluster's default level decides whether sandbox pods (which need privileged) are admitted; set it explicitly: %s", ns, podSecurityEnforce, fix)
+	default:
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPodSecurityRestricted,
+			fmt.Sprintf("namespace %s enforces Pod Security level %s, which refuses the sandbox pods' supervisor capabilities (NET_ADMIN, NET_RAW, SYS_PTRACE): %s", ns, level, fix)
+	}
 }
 
 // sccState is what the live sandbox SCC is: absent, or the fields in which

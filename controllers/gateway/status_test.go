@@ -191,3 +191,13 @@ func TestPinnedTLSSource(t *testing.T) {
 		})
 	}
 }
+
+func TestPodSecurityVerdict(t *testing.T) {
+	for level, want := range map[string]string{"privileged": "Privileged", "baseline": "PodSecurityTooStrict",
+		"restricted": "PodSecurityTooStrict", "": "PodSecurityUnset"} {
+		st, reason, msg := podSecurityVerdict("sb", level)
+		if reason != want || (st == metav1.ConditionTrue) != (level == "privileged") || msg == "" {
+			t.Errorf("%q: %s %s %q", level, st, reason, msg)
+		}
+	}
+}

@@ -114,6 +114,10 @@ type kubernetesDriver struct {
 	// sends policy-approved CONNECT egress through.
 	HTTPSProxy string `toml:"https_proxy,omitempty"`
 	NoProxy    string `toml:"no_proxy,omitempty"`
+	// Pod settings the gateway applies to every sandbox pod.
+	ImagePullPolicy  string   `toml:"image_pull_policy,omitempty"`
+	ImagePullSecrets []string `toml:"image_pull_secrets,omitempty"`
+	AppArmorProfile  string   `toml:"app_armor_profile,omitempty"`
 }
 
 type sshIngress struct {
@@ -187,6 +191,11 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		SupervisorSideloadMethod: "init-container",
 		SATokenTTLSecs:           3600,
 		ManagedSSHIngress:        sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
+	}
+	if m := gw.Spec.Managed; m != nil {
+		k.ImagePullPolicy = string(m.Sandboxes.ImagePullPolicy)
+		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets
+		k.AppArmorProfile = m.Sandboxes.AppArmorProfile
 	}
 	if proxy, err := UpstreamProxy(in.Proxy); err == nil && proxy != "" {
 		k.HTTPSProxy = proxy

@@ -72,7 +72,8 @@ var variants = map[string]struct {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
 		gw.Spec.Managed.TLS.IssuerRef = &openshellv1alpha1.IssuerReference{Name: "letsencrypt", Kind: "ClusterIssuer", Group: "cert-manager.io"}
 		gw.Spec.Managed.TLS.ExternalDNSNames = []string{"openshell.example.com"}
-		gw.Spec.Managed.Sandboxes = openshellv1alpha1.SandboxPlacement{Namespace: "openshell-sandboxes"}
+		gw.Spec.Managed.Sandboxes = openshellv1alpha1.SandboxPlacement{Namespace: "openshell-sandboxes",
+			ImagePullPolicy: corev1.PullIfNotPresent, ImagePullSecrets: []string{"mirror-pull"}, AppArmorProfile: "RuntimeDefault"}
 		gw.Spec.Managed.SupervisorTopology = openshellv1alpha1.SupervisorTopologyCombined
 		gw.Spec.Managed.LogLevel = "debug"
 	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
