@@ -496,6 +496,20 @@ type ImagePolicyEnforcement struct {
 	// +kubebuilder:default=Allow
 	// +optional
 	WhenNoPolicy NoPolicyAction `json:"whenNoPolicy,omitempty"`
+
+	// PlatformAllowlist, when set, is the most a tenant's allowlist may
+	// allow on this gateway: an image that a namespace's
+	// OpenShellImagePolicy allows, or that no policy governs, must also be
+	// under one of these registry locations (the same form as
+	// allowedMirrors) — reason ImageNotAllowedByPlatform. List the
+	// locations images are named by (a mirrored source such as ghcr.io/org
+	// as well as the mirror itself, if tenants name either).
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=set
+	// +optional
+	PlatformAllowlist []string `json:"platformAllowlist,omitempty"`
 }
 
 // GatewayPhase summarises the gateway's conditions.

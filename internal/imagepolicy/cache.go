@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -93,6 +94,7 @@ func Enforcement(gw *openshellv1alpha1.OpenShellGateway) openshellv1alpha1.Image
 	if gw.Spec.ImagePolicy.WhenNoPolicy != "" {
 		e.WhenNoPolicy = gw.Spec.ImagePolicy.WhenNoPolicy
 	}
+	e.PlatformAllowlist = gw.Spec.ImagePolicy.PlatformAllowlist
 	return e
 }
 
@@ -108,5 +110,39 @@ func (c *Cache) Check(ctx context.Context, r client.Reader, sb *openshellv1alpha
 	if err != nil {
 		return Decision{}, enf, err
 	}
-	return Evaluate(sb.Spec.Image, policies, Options{Namespace: sb.Namespace, WhenNoPolicy: enf.WhenNoPolicy}), enf, nil
+	d := Evaluate(sb.Spec.Image, policies, Options{Namespace: sb.Namespace, WhenNoPolicy: enf.WhenNoPolicy})
+	if d.Allowed && d.Reason != ReasonDefaultImage && gw != nil && len(enf.PlatformAllowlist) > 0 {
+		d = c.withinPlatform(d, sb.Namespace, gw, enf)
+	}
+	return d, enf, nil
+}
+
+// withinPlatform holds an allowed image to the gateway's platform
+// allowlist, the ceiling of every tenant allowlist on it.
+func (c *Cache) withinPlatform(d Decision, ns string, gw *openshellv1alpha1.OpenShellGateway, enf openshellv1alpha1.ImagePolicyEnforcement) Decision {
+	ref, err := ParseReference(d.Reference)
+	if err != nil {
+		return d // it parsed once already
+	}
+	ceiling := c.platform(gw, enf.PlatformAllowlist)
+	if ceiling.match(ref) != nil {
+		return d
+	}
+	return Decision{Reference: d.Reference, Reason: ReasonImageNotAllowedByPlatform,
+		Message: fmt.Sprintf("image %s is allowed in namespace %s but outside gateway %s/%s's platform allowlist (spec.imagePolicy.platformAllowlist), which every tenant allowlist stays within; %s",
+			ref.Normalized, ns, gw.Namespace, gw.Name, closestHint(ref, []*Policy{ceiling}))}
+}
+
+// platform compiles a gateway's platform allowlist, once per generation.
+func (c *Cache) platform(gw *openshellv1alpha1.OpenShellGateway, list []string) *Policy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: "gateway:" + gw.Namespace, Name: gw.Name}
+	version := fmt.Sprintf("%s/%d", gw.UID, gw.Generation)
+	if e, ok := c.entries[key]; ok && e.resourceVersion == version {
+		return e.policy
+	}
+	p := Compile("platform allowlist", openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: list, RequireDigest: ptr.To(false)})
+	c.entries[key] = cached{gw.UID, version, p}
+	return p
 }

@@ -33,6 +33,9 @@ const (
 	// repository is outside every allowed path, or the namespace has no
 	// policy and the gateway denies that.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonImageNotAllowedByPlatform: the namespace allows the image but it
+	// is outside the gateway's spec.imagePolicy.platformAllowlist.
+	ReasonImageNotAllowedByPlatform = "ImageNotAllowedByPlatform"
 )
 
 // Entry is one compiled allowlist location.

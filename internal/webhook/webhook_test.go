@@ -551,3 +551,29 @@ func TestNamespaceBudgetAtAdmission(t *testing.T) {
 	g.Eventually(func() error { return env.Client.Create(ctx, withCPU("third", "100m")) }).WithTimeout(10 * time.Second).
 		Should(MatchError(ContainSubstring("would have 3 sandboxes on gateway")))
 }
+
+// TestPlatformAllowlistIsTheCeiling: a tenant's allowlist cannot widen what
+// the gateway's platform allowlist allows, nor can a namespace without one.
+func TestPlatformAllowlistIsTheCeiling(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	tn := newTenant(ctx, t, enforceAllow, []string{"mirror.example.com"})
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+	cur.Spec.ImagePolicy.PlatformAllowlist = []string{"mirror.example.com/approved"}
+	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tn.gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	g.Eventually(func() error {
+		return env.Client.Create(ctx, sandbox(tn.ns, "approved", "mirror.example.com/approved/agent"+digest))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	err := env.Client.Create(ctx, sandbox(tn.ns, "wider", "mirror.example.com/other/agent"+digest))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("ImageNotAllowedByPlatform: image mirror.example.com/other/agent@sha256:"))
+	g.Expect(err.Error()).To(ContainSubstring("outside gateway " + platformNS + "/" + tn.gw.Name + "'s platform allowlist"))
+	// The default sandbox image is the platform's own.
+	g.Expect(env.Client.Create(ctx, sandbox(tn.ns, "default-image", ""))).To(Succeed())
+}
