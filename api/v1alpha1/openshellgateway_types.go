@@ -510,6 +510,14 @@ type ImagePolicyEnforcement struct {
 	// +listType=set
 	// +optional
 	PlatformAllowlist []string `json:"platformAllowlist,omitempty"`
+
+	// HonorClusterMirrors adds the cluster's ImageDigestMirrorSets (which
+	// oc-mirror writes) to every namespace's allowlist on this gateway: an
+	// image under a mirrored source, pinned by digest, is allowed without
+	// the Tenant Admin retyping the mapping. Ignored where the
+	// ImageDigestMirrorSet API is not served.
+	// +optional
+	HonorClusterMirrors bool `json:"honorClusterMirrors,omitempty"`
 }
 
 // GatewayPhase summarises the gateway's conditions.

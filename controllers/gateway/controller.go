@@ -151,34 +151,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	orig := gw.DeepCopy()
 	r.ensureWatches(pf, known)
 
-	served, err := r.Platform.Served(ctx, r.Client, gw)
+	h, res, retErr, err := r.reconcileByMode(ctx, orig, gw, pf)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	var h health
-	switch {
-	case served != "":
-		// Refused before anything is rendered, connected to or finalized:
-		// OLM lets every namespace admin and editor create gateways.
-		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: served, Phase: openshellv1alpha1.GatewayPhasePending})
-	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
-		// The finalizer lets its deletion wait for the sandboxes on it (drain).
-		if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
-			return ctrl.Result{}, err
-		}
-		h, res = r.checkExternal(ctx, gw)
-	default:
-		// Reported from the first reconcile on, whatever the install's
-		// progress, so that the status it is part of is written once.
-		if err := r.reportPodSecurity(ctx, gw, pf); err != nil {
-			return ctrl.Result{}, err
-		}
-		var err error
-		h, res, err = r.reconcileManaged(ctx, orig, gw, pf)
-		if err != nil {
-			retErr = err
-			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: sanitize(err)})
-		}
 	}
 	setStatus(gw, pf, known, h)
 	if retErr == nil {
@@ -192,6 +167,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.Recorder.Eventf(gw, nil, typ, "Phase"+string(gw.Status.Phase), "Reconcile", "%s", phaseMessage(gw))
 	}
 	return res, errors.Join(retErr, status.Patch(ctx, r.Client, orig, gw))
+}
+
+// reconcileByMode refuses a gateway of a namespace that is not served, or
+// checks an External one, or installs a Managed one. err stops the
+// reconcile before status; applyErr is reported in status and retried.
+func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (h health, res ctrl.Result, applyErr, err error) {
+	served, err := r.Platform.Served(ctx, r.Client, gw)
+	if err != nil {
+		return h, res, nil, err
+	}
+	switch {
+	case served != "":
+		// Refused before anything is rendered, connected to or finalized:
+		// OLM lets every namespace admin and editor create gateways.
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonNamespaceNotServed, Message: served, Phase: openshellv1alpha1.GatewayPhasePending})
+	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
+		// The finalizer lets its deletion wait for the sandboxes on it (drain).
+		if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
+			return h, res, nil, err
+		}
+		h, res = r.checkExternal(ctx, gw)
+	default:
+		// Reported from the first reconcile on, whatever the install's
+		// progress, so that the status it is part of is written once.
+		if err := r.reportPodSecurity(ctx, gw, pf); err != nil {
+			return h, res, nil, err
+		}
+		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf)
+		if applyErr != nil {
+			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: sanitize(applyErr)})
+		}
+	}
+	return h, res, applyErr, nil
 }
 
 // sanitize keeps error messages stable for conditions: no resource

@@ -144,6 +144,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return r.sync(ctx, orig, sb, obs)
 }
 
+// observePolicy reads the policy spec.policyRef names, or without one the
+// namespace's default policy and the names of every default.
+func (r *Reconciler) observePolicy(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (*openshellv1alpha1.OpenShellPolicy, []string, error) {
+	if ref := sb.Spec.PolicyRef; ref != nil {
+		p := &openshellv1alpha1.OpenShellPolicy{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, p); {
+		case err == nil && p.DeletionTimestamp.IsZero():
+			return p, nil, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, nil, fmt.Errorf("get policy %s: %w", ref.Name, err)
+		}
+		return nil, nil, nil
+	}
+	list := &openshellv1alpha1.OpenShellPolicyList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(sb.Namespace)); err != nil {
+		return nil, nil, fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
+	}
+	p, defaults := sandboxcontrols.NamespaceDefaults(list.Items)
+	return p, defaults, nil
+}
+
+// observeBudgetPeers reads, when gw has a namespace budget, the namespace's
+// sandboxes on gw created before sb.
+func (r *Reconciler) observeBudgetPeers(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox,
+	gw *openshellv1alpha1.OpenShellGateway) ([]openshellv1alpha1.OpenShellSandbox, error) {
+	if gw == nil || gw.Spec.SandboxControls.NamespaceBudget == nil {
+		return nil, nil
+	}
+	peers := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
+		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
+		return nil, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
+	}
+	var earlier []openshellv1alpha1.OpenShellSandbox
+	for _, p := range peers.Items {
+		if p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
+			(p.CreationTimestamp.Equal(&sb.CreationTimestamp) && p.Name < sb.Name) {
+			earlier = append(earlier, p)
+		}
+	}
+	return earlier, nil
+}
+
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {
 	var obs observed
 	obs.preflight, obs.preflightKnown = r.Preflight.Get()
@@ -161,38 +204,16 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	case !apierrors.IsNotFound(err):
 		return obs, fmt.Errorf("get gateway %s: %w", sb.GatewayKey(), err)
 	}
-	if obs.gateway != nil && obs.gateway.Spec.SandboxControls.NamespaceBudget != nil {
-		peers := &openshellv1alpha1.OpenShellSandboxList{}
-		if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
-			client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
-			return obs, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
-		}
-		for _, p := range peers.Items {
-			if p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
-				(p.CreationTimestamp.Equal(&sb.CreationTimestamp) && p.Name < sb.Name) {
-				obs.budgetPeers = append(obs.budgetPeers, p)
-			}
-		}
+	if obs.budgetPeers, err = r.observeBudgetPeers(ctx, sb, obs.gateway); err != nil {
+		return obs, err
 	}
 	d, enf, err := r.Policies.Check(ctx, r.Client, sb, obs.gateway)
 	if err != nil {
 		return obs, err
 	}
 	obs.image, obs.enforce = d, enf
-	if ref := sb.Spec.PolicyRef; ref != nil {
-		p := &openshellv1alpha1.OpenShellPolicy{}
-		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, p); {
-		case err == nil && p.DeletionTimestamp.IsZero():
-			obs.policy = p
-		case err != nil && !apierrors.IsNotFound(err):
-			return obs, fmt.Errorf("get policy %s: %w", ref.Name, err)
-		}
-	} else {
-		list := &openshellv1alpha1.OpenShellPolicyList{}
-		if err := r.Client.List(ctx, list, client.InNamespace(sb.Namespace)); err != nil {
-			return obs, fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
-		}
-		obs.policy, obs.defaultPolicies = sandboxcontrols.NamespaceDefaults(list.Items)
+	if obs.policy, obs.defaultPolicies, err = r.observePolicy(ctx, sb); err != nil {
+		return obs, err
 	}
 	for _, name := range sb.Spec.Providers {
 		p := &openshellv1alpha1.OpenShellProvider{}

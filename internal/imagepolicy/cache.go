@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 
+	configv1 "github.com/openshift/api/config/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +97,7 @@ func Enforcement(gw *openshellv1alpha1.OpenShellGateway) openshellv1alpha1.Image
 		e.WhenNoPolicy = gw.Spec.ImagePolicy.WhenNoPolicy
 	}
 	e.PlatformAllowlist = gw.Spec.ImagePolicy.PlatformAllowlist
+	e.HonorClusterMirrors = gw.Spec.ImagePolicy.HonorClusterMirrors
 	return e
 }
 
@@ -109,6 +112,15 @@ func (c *Cache) Check(ctx context.Context, r client.Reader, sb *openshellv1alpha
 	policies, err := c.PoliciesIn(ctx, r, sb.Namespace)
 	if err != nil {
 		return Decision{}, enf, err
+	}
+	if enf.HonorClusterMirrors {
+		cluster, err := c.clusterMirrors(ctx, r)
+		if err != nil {
+			return Decision{}, enf, err
+		}
+		if cluster != nil {
+			policies = append(policies, cluster)
+		}
 	}
 	d := Evaluate(sb.Spec.Image, policies, Options{Namespace: sb.Namespace, WhenNoPolicy: enf.WhenNoPolicy})
 	if d.Allowed && d.Reason != ReasonDefaultImage && gw != nil && len(enf.PlatformAllowlist) > 0 {
@@ -131,6 +143,51 @@ func (c *Cache) withinPlatform(d Decision, ns string, gw *openshellv1alpha1.Open
 	return Decision{Reference: d.Reference, Reason: ReasonImageNotAllowedByPlatform,
 		Message: fmt.Sprintf("image %s is allowed in namespace %s but outside gateway %s/%s's platform allowlist (spec.imagePolicy.platformAllowlist), which every tenant allowlist stays within; %s",
 			ref.Normalized, ns, gw.Namespace, gw.Name, closestHint(ref, []*Policy{ceiling}))}
+}
+
+// ClusterMirrorsPolicy names the allowlist the cluster's
+// ImageDigestMirrorSets make, in decisions and messages.
+const ClusterMirrorsPolicy = "cluster ImageDigestMirrorSets"
+
+// +kubebuilder:rbac:groups=config.openshift.io,resources=imagedigestmirrorsets,verbs=list;watch
+
+// clusterMirrors compiles the cluster's ImageDigestMirrorSets into one
+// digest-only allowlist (nil when there are none or the API is not served),
+// recompiled when any of them changes.
+func (c *Cache) clusterMirrors(ctx context.Context, r client.Reader) (*Policy, error) {
+	list := &configv1.ImageDigestMirrorSetList{}
+	if err := r.List(ctx, list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list ImageDigestMirrorSets: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	version := ""
+	var spec openshellv1alpha1.OpenShellImagePolicySpec
+	for _, idms := range list.Items {
+		version += string(idms.UID) + "/" + idms.ResourceVersion + ";"
+		for _, m := range idms.Spec.ImageDigestMirrors {
+			mirrors := make([]string, 0, len(m.Mirrors))
+			for _, mm := range m.Mirrors {
+				mirrors = append(mirrors, string(mm))
+			}
+			spec.Mirrors = append(spec.Mirrors, openshellv1alpha1.ImageMirror{Source: m.Source, Mirrors: mirrors})
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Name: "cluster:imagedigestmirrorsets"}
+	if e, ok := c.entries[key]; ok && e.resourceVersion == version {
+		return e.policy, nil
+	}
+	spec.RequireDigest = ptr.To(true) // a mirror set redirects pulls by digest only
+	p := Compile(ClusterMirrorsPolicy, spec)
+	c.entries[key] = cached{"", version, p}
+	return p, nil
 }
 
 // platform compiles a gateway's platform allowlist, once per generation.
