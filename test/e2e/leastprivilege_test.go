@@ -135,8 +135,13 @@ var authorizationOnly = map[string]string{
 	// cluster created them, the lifecycle only patches (applies) them.
 	// controllers/platform creates them under the CSV's RBAC.
 	"console.openshift.io/consoleyamlsamples create": "controllers/platform",
-	"monitoring.coreos.com/prometheusrules create":   "controllers/platform",
-	"monitoring.coreos.com/prometheusrules patch":    "controllers/platform",
+	// Read only for gateways with spec.imagePolicy.honorClusterMirrors,
+	// which the lifecycle here does not set; test/e2e TestClusterMirrors
+	// exercises it (cluster-scoped list and watch of a config API).
+	"config.openshift.io/imagedigestmirrorsets list":  "internal/imagepolicy",
+	"config.openshift.io/imagedigestmirrorsets watch": "internal/imagepolicy",
+	"monitoring.coreos.com/prometheusrules create":    "controllers/platform",
+	"monitoring.coreos.com/prometheusrules patch":     "controllers/platform",
 	// The ServiceMonitors (the operator's and each gateway's): controllers/platform
 	// and controllers/gateway TestManagedGatewayOnOpenShift run with the CSV's
 	// RBAC against the CRD.
