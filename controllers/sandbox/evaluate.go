@@ -88,10 +88,10 @@ var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
 	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
 }
 
-// budgetGate charges the sandbox to its namespace's budget on the gateway
-// after the namespace's earlier sandboxes; one that runs keeps its phase.
-func budgetGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
-	v := sandboxcontrols.CheckBudget(obs.gateway, sb, obs.budgetPeers)
+// refuseOrHold is the refusal for a platform control: a sandbox not yet
+// created is rejected; one that runs keeps its phase (Pending reported) and
+// gets nothing new until it fits again.
+func refuseOrHold(sb *openshellv1alpha1.OpenShellSandbox, v *sandboxcontrols.Violation) *refusal {
 	if v == nil {
 		return nil
 	}
@@ -100,40 +100,28 @@ func budgetGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 		phase = openshellv1alpha1.SandboxPhasePending
 	}
 	return &refusal{phase, v.Reason, v.Message}
+}
+
+// budgetGate charges the sandbox to its namespace's budget on the gateway
+// after the namespace's earlier sandboxes.
+func budgetGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	return refuseOrHold(sb, sandboxcontrols.CheckBudget(obs.gateway, sb, obs.budgetPeers))
 }
 
 // policyRequiredGate refuses a sandbox without a policy where one is
-// required (or the namespace's default is ambiguous); one that runs keeps
-// its phase.
+// required (or the namespace's default is ambiguous).
 func policyRequiredGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
-	v := sandboxcontrols.PolicyViolation(obs.gateway, sb, obs.defaultPolicies)
-	if v == nil {
-		return nil
-	}
-	phase := openshellv1alpha1.SandboxPhaseRejected
-	if sb.Status.SandboxID != "" {
-		phase = openshellv1alpha1.SandboxPhasePending
-	}
-	return &refusal{phase, v.Reason, v.Message}
+	return refuseOrHold(sb, sandboxcontrols.PolicyViolation(obs.gateway, sb, obs.defaultPolicies))
 }
 
 // controlsGate holds to the gateway's spec.sandboxControls a sandbox the
-// webhook did not see (or that the platform tightened since): one not yet
-// created is rejected; one that runs keeps its phase and gets nothing new.
+// webhook did not see (or that the platform tightened since).
 func controlsGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	types := make(map[string]string, len(obs.providers))
 	for _, p := range obs.providers {
 		types[p.Name] = p.Spec.Type
 	}
-	v := sandboxcontrols.Check(obs.gateway, sb, types)
-	if v == nil {
-		return nil
-	}
-	phase := openshellv1alpha1.SandboxPhaseRejected
-	if sb.Status.SandboxID != "" {
-		phase = openshellv1alpha1.SandboxPhasePending
-	}
-	return &refusal{phase, v.Reason, v.Message}
+	return refuseOrHold(sb, sandboxcontrols.Check(obs.gateway, sb, types))
 }
 
 func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {

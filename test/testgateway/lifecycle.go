@@ -18,35 +18,45 @@ import (
 // terminationGracePeriodSeconds (30 s) + 30 s.
 const stopWait = 60 * time.Second
 
+// begin starts a stop or a start (contract 2.5): it answers at once when
+// the sandbox is already in the end state done, refuses a phase other than
+// allowed or the retry of the transition to, and otherwise marks the row
+// as moving to done through to. Without compute the end state is reached
+// at once. g.mu must not be held.
+func (g *Gateway) begin(ws, name string, allowed, to, done openshellv1.SandboxPhase, refusal string) (*sandboxRow, *openshellv1.SandboxResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, err := g.lookup(ws, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch phase := r.sb.Status.GetPhase(); phase {
+	case done:
+		return nil, &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
+	case allowed, to:
+	default:
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "%s (current phase: %s)", refusal, phase)
+	}
+	if g.driver == nil {
+		g.setPhase(r, done)
+		return nil, &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
+	}
+	r.transition = to
+	g.setPhase(r, to)
+	return r, nil, nil
+}
+
 // StopSandbox follows the documented contract (2.5): from READY (or
 // STOPPING, a retry) it writes STOPPING, suspends the CR (v1beta1
 // spec.operatingMode: Suspended; v1alpha1 spec.replicas: 0) and blocks
 // until the driver reports it stopped, then returns it STOPPED; already
 // STOPPED returns it as is; any other phase is FAILED_PRECONDITION.
 func (g *Gateway) StopSandbox(ctx context.Context, req *openshellv1.StopSandboxRequest) (*openshellv1.SandboxResponse, error) {
-	g.mu.Lock()
-	r, err := g.lookup(req.Workspace, req.Name)
-	if err != nil {
-		g.mu.Unlock()
-		return nil, err
+	r, resp, err := g.begin(req.Workspace, req.Name, openshellv1.SandboxPhase_SANDBOX_PHASE_READY,
+		openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED, "sandbox must be Ready to stop")
+	if r == nil {
+		return resp, err
 	}
-	switch phase := r.sb.Status.GetPhase(); phase {
-	case openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED:
-		defer g.mu.Unlock()
-		return &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
-	case openshellv1.SandboxPhase_SANDBOX_PHASE_READY, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING:
-	default:
-		g.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "sandbox must be Ready to stop (current phase: %s)", phase)
-	}
-	if g.driver == nil { // no compute: stopped at once
-		defer g.mu.Unlock()
-		g.setPhase(r, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED)
-		return &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
-	}
-	r.transition = openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING
-	g.setPhase(r, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING)
-	g.mu.Unlock()
 	if err := g.driver.setRunning(ctx, r, false); err != nil {
 		return nil, status.Errorf(codes.Internal, "stop sandbox failed: %v", err)
 	}
@@ -72,29 +82,11 @@ func (g *Gateway) StopSandbox(ctx context.Context, req *openshellv1.StopSandboxR
 // resumes the CR and returns at once, usually STARTING; READY follows when
 // the pod (the supervisor) is back. Already READY returns it as is.
 func (g *Gateway) StartSandbox(ctx context.Context, req *openshellv1.StartSandboxRequest) (*openshellv1.SandboxResponse, error) {
-	g.mu.Lock()
-	r, err := g.lookup(req.Workspace, req.Name)
-	if err != nil {
-		g.mu.Unlock()
-		return nil, err
+	r, resp, err := g.begin(req.Workspace, req.Name, openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED,
+		openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING, openshellv1.SandboxPhase_SANDBOX_PHASE_READY, "sandbox must be Stopped to start")
+	if r == nil {
+		return resp, err
 	}
-	switch phase := r.sb.Status.GetPhase(); phase {
-	case openshellv1.SandboxPhase_SANDBOX_PHASE_READY:
-		defer g.mu.Unlock()
-		return &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
-	case openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED, openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING:
-	default:
-		g.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "sandbox must be Stopped to start (current phase: %s)", phase)
-	}
-	if g.driver == nil {
-		defer g.mu.Unlock()
-		g.setPhase(r, openshellv1.SandboxPhase_SANDBOX_PHASE_READY)
-		return &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
-	}
-	r.transition = openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING
-	g.setPhase(r, openshellv1.SandboxPhase_SANDBOX_PHASE_STARTING)
-	g.mu.Unlock()
 	if err := g.driver.setRunning(ctx, r, true); err != nil {
 		return nil, status.Errorf(codes.Internal, "start sandbox failed: %v", err)
 	}
