@@ -132,19 +132,26 @@ type OpenShellSandboxSpec struct {
 	LogLevel string `json:"logLevel,omitempty"`
 
 	// PodLabels are added to the agent's pod (for NetworkPolicies, cost
-	// attribution, monitoring). Keys under openshell.ai/, openshell.io/ and
-	// agents.x-k8s.io/ are reserved to the operator, the gateway and the
-	// Agent Sandbox controller. Changing them recreates the sandbox.
+	// attribution, monitoring). Keys under openshell.ai/, openshell.io/,
+	// agents.x-k8s.io/ and app.kubernetes.io/ are reserved to the operator,
+	// the gateway and the Agent Sandbox controller: the operator's
+	// NetworkPolicies and PodDisruptionBudget select gateway pods by
+	// app.kubernetes.io labels, which an agent must not wear. Changing them
+	// recreates the sandbox.
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podLabels keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/') && !k.startsWith('app.kubernetes.io/'))",message="podLabels keys under openshell.ai/, openshell.io/, agents.x-k8s.io/ and app.kubernetes.io/ are reserved (the operator selects gateway pods by app.kubernetes.io labels)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="podLabels keys must be qualified names (optional DNS prefix/, then a name of at most 63 characters)"
 	// +optional
 	PodLabels map[string]PodLabelValue `json:"podLabels,omitempty"`
 
-	// PodAnnotations are added to the agent's pod, under the same reserved
-	// prefixes as podLabels. Changing them recreates the sandbox.
+	// PodAnnotations are added to the agent's pod. The operator's, the
+	// gateway's and the Agent Sandbox controller's prefixes are reserved, and
+	// annotations that would loosen the pod's confinement (AppArmor and
+	// seccomp profiles, extra CNI networks, mesh opt-outs) are refused.
+	// Changing them recreates the sandbox.
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podAnnotations keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !k.startsWith('seccomp.security.alpha.kubernetes.io/') && !k.startsWith('k8s.v1.cni.cncf.io/') && !k.startsWith('sidecar.istio.io/') && !k.startsWith('kubectl.kubernetes.io/'))",message="podAnnotations may not set security profiles, extra networks or mesh opt-outs (container.apparmor.security.beta.kubernetes.io/, seccomp.security.alpha.kubernetes.io/, k8s.v1.cni.cncf.io/, sidecar.istio.io/, kubectl.kubernetes.io/)"
 	// +optional
 	PodAnnotations map[string]PodAnnotationValue `json:"podAnnotations,omitempty"`
 

@@ -169,6 +169,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return res, errors.Join(retErr, status.Patch(ctx, r.Client, orig, gw))
 }
 
+// gatewaysOfNamespace re-queues the gateways in namespace o and the
+// gateways whose sandbox namespace o is.
+func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	all := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range all.Items {
+		gw := &all.Items[i]
+		if gw.Namespace == o.GetName() || (gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetName()) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
+		}
+	}
+	return out
+}
+
 // reconcileByMode refuses a gateway of a namespace that is not served, or
 // checks an External one, or installs a Managed one. err stops the
 // reconcile before status; applyErr is reported in status and retried.
@@ -496,9 +513,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
-		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))
-		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// A namespace's labels concern the gateways in it (served) and those
+		// whose sandboxes run in it (PodSecurityAdmitted).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
 		Build(r)

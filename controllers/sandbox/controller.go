@@ -177,9 +177,11 @@ func (r *Reconciler) observeBudgetPeers(ctx context.Context, sb *openshellv1alph
 		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
 		return nil, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
 	}
+	// Sandboxes the gateway runs are charged whatever their age; of the
+	// others, the earlier ones first.
 	var earlier []openshellv1alpha1.OpenShellSandbox
 	for _, p := range peers.Items {
-		if p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
+		if p.Status.SandboxID != "" || p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
 			(p.CreationTimestamp.Equal(&sb.CreationTimestamp) && p.Name < sb.Name) {
 			earlier = append(earlier, p)
 		}

@@ -320,7 +320,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		}
 		current = resp.Sandbox
 	}
-	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase()) {
+	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase(), suspendedByUs(sb), obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce) {
 	case actionStop:
 		// Blocks until the gateway's driver confirms (a retry from STOPPING
 		// is allowed if this call times out).
@@ -362,10 +362,20 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 // streamed version lags, so a settled sandbox costs no call.
 func (r *Reconciler) observePolicyLoad(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox,
 	d gatewaySandbox, current *openshellv1.Sandbox) (requeue bool, err error) {
-	if d.policy == nil || current.GetStatus().GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+	want := uint32(max(sb.Status.PolicyVersion, 1))
+	switch {
+	case d.policy == nil:
+		meta.RemoveStatusCondition(&sb.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyLoaded)
+		return false, nil
+	case current.GetStatus().GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY:
+		// Not running (provisioning, suspended, recreating): nothing
+		// enforces a policy now, so an earlier True would be stale.
+		if c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyLoaded); c != nil {
+			status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionUnknown, openshellv1alpha1.SandboxReasonPolicyLoadPending,
+				fmt.Sprintf("the sandbox is not running; policy version %d is loaded when it is", want))
+		}
 		return false, nil
 	}
-	want := uint32(max(sb.Status.PolicyVersion, 1))
 	loaded := func(v uint32) {
 		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonPolicyLoaded,
 			fmt.Sprintf("the supervisor enforces policy version %d", v))
@@ -375,6 +385,12 @@ func (r *Reconciler) observePolicyLoad(ctx context.Context, conn *gatewayapi.Cli
 		return false, nil
 	}
 	resp, err := conn.GetSandboxPolicyStatus(ctx, &openshellv1.GetSandboxPolicyStatusRequest{Name: d.name, Workspace: d.workspace, Version: want})
+	if grpcstatus.Code(err) == codes.Unimplemented {
+		// An older gateway: it cannot say; not an error to retry.
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionUnknown, openshellv1alpha1.SandboxReasonPolicyLoadPending,
+			"the gateway does not report policy revisions (GetSandboxPolicyStatus is not implemented): whether the supervisor loaded it is unknown")
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("get policy status: %w", err)
 	}
@@ -411,16 +427,25 @@ const (
 )
 
 // runAction decides between stopping, starting and waiting. Pure. A stop
-// needs READY (or STOPPING, a retry) and a start STOPPED (the gateway's
-// preconditions); a sandbox still provisioning or starting is waited for.
-func runAction(suspend bool, phase openshellv1.SandboxPhase) action {
+// needs READY (the gateway's precondition); while STOPPING the gateway is
+// already at it and is followed, not asked again. A start needs STOPPED,
+// a sandbox the operator suspended (one the gateway or its CLI stopped is
+// left to them), and an image the namespace still allows under Enforce
+// (resuming starts a new pod with it).
+func runAction(suspend bool, phase openshellv1.SandboxPhase, suspendedByUs, imageAllowed bool) action {
 	switch {
-	case suspend && (phase == openshellv1.SandboxPhase_SANDBOX_PHASE_READY || phase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING):
+	case suspend && phase == openshellv1.SandboxPhase_SANDBOX_PHASE_READY:
 		return actionStop
-	case !suspend && phase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED:
+	case !suspend && phase == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED && suspendedByUs && imageAllowed:
 		return actionStart
 	}
 	return actionNone
+}
+
+// suspendedByUs reports whether the operator suspended the sandbox (its
+// Suspended condition exists only on sandboxes that asked).
+func suspendedByUs(sb *openshellv1alpha1.OpenShellSandbox) bool {
+	return meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionSuspended) != nil
 }
 
 // reportSuspension sets phase Suspended and the Suspended condition: only
@@ -476,12 +501,18 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		}
 	}
 	reportSuspension(sb, current.Status.GetPhase())
+	// STOPPING is still moving whatever spec.suspend says: follow it.
+	stopping := current.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING
 	if sb.Status.Phase == openshellv1alpha1.SandboxPhaseSuspended {
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonSuspended, msg)
-		if current.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING {
+		if stopping {
 			return ctrl.Result{RequeueAfter: provisionPoll}
 		}
 		return ctrl.Result{}
+	}
+	if stopping {
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonStopped, msg)
+		return ctrl.Result{RequeueAfter: provisionPoll}
 	}
 	switch phase {
 	case openshellv1alpha1.SandboxPhaseReady:

@@ -112,16 +112,21 @@ func TestRunAction(t *testing.T) {
 		errored  = openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR
 	)
 	for _, tc := range []struct {
-		suspend bool
-		phase   openshellv1.SandboxPhase
-		want    action
+		suspend, ours, imageOK bool
+		phase                  openshellv1.SandboxPhase
+		want                   action
 	}{
-		{true, ready, actionStop}, {true, stopping, actionStop}, {true, stopped, actionNone},
-		{true, prov, actionNone}, {true, starting, actionNone}, {true, errored, actionNone},
-		{false, stopped, actionStart}, {false, starting, actionNone}, {false, ready, actionNone}, {false, stopping, actionNone},
+		{true, false, true, ready, actionStop}, {true, true, true, stopping, actionNone}, {true, true, true, stopped, actionNone},
+		{true, false, true, prov, actionNone}, {true, true, true, starting, actionNone}, {true, false, true, errored, actionNone},
+		{false, true, true, stopped, actionStart}, {false, true, true, starting, actionNone}, {false, true, true, ready, actionNone},
+		{false, true, true, stopping, actionNone},
+		// A sandbox the gateway (or its CLI) stopped is left to it.
+		{false, false, true, stopped, actionNone},
+		// Resuming would start a pod with an image the namespace no longer allows.
+		{false, true, false, stopped, actionNone},
 	} {
-		if got := runAction(tc.suspend, tc.phase); got != tc.want {
-			t.Errorf("suspend=%v phase=%s: %v, want %v", tc.suspend, tc.phase, got, tc.want)
+		if got := runAction(tc.suspend, tc.phase, tc.ours, tc.imageOK); got != tc.want {
+			t.Errorf("suspend=%v ours=%v image=%v phase=%s: %v, want %v", tc.suspend, tc.ours, tc.imageOK, tc.phase, got, tc.want)
 		}
 	}
 }

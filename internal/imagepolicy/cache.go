@@ -113,7 +113,9 @@ func (c *Cache) Check(ctx context.Context, r client.Reader, sb *openshellv1alpha
 	if err != nil {
 		return Decision{}, enf, err
 	}
-	if enf.HonorClusterMirrors {
+	// The cluster's mirror sets add to a namespace's allowlist; a namespace
+	// without one on a gateway that allows that stays unrestricted.
+	if enf.HonorClusterMirrors && (len(policies) > 0 || enf.WhenNoPolicy == openshellv1alpha1.NoPolicyDeny) {
 		cluster, err := c.clusterMirrors(ctx, r)
 		if err != nil {
 			return Decision{}, enf, err

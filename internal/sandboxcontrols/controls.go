@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -39,15 +40,19 @@ func Check(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShe
 	if v := checkResources(c, name, sb); v != nil {
 		return v
 	}
-	if c.MaxGPUs != nil && sb.Spec.GPU != nil && sb.Spec.GPU.Count > *c.MaxGPUs {
+	if n := GPUs(sb); c.MaxGPUs != nil && n > *c.MaxGPUs {
 		return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.gpu.count",
-			Message: fmt.Sprintf("%s: spec.gpu.count %d exceeds gateway %s's maxGPUs %d",
-				openshellv1alpha1.SandboxReasonResourceLimitExceeded, sb.Spec.GPU.Count, name, *c.MaxGPUs)}
+			Message: fmt.Sprintf("%s: %d GPUs (spec.gpu.count or a */gpu resource) exceed gateway %s's maxGPUs %d",
+				openshellv1alpha1.SandboxReasonResourceLimitExceeded, n, name, *c.MaxGPUs)}
 	}
-	if rc := sb.Spec.RuntimeClassName; rc != "" && len(c.AllowedRuntimeClasses) > 0 && !slices.Contains(c.AllowedRuntimeClasses, rc) {
+	if rc := RuntimeClass(gw, sb); len(c.AllowedRuntimeClasses) > 0 && !slices.Contains(c.AllowedRuntimeClasses, rc) {
+		shown := fmt.Sprintf("RuntimeClass %q is", rc)
+		if rc == "" {
+			shown = "no RuntimeClass (and the gateway sets no default) is"
+		}
 		return &Violation{Reason: openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, Field: "spec.runtimeClassName",
-			Message: fmt.Sprintf("%s: RuntimeClass %q is not allowed on gateway %s: use one of %s, or none for its default",
-				openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, rc, name, strings.Join(c.AllowedRuntimeClasses, ", "))}
+			Message: fmt.Sprintf("%s: %s not allowed on gateway %s: use one of %s",
+				openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, shown, name, strings.Join(c.AllowedRuntimeClasses, ", "))}
 	}
 	if len(c.AllowedProviderTypes) > 0 {
 		for i, p := range sb.Spec.Providers {
@@ -62,15 +67,27 @@ func Check(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShe
 }
 
 func checkResources(c openshellv1alpha1.SandboxControls, gw string, sb *openshellv1alpha1.OpenShellSandbox) *Violation {
-	r := sb.Spec.Resources
-	if r == nil || len(c.MaxResources) == 0 {
+	if len(c.MaxResources) == 0 {
 		return nil
+	}
+	r := sb.Spec.Resources
+	if r == nil {
+		r = &corev1.ResourceRequirements{}
 	}
 	names := make([]string, 0, len(c.MaxResources))
 	for k := range c.MaxResources {
 		names = append(names, string(k))
 	}
 	sort.Strings(names)
+	// A ceiling needs a limit to hold to: without one the agent is bounded
+	// only by the node.
+	for _, n := range names {
+		if _, ok := r.Limits[corev1.ResourceName(n)]; !ok {
+			return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources.limits." + n,
+				Message: fmt.Sprintf("%s: gateway %s caps %s at %s per sandbox (maxResources): set spec.resources.limits.%s within it",
+					openshellv1alpha1.SandboxReasonResourceLimitExceeded, gw, n, ptr.To(c.MaxResources[corev1.ResourceName(n)]).String(), n)}
+		}
+	}
 	for _, kind := range []struct {
 		field string
 		list  corev1.ResourceList
@@ -171,20 +188,22 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 		return nil
 	}
 	b := gw.Spec.SandboxControls.NamespaceBudget
-	count, gpus := int32(1), int32(0)
-	if sb.Spec.GPU != nil {
-		gpus = sb.Spec.GPU.Count
-	}
+	count, gpus := int32(1), GPUs(sb)
 	used := requests(sb)
+	for n := range b.MaxRequests {
+		if _, ok := used[n]; !ok {
+			return &Violation{Reason: openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, Field: "spec.resources.requests." + string(n),
+				Message: fmt.Sprintf("%s: gateway %s/%s budgets each namespace's %s requests (namespaceBudget.maxRequests): set spec.resources.requests.%s (or a limit)",
+					openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, gw.Namespace, gw.Name, n, n)}
+		}
+	}
 	for i := range others {
 		o := &others[i]
 		if o.Name == sb.Name || o.Namespace != sb.Namespace || !Counts(gw, o) {
 			continue
 		}
 		count++
-		if o.Spec.GPU != nil {
-			gpus += o.Spec.GPU.Count
-		}
+		gpus += GPUs(o)
 		for k, v := range requests(o) {
 			q := used[k]
 			q.Add(v)
@@ -214,4 +233,24 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 		}
 	}
 	return nil
+}
+
+// GPUs a sandbox asks for: spec.gpu.count, or a */gpu extended resource of
+// spec.resources (nvidia.com/gpu, amd.com/gpu), whichever is larger — both
+// reach the pod, so both count against GPU ceilings and budgets.
+func GPUs(sb *openshellv1alpha1.OpenShellSandbox) int32 {
+	var n int32
+	if sb.Spec.GPU != nil {
+		n = max(sb.Spec.GPU.Count, 1)
+	}
+	if r := sb.Spec.Resources; r != nil {
+		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
+			for k, v := range l {
+				if strings.HasSuffix(string(k), "/gpu") {
+					n = max(n, int32(v.Value()))
+				}
+			}
+		}
+	}
+	return n
 }

@@ -25,8 +25,10 @@ func TestCheck(t *testing.T) {
 		if kind == "limits" {
 			return &corev1.ResourceRequirements{Limits: l}
 		}
-		return &corev1.ResourceRequirements{Requests: l}
+		// Requests beside limits within the ceiling.
+		return &corev1.ResourceRequirements{Requests: l, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}}
 	}
+	within := res("limits", "1", "1Gi")
 	types := map[string]string{"anthropic": "claude-code", "gh": "github"}
 	for name, tc := range map[string]struct {
 		spec   openshellv1alpha1.OpenShellSandboxSpec
@@ -34,14 +36,15 @@ func TestCheck(t *testing.T) {
 		field  string
 		msg    string
 	}{
-		"within every ceiling": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4", "16Gi"), GPU: &openshellv1alpha1.SandboxGPU{Count: 1}, RuntimeClassName: "gvisor", Providers: []string{"anthropic", "missing"}}},
-		"nothing asked":        {spec: openshellv1alpha1.OpenShellSandboxSpec{}},
-		"memory limit":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "1", "64Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.memory", msg: "spec.resources.limits.memory 64Gi exceeds gateway platform/shared's maxResources.memory 16Gi"},
-		"cpu request":          {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("requests", "8", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.requests.cpu", msg: "maxResources.cpu 4"},
-		"millicores compare":   {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4001m", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu"},
-		"gpus":                 {spec: openshellv1alpha1.OpenShellSandboxSpec{GPU: &openshellv1alpha1.SandboxGPU{Count: 2}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "spec.gpu.count 2 exceeds gateway platform/shared's maxGPUs 1"},
-		"runtime class":        {spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "runc"}, reason: "RuntimeClassNotAllowed", field: "spec.runtimeClassName", msg: `RuntimeClass "runc" is not allowed on gateway platform/shared: use one of kata, gvisor`},
-		"provider type":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Providers: []string{"anthropic", "gh"}}, reason: "ProviderNotAllowed", field: "spec.providers[1]", msg: `OpenShellProvider gh has type "github"`},
+		"within every ceiling":      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4", "16Gi"), GPU: &openshellv1alpha1.SandboxGPU{Count: 1}, RuntimeClassName: "gvisor", Providers: []string{"anthropic", "missing"}}},
+		"no limits under a ceiling": {spec: openshellv1alpha1.OpenShellSandboxSpec{}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu", msg: "caps cpu at 4 per sandbox (maxResources): set spec.resources.limits.cpu"},
+		"gpu as a resource":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("8")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "8 GPUs (spec.gpu.count or a */gpu resource) exceed"},
+		"memory limit":              {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "1", "64Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.memory", msg: "spec.resources.limits.memory 64Gi exceeds gateway platform/shared's maxResources.memory 16Gi"},
+		"cpu request":               {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("requests", "8", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.requests.cpu", msg: "maxResources.cpu 4"},
+		"millicores compare":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4001m", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu"},
+		"gpus":                      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, GPU: &openshellv1alpha1.SandboxGPU{Count: 2}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "2 GPUs (spec.gpu.count or a */gpu resource) exceed gateway platform/shared's maxGPUs 1"},
+		"runtime class":             {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, RuntimeClassName: "runc"}, reason: "RuntimeClassNotAllowed", field: "spec.runtimeClassName", msg: `RuntimeClass "runc" is not allowed on gateway platform/shared: use one of kata, gvisor`},
+		"provider type":             {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, Providers: []string{"anthropic", "gh"}}, reason: "ProviderNotAllowed", field: "spec.providers[1]", msg: `OpenShellProvider gh has type "github"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := Check(gw, &openshellv1alpha1.OpenShellSandbox{Spec: tc.spec}, types)
@@ -128,14 +131,15 @@ func TestCheckBudget(t *testing.T) {
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "p", Name: "gw"},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{NamespaceBudget: &openshellv1alpha1.NamespaceBudget{
 			MaxSandboxes: ptr.To[int32](3), MaxGPUs: ptr.To[int32](2),
-			MaxRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}}}}
+			MaxRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}}
 	sbx := func(name, gwName string, cpu string, gpus int32, mut func(*openshellv1alpha1.OpenShellSandbox)) openshellv1alpha1.OpenShellSandbox {
 		s := openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
 			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: gwName, Namespace: "p"}}}
-		if cpu != "" {
-			// a limit alone counts as the request
-			s.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+		if cpu == "" {
+			cpu = "100m"
 		}
+		// a limit alone counts as the request
+		s.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
 		if gpus > 0 {
 			s.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: gpus}
 		}
@@ -176,5 +180,10 @@ func TestCheckBudget(t *testing.T) {
 	}
 	if CheckBudget(&openshellv1alpha1.OpenShellGateway{}, &openshellv1alpha1.OpenShellSandbox{}, nil) != nil {
 		t.Error("no budget, no violation")
+	}
+	noRequest := openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "unbounded"},
+		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw", Namespace: "p"}}}
+	if v := CheckBudget(gw, &noRequest, nil); v == nil || !strings.Contains(v.Message, "set spec.resources.requests.cpu") {
+		t.Errorf("a sandbox without a cpu request under a cpu budget: %+v", v)
 	}
 }

@@ -93,8 +93,12 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 			return nil, err
 		}
 	}
+	// A sandbox the gateway does not run yet (pending, or rejected) is
+	// checked on every spec change: an edit must not revive one that a
+	// control or budget refused.
 	controlled := !equality.Semantic.DeepEqual(old.Spec.Resources, sb.Spec.Resources) || !equality.Semantic.DeepEqual(old.Spec.GPU, sb.Spec.GPU) ||
-		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers)
+		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers) ||
+		(sb.Status.SandboxID == "" && !equality.Semantic.DeepEqual(old.Spec, sb.Spec))
 	if old.Spec.Image == sb.Spec.Image && !controlled {
 		return nil, nil
 	}

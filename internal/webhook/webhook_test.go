@@ -451,15 +451,25 @@ func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
 	big := sandbox(tn.ns, "big", "")
 	big.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}}
 	refused(env.Client.Create(ctx, big), "ResourceLimitExceeded", "spec.resources.limits.memory", "spec.resources.limits.memory 64Gi exceeds gateway")
-	runc := sandbox(tn.ns, "runc", "")
+	// Under a memory ceiling a sandbox must declare its memory limit.
+	bounded := func(name string) *openshellv1alpha1.OpenShellSandbox {
+		sb := sandbox(tn.ns, name, "")
+		sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		return sb
+	}
+	noClass := bounded("no-class") // allowedRuntimeClasses without a default: one must be named
+	refused(env.Client.Create(ctx, noClass), "RuntimeClassNotAllowed", "spec.runtimeClassName", "no RuntimeClass (and the gateway sets no default) is not allowed")
+	refused(env.Client.Create(ctx, sandbox(tn.ns, "unbounded", "")), "ResourceLimitExceeded", "spec.resources.limits.memory", "gateway "+platformNS+"/"+tn.gw.Name+" caps memory at 16Gi per sandbox")
+	runc := bounded("runc")
 	runc.Spec.RuntimeClassName = "runc"
 	refused(env.Client.Create(ctx, runc), "RuntimeClassNotAllowed", "spec.runtimeClassName", `RuntimeClass "runc" is not allowed`)
-	gh := sandbox(tn.ns, "gh", "")
+	gh := bounded("gh")
 	gh.Spec.Providers = []string{"gh"}
+	gh.Spec.RuntimeClassName = "kata"
 	g.Eventually(func() error { return env.Client.Create(ctx, gh) }).WithTimeout(10 * time.Second).
 		Should(MatchError(ContainSubstring(`ProviderNotAllowed: OpenShellProvider gh has type "github"`)))
 
-	ok := sandbox(tn.ns, "within", "")
+	ok := bounded("within")
 	ok.Spec.RuntimeClassName = "kata"
 	ok.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 1}
 	g.Expect(env.Client.Create(ctx, ok)).To(Succeed())
@@ -471,7 +481,7 @@ func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
 		cur.Spec.GPU.Count = 2
 		return env.Client.Update(ctx, cur)
 	})
-	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "spec.gpu.count 2 exceeds gateway")
+	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "2 GPUs (spec.gpu.count or a */gpu resource) exceed gateway")
 }
 
 // TestPolicyIsRequired: on a gateway that requires a policy (the API

@@ -63,8 +63,14 @@ func TestSandboxControls(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 		return pod
 	}
-	byDefault := sandboxOn(tenant, "by-default", gw)
-	own := sandboxOn(tenant, "own-class", gw)
+	// Under the memory ceiling a sandbox declares its memory limit.
+	bounded := func(name string) *openshellv1alpha1.OpenShellSandbox {
+		sb := sandboxOn(tenant, name, gw)
+		sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		return sb
+	}
+	byDefault := bounded("by-default")
+	own := bounded("own-class")
 	own.Spec.RuntimeClassName = "e2e-gvisor"
 	own.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"team": "a"}
 	own.Spec.PodAnnotations = map[string]openshellv1alpha1.PodAnnotationValue{"example.com/owner": "team a"}
@@ -77,7 +83,7 @@ func TestSandboxControls(t *testing.T) {
 	g.Expect(ownPod.Labels).To(HaveKeyWithValue("openshell.ai/managed-by-operator", "true"), "the operator's label stays")
 	g.Expect(ownPod.Annotations).To(HaveKeyWithValue("example.com/owner", "team a"), "spec.podAnnotations reach the pod")
 
-	runc := sandboxOn(tenant, "runc", gw)
+	runc := bounded("runc")
 	runc.Spec.RuntimeClassName = "runc"
 	big := sandboxOn(tenant, "big", gw)
 	big.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Gi")}}
