@@ -108,9 +108,15 @@ func budgetGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	return refuseOrHold(sb, sandboxcontrols.CheckBudget(obs.gateway, sb, obs.budgetPeers))
 }
 
-// policyRequiredGate refuses a sandbox without a policy where one is
-// required (or the namespace's default is ambiguous).
+// policyRequiredGate refuses a new sandbox without a policy where one is
+// required (or the namespace's default is ambiguous). A sandbox the gateway
+// already runs was admitted before the requirement (an upgrade turns it on
+// for existing gateways) and is left running; removing its policyRef later
+// is refused at admission.
 func policyRequiredGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if sb.Status.SandboxID != "" {
+		return nil
+	}
 	return refuseOrHold(sb, sandboxcontrols.PolicyViolation(obs.gateway, sb, obs.defaultPolicies))
 }
 

@@ -158,3 +158,20 @@ func TestReportSuspension(t *testing.T) {
 		}
 	}
 }
+
+// TestRequirePolicySparesRunningSandboxes: turning requirePolicy on (an
+// upgrade defaults it on for existing gateways) refuses new sandboxes
+// without a policy and leaves running ones alone.
+func TestRequirePolicySparesRunningSandboxes(t *testing.T) {
+	required := true
+	gw := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{
+		SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: &required}}}
+	sb := sandboxWith(nil)
+	if r := policyRequiredGate(sb, observed{gateway: gw}); r == nil || r.reason != openshellv1alpha1.SandboxReasonPolicyRequired {
+		t.Fatalf("a new sandbox without a policy: %+v", r)
+	}
+	sb.Status.SandboxID = "running"
+	if r := policyRequiredGate(sb, observed{gateway: gw}); r != nil {
+		t.Fatalf("a running sandbox was held: %+v", r)
+	}
+}
