@@ -7,6 +7,7 @@ package sandboxcontrols
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -74,18 +75,14 @@ func checkResources(c openshellv1alpha1.SandboxControls, gw string, sb *openshel
 	if r == nil {
 		r = &corev1.ResourceRequirements{}
 	}
-	names := make([]string, 0, len(c.MaxResources))
-	for k := range c.MaxResources {
-		names = append(names, string(k))
-	}
-	sort.Strings(names)
+	names := sortedNames(c.MaxResources)
 	// A ceiling needs a limit to hold to: without one the agent is bounded
 	// only by the node.
 	for _, n := range names {
-		if _, ok := r.Limits[corev1.ResourceName(n)]; !ok {
-			return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources.limits." + n,
+		if _, ok := r.Limits[n]; !ok {
+			return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources.limits." + string(n),
 				Message: fmt.Sprintf("%s: gateway %s caps %s at %s per sandbox (maxResources): set spec.resources.limits.%s within it",
-					openshellv1alpha1.SandboxReasonResourceLimitExceeded, gw, n, ptr.To(c.MaxResources[corev1.ResourceName(n)]).String(), n)}
+					openshellv1alpha1.SandboxReasonResourceLimitExceeded, gw, n, ptr.To(c.MaxResources[n]).String(), n)}
 		}
 	}
 	for _, kind := range []struct {
@@ -93,10 +90,10 @@ func checkResources(c openshellv1alpha1.SandboxControls, gw string, sb *openshel
 		list  corev1.ResourceList
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
 		for _, n := range names {
-			got, ok := kind.list[corev1.ResourceName(n)]
-			max := c.MaxResources[corev1.ResourceName(n)]
+			got, ok := kind.list[n]
+			max := c.MaxResources[n]
 			if ok && got.Cmp(max) > 0 {
-				return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources." + kind.field + "." + n,
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.resources." + kind.field + "." + string(n),
 					Message: fmt.Sprintf("%s: spec.resources.%s.%s %s exceeds gateway %s's maxResources.%s %s",
 						openshellv1alpha1.SandboxReasonResourceLimitExceeded, kind.field, n, got.String(), gw, n, max.String())}
 			}
@@ -190,7 +187,8 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 	b := gw.Spec.SandboxControls.NamespaceBudget
 	count, gpus := int32(1), GPUs(sb)
 	used := requests(sb)
-	for n := range b.MaxRequests {
+	budgeted := sortedNames(b.MaxRequests)
+	for _, n := range budgeted {
 		if _, ok := used[n]; !ok {
 			return &Violation{Reason: openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, Field: "spec.resources.requests." + string(n),
 				Message: fmt.Sprintf("%s: gateway %s/%s budgets each namespace's %s requests (namespaceBudget.maxRequests): set spec.resources.requests.%s (or a limit)",
@@ -221,18 +219,19 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 	if b.MaxGPUs != nil && gpus > *b.MaxGPUs {
 		return over("spec.gpu.count", "GPUs", fmt.Sprint(gpus), fmt.Sprint(*b.MaxGPUs))
 	}
-	names := make([]string, 0, len(b.MaxRequests))
-	for k := range b.MaxRequests {
-		names = append(names, string(k))
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		max := b.MaxRequests[corev1.ResourceName(n)]
-		if got, ok := used[corev1.ResourceName(n)]; ok && got.Cmp(max) > 0 {
-			return over("spec.resources", n+" requested", got.String(), max.String())
+	for _, n := range budgeted {
+		max := b.MaxRequests[n]
+		if got, ok := used[n]; ok && got.Cmp(max) > 0 {
+			return over("spec.resources", string(n)+" requested", got.String(), max.String())
 		}
 	}
 	return nil
+}
+
+// sortedNames are the resource names of l in order, so that the first
+// violation reported is the same on every call (webhook and controller).
+func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	return slices.Sorted(maps.Keys(l))
 }
 
 // GPUs a sandbox asks for: spec.gpu.count, or a */gpu extended resource of
