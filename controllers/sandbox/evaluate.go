@@ -88,18 +88,22 @@ var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
 	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
 }
 
-// refuseOrHold is the refusal for a platform control: a sandbox not yet
-// created is rejected; one that runs keeps its phase (Pending reported) and
-// gets nothing new until it fits again.
+// rejectedOrHeld is the phase of a refusal by the platform (gateway
+// access, a control): a sandbox not yet created is rejected; one that runs
+// is held (Pending reported) and gets nothing new until it fits again.
+func rejectedOrHeld(sb *openshellv1alpha1.OpenShellSandbox) openshellv1alpha1.SandboxPhase {
+	if sb.Status.SandboxID != "" {
+		return openshellv1alpha1.SandboxPhasePending
+	}
+	return openshellv1alpha1.SandboxPhaseRejected
+}
+
+// refuseOrHold is the refusal for a violated platform control.
 func refuseOrHold(sb *openshellv1alpha1.OpenShellSandbox, v *sandboxcontrols.Violation) *refusal {
 	if v == nil {
 		return nil
 	}
-	phase := openshellv1alpha1.SandboxPhaseRejected
-	if sb.Status.SandboxID != "" {
-		phase = openshellv1alpha1.SandboxPhasePending
-	}
-	return &refusal{phase, v.Reason, v.Message}
+	return &refusal{rejectedOrHeld(sb), v.Reason, v.Message}
 }
 
 // budgetGate charges the sandbox to its namespace's budget on the gateway
@@ -150,17 +154,13 @@ func gatewayGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal 
 		fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey())}
 }
 
-// gatewayAccessGate refuses a sandbox not yet created; one that runs keeps
-// its phase and is reported, and nothing more is sent for it.
+// gatewayAccessGate refuses a sandbox not yet created; one that runs is
+// held and reported, and nothing more is sent for it.
 func gatewayAccessGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	if obs.gatewayAccess == "" {
 		return nil
 	}
-	phase := openshellv1alpha1.SandboxPhaseRejected
-	if sb.Status.SandboxID != "" {
-		phase = openshellv1alpha1.SandboxPhasePending
-	}
-	return &refusal{phase, openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess}
+	return &refusal{rejectedOrHeld(sb), openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess}
 }
 
 func policyGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {

@@ -452,7 +452,7 @@ func suspendedByUs(sb *openshellv1alpha1.OpenShellSandbox) bool {
 // for sandboxes that ask, or asked, to be suspended, so that others gain no
 // condition (and no write).
 func reportSuspension(sb *openshellv1alpha1.OpenShellSandbox, gatewayPhase openshellv1.SandboxPhase) {
-	if !sb.Spec.Suspend && meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionSuspended) == nil {
+	if !sb.Spec.Suspend && !suspendedByUs(sb) {
 		return
 	}
 	switch {
