@@ -84,34 +84,32 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 	if err := v.checkProcessIdentity(ctx, old, sb); err != nil {
 		return nil, err
 	}
-	if old.Spec.PolicyRef != nil && sb.Spec.PolicyRef == nil {
-		gw, err := v.gateway(ctx, sb)
-		if err != nil {
-			return nil, err
-		}
-		if err := v.checkPolicyRequired(ctx, sb, gw); err != nil {
-			return nil, err
-		}
-	}
+	policyDropped := old.Spec.PolicyRef != nil && sb.Spec.PolicyRef == nil
 	// A sandbox the gateway does not run yet (pending, or rejected) is
 	// checked on every spec change: an edit must not revive one that a
 	// control or budget refused.
 	controlled := !equality.Semantic.DeepEqual(old.Spec.Resources, sb.Spec.Resources) || !equality.Semantic.DeepEqual(old.Spec.GPU, sb.Spec.GPU) ||
 		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers) ||
 		(sb.Status.SandboxID == "" && !equality.Semantic.DeepEqual(old.Spec, sb.Spec))
-	if old.Spec.Image == sb.Spec.Image && !controlled {
+	imageChanged := old.Spec.Image != sb.Spec.Image
+	if !policyDropped && !controlled && !imageChanged {
 		return nil, nil
 	}
 	gw, err := v.gateway(ctx, sb)
 	if err != nil {
 		return nil, err
 	}
+	if policyDropped {
+		if err := v.checkPolicyRequired(ctx, sb, gw); err != nil {
+			return nil, err
+		}
+	}
 	if controlled {
 		if err := v.checkControls(ctx, sb, gw); err != nil {
 			return nil, err
 		}
 	}
-	if old.Spec.Image == sb.Spec.Image {
+	if !imageChanged {
 		return nil, nil
 	}
 	return v.checkImage(ctx, sb, gw)
@@ -301,21 +299,23 @@ func (v *SandboxValidator) namespaceDefault(ctx context.Context, ns string) (*op
 // of the namespace's default policy; a policy that does not exist has none
 // (the controller reports PolicyNotFound).
 func (v *SandboxValidator) processOf(ctx context.Context, ns string, ref *openshellv1alpha1.LocalObjectReference) (*openshellv1alpha1.ProcessPolicy, error) {
+	var p *openshellv1alpha1.OpenShellPolicy
 	if ref == nil {
 		def, _, err := v.namespaceDefault(ctx, ns)
-		if err != nil || def == nil || def.Spec.Process == nil || *def.Spec.Process == (openshellv1alpha1.ProcessPolicy{}) {
+		if err != nil {
 			return nil, err
 		}
-		return def.Spec.Process, nil
+		p = def
+	} else {
+		p = &openshellv1alpha1.OpenShellPolicy{}
+		switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, p); {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, apierrors.NewInternalError(fmt.Errorf("read OpenShellPolicy %s/%s: %w", ns, ref.Name, err))
+		}
 	}
-	p := &openshellv1alpha1.OpenShellPolicy{}
-	switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, p); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, apierrors.NewInternalError(fmt.Errorf("read OpenShellPolicy %s/%s: %w", ns, ref.Name, err))
-	}
-	if p.Spec.Process == nil || *p.Spec.Process == (openshellv1alpha1.ProcessPolicy{}) {
+	if p == nil || p.Spec.Process == nil || *p.Spec.Process == (openshellv1alpha1.ProcessPolicy{}) {
 		return nil, nil
 	}
 	return p.Spec.Process, nil
