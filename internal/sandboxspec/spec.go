@@ -9,6 +9,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -195,39 +197,26 @@ func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
 	if sb.Spec.RuntimeClassName != "" {
 		w("runtimeClass=" + sb.Spec.RuntimeClassName)
 	}
-	for _, m := range []struct {
-		name string
-		kv   map[string]string
-	}{{"podLabels", podLabels(sb)}, {"podAnnotations", podAnnotations(sb)}} {
-		if m.name == "podLabels" && len(sb.Spec.PodLabels) == 0 {
-			continue // the operator's own label alone hashes like none
+	sorted := func(name string, kv map[string]string) {
+		w(name)
+		for _, k := range slices.Sorted(maps.Keys(kv)) {
+			w(k + "=" + kv[k])
 		}
-		if len(m.kv) == 0 {
-			continue
-		}
-		w(m.name)
-		keys := make([]string, 0, len(m.kv))
-		for k := range m.kv {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			w(k + "=" + m.kv[k])
-		}
+	}
+	if len(sb.Spec.PodLabels) > 0 { // the operator's own label alone hashes like none
+		sorted("podLabels", podLabels(sb))
+	}
+	if a := podAnnotations(sb); len(a) > 0 {
+		sorted("podAnnotations", a)
 	}
 	// Resources that render nothing hash like none; a marker keeps a
 	// resource named "gpu" apart from spec.gpu.
 	if r := sb.Spec.Resources; r != nil && (len(r.Limits) > 0 || len(r.Requests) > 0) {
 		w("resources")
 		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
-			keys := make([]string, 0, len(l))
-			for k := range l {
-				keys = append(keys, string(k))
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				q := l[corev1.ResourceName(k)]
-				w(k + "=" + q.String())
+			for _, k := range slices.Sorted(maps.Keys(l)) {
+				q := l[k]
+				w(string(k) + "=" + q.String())
 			}
 			w("|")
 		}
