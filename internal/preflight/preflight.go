@@ -235,27 +235,24 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		r.AgentSandbox = EvaluateAgentSandbox(crd)
 	}
 
-	var err error
-	if r.CertManager, err = apiServed(ctx, reader, disc, "cert-manager.io/v1", CertificateCRD, IssuerCRD); err != nil {
-		return r, err
-	}
-	if r.Route, err = apiServed(ctx, reader, disc, "route.openshift.io/v1", RouteCRD); err != nil {
-		return r, err
-	}
-	if r.SCC, err = apiServed(ctx, reader, disc, "security.openshift.io/v1", SCCCRD); err != nil {
-		return r, err
-	}
-	if r.IDMS, err = apiServed(ctx, reader, disc, "config.openshift.io/v1", IDMSCRD); err != nil {
-		return r, err
-	}
-	if r.PrometheusRule, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", PrometheusRuleCRD); err != nil {
-		return r, err
-	}
-	if r.ServiceMonitor, err = apiServed(ctx, reader, disc, "monitoring.coreos.com/v1", ServiceMonitorCRD); err != nil {
-		return r, err
-	}
-	if r.ConsoleYAMLSample, err = apiServed(ctx, reader, disc, "console.openshift.io/v1", ConsoleYAMLSampleCRD); err != nil {
-		return r, err
+	for _, api := range []struct {
+		served *bool
+		gv     string
+		crds   []string
+	}{
+		{&r.CertManager, "cert-manager.io/v1", []string{CertificateCRD, IssuerCRD}},
+		{&r.Route, "route.openshift.io/v1", []string{RouteCRD}},
+		{&r.SCC, "security.openshift.io/v1", []string{SCCCRD}},
+		{&r.IDMS, "config.openshift.io/v1", []string{IDMSCRD}},
+		{&r.PrometheusRule, "monitoring.coreos.com/v1", []string{PrometheusRuleCRD}},
+		{&r.ServiceMonitor, "monitoring.coreos.com/v1", []string{ServiceMonitorCRD}},
+		{&r.ConsoleYAMLSample, "console.openshift.io/v1", []string{ConsoleYAMLSampleCRD}},
+	} {
+		served, err := apiServed(ctx, reader, disc, api.gv, api.crds...)
+		if err != nil {
+			return r, err
+		}
+		*api.served = served
 	}
 	info, err := disc.ServerVersion()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -79,8 +80,8 @@ func (w *Watcher) Observe(obj *configv1.APIServer) {
 }
 
 func equal(a, b Settings) bool {
-	return a.Profile == b.Profile && a.MinVersion == b.MinVersion && fmt.Sprint(a.CipherSuites) == fmt.Sprint(b.CipherSuites) &&
-		fmt.Sprint(a.Curves) == fmt.Sprint(b.Curves)
+	return a.Profile == b.Profile && a.MinVersion == b.MinVersion && slices.Equal(a.CipherSuites, b.CipherSuites) &&
+		slices.Equal(a.Curves, b.Curves)
 }
 
 // Follow watches apiserver.config.openshift.io/cluster through
