@@ -28,6 +28,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/console"
 	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
 
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=create;patch,namespace=system
@@ -50,10 +51,6 @@ func Rule(namespace string) (*monitoringv1.PrometheusRule, error) {
 	}
 	pr.TypeMeta = metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.PrometheusRuleKind}
 	pr.Namespace = namespace
-	if pr.Labels == nil {
-		pr.Labels = map[string]string{}
-	}
-	pr.Labels["app.kubernetes.io/managed-by"] = "openshell-operator"
 	return pr, nil
 }
 
@@ -79,9 +76,8 @@ func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonit
 			SafeTLSConfig: monitoringv1.SafeTLSConfig{ServerName: ptr.To(MetricsService + "." + namespace + ".svc")}}
 	}
 	return &monitoringv1.ServiceMonitor{
-		TypeMeta: metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
-		ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator", Namespace: namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "openshell-operator"}},
+		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
+		ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator", Namespace: namespace},
 		Spec: monitoringv1.ServiceMonitorSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
 				"app.kubernetes.io/name": "openshell-operator", "app.kubernetes.io/component": "metrics"}},
@@ -91,7 +87,9 @@ func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonit
 	}
 }
 
-// Desired lists the objects the platform pf serves an API for: pure.
+// Desired lists the objects the platform pf serves an API for, each
+// labelled as the operator's (the console samples are cluster-scoped and
+// have no owner: an uninstall finds them by it): pure.
 func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	var out []client.Object
 	if pf.PrometheusRule {
@@ -113,6 +111,14 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 			s.TypeMeta = metav1.TypeMeta{APIVersion: consolev1.GroupVersion.String(), Kind: "ConsoleYAMLSample"}
 			out = append(out, s)
 		}
+	}
+	for _, o := range out {
+		l := o.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[render.LabelManagedBy] = render.ManagedByValue
+		o.SetLabels(l)
 	}
 	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/internal/console"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -41,7 +42,8 @@ func TestRuleMatchesTheEmbeddedRules(t *testing.T) {
 	g.Expect(pr.Spec.Groups[0].Rules).To(HaveLen(5))
 }
 
-// TestDesiredFollowsTheAPIsServed: each object only where its API is.
+// TestDesiredFollowsTheAPIsServed: each object only where its API is, and
+// every one labelled as the operator's.
 func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 	g := NewWithT(t)
 	kinds := func(pf preflight.Result) []string {
@@ -50,6 +52,8 @@ func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 		var out []string
 		for _, o := range objs {
 			out = append(out, o.GetObjectKind().GroupVersionKind().Kind)
+			// The uninstall and must-gather find them by it.
+			g.Expect(o.GetLabels()).To(HaveKeyWithValue(render.LabelManagedBy, render.ManagedByValue), "%s %s", out[len(out)-1], o.GetName())
 		}
 		return out
 	}
@@ -109,7 +113,7 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		list := &consolev1.ConsoleYAMLSampleList{}
-		g.Expect(c.List(ctx, list, client.MatchingLabels{console.LabelManagedBy: "openshell-operator"})).To(Succeed())
+		g.Expect(c.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue})).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(len(want)))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	sm := &monitoringv1.ServiceMonitor{}

@@ -20,10 +20,6 @@ import (
 //go:embed samples/*.yaml
 var files embed.FS
 
-// LabelManagedBy marks the samples, so that an uninstall can find them
-// (they are cluster-scoped and have no owner).
-const LabelManagedBy = "app.kubernetes.io/managed-by"
-
 // Samples returns the console YAML samples, sorted by name.
 func Samples() ([]*consolev1.ConsoleYAMLSample, error) {
 	names, err := fs.Glob(files, "samples/*.yaml")
@@ -41,10 +37,6 @@ func Samples() ([]*consolev1.ConsoleYAMLSample, error) {
 		if err := yaml.UnmarshalStrict(b, s); err != nil {
 			return nil, fmt.Errorf("parse console sample %s: %w", n, err)
 		}
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels[LabelManagedBy] = "openshell-operator"
 		out = append(out, s)
 	}
 	return out, nil

@@ -34,19 +34,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
 )
 
 // Groups whose every served resource is collected in full.
 var fullGroups = []string{"openshell.ai", "agents.x-k8s.io", "extensions.agents.x-k8s.io"}
 
-// Labels that select the operator's pods and what it created.
 const (
-	labelName          = "app.kubernetes.io/name"
-	labelManagedBy     = "app.kubernetes.io/managed-by"
-	managedByOperator  = "openshell-operator"
+	// operatorName is the operator's app.kubernetes.io/name (its pods) and
+	// the prefix of its OLM objects.
 	operatorName       = "openshell-operator"
-	gatewayName        = "openshell-gateway"
-	sandboxSCC         = "openshell-sandbox-sidecar"
 	defaultLogTailLine = 5000
 )
 
@@ -95,7 +94,7 @@ func (g *Gatherer) Run(ctx context.Context) error {
 	for _, group := range fullGroups {
 		g.collectGroup(ctx, group)
 	}
-	ours := metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedByOperator}
+	ours := metav1.ListOptions{LabelSelector: render.LabelManagedBy + "=" + render.ManagedByValue}
 	for _, gvr := range []schema.GroupVersionResource{
 		{Version: "v1", Resource: "services"}, {Version: "v1", Resource: "configmaps"}, {Version: "v1", Resource: "serviceaccounts"},
 		{Version: "v1", Resource: "secrets"}, {Version: "v1", Resource: "persistentvolumeclaims"},
@@ -111,8 +110,8 @@ func (g *Gatherer) Run(ctx context.Context) error {
 		g.collect(ctx, gvr, ours)
 	}
 	// The operator's and the gateways' pods, with logs.
-	for _, app := range []string{operatorName, gatewayName} {
-		g.collectPods(ctx, metav1.ListOptions{LabelSelector: labelName + "=" + app})
+	for _, app := range []string{operatorName, render.AppName} {
+		g.collectPods(ctx, metav1.ListOptions{LabelSelector: render.LabelName + "=" + app})
 	}
 	// Cluster-scoped context: the CRDs, the SCC, the operator's RBAC, OLM.
 	g.collectNamed(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
@@ -120,7 +119,7 @@ func (g *Gatherer) Run(ctx context.Context) error {
 			return slices.ContainsFunc(fullGroups, func(grp string) bool { return strings.HasSuffix(name, "."+grp) })
 		})
 	g.collectNamed(ctx, schema.GroupVersionResource{Group: "security.openshift.io", Version: "v1", Resource: "securitycontextconstraints"},
-		func(name string) bool { return name == sandboxSCC })
+		func(name string) bool { return name == scc.Name })
 	for _, res := range []string{"clusterroles", "clusterrolebindings"} {
 		g.collectNamed(ctx, schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: res},
 			func(name string) bool { return strings.Contains(name, "openshell") })

@@ -44,7 +44,8 @@ const (
 	AgentSandboxPodLabel = "agents.x-k8s.io/sandbox-name-hash"
 
 	ManagedByValue = "openshell-operator"
-	appName        = "openshell-gateway"
+	// AppName is the app.kubernetes.io/name of the gateway's pods.
+	AppName = "openshell-gateway"
 )
 
 // TLSSource says who issues the gateway's internal certificates.
@@ -224,7 +225,7 @@ func truncateHashed(s, key string, max int) string {
 // Labels are the common labels of every child.
 func Labels(gw *openshellv1alpha1.OpenShellGateway, component string) map[string]string {
 	return map[string]string{
-		LabelName:             appName,
+		LabelName:             AppName,
 		LabelInstance:         gw.Name,
 		LabelComponent:        component,
 		LabelManagedBy:        ManagedByValue,
@@ -236,7 +237,7 @@ func Labels(gw *openshellv1alpha1.OpenShellGateway, component string) map[string
 
 // SelectorLabels select the gateway pods.
 func SelectorLabels(gw *openshellv1alpha1.OpenShellGateway) map[string]string {
-	return map[string]string{LabelName: appName, LabelInstance: gw.Name}
+	return map[string]string{LabelName: AppName, LabelInstance: gw.Name}
 }
 
 // Replicas is the desired gateway replica count.
