@@ -88,7 +88,7 @@ type sandboxRow struct {
 	transition openshellv1.SandboxPhase
 	// revisions are the sandbox's policy versions; failLoad, when set, is
 	// the load error the supervisor reports for the next one.
-	revisions []*revision
+	revisions []*openshellv1.SandboxPolicyRevision
 	failLoad  string
 }
 

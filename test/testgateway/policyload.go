@@ -2,6 +2,7 @@ package testgateway
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -12,23 +13,17 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 )
 
-// revision is one policy version of a sandbox, as the gateway keeps them:
-// PENDING until the sandbox's supervisor reports LOADED or FAILED, then
-// SUPERSEDED by a newer one.
-type revision struct {
-	rev *openshellv1.SandboxPolicyRevision
-}
-
 // addRevision records a new policy version as PENDING and supersedes older
-// pending ones; g.mu is held.
+// pending ones; g.mu is held. A revision stays PENDING until the sandbox's
+// supervisor reports LOADED or FAILED, then is SUPERSEDED by a newer one.
 func (g *Gateway) addRevision(r *sandboxRow, version uint32) {
 	for _, old := range r.revisions {
-		if old.rev.Status == openshellv1.PolicyStatus_POLICY_STATUS_PENDING {
-			old.rev.Status = openshellv1.PolicyStatus_POLICY_STATUS_SUPERSEDED
+		if old.Status == openshellv1.PolicyStatus_POLICY_STATUS_PENDING {
+			old.Status = openshellv1.PolicyStatus_POLICY_STATUS_SUPERSEDED
 		}
 	}
-	r.revisions = append(r.revisions, &revision{rev: &openshellv1.SandboxPolicyRevision{Version: version,
-		Status: openshellv1.PolicyStatus_POLICY_STATUS_PENDING, CreatedAtMs: time.Now().UnixMilli(), Policy: r.sb.Spec.Policy}})
+	r.revisions = append(r.revisions, &openshellv1.SandboxPolicyRevision{Version: version,
+		Status: openshellv1.PolicyStatus_POLICY_STATUS_PENDING, CreatedAtMs: time.Now().UnixMilli(), Policy: r.sb.Spec.Policy})
 	g.supervise(r)
 }
 
@@ -40,7 +35,7 @@ func (g *Gateway) supervise(r *sandboxRow) {
 	if r.sb.Status.GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY || len(r.revisions) == 0 {
 		return
 	}
-	latest := r.revisions[len(r.revisions)-1].rev
+	latest := r.revisions[len(r.revisions)-1]
 	if latest.Status != openshellv1.PolicyStatus_POLICY_STATUS_PENDING {
 		return
 	}
@@ -49,8 +44,8 @@ func (g *Gateway) supervise(r *sandboxRow) {
 		return
 	}
 	for _, old := range r.revisions {
-		if old.rev.Status == openshellv1.PolicyStatus_POLICY_STATUS_LOADED {
-			old.rev.Status = openshellv1.PolicyStatus_POLICY_STATUS_SUPERSEDED
+		if old.Status == openshellv1.PolicyStatus_POLICY_STATUS_LOADED {
+			old.Status = openshellv1.PolicyStatus_POLICY_STATUS_SUPERSEDED
 		}
 	}
 	latest.Status, latest.LoadedAtMs = openshellv1.PolicyStatus_POLICY_STATUS_LOADED, time.Now().UnixMilli()
@@ -82,11 +77,11 @@ func (g *Gateway) GetSandboxPolicyStatus(_ context.Context, req *openshellv1.Get
 	if err != nil {
 		return nil, err
 	}
-	revs := append([]*revision(nil), r.revisions...)
-	sort.Slice(revs, func(i, j int) bool { return revs[i].rev.Version < revs[j].rev.Version })
+	revs := slices.Clone(r.revisions)
+	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
 	for i := len(revs) - 1; i >= 0; i-- {
-		if req.Version == 0 || revs[i].rev.Version == req.Version {
-			return &openshellv1.GetSandboxPolicyStatusResponse{Revision: proto.Clone(revs[i].rev).(*openshellv1.SandboxPolicyRevision),
+		if req.Version == 0 || revs[i].Version == req.Version {
+			return &openshellv1.GetSandboxPolicyStatusResponse{Revision: proto.Clone(revs[i]).(*openshellv1.SandboxPolicyRevision),
 				ActiveVersion: r.sb.Status.GetCurrentPolicyVersion()}, nil
 		}
 	}
