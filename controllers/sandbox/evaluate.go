@@ -71,7 +71,8 @@ func setResolutionConditions(sb *openshellv1alpha1.OpenShellSandbox, obs observe
 		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
 	} else if len(obs.unsyncedProviders) > 0 {
 		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: openshellv1alpha1.SandboxReasonProviderSyncing,
-			Message: fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway", strings.Join(obs.unsyncedProviders, ", "))}
+			Message: fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway (its Ready condition says what holds it)",
+				strings.Join(obs.unsyncedProviders, ", "))}
 	}
 	status.SetCondition(sb, openshellv1alpha1.SandboxConditionProvidersResolved, prov.Status, prov.Reason, prov.Message)
 }
@@ -195,11 +196,18 @@ func imageGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	return &refusal{openshellv1alpha1.SandboxPhaseRejected, obs.image.Reason, obs.image.Message}
 }
 
-// unsynced lists providers whose status lacks an entry for the gateway.
+// unsynced lists providers not yet pushed to the gateway: their status has
+// no entry for it with a push that succeeded (ObservedGeneration set). An
+// entry without one is only the provider controller's intent, recorded
+// before its first push, and it stays so when that push met another
+// owner's provider of the same name: a sandbox created then would be given
+// that provider's credentials.
 func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gatewayKey string) []string {
 	var out []string
 	for _, p := range providers {
-		if !slices.ContainsFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == gatewayKey }) {
+		if !slices.ContainsFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool {
+			return g.Gateway == gatewayKey && g.ObservedGeneration > 0
+		}) {
 			out = append(out, p.Name)
 		}
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,5 +62,32 @@ func TestEvaluate(t *testing.T) {
 				t.Fatalf("message %q is not actionable", c.Message)
 			}
 		})
+	}
+}
+
+// TestUnsynced: only a push that succeeded counts. The provider controller
+// records its intent (an entry without a push) before pushing, and keeps it
+// when the push meets another owner's provider of the same name.
+func TestUnsynced(t *testing.T) {
+	const key = "gw-ns/gw"
+	provider := func(name string, entries ...openshellv1alpha1.ProviderGatewayStatus) *openshellv1alpha1.OpenShellProvider {
+		p := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		p.Status.Gateways = entries
+		return p
+	}
+	pushed := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1}
+	intent := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws"}
+	elsewhere := openshellv1alpha1.ProviderGatewayStatus{Gateway: "other/gw", Name: "x", Workspace: "ws", ObservedGeneration: 3}
+	got := unsynced([]*openshellv1alpha1.OpenShellProvider{
+		provider("pushed", pushed),
+		// A provider without a credentials Secret has no Secret version
+		// once pushed either: the generation is what says it was.
+		provider("no-secret", pushed),
+		provider("intent-only", intent),
+		provider("other-gateway", elsewhere),
+		provider("none"),
+	}, key)
+	if want := []string{"intent-only", "other-gateway", "none"}; !slices.Equal(got, want) {
+		t.Fatalf("unsynced = %v, want %v", got, want)
 	}
 }

@@ -54,11 +54,26 @@ type gatewaySandbox struct {
 	// policy is nil when the sandbox names none (the gateway's default applies).
 	policy     *sandboxv1.SandboxPolicy
 	policyHash string
-	// providers are sorted.
+	// providers are sorted: those of the spec that the operator pushed to
+	// the gateway (see attachable).
 	providers []string
 	// specHash covers what cannot change in place (ImmutableHash).
 	specHash string
 	spec     *openshellv1.SandboxSpec
+}
+
+// attachable are the spec's providers the gateway may attach, sorted: those
+// the operator pushed there. The gateway resolves a provider by name in the
+// workspace, so a name not pushed yet — missing here, still only an intent,
+// or met by another owner's provider of that name — would attach whatever
+// the workspace holds under it. A sandbox not yet created waits for all of
+// them (evaluate); a running one gets each when it is pushed.
+func attachable(sb *openshellv1alpha1.OpenShellSandbox, obs observed) []string {
+	out := slices.DeleteFunc(slices.Clone(sb.Spec.Providers), func(p string) bool {
+		return slices.Contains(obs.missingProviders, p) || slices.Contains(obs.unsyncedProviders, p)
+	})
+	slices.Sort(out)
+	return out
 }
 
 // desired renders the gateway sandbox for sb in workspace ws. Pure.
@@ -68,7 +83,7 @@ func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (g
 		d.policy = sandboxspec.Policy(obs.policy.Spec)
 		d.policyHash = sandboxspec.Hash(d.policy)
 	}
-	d.providers = slices.Sorted(slices.Values(sb.Spec.Providers))
+	d.providers = attachable(sb, obs)
 	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers,
 		RuntimeClass: sandboxcontrols.RuntimeClass(obs.gateway, sb)})
 	if err != nil {

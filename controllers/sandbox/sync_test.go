@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,6 +37,11 @@ func TestDesired(t *testing.T) {
 		{name: "providers are sorted", sb: sandboxWith(func(sb *openshellv1alpha1.OpenShellSandbox) {
 			sb.Spec.Providers = []string{"github", "anthropic"}
 		}), providers: []string{"anthropic", "github"}},
+		// The gateway resolves names in the workspace: one the operator did
+		// not push could be another owner's.
+		{name: "only pushed providers are attached", sb: sandboxWith(func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.Providers = []string{"github", "anthropic", "gone", "openai"}
+		}), obs: observed{missingProviders: []string{"gone"}, unsyncedProviders: []string{"anthropic"}}, providers: []string{"github", "openai"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := desired(tc.sb, tc.obs, "ws-0123456789abcdef")
@@ -51,8 +57,8 @@ func TestDesired(t *testing.T) {
 			if (d.spec.GetPolicy() != nil) != tc.wantPolicy {
 				t.Errorf("spec policy %v; want policy: %v", d.spec.GetPolicy(), tc.wantPolicy)
 			}
-			if len(tc.providers) > 0 && (len(d.providers) != len(tc.providers) || d.providers[0] != tc.providers[0]) {
-				t.Errorf("providers %v, want %v", d.providers, tc.providers)
+			if len(tc.providers) > 0 && (!slices.Equal(d.providers, tc.providers) || !slices.Equal(d.spec.GetProviders(), tc.providers)) {
+				t.Errorf("providers %v (spec %v), want %v", d.providers, d.spec.GetProviders(), tc.providers)
 			}
 			if d.specHash != sandboxspec.ImmutableHash(tc.sb) {
 				t.Error("specHash is not the sandbox's immutable hash")

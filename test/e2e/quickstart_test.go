@@ -30,9 +30,10 @@ import (
 // line does, and runs the operator as the quickstart's Subscription
 // configures it (AllNamespaces, its OPENSHELL_GATEWAY_NAMESPACES). The
 // newcomer's objects must fit together: the gateway is installed (not
-// refused), and the sandbox's image, policy and providers resolve. The
-// gateway process itself cannot run here (it is Rust), so the sandbox is not
-// expected to reach Ready.
+// refused), the sandbox's image and policy resolve, and its providers exist
+// with their Secrets, held only by the gateway. The gateway process itself
+// cannot run here (it is Rust), so providers are not pushed and the sandbox
+// is not expected to reach Ready.
 func TestQuickstart(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -114,9 +115,20 @@ func TestQuickstart(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		cur := &openshellv1alpha1.OpenShellSandbox{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), cur)).To(Succeed())
-		for _, typ := range []string{openshellv1alpha1.ConditionImageAllowed, openshellv1alpha1.SandboxConditionPolicyResolved,
-			openshellv1alpha1.SandboxConditionProvidersResolved} {
+		for _, typ := range []string{openshellv1alpha1.ConditionImageAllowed, openshellv1alpha1.SandboxConditionPolicyResolved} {
 			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, typ)).To(BeTrue(), "%s: %+v", typ, cur.Status.Conditions)
+		}
+		// Its providers exist and their Secrets fit; pushing them waits for
+		// the gateway process, which cannot run here.
+		pr := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionProvidersResolved)
+		g.Expect(pr).NotTo(BeNil())
+		g.Expect(pr.Reason).To(Equal(openshellv1alpha1.SandboxReasonProviderSyncing), "%+v", pr)
+		for _, name := range cur.Spec.Providers {
+			p := &openshellv1alpha1.OpenShellProvider{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: cur.Namespace, Name: name}, p)).To(Succeed())
+			ready := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Reason).To(Equal(openshellv1alpha1.ProviderReasonGatewayError), "only the gateway holds it: %+v", ready)
 		}
 	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 }

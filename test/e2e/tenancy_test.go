@@ -503,8 +503,53 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonProviderConflict), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(gwc.StoredCredentials(ows, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}), "never merged into")
-	cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(user))
+	// A reconcile of the sandbox after the conflict (a spec change it must
+	// act on) still holds it back: the provider's entry for the gateway is
+	// the provider controller's intent, not a push.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(user), cur); err != nil {
+			return err
+		}
+		cur.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"acted-on": "after-the-conflict"}
+		return cluster.Client.Update(ctx, cur)
+	})).To(Succeed())
+	var cur *openshellv1alpha1.OpenShellSandbox
+	g.Eventually(func(g Gomega) {
+		cur = sandboxStatus(ctx, g, client.ObjectKeyFromObject(user))
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a sandbox never runs with a provider it does not own")
+	pr := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionProvidersResolved)
+	g.Expect(pr).NotTo(BeNil())
+	g.Expect(pr.Reason).To(Equal(openshellv1alpha1.SandboxReasonProviderSyncing))
+	g.Expect(pr.Message).To(ContainSubstring("Ready condition"), "points at why")
+	// Nor is it attached to a sandbox that already runs: the gateway would
+	// resolve the name to the other owner's provider.
+	runner := tn.sandbox(owner, "runner")
+	g.Expect(cluster.Client.Create(ctx, runner)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(runner)).Status.SandboxID).NotTo(BeEmpty())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(runner), cur); err != nil {
+			return err
+		}
+		cur.Spec.Providers = []string{"anthropic"}
+		return cluster.Client.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur = sandboxStatus(ctx, g, client.ObjectKeyFromObject(runner))
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(cur.Status.AttachedProviders).To(BeEmpty())
+	atGateway, err := gwc.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(owner, "runner"), Workspace: ows})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(atGateway.Sandbox.Spec.GetProviders()).NotTo(ContainElement("anthropic"), "a running sandbox never gets a provider it does not own")
+	pr = meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionProvidersResolved)
+	g.Expect(pr).NotTo(BeNil())
+	g.Expect(pr.Reason).To(Equal(openshellv1alpha1.SandboxReasonProviderSyncing))
 
 	// A gateway sandbox of the derived name that another client created in
 	// the namespace's workspace: never adopted, and deleting the
