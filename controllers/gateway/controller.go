@@ -519,7 +519,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
-		Build(r)
+		Build(status.RetryStale(r))
 	if err != nil {
 		return err
 	}

@@ -559,7 +559,10 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted).Status).To(Equal(metav1.ConditionTrue))
 	}).WithTimeout(15 * time.Second).Should(Succeed())
-	// The finalizer write does not make the first status patch conflict.
+	// Installing fails no reconcile: a status patch from a stale read is
+	// retried, not an error (status.RetryStale), and the finalizer write
+	// does not make the first one conflict (internal/status
+	// TestAddFinalizerKeepsTheStatusPatchUnconflicted).
 	g.Expect(framework.ReconcileErrors("openshellgateway")).To(Equal(errorsBefore), "reconcile errors while installing a new gateway")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)

@@ -69,5 +69,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellImagePolicy{}).
 		Named("openshellimagepolicy").
-		Complete(r)
+		Complete(status.RetryStale(r))
 }

@@ -91,5 +91,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return nil
 		}), builder.WithPredicates(index.SpecOrDeletionChanged)). // not the sandboxes' status writes
-		Complete(r)
+		Complete(status.RetryStale(r))
 }

@@ -482,7 +482,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
 					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ProviderSecret: o.GetName()})
 			}))).
-		Complete(r)
+		Complete(status.RetryStale(r))
 }
 
 // providersOf lists the providers a sandbox attaches.

@@ -340,7 +340,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Gateways.Followers().Events(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
-		Complete(r)
+		Complete(status.RetryStale(r))
 }
 
 // byIndex re-queues the sandboxes whose index field equals key(o); for

@@ -106,3 +106,32 @@ func TestRecordPersistsAnIntentWithoutLosingTheRest(t *testing.T) {
 		t.Fatalf("a repeated intent wrote (err %v)", err)
 	}
 }
+
+// TestAddFinalizerKeepsTheStatusPatchUnconflicted: the finalizer write
+// changes the object's resourceVersion; AddFinalizer carries it into orig,
+// so the reconcile's optimistically locked status patch that follows does
+// not conflict with the reconcile's own write (RetryStale would hide such a
+// conflict on every first reconcile behind a delayed retry).
+func TestAddFinalizerKeepsTheStatusPatchUnconflicted(t *testing.T) {
+	ctx := context.Background()
+	o := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(o).WithStatusSubresource(o).Build()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		t.Fatal(err)
+	}
+	orig := o.DeepCopy()
+	if wrote, err := AddFinalizer(ctx, c, orig, o, "openshell.ai/test"); err != nil || !wrote {
+		t.Fatalf("AddFinalizer: wrote=%v err=%v", wrote, err)
+	}
+	o.SetObservedGeneration(1)
+	if err := Patch(ctx, c, orig, o); err != nil {
+		t.Fatalf("status patch after the finalizer write: %v", err)
+	}
+	got := &openshellv1alpha1.OpenShellPolicy{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil || got.Status.ObservedGeneration != 1 || len(got.Finalizers) != 1 {
+		t.Fatalf("stored %+v (err %v), want the finalizer and observedGeneration 1", got, err)
+	}
+	if wrote, err := AddFinalizer(ctx, c, got.DeepCopy(), got, "openshell.ai/test"); err != nil || wrote {
+		t.Fatalf("second AddFinalizer: wrote=%v err=%v, want no write", wrote, err)
+	}
+}
