@@ -145,6 +145,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		return nil
 	}
 	authz := webhook.Authorizer{Client: c}
+	if err := (webhook.SandboxFinalizer{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up OpenShellSandbox finalizer webhook: %w", err)
+	}
 	if err := (&webhook.SandboxValidator{Reader: c, Policies: policies, Platform: opts.Platform, Authorizer: authz}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up OpenShellSandbox webhook: %w", err)
 	}

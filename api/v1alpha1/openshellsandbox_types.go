@@ -162,6 +162,12 @@ type OpenShellSandboxSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
+// SandboxFinalizer keeps an OpenShellSandbox until the operator has deleted
+// its sandbox at the gateway. The operator's mutating webhook sets it at
+// admission (so the normal path costs no write of its own); the controller
+// adds it where no webhook runs.
+const SandboxFinalizer = "openshell.ai/sandbox-cleanup"
+
 // AnnotationForceRelease, set to "true" on an OpenShellSandbox being deleted
 // whose gateway cannot be reached (or is being deleted itself), releases it
 // without deleting the sandbox at the gateway, which may then keep running

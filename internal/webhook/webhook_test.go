@@ -176,6 +176,18 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 
+	t.Run("the finalizer is set at admission", func(t *testing.T) {
+		// A dry run shows what admission made of the object; no controller
+		// ever sees it, so the finalizer can only come from the webhook.
+		g := NewWithT(t)
+		sb := sandbox(tn.ns, "finalized", "mirror.corp/openshell/base"+digest)
+		sb.Finalizers = []string{"team.example/keep"}
+		g.Expect(env.Client.Create(ctx, sb, client.DryRunAll)).To(Succeed())
+		g.Expect(sb.Finalizers).To(Equal([]string{"team.example/keep", openshellv1alpha1.SandboxFinalizer}))
+		denied := sandbox(tn.ns, "finalized-denied", "docker.io/library/ubuntu:latest")
+		g.Expect(apierrors.IsForbidden(env.Client.Create(ctx, denied, client.DryRunAll))).To(BeTrue(), "validation still runs after the mutation")
+	})
+
 	t.Run("update to a bad image is denied, other updates are not", func(t *testing.T) {
 		g := NewWithT(t)
 		sb := sandbox(tn.ns, "updated", "mirror.corp/openshell/base"+digest)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +32,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
-	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
@@ -644,15 +642,23 @@ func (tn *tenancySuite) sandbox(ns, name string) *openshellv1alpha1.OpenShellSan
 	return sandboxOn(ns, name, tn.st.GatewayObj)
 }
 
-// withoutWebhooks runs fn with this suite's webhook configuration removed.
+// withoutWebhooks runs fn with this suite's webhook configurations
+// removed: the validating one and the finalizer's mutating one, so the
+// reconciler's own checks and its finalizer fallback are what runs.
 func (tn *tenancySuite) withoutWebhooks(ctx context.Context, t *testing.T, fn func()) {
 	g := NewWithT(t)
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tn.webhookName}, vwc)).To(Succeed())
-	g.Expect(cluster.Client.Delete(ctx, vwc)).To(Succeed())
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	for _, o := range []client.Object{vwc, mwc} {
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: tn.webhookName}, o)).To(Succeed())
+		g.Expect(cluster.Client.Delete(ctx, o)).To(Succeed())
+	}
 	defer func() {
-		vwc.ResourceVersion, vwc.UID = "", ""
-		g.Expect(cluster.Client.Create(ctx, vwc)).To(Succeed())
+		for _, o := range []client.Object{vwc, mwc} {
+			o.SetResourceVersion("")
+			o.SetUID("")
+			g.Expect(cluster.Client.Create(ctx, o)).To(Succeed())
+		}
 	}()
 	fn()
 }
@@ -814,46 +820,30 @@ func installOLMAggregatedRoles(ctx context.Context, t *testing.T) {
 }
 
 // webhookServing issues a serving certificate for 127.0.0.1 and returns
-// the folder the manager reads it from, the CA and a free port.
+// its directory, the CA and a free port.
 func webhookServing(t *testing.T) (string, []byte, int) {
 	t.Helper()
-	ca, leaf, _ := gatewaytest.LoopbackCert(t)
-	dir := t.TempDir()
-	for name, b := range map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port, err := framework.FreePort()
+	s, err := framework.ServeWebhooksOnLoopback(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, ca.CertPEM, port
+	return s.CertDir, s.CAPEM, s.Port
 }
 
-// installWebhooks registers the operator's validating webhooks
-// (config/webhook) at the loopback server, for this suite's namespaces only.
+// installWebhooks registers the operator's webhooks (config/webhook: the
+// validating ones and the finalizer's mutating one) at the loopback server,
+// for this suite's namespaces only.
 func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	const name = "openshell-e2e-tenancy"
+	objs, err := framework.InstallWebhooks(ctx, cluster.Client, name, framework.WebhookServing{CAPEM: caPEM, Port: port},
+		&metav1.LabelSelector{MatchLabels: map[string]string{tenancyLabel: "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := utilyaml.Unmarshal(raw, vwc); err != nil {
-		t.Fatal(err)
+	for _, o := range objs {
+		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), o) })
 	}
-	vwc.Name = "openshell-e2e-tenancy"
-	for i := range vwc.Webhooks {
-		w := &vwc.Webhooks[i]
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *w.ClientConfig.Service.Path)
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{tenancyLabel: "true"}}
-	}
-	if err := cluster.Client.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), vwc) })
 	// Wait until the API server calls the webhook: an editor's allowlist
 	// create in a suite namespace is refused only by it.
 	probe := tenancyNamespace(ctx, t, "probe", nil)
@@ -863,5 +853,5 @@ func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) 
 			Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: []string{"registry.example.com/x"}}})
 		return apierrors.IsForbidden(err)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
-	return vwc.Name
+	return name
 }

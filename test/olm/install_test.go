@@ -241,17 +241,29 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 	g.Expect(can(opNS, "deletecollection", "openshellsandboxes")).To(BeFalse())
 
-	// One validating webhook configuration per webhook definition, served
-	// by OLM's Service with OLM's CA.
+	// One webhook configuration per webhook definition (the validating ones
+	// and the finalizer's mutating one), served by OLM's Service with OLM's CA.
 	vwcs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
 	g.Expect(c.List(ctx, vwcs, client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": opNS})).To(Succeed())
-	g.Expect(vwcs.Items).To(HaveLen(len(csv.Spec.WebhookDefinitions)))
+	mwcs := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	g.Expect(c.List(ctx, mwcs, client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": opNS})).To(Succeed())
+	g.Expect(len(vwcs.Items)+len(mwcs.Items)).To(Equal(len(csv.Spec.WebhookDefinitions)))
+	g.Expect(mwcs.Items).To(HaveLen(1), "the finalizer webhook")
+	var configs []admissionregistrationv1.WebhookClientConfig
 	for _, vwc := range vwcs.Items {
 		for _, w := range vwc.Webhooks {
-			g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "webhook %s has no CA bundle", w.Name)
-			g.Expect(w.ClientConfig.Service).NotTo(BeNil())
-			g.Expect(w.ClientConfig.Service.Name).To(Equal(deploymentName + "-service"))
+			configs = append(configs, w.ClientConfig)
 		}
+	}
+	for _, w := range mwcs.Items[0].Webhooks {
+		g.Expect(w.Rules).To(HaveLen(1))
+		g.Expect(w.Rules[0].Operations).To(Equal([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}))
+		configs = append(configs, w.ClientConfig)
+	}
+	for _, cc := range configs {
+		g.Expect(cc.CABundle).NotTo(BeEmpty(), "a webhook has no CA bundle")
+		g.Expect(cc.Service).NotTo(BeNil())
+		g.Expect(cc.Service.Name).To(Equal(deploymentName + "-service"))
 	}
 }
 

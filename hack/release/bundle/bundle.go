@@ -94,6 +94,7 @@ type collected struct {
 	bindings     []*rbacv1.RoleBinding
 	cbindings    []*rbacv1.ClusterRoleBinding
 	webhooks     []*admissionregistrationv1.ValidatingWebhookConfiguration
+	mutating     []*admissionregistrationv1.MutatingWebhookConfiguration
 	samples      []map[string]any
 	scorecard    *unstructured.Unstructured
 	extra        []*unstructured.Unstructured
@@ -259,6 +260,10 @@ func collect(docs []*unstructured.Unstructured) (*collected, error) {
 			w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			err = convert(u, w)
 			c.webhooks = append(c.webhooks, w)
+		case gvk.Kind == "MutatingWebhookConfiguration":
+			w := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			err = convert(u, w)
+			c.mutating = append(c.mutating, w)
 		case gvk.Group == "openshell.ai":
 			c.samples = append(c.samples, u.Object)
 		case gvk.Group == "scorecard.operatorframework.io":

@@ -133,18 +133,32 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 
 	// Webhooks: OLM creates the Service and the serving certificate.
 	var defs []operatorsv1alpha1.WebhookDescription
+	describe := func(typ operatorsv1alpha1.WebhookAdmissionType, name string, cc admissionregistrationv1.WebhookClientConfig,
+		rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType,
+		se *admissionregistrationv1.SideEffectClass, versions []string, timeout *int32) operatorsv1alpha1.WebhookDescription {
+		path := ""
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		return operatorsv1alpha1.WebhookDescription{
+			GenerateName: name, Type: typ, DeploymentName: c.deployments[0].Name,
+			ContainerPort: webhookServicePort, TargetPort: ptrIntOrString(9443), Rules: rules,
+			FailurePolicy: fp, SideEffects: sideEffects(se), AdmissionReviewVersions: versions,
+			TimeoutSeconds: timeout, WebhookPath: ptr.To(path),
+		}
+	}
 	for _, cfg := range c.webhooks {
 		for _, w := range cfg.Webhooks {
-			path := ""
-			if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
-				path = *w.ClientConfig.Service.Path
-			}
-			defs = append(defs, operatorsv1alpha1.WebhookDescription{
-				GenerateName: w.Name, Type: operatorsv1alpha1.ValidatingAdmissionWebhook, DeploymentName: c.deployments[0].Name,
-				ContainerPort: webhookServicePort, TargetPort: ptrIntOrString(9443), Rules: w.Rules,
-				FailurePolicy: w.FailurePolicy, SideEffects: sideEffects(w.SideEffects), AdmissionReviewVersions: w.AdmissionReviewVersions,
-				TimeoutSeconds: w.TimeoutSeconds, WebhookPath: ptr.To(path),
-			})
+			defs = append(defs, describe(operatorsv1alpha1.ValidatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules,
+				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
+		}
+	}
+	for _, cfg := range c.mutating {
+		for _, w := range cfg.Webhooks {
+			d := describe(operatorsv1alpha1.MutatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules,
+				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds)
+			d.ReinvocationPolicy = w.ReinvocationPolicy
+			defs = append(defs, d)
 		}
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].GenerateName < defs[j].GenerateName })
