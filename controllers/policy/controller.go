@@ -73,8 +73,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // countSettle is how long sandbox events for one policy are gathered before
-// its count is recomputed.
-const countSettle = time.Second
+// its count is recomputed: a summary for the Tenant Admin, so while
+// sandboxes are created at any rate it costs one status write per policy
+// every five seconds, not one per sandbox (deleting a policy in use is
+// refused by the webhook, not by this count).
+const countSettle = 5 * time.Second
 
 // SetupWithManager registers the reconciler; sandbox changes re-queue the
 // policy they reference (also the one they stopped referencing, via the
@@ -84,7 +87,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&openshellv1alpha1.OpenShellPolicy{}).
 		Named("openshellpolicy").
 		// The sandbox count is a summary: a burst of sandboxes becomes one
-		// status write per policy per second, not one per sandbox.
+		// status write per policy per countSettle, not one per sandbox.
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, enqueue.Coalesced(countSettle, func(_ context.Context, o client.Object) []reconcile.Request {
 			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}

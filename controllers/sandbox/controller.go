@@ -44,7 +44,7 @@ const (
 const MaxConcurrentReconciles = 8
 
 // Finalizer deletes the sandbox at the gateway before the object goes.
-const Finalizer = "openshell.ai/sandbox-cleanup"
+const Finalizer = openshellv1alpha1.SandboxFinalizer
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=list;watch;patch,namespace=system
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/status,verbs=patch,namespace=system
@@ -65,6 +65,8 @@ type Reconciler struct {
 	Gateways  *gwconn.Resolver
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
+
+	settling settlingCreates
 }
 
 // observed is what one reconcile read from the cluster.
@@ -116,7 +118,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
+	// A create whose status write is waiting to settle is restored into the
+	// working copy only, so this reconcile's write records it.
+	r.settling.restore(sb)
+	held := false
 	defer func() {
+		if held {
+			return // the write waits for the sandbox to settle (settleWindow)
+		}
 		if orig.Status.Phase != sb.Status.Phase {
 			r.recordPhase(orig.Status.Phase, sb)
 		}
@@ -137,11 +146,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		sb.Status.ObservedGeneration = sb.Generation
 		return ctrl.Result{}, nil
 	}
-	// Status is patched by the deferred call; the finalizer needs its own write.
+	// The admission webhook sets the finalizer; where none runs it takes a
+	// write of its own (status is patched by the deferred call).
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, sb, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.sync(ctx, orig, sb, obs)
+	res, held, err = r.sync(ctx, orig, sb, obs)
+	return res, err
 }
 
 // observePolicy reads the policy spec.policyRef names, or without one the
@@ -270,9 +281,9 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 }
 
 // recordPhase emits an event when the phase changes, except for the normal
-// progress through Pending and Provisioning to Ready (the "Created" event
-// already names the gateway sandbox): each event is an API write, and
-// sandboxes come in bursts. Ready after a failure is an event.
+// progress through Pending and Provisioning to Ready (status says it, with
+// the gateway sandbox's names): each event is an API write, and sandboxes
+// come in bursts. Ready after a failure is an event.
 func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *openshellv1alpha1.OpenShellSandbox) {
 	switch sb.Status.Phase {
 	case openshellv1alpha1.SandboxPhaseProvisioning:

@@ -41,15 +41,24 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
-	// Nothing was ever created at a gateway when no workspace was recorded:
-	// sync records the gateway, workspace and name (status.Record) before
-	// the first call that can create the sandbox. Release at once, even if
-	// the gateway is unreachable. Otherwise the gateway is asked by the derived names,
-	// which also covers a create whose own status write lost to the deletion.
-	if sb.Status.SandboxID == "" && sb.Status.Workspace == "" {
+	r.settling.restore(sb)
+	// A sandbox refused before anything was recorded was never created at
+	// a gateway: release at once, even if the gateway is unreachable.
+	recorded := sb.Status.SandboxID != "" || sb.Status.Workspace != ""
+	if !recorded && refusedBeforeCreate(sb.Status.Phase) {
 		return r.release(ctx, sb)
 	}
 	done, id, err := r.deleteAtGateway(ctx, sb)
+	if err != nil && !recorded {
+		// Nothing recorded and the gateway cannot say: the sandbox was
+		// most likely never created (the create's status write waits at
+		// most settleWindow, and the operator keeps what it created in
+		// memory until then). Release rather than hold the object hostage
+		// to a gateway it may never have reached.
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+			"released without asking gateway %s, which did not answer (%v): status recorded no sandbox there", sb.GatewayKey(), err)
+		return r.release(ctx, sb)
+	}
 	if err != nil && sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" {
 		// The escape hatch for a gateway that will not come back; the
 		// admission webhook let only who may remove the finalizer set it.
@@ -92,7 +101,14 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		return ctrl.Result{}, err
 	}
 	r.Gateways.Followers().Stop(client.ObjectKeyFromObject(sb))
+	r.settling.forget(client.ObjectKeyFromObject(sb))
 	return ctrl.Result{}, nil
+}
+
+// refusedBeforeCreate says whether a sandbox in this phase, with no gateway
+// sandbox recorded, was stopped before any call that could create one.
+func refusedBeforeCreate(p openshellv1alpha1.SandboxPhase) bool {
+	return p == openshellv1alpha1.SandboxPhaseRejected || p == openshellv1alpha1.SandboxPhasePending
 }
 
 // deleteAtGateway reports done once the gateway has no sandbox of this

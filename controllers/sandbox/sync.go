@@ -139,39 +139,42 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 
 // sync brings the gateway sandbox in line with the spec: connect, ensure
 // the namespace's workspace, render, then one step of the state machine.
-func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (ctrl.Result, error) {
+// held says the status write of a sandbox it just created waits for the
+// sandbox to settle (settleWindow).
+func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (_ ctrl.Result, held bool, _ error) {
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
 		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonConnectionFailed, err.Error())
-		return ctrl.Result{}, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
+		return ctrl.Result{}, false, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
 	}
 	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
 	if err != nil {
-		return gatewayError(sb, err)
+		res, err := gatewayError(sb, err)
+		return res, false, err
 	}
 	d, err := desired(sb, obs, ws)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
-	// Where the sandbox is about to be created is persisted before the
-	// first call that can create it: a deletion that follows (even one that
-	// beats the create's own status write) then asks that gateway. Until
-	// the gateway answered once, nothing is recorded and a deletion releases
-	// at once.
-	if err := status.Record(ctx, r.Client, orig, sb, func(s *openshellv1alpha1.OpenShellSandbox) {
-		s.Status.Workspace, s.Status.GatewaySandboxName, s.Status.Gateway = ws, d.name, gwconn.Key(gw)
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-
+	// Where the sandbox lives is written with the rest of status. A
+	// deletion that comes before that write asks the gateway by the names
+	// the operator derives (reconcileDelete), so no separate write is
+	// needed before the create.
+	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, d.name, gwconn.Key(gw)
+	creating := nextStep(sb.Status, d) == stepCreate
 	res, err := r.drive(ctx, conn, sb, obs, d)
 	if err != nil {
-		return gatewayError(sb, err)
+		res, err := gatewayError(sb, err)
+		return res, false, err
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation
-	return res, nil
+	if holdable(orig, sb, creating) {
+		r.settling.hold(sb)
+		return ctrl.Result{RequeueAfter: settleWindow}, true, nil
+	}
+	return res, false, nil
 }
 
 // drive runs the step nextStep chooses, then applies mutable changes in
@@ -226,9 +229,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	var current *openshellv1.Sandbox
 	switch code := grpcstatus.Code(err); {
 	case err == nil:
-		current = resp.Sandbox
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Created", "CreateSandbox", "created sandbox %s in workspace %s (id %s)",
-			d.name, d.workspace, current.Metadata.Id)
+		current = resp.Sandbox // no event: status names it (events are API writes, and sandboxes come in bursts)
 	case code == codes.AlreadyExists:
 		var o outcome
 		if current, o, err = r.adopt(ctx, conn, sb, d); err != nil || o.stop {

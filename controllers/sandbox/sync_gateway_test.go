@@ -39,8 +39,8 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 }
 
 // sync runs one reconcile's gateway step and fails the test on an error.
-// The sandbox is stored first, as it is in the reconcile (sync persists its
-// intent before creating).
+// The sandbox and its status are stored first, as the reconcile's status
+// write would have left them.
 func (f *gatewayFixture) sync(t *testing.T, sb *openshellv1alpha1.OpenShellSandbox) {
 	t.Helper()
 	if _, err := f.run(t, sb); err != nil {
@@ -66,7 +66,8 @@ func (f *gatewayFixture) run(t *testing.T, sb *openshellv1alpha1.OpenShellSandbo
 		t.Fatal(err)
 	}
 	sb.ResourceVersion = stored.ResourceVersion
-	return f.r.sync(ctx, sb.DeepCopy(), sb, f.obs)
+	res, _, err := f.r.sync(ctx, sb.DeepCopy(), sb, f.obs)
+	return res, err
 }
 
 func (f *gatewayFixture) workspace() string {
@@ -97,6 +98,43 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		f.sync(t, sb)
 		if n := f.gw.Calls()["CreateSandbox"]; n != 1 {
 			t.Errorf("CreateSandbox called %d times, want 1", n)
+		}
+	})
+	t.Run("the first report of a create waits for the sandbox to settle", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		ctx := context.Background()
+		sb := sandboxWith(nil)
+		g := sb.DeepCopy()
+		if err := f.r.Client.Create(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		sb.ResourceVersion = g.ResourceVersion
+		res, held, err := f.r.sync(ctx, sb.DeepCopy(), sb, f.obs)
+		if err != nil || !held || res.RequeueAfter != settleWindow {
+			t.Fatalf("held %v, requeue %s, err %v: want the write held for %s", held, res.RequeueAfter, err, settleWindow)
+		}
+		// The next reconcile starts from the cache, where status is still
+		// empty: what the create answered comes back from memory, so it
+		// neither creates again nor loses the sandbox ID.
+		next := g.DeepCopy()
+		if !f.r.settling.restore(next) || next.Status.SandboxID != sb.Status.SandboxID || next.Status.Workspace != f.workspace() ||
+			next.Status.AppliedSpecHash != sb.Status.AppliedSpecHash {
+			t.Fatalf("restored %+v, want the create's %+v", next.Status, sb.Status)
+		}
+		res, held, err = f.r.sync(ctx, g.DeepCopy(), next, f.obs)
+		if err != nil || held {
+			t.Fatalf("held again (%v) or err %v: a restored create is written", held, err)
+		}
+		if n := f.gw.Calls()["CreateSandbox"]; n != 1 {
+			t.Errorf("CreateSandbox called %d times, want 1", n)
+		}
+		// Once status records it, the entry is done with; another
+		// incarnation (a new UID under the same name) never gets it.
+		other := g.DeepCopy()
+		other.UID = "uid-reborn"
+		f.r.settling.hold(sb)
+		if f.r.settling.restore(other) || f.r.settling.restore(next) {
+			t.Error("restored into another incarnation, or after status recorded the sandbox")
 		}
 	})
 	t.Run("adopt our own sandbox after a lost status write", func(t *testing.T) {
