@@ -56,8 +56,8 @@ func newFaultEnv(ctx context.Context, t *testing.T, prefix string, proc *stack.P
 // CreateSandbox is in flight: the gateway has created the sandbox, the
 // response has not arrived, and the create's status write then loses to
 // the deletion. Nothing may be orphaned, at the gateway or in
-// agents.x-k8s.io, because where the sandbox was being created is recorded
-// before the call.
+// agents.x-k8s.io: the deletion asks the gateway by the names the operator
+// derives.
 func TestDeleteDuringCreate(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -82,6 +82,55 @@ func TestDeleteDuringCreate(t *testing.T) {
 	g.Expect(c.Delete(ctx, sb)).To(Succeed())
 	release()
 
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the sandbox was not released")
+	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
+	g.Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// TestCrashBeforeTheFirstStatusWrite kills the operator after the gateway
+// created a sandbox and before any status write recorded it (the first
+// report of a create waits for the sandbox to settle, and its memory of the
+// create dies with the process), then deletes the object while the
+// operator is down. The restarted operator finds the sandbox by the names
+// it derives and deletes it: nothing is orphaned.
+func TestCrashBeforeTheFirstStatusWrite(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	bin := filepath.Join(t.TempDir(), "manager")
+	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	e := newFaultEnv(ctx, t, "crash", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
+	st, sbNS, tenant := e.st, e.sbNS, e.tenant
+
+	reached, release := st.Gateway.HoldNext("CreateSandbox")
+	defer release()
+	sb := sandboxOn(tenant, "crasher", st.GatewayObj)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("CreateSandbox never reached the gateway")
+	}
+	g.Expect(st.Crash()).To(Succeed())
+	release()
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
+	ws, name := sandboxspec.WorkspaceName(tenant, ns.UID), sandboxspec.SandboxName(tenant, sb.Name)
+	g.Expect(st.Gateway.SandboxNames(ws)).To(ContainElement(name), "the gateway created the sandbox")
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), sb)).To(Succeed())
+	g.Expect(sb.Finalizers).To(ContainElement(openshellv1alpha1.SandboxFinalizer))
+	g.Expect(sb.Status.SandboxID).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
+	g.Expect(sb.Status.Workspace).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
+
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Expect(st.RestartManagerWith(nil)).To(Succeed())
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
 		Should(Satisfy(apierrors.IsNotFound), "the sandbox was not released")
 	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
