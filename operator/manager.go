@@ -61,7 +61,7 @@ type Options struct {
 	SkipControllerNameValidation bool
 	// WebhookMiddleware, when set, wraps every admission handler; the scale
 	// benchmark uses it to time the webhooks as the API server calls them.
-	WebhookMiddleware func(http.Handler) http.Handler
+	WebhookMiddleware func(path string, h http.Handler) http.Handler
 	// SyncPeriod is how often the caches replay every object to the
 	// reconcilers; nil keeps controller-runtime's default (10 hours with
 	// jitter). The scale benchmark shortens it to show a full resync
@@ -209,11 +209,11 @@ func webhookServer(opts Options, tlsOpts []func(*tls.Config)) webhook.Server {
 // wrappedWebhookServer applies a middleware to every registered handler.
 type wrappedWebhookServer struct {
 	webhook.Server
-	wrap func(http.Handler) http.Handler
+	wrap func(string, http.Handler) http.Handler
 }
 
 func (s wrappedWebhookServer) Register(path string, h http.Handler) {
-	s.Server.Register(path, s.wrap(h))
+	s.Server.Register(path, s.wrap(path, h))
 }
 
 // +kubebuilder:rbac:groups=config.openshift.io,resources=apiservers,resourceNames=cluster,verbs=list;watch

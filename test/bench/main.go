@@ -12,7 +12,13 @@
 // (steady-state window, default 30s; 0 skips it; the issue's figure is 5m),
 // BENCH_INFLATE (labelled 100 KiB ConfigMaps a tenant creates to try to
 // inflate the operator's cache, default 1000; 0 skips it),
-// BENCH_PROFILE (a folder: CPU profiles of the API server during each
+// BENCH_SATURATION (the first offered rate of the saturation search,
+// default 10; 0 skips it), BENCH_SATURATION_WINDOW (how long each rate is
+// offered, default 20s), BENCH_SCALE (OpenShellSandboxes for the scale
+// run, default 0: none; the steady-state, footprint and fan-out figures
+// include them), BENCH_SCALE_RATE (their offered rate, default BENCH_RATE),
+// BENCH_FANOUT_QPS (comma list of operator client QPS at which to repeat
+// the largest fan-out, e.g. "50,100,200,400"; process mode), BENCH_PROFILE (a folder: CPU profiles of the API server during each
 // create run), BENCH_ADMISSION (concurrent creates
 // at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
 // bench/results), BENCH_GO_RESULTS (a `go test -bench` output to include;
@@ -30,9 +36,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -41,11 +45,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/sandboxpod"
 	"github.com/openshell/openshell-operator/test/stack"
@@ -71,21 +76,25 @@ type Result struct {
 	// APIRequests are the API server's requests during the run, by verb
 	// and resource, from every client.
 	APIRequests map[string]int `json:"apiRequests"`
+	// Stages splits the operator path's latency (nil for the raw path).
+	Stages *Stages `json:"stages,omitempty"`
 }
 
 // Report is everything one run measured.
 type Report struct {
-	Date      time.Time         `json:"date"`
-	Cores     int               `json:"cores"`
-	Rate      int               `json:"ratePerSecond"`
-	Versions  map[string]string `json:"versions"`
-	Results   []Result          `json:"results"`
-	Operator  string            `json:"operator"`
-	Steady    []SteadyResult    `json:"steady,omitempty"`
-	Footprint []FootprintResult `json:"footprint,omitempty"`
-	Fanout    []FanoutResult    `json:"fanout,omitempty"`
-	Admission *AdmissionResult  `json:"admission,omitempty"`
-	GoBench   []GoBench         `json:"goBenchmarks,omitempty"`
+	Date       time.Time          `json:"date"`
+	Cores      int                `json:"cores"`
+	Rate       int                `json:"ratePerSecond"`
+	Versions   map[string]string  `json:"versions"`
+	Results    []Result           `json:"results"`
+	Operator   string             `json:"operator"`
+	Steady     []SteadyResult     `json:"steady,omitempty"`
+	Footprint  []FootprintResult  `json:"footprint,omitempty"`
+	Fanout     []FanoutResult     `json:"fanout,omitempty"`
+	Admission  *AdmissionResult   `json:"admission,omitempty"`
+	Saturation []SaturationResult `json:"saturation,omitempty"`
+	Scale      *ScaleResult       `json:"scale,omitempty"`
+	GoBench    []GoBench          `json:"goBenchmarks,omitempty"`
 }
 
 func main() {
@@ -104,56 +113,11 @@ func main() {
 
 func run() error {
 	framework.SetupLogging()
-	ns := []int{100}
-	if v := os.Getenv("BENCH_N"); v != "" {
-		ns = nil
-		for _, s := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return fmt.Errorf("BENCH_N: %w", err)
-			}
-			ns = append(ns, n)
-		}
+	set, err := readSettings()
+	if err != nil {
+		return err
 	}
-	rate := 10
-	if v := os.Getenv("BENCH_RATE"); v != "" {
-		var err error
-		if rate, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("BENCH_RATE: %w", err)
-		}
-	}
-	steady := 30 * time.Second
-	if v := os.Getenv("BENCH_STEADY"); v != "" {
-		var err error
-		if steady, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("BENCH_STEADY: %w", err)
-		}
-	}
-	inflate := 1000
-	if v := os.Getenv("BENCH_INFLATE"); v != "" {
-		var err error
-		if inflate, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("BENCH_INFLATE: %w", err)
-		}
-	}
-	admission := 200
-	if v := os.Getenv("BENCH_ADMISSION"); v != "" {
-		var err error
-		if admission, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("BENCH_ADMISSION: %w", err)
-		}
-	}
-	var goBench []GoBench
-	if v := os.Getenv("BENCH_GO_RESULTS"); v != "" {
-		var err error
-		if goBench, err = readGoBench(v); err != nil {
-			return fmt.Errorf("BENCH_GO_RESULTS: %w", err)
-		}
-	}
-	out := os.Getenv("BENCH_OUT")
-	if out == "" {
-		out = filepath.Join(framework.RepoRoot(), "bench", "results")
-	}
+	ns, rate := set.sizes, set.rate
 	ctx := context.Background()
 	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{EnvOptions: framework.EnvOptions{AgentSandbox: framework.AgentSandboxBetaOnly}})
 	if err != nil {
@@ -166,11 +130,20 @@ func run() error {
 			return err
 		}
 	}
-	mode := os.Getenv("BENCH_OPERATOR")
-	if mode == "" {
-		mode = "process"
+	mode := set.mode
+	// The operator serves its webhooks and the API server calls them, as
+	// deployed: the finalizer is set at admission.
+	whDir := filepath.Join(cluster.Dir, "webhook-certs")
+	if err := os.MkdirAll(whDir, 0o700); err != nil {
+		return err
 	}
-	sopts := stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes"}
+	serving, err := framework.ServeWebhooksOnLoopback(whDir)
+	if err != nil {
+		return err
+	}
+	sopts := stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes",
+		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
+			Controllers: operator.ControllerOptions{EnableWebhooks: true}}}
 	switch mode {
 	case "process":
 		bin := filepath.Join(cluster.Dir, "manager")
@@ -179,7 +152,7 @@ func run() error {
 			return err
 		}
 		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir,
-			Args: strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))}
+			Args: strings.Fields(set.operatorArgs)}
 	case "inprocess":
 	default:
 		return fmt.Errorf("BENCH_OPERATOR: %q is neither process nor inprocess", mode)
@@ -189,20 +162,23 @@ func run() error {
 		return err
 	}
 	defer func() { _ = st.Stop() }()
+	if _, err := framework.InstallWebhooks(ctx, c, "openshell-bench", serving, nil); err != nil {
+		return err
+	}
 	watcher, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		return err
 	}
 
-	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: strings.TrimSpace(mode + " " + os.Getenv("BENCH_OPERATOR_ARGS")), Versions: map[string]string{
+	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: strings.TrimSpace(mode + " " + set.operatorArgs), Versions: map[string]string{
 		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()},
-		GoBench: goBench}
+		GoBench: set.goBench}
 	for _, n := range ns {
 		raw, err := measure(ctx, cluster.Config, c, watcher, "raw", n, rate, rawPath)
 		if err != nil {
 			return err
 		}
-		op, err := measure(ctx, cluster.Config, c, watcher, "operator", n, rate, operatorPath(st))
+		op, err := measure(ctx, cluster.Config, c, watcher, "operator", n, rate, operatorPath(st, sopts.SandboxNamespace))
 		if err != nil {
 			return err
 		}
@@ -211,6 +187,18 @@ func run() error {
 			return err
 		}
 	}
+	var fanoutNamespaces []string
+	for _, n := range ns {
+		fanoutNamespaces = append(fanoutNamespaces, fmt.Sprintf("bench-operator-%d", n))
+	}
+	if set.scale > 0 {
+		sc, err := measureScale(ctx, c, watcher, st, operatorPath(st, sopts.SandboxNamespace), set.scale, set.scaleRate)
+		if err != nil {
+			return fmt.Errorf("scale: %w", err)
+		}
+		rep.Scale = &sc
+		fanoutNamespaces = append(fanoutNamespaces, scaleNamespace)
+	}
 	total, raws := 0, 0
 	for _, r := range rep.Results {
 		if r.Path == "operator" {
@@ -218,6 +206,9 @@ func run() error {
 		} else {
 			raws += r.Ready
 		}
+	}
+	if rep.Scale != nil {
+		total += rep.Scale.Sandboxes
 	}
 	fp, err := footprint(cluster, st, "after the creates", fmt.Sprintf("%d OpenShellSandboxes; %d Sandboxes, pods, services", total, total+raws))
 	if err != nil {
@@ -228,12 +219,16 @@ func run() error {
 	}
 	// From here on both the operator and the Agent Sandbox controller
 	// handle the same sandboxes: the raw ones go.
-	if err := deleteRaw(ctx, c, ns); err != nil {
-		return err
+	var rawNamespaces []string
+	for _, n := range ns {
+		rawNamespaces = append(rawNamespaces, fmt.Sprintf("bench-raw-%d", n))
 	}
-	if steady > 0 {
+	if err := deleteNamespaces(ctx, c, rawNamespaces); err != nil {
+		return fmt.Errorf("delete the raw sandboxes: %w", err)
+	}
+	if set.steady > 0 {
 		// Every OpenShellSandbox created above is still there and Ready.
-		steadyRes, prints, err := measureSteady(cluster, st, total, steady)
+		steadyRes, prints, err := measureSteady(cluster, st, total, set.steady)
 		if err != nil {
 			return err
 		}
@@ -241,34 +236,76 @@ func run() error {
 	}
 	// Fan-out in each operator namespace, one after the other, after the
 	// steady-state windows (the edit is a change by design).
-	for _, n := range ns {
-		f, err := measureFanout(ctx, c, watcher, fmt.Sprintf("bench-operator-%d", n))
+	for _, n := range fanoutNamespaces {
+		f, err := measureFanout(ctx, c, watcher, n)
 		if err != nil {
 			return fmt.Errorf("policy fan-out: %w", err)
 		}
 		rep.Fanout = append(rep.Fanout, f)
 	}
-	if inflate > 0 {
-		prints, err := measureInflation(ctx, cluster, st, inflate)
+	if len(set.fanoutQPS) > 0 {
+		// The largest namespace, at each client QPS.
+		fs, err := measureFanoutQPS(ctx, c, watcher, st, fanoutNamespaces[len(fanoutNamespaces)-1], set.fanoutQPS, strings.Fields(set.operatorArgs))
+		if err != nil {
+			return fmt.Errorf("policy fan-out by client QPS: %w", err)
+		}
+		rep.Fanout = append(rep.Fanout, fs...)
+	}
+	if set.inflate > 0 {
+		prints, err := measureInflation(ctx, cluster, st, set.inflate)
 		if err != nil {
 			return fmt.Errorf("cache inflation: %w", err)
 		}
 		rep.Footprint = append(rep.Footprint, prints...)
 	}
-	if admission > 0 {
-		a, err := measureAdmission(ctx, admission, 5, 1000)
+	if set.admission > 0 {
+		a, err := measureAdmission(ctx, set.admission, 5, 1000)
 		if err != nil {
 			return fmt.Errorf("admission: %w", err)
 		}
 		rep.Admission = &a
 	}
+	if set.saturationFrom > 0 {
+		sat, err := measureSaturation(ctx, c, watcher, operatorPath(st, sopts.SandboxNamespace), set.saturationFrom, set.saturationWindow)
+		if err != nil {
+			return fmt.Errorf("saturation: %w", err)
+		}
+		rep.Saturation = sat
+	}
 	printReport(os.Stdout, rep)
-	return write(out, rep)
+	return write(set.out, rep)
+}
+
+// measureSaturation searches both paths' maximum sustained rate, raw
+// first; the raw steps' namespaces go before the operator's steps run.
+func measureSaturation(ctx context.Context, c client.Client, w client.WithWatch, op path, from int, window time.Duration) ([]SaturationResult, error) {
+	const limit = 200
+	raw, err := saturate(ctx, c, w, "raw", rawPath, from, limit, window)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range raw.Steps {
+		names = append(names, fmt.Sprintf("sat-raw-%d", s.Rate))
+	}
+	if err := deleteNamespaces(ctx, c, names); err != nil {
+		return nil, err
+	}
+	opRes, err := saturate(ctx, c, w, "operator", op, from, limit, window)
+	if err != nil {
+		return nil, err
+	}
+	return []SaturationResult{raw, opRes}, nil
 }
 
 // path creates object i in namespace ns and says how to read readiness
 // from watch events.
 type path struct {
+	// prefix starts the name of object i; the number follows.
+	prefix string
+	// gatewaySandboxes is where the gateway creates the agents.x-k8s.io
+	// Sandboxes of this path's objects ("" for the raw path).
+	gatewaySandboxes string
 	// setup prepares the namespace (nil: nothing to do).
 	setup  func(ctx context.Context, c client.Client, ns string) error
 	list   func() client.ObjectList
@@ -281,6 +318,7 @@ type path struct {
 // the floor is the same object without the operator and the gateway in
 // between, so the ratio measures what they add, not a smaller pod.
 var rawPath = path{
+	prefix: "raw-",
 	list: func() client.ObjectList {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(sandboxGVK)
@@ -315,8 +353,9 @@ var rawPath = path{
 	},
 }
 
-func operatorPath(st *stack.Stack) path {
+func operatorPath(st *stack.Stack, gatewaySandboxes string) path {
 	return path{
+		prefix: "os-", gatewaySandboxes: gatewaySandboxes,
 		setup: func(ctx context.Context, c client.Client, ns string) error {
 			return c.Create(ctx, newBenchPolicy(ns))
 		},
@@ -351,38 +390,24 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	wi, err := w.Watch(wctx, p.list(), client.InNamespace(ns))
+	tr, stop, err := track(wctx, w, p, ns, n)
 	if err != nil {
 		return Result{}, err
 	}
-	defer wi.Stop()
-	var mu sync.Mutex
-	created := map[string]time.Time{}
-	ready := map[string]time.Duration{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range wi.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
-			}
-			name, ok := p.ready(ev.Object)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			if t, seen := created[name]; seen {
-				if _, already := ready[name]; !already {
-					ready[name] = time.Since(t)
-				}
-			}
-			finished := len(ready) == n
-			mu.Unlock()
-			if finished {
-				return
-			}
+	defer stop()
+	var stages *stageWatch
+	if p.gatewaySandboxes != "" {
+		names := map[string]string{}
+		for i := 0; i < n; i++ {
+			own := fmt.Sprintf("%s%d", p.prefix, i)
+			names[sandboxspec.SandboxName(ns, own)] = own
 		}
-	}()
+		var stopStages func()
+		if stages, stopStages, err = watchStages(wctx, w, p.gatewaySandboxes, names); err != nil {
+			return Result{}, err
+		}
+		defer stopStages()
+	}
 	usageBefore, err := framework.ChildrenUsage()
 	if err != nil {
 		return Result{}, err
@@ -398,20 +423,14 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 	start := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
-	prefix := map[string]string{"raw": "raw-", "operator": "os-"}[name]
 	for i := 0; i < n; i++ {
 		<-tick.C
-		mu.Lock()
-		created[fmt.Sprintf("%s%d", prefix, i)] = time.Now()
-		mu.Unlock()
+		tr.markCreated(fmt.Sprintf("%s%d", p.prefix, i))
 		if err := p.create(ctx, c, ns, i); err != nil {
 			return Result{}, fmt.Errorf("create %s %d: %w", name, i, err)
 		}
 	}
-	select {
-	case <-done:
-	case <-wctx.Done():
-	}
+	tr.wait(wctx)
 	wall := time.Since(start)
 	usageAfter, err := framework.ChildrenUsage()
 	if err != nil {
@@ -428,16 +447,13 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 	for name, u := range usageAfter {
 		cpu[name] = u.CPU - usageBefore[name].CPU
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	lat := make([]time.Duration, 0, len(ready))
-	for _, d := range ready {
-		lat = append(lat, d)
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	lat := tr.latencies()
 	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, CPU: cpu, APIRequests: diff(reqsAfter, reqsBefore), P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99)}
 	if wall > 0 {
 		r.Throughput = float64(len(lat)) / wall.Seconds()
+	}
+	if stages != nil {
+		r.Stages = stages.split(tr)
 	}
 	return r, nil
 }
@@ -472,13 +488,40 @@ func printReport(f *os.File, rep Report) {
 			r.Wall.Round(time.Millisecond), r.Throughput, ratio, wallRatio)
 	}
 	_ = w.Flush()
+	printStages(f, rep.Results)
 	printCPU(f, rep.Results)
 	printAPIRequests(f, rep.Results)
+	printScale(f, rep.Scale)
 	printSteady(f, rep.Steady)
 	printFootprint(f, rep.Footprint)
 	printFanout(f, rep.Fanout)
 	printAdmission(f, rep.Admission)
+	printSaturation(f, rep.Saturation)
 	printGoBench(f, rep.GoBench)
+}
+
+// printStages shows where the operator path's time goes, next to the raw
+// path's p50 (which includes its create request).
+func printStages(f *os.File, rs []Result) {
+	raw := map[int]time.Duration{}
+	for _, r := range rs {
+		if r.Path == "raw" {
+			raw[r.N] = r.P50
+		}
+	}
+	header := false
+	for _, r := range rs {
+		if r.Stages == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(f, "\nOperator path, p50 of each stage: create → gateway Sandbox exists (webhooks, watch, reconcile, CreateSandbox) →\n"+
+				"Sandbox Ready (the raw path's part) → OpenShellSandbox Ready (gateway watch and stream, reconcile, status write, watch)\n\n")
+			header = true
+		}
+		fmt.Fprintf(f, "  N=%d  front %s  inner %s  back %s  (raw p50 %s)\n", r.N, r.Stages.Front.Round(100*time.Microsecond),
+			r.Stages.Inner.Round(100*time.Microsecond), r.Stages.Back.Round(100*time.Microsecond), raw[r.N].Round(100*time.Microsecond))
+	}
 }
 
 // printCPU shows where each path spent the machine's CPU.
@@ -558,12 +601,12 @@ func reportReconciles(f *os.File, st *stack.Stack) error {
 	return nil
 }
 
-// deleteRaw deletes the raw benchmark namespaces and waits until the
-// namespace controller and the Agent Sandbox controller have removed
-// their Sandboxes.
-func deleteRaw(ctx context.Context, c client.Client, sizes []int) error {
-	for _, n := range sizes {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-raw-%d", n)}}
+// deleteNamespaces deletes the namespaces and waits until the namespace
+// controller (and, for raw Sandboxes, the Agent Sandbox controller) has
+// removed everything in them.
+func deleteNamespaces(ctx context.Context, c client.Client, names []string) error {
+	for _, n := range names {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
 		if err := c.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
 			return err
 		}
@@ -571,8 +614,8 @@ func deleteRaw(ctx context.Context, c client.Client, sizes []int) error {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	err := framework.WaitFor(wctx, time.Second, func(ctx context.Context) (bool, error) {
-		for _, n := range sizes {
-			err := c.Get(ctx, client.ObjectKey{Name: fmt.Sprintf("bench-raw-%d", n)}, &corev1.Namespace{})
+		for _, n := range names {
+			err := c.Get(ctx, client.ObjectKey{Name: n}, &corev1.Namespace{})
 			if !apierrors.IsNotFound(err) {
 				return false, err
 			}
@@ -580,7 +623,7 @@ func deleteRaw(ctx context.Context, c client.Client, sizes []int) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("delete the raw sandboxes: %w", err)
+		return fmt.Errorf("delete namespaces %v: %w", names, err)
 	}
 	return nil
 }

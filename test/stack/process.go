@@ -157,3 +157,28 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// QueueDepth is the number of requests waiting in a controller's work
+// queue (controller-runtime's workqueue_depth).
+func (s *Stack) QueueDepth(controller string) (int, error) {
+	mfs, err := s.metrics()
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range mfs["workqueue_depth"].GetMetric() {
+		if label(m, "name") == controller {
+			return int(m.GetGauge().GetValue()), nil
+		}
+	}
+	return 0, nil
+}
+
+// RestartProcessWith restarts the operator process with further flags
+// instead of those it was started with (process mode only).
+func (s *Stack) RestartProcessWith(args []string) error {
+	if s.procOpts == nil {
+		return errors.New("the operator runs in this process: its flags cannot change")
+	}
+	s.procOpts.Args = args
+	return s.RestartManagerWith(nil)
+}
