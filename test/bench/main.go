@@ -76,6 +76,8 @@ type Result struct {
 	// APIRequests are the API server's requests during the run, by verb
 	// and resource, from every client.
 	APIRequests map[string]int `json:"apiRequests"`
+	// PostP50 is the median create request.
+	PostP50 time.Duration `json:"postP50"`
 	// Stages splits the operator path's latency (nil for the raw path).
 	Stages *Stages `json:"stages,omitempty"`
 }
@@ -303,9 +305,10 @@ func measureSaturation(ctx context.Context, c client.Client, w client.WithWatch,
 type path struct {
 	// prefix starts the name of object i; the number follows.
 	prefix string
-	// gatewaySandboxes is where the gateway creates the agents.x-k8s.io
+	// gatewaySandboxes is where gateway creates the agents.x-k8s.io
 	// Sandboxes of this path's objects ("" for the raw path).
 	gatewaySandboxes string
+	gateway          *testgateway.Gateway
 	// setup prepares the namespace (nil: nothing to do).
 	setup  func(ctx context.Context, c client.Client, ns string) error
 	list   func() client.ObjectList
@@ -355,7 +358,7 @@ var rawPath = path{
 
 func operatorPath(st *stack.Stack, gatewaySandboxes string) path {
 	return path{
-		prefix: "os-", gatewaySandboxes: gatewaySandboxes,
+		prefix: "os-", gatewaySandboxes: gatewaySandboxes, gateway: st.Gateway,
 		setup: func(ctx context.Context, c client.Client, ns string) error {
 			return c.Create(ctx, newBenchPolicy(ns))
 		},
@@ -403,7 +406,7 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 			names[sandboxspec.SandboxName(ns, own)] = own
 		}
 		var stopStages func()
-		if stages, stopStages, err = watchStages(wctx, w, p.gatewaySandboxes, names); err != nil {
+		if stages, stopStages, err = watchStages(wctx, w, p.gateway, p.gatewaySandboxes, names); err != nil {
 			return Result{}, err
 		}
 		defer stopStages()
@@ -425,10 +428,12 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 	defer tick.Stop()
 	for i := 0; i < n; i++ {
 		<-tick.C
-		tr.markCreated(fmt.Sprintf("%s%d", p.prefix, i))
+		obj := fmt.Sprintf("%s%d", p.prefix, i)
+		tr.markCreated(obj)
 		if err := p.create(ctx, c, ns, i); err != nil {
 			return Result{}, fmt.Errorf("create %s %d: %w", name, i, err)
 		}
+		tr.markPosted(obj)
 	}
 	tr.wait(wctx)
 	wall := time.Since(start)
@@ -448,7 +453,8 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 		cpu[name] = u.CPU - usageBefore[name].CPU
 	}
 	lat := tr.latencies()
-	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, CPU: cpu, APIRequests: diff(reqsAfter, reqsBefore), P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99)}
+	r := Result{Path: name, N: n, Ready: len(lat), Wall: wall, CPU: cpu, APIRequests: diff(reqsAfter, reqsBefore), P50: pct(lat, 50), P95: pct(lat, 95), P99: pct(lat, 99),
+		PostP50: tr.postP50()}
 	if wall > 0 {
 		r.Throughput = float64(len(lat)) / wall.Seconds()
 	}
@@ -501,12 +507,12 @@ func printReport(f *os.File, rep Report) {
 }
 
 // printStages shows where the operator path's time goes, next to the raw
-// path's p50 (which includes its create request).
+// path's create request and p50.
 func printStages(f *os.File, rs []Result) {
-	raw := map[int]time.Duration{}
+	raw := map[int]Result{}
 	for _, r := range rs {
 		if r.Path == "raw" {
-			raw[r.N] = r.P50
+			raw[r.N] = r
 		}
 	}
 	header := false
@@ -515,12 +521,15 @@ func printStages(f *os.File, rs []Result) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(f, "\nOperator path, p50 of each stage: create → gateway Sandbox exists (webhooks, watch, reconcile, CreateSandbox) →\n"+
-				"Sandbox Ready (the raw path's part) → OpenShellSandbox Ready (gateway watch and stream, reconcile, status write, watch)\n\n")
+			fmt.Fprintf(f, "\nOperator path, p50 of each stage (raw: its create request, then until Ready)\n\n")
 			header = true
 		}
-		fmt.Fprintf(f, "  N=%d  front %s  inner %s  back %s  (raw p50 %s)\n", r.N, r.Stages.Front.Round(100*time.Microsecond),
-			r.Stages.Inner.Round(100*time.Microsecond), r.Stages.Back.Round(100*time.Microsecond), raw[r.N].Round(100*time.Microsecond))
+		ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+		s, b := r.Stages, raw[r.N]
+		fmt.Fprintf(f, "  N=%d operator: create request %s, to the gateway's CreateSandbox %s, gateway creates the Sandbox %s, "+
+			"Sandbox Ready %s, gateway sends READY %s, OpenShellSandbox Ready %s\n", r.N, ms(s.Post), ms(s.ToGateway), ms(s.GatewayCreate),
+			ms(s.Inner), ms(s.GatewayNotice), ms(s.Report))
+		fmt.Fprintf(f, "  N=%d raw: create request %s, until Ready %s\n", r.N, ms(b.PostP50), ms(b.P50-b.PostP50))
 	}
 }
 

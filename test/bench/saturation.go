@@ -46,21 +46,40 @@ type SaturationResult struct {
 const keepsPace = 0.95
 
 // saturate offers the path rising rates (each 20 % above the last) for
-// window each, in a namespace per step, until it no longer keeps pace.
+// window each, in a namespace per step, until it no longer keeps pace; then
+// the rates between the last it kept pace with and that one, one by one.
 func saturate(ctx context.Context, c client.Client, w client.WithWatch, name string, p path, from, limit int, window time.Duration) (SaturationResult, error) {
 	res := SaturationResult{Path: name}
-	for rate := from; rate <= limit; rate = max(rate+1, int(math.Ceil(float64(rate)*1.2))) {
+	try := func(rate int) (bool, error) {
 		step, err := saturationStep(ctx, c, w, name, p, rate, window)
 		if err != nil {
-			return res, err
+			return false, err
 		}
 		res.Steps = append(res.Steps, step)
 		fmt.Printf("  saturation %-8s offered %3d/s: created %.1f/s, ready %.1f/s, p50 %s\n", name, rate, step.CreateRate, step.ReadyRate, step.P50.Round(time.Millisecond))
-		if !step.Sustained {
+		if step.Sustained {
+			res.MaxSustained = rate
+		} else {
 			res.Capacity = step.ReadyRate
-			return res, nil
 		}
-		res.MaxSustained = rate
+		return step.Sustained, nil
+	}
+	failed := 0
+	for rate := from; rate <= limit; rate = max(rate+1, int(math.Ceil(float64(rate)*1.2))) {
+		ok, err := try(rate)
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			failed = rate
+			break
+		}
+	}
+	for rate := res.MaxSustained + 1; failed > 0 && rate < failed; rate++ {
+		ok, err := try(rate)
+		if err != nil || !ok {
+			return res, err
+		}
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 type tracker struct {
 	mu      sync.Mutex
 	created map[string]time.Time
+	posted  map[string]time.Time
 	ready   map[string]time.Time
 	want    int
 	done    chan struct{}
@@ -29,7 +31,7 @@ func track(ctx context.Context, w client.WithWatch, p path, ns string, want int)
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &tracker{created: map[string]time.Time{}, ready: map[string]time.Time{}, want: want, done: make(chan struct{})}
+	t := &tracker{created: map[string]time.Time{}, posted: map[string]time.Time{}, ready: map[string]time.Time{}, want: want, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
 		for ev := range wi.ResultChan() {
@@ -70,6 +72,14 @@ func (t *tracker) markCreated(name string) {
 	t.mu.Unlock()
 }
 
+// markPosted records that the create request of name returned.
+func (t *tracker) markPosted(name string) {
+	now := time.Now()
+	t.mu.Lock()
+	t.posted[name] = now
+	t.mu.Unlock()
+}
+
 // wait returns when every wanted object is ready or ctx ends.
 func (t *tracker) wait(ctx context.Context) {
 	select {
@@ -103,48 +113,72 @@ func (t *tracker) readyBetween(from, to time.Time) int {
 	return n
 }
 
-// readyAt is when name became ready (zero if not yet).
-func (t *tracker) readyAt(name string) time.Time {
+// times are when the creator announced name, when its create returned and
+// when it became ready.
+func (t *tracker) times(name string) (created, posted, ready time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.ready[name]
+	return t.created[name], t.posted[name], t.ready[name]
 }
 
-// createdAt is when the creator announced name.
-func (t *tracker) createdAt(name string) time.Time {
+// postP50 is the median time the create requests took.
+func (t *tracker) postP50() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.created[name]
+	d := make([]time.Duration, 0, len(t.posted))
+	for name, at := range t.posted {
+		d = append(d, at.Sub(t.created[name]))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return pct(d, 50)
 }
 
-// Stages splits the operator path's create→Ready (p50 of each part): from
-// the OpenShellSandbox create until the gateway's agents.x-k8s.io Sandbox
-// exists (webhooks, the operator's watch and reconcile, CreateSandbox, the
-// gateway's own create), until that Sandbox is Ready (what the raw path
-// measures, less its create), and until the OpenShellSandbox says Ready
-// (the gateway's watch and stream, the operator's reconcile and status
-// write, the client's watch).
+// Stages splits the operator path's create→Ready (p50 of each part).
 type Stages struct {
-	Front time.Duration `json:"front"`
+	// Post is the OpenShellSandbox create request (both webhooks included).
+	Post time.Duration `json:"post"`
+	// ToGateway runs until the gateway receives CreateSandbox: the
+	// operator's watch, its reconcile and the call.
+	ToGateway time.Duration `json:"toGateway"`
+	// GatewayCreate runs until the gateway's agents.x-k8s.io Sandbox is
+	// seen: the gateway creates it (the raw path's create request) and the
+	// watch delivers it.
+	GatewayCreate time.Duration `json:"gatewayCreate"`
+	// Inner runs until that Sandbox is Ready: the raw path's part.
 	Inner time.Duration `json:"inner"`
-	Back  time.Duration `json:"back"`
+	// GatewayNotice runs until the gateway sends READY on the operator's
+	// WatchSandbox stream (its own watch of the Sandbox).
+	GatewayNotice time.Duration `json:"gatewayNotice"`
+	// Report runs until the OpenShellSandbox is seen Ready: the stream, the
+	// operator's reconcile and status write, and the watch.
+	Report time.Duration `json:"report"`
 }
 
-// stageWatch records when each gateway Sandbox in ns appeared and became
-// Ready, by the OpenShellSandbox it belongs to (names maps the gateway
-// sandbox name, which the driver annotates, to it).
+// stageWatch records, by the OpenShellSandbox they belong to (names maps
+// the gateway sandbox name to it), when the gateway received its
+// CreateSandbox, when its agents.x-k8s.io Sandbox appeared and became Ready,
+// and when the gateway sent READY.
 type stageWatch struct {
-	mu           sync.Mutex
-	names        map[string]string
-	added, ready map[string]time.Time
+	mu                                sync.Mutex
+	names                             map[string]string
+	received, added, ready, readySent map[string]time.Time
 }
 
-func watchStages(ctx context.Context, w client.WithWatch, ns string, names map[string]string) (*stageWatch, func(), error) {
+func watchStages(ctx context.Context, w client.WithWatch, gw *testgateway.Gateway, ns string, names map[string]string) (*stageWatch, func(), error) {
 	wi, err := w.Watch(ctx, rawPath.list(), client.InNamespace(ns))
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &stageWatch{names: names, added: map[string]time.Time{}, ready: map[string]time.Time{}}
+	s := &stageWatch{names: names, received: map[string]time.Time{}, added: map[string]time.Time{}, ready: map[string]time.Time{},
+		readySent: map[string]time.Time{}}
+	gw.Trace(func(event, sandbox string) {
+		switch event {
+		case testgateway.TraceCreateReceived:
+			s.first(s.received, sandbox, time.Now())
+		case testgateway.TraceReadySent:
+			s.first(s.readySent, sandbox, time.Now())
+		}
+	})
 	go func() {
 		for ev := range wi.ResultChan() {
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
@@ -155,41 +189,52 @@ func watchStages(ctx context.Context, w client.WithWatch, ns string, names map[s
 			if !ok {
 				continue
 			}
-			owner, ok := s.names[u.GetAnnotations()[testgateway.LabelSandboxName]]
-			if !ok {
-				continue
+			name := u.GetAnnotations()[testgateway.LabelSandboxName]
+			s.first(s.added, name, now)
+			if _, ready := rawPath.ready(ev.Object); ready {
+				s.first(s.ready, name, now)
 			}
-			_, ready := rawPath.ready(ev.Object)
-			s.mu.Lock()
-			if _, seen := s.added[owner]; !seen {
-				s.added[owner] = now
-			}
-			if _, seen := s.ready[owner]; ready && !seen {
-				s.ready[owner] = now
-			}
-			s.mu.Unlock()
 		}
 	}()
-	return s, wi.Stop, nil
+	return s, func() { gw.Trace(nil); wi.Stop() }, nil
 }
 
-// split computes the stages of every object both watches saw whole.
+// first records at for the owner of the gateway sandbox name, once.
+func (s *stageWatch) first(m map[string]time.Time, sandbox string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner, ok := s.names[sandbox]
+	if !ok {
+		return
+	}
+	if _, seen := m[owner]; !seen {
+		m[owner] = at
+	}
+}
+
+// split computes the stages over every object seen at every point.
 func (s *stageWatch) split(t *tracker) *Stages {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var front, inner, back []time.Duration
+	var parts [6][]time.Duration
 	for owner, added := range s.added {
-		created, sbReady, done := t.createdAt(owner), s.ready[owner], t.readyAt(owner)
-		if created.IsZero() || sbReady.IsZero() || done.IsZero() {
+		created, posted, done := t.times(owner)
+		received, sbReady, sent := s.received[owner], s.ready[owner], s.readySent[owner]
+		points := []time.Time{created, posted, received, added, sbReady, sent, done}
+		if slices.ContainsFunc(points, time.Time.IsZero) {
 			continue
 		}
-		front, inner, back = append(front, added.Sub(created)), append(inner, sbReady.Sub(added)), append(back, done.Sub(sbReady))
+		for i := range parts {
+			parts[i] = append(parts[i], points[i+1].Sub(points[i]))
+		}
 	}
-	if len(front) == 0 {
+	if len(parts[0]) == 0 {
 		return nil
 	}
-	for _, d := range [][]time.Duration{front, inner, back} {
+	var p50 [6]time.Duration
+	for i, d := range parts {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		p50[i] = pct(d, 50)
 	}
-	return &Stages{Front: pct(front, 50), Inner: pct(inner, 50), Back: pct(back, 50)}
+	return &Stages{Post: p50[0], ToGateway: p50[1], GatewayCreate: p50[2], Inner: p50[3], GatewayNotice: p50[4], Report: p50[5]}
 }

@@ -165,6 +165,49 @@ func SetAffinity(pid int, cpus ...int) error {
 	for _, c := range cpus {
 		set.Set(c)
 	}
+	return eachThread(pid, func(tid int) error {
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("set CPU affinity of %d/%d: %w", pid, tid, err)
+		}
+		return nil
+	})
+}
+
+// SetNice sets the nice value of every thread of pid (threads it starts
+// later inherit it from the thread that starts them).
+func SetNice(pid, nice int) error {
+	return eachThread(pid, func(tid int) error {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("set nice of %d/%d: %w", pid, tid, err)
+		}
+		return nil
+	})
+}
+
+// RunQueueWait is how long the threads of pid have waited for a CPU while
+// runnable, in total (the second field of each thread's schedstat).
+func RunQueueWait(pid int) (time.Duration, error) {
+	var total time.Duration
+	err := eachThread(pid, func(tid int) error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+		if err != nil {
+			return nil // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return fmt.Errorf("schedstat of %d/%d: %q", pid, tid, b)
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return err
+		}
+		total += time.Duration(ns)
+		return nil
+	})
+	return total, err
+}
+
+func eachThread(pid int, fn func(tid int) error) error {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return err
@@ -174,8 +217,8 @@ func SetAffinity(pid int, cpus ...int) error {
 		if err != nil {
 			continue
 		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
-			return fmt.Errorf("set CPU affinity of %d/%d: %w", pid, tid, err)
+		if err := fn(tid); err != nil {
+			return err
 		}
 	}
 	return nil

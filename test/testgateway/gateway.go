@@ -67,6 +67,7 @@ type Gateway struct {
 	delay        time.Duration
 	failNext     map[string]codes.Code
 	holdNext     map[string]hold
+	trace        func(event, sandbox string)
 
 	workspaces map[string]*datamodelv1.Workspace
 	sandboxes  map[wsName]*sandboxRow
@@ -167,6 +168,30 @@ func (g *Gateway) HoldNext(method string) (reached <-chan struct{}, release func
 	g.mu.Unlock()
 	var once sync.Once
 	return h.reached, func() { once.Do(func() { close(h.release) }) }
+}
+
+// Trace makes the gateway call fn at points of a sandbox's way to Ready
+// (TraceCreateReceived, TraceReadySent) with the gateway sandbox's name;
+// the benchmark splits the operator path's latency with it.
+func (g *Gateway) Trace(fn func(event, sandbox string)) {
+	g.mu.Lock()
+	g.trace = fn
+	g.mu.Unlock()
+}
+
+// Trace events.
+const (
+	TraceCreateReceived = "CreateSandbox received"
+	TraceReadySent      = "READY sent on WatchSandbox"
+)
+
+func (g *Gateway) traced(event, sandbox string) {
+	g.mu.Lock()
+	fn := g.trace
+	g.mu.Unlock()
+	if fn != nil {
+		fn(event, sandbox)
+	}
 }
 
 // Calls returns how often each method was called (by short name).

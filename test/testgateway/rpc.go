@@ -135,6 +135,7 @@ func (g *Gateway) DeleteWorkspace(_ context.Context, req *openshellv1.DeleteWork
 
 // CreateSandbox validates, stores and asks the driver to create the CR.
 func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSandboxRequest) (*openshellv1.SandboxResponse, error) {
+	g.traced(TraceCreateReceived, req.Name)
 	if req.Spec == nil {
 		return nil, status.Error(codes.InvalidArgument, "spec is required")
 	}
@@ -339,6 +340,9 @@ func (g *Gateway) WatchSandbox(req *openshellv1.WatchSandboxRequest, stream open
 	g.mu.Unlock()
 	defer g.unwatch(req.Id, ch)
 	for {
+		if snap.Status.GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+			g.traced(TraceReadySent, snap.GetMetadata().GetName())
+		}
 		if err := stream.Send(&openshellv1.SandboxStreamEvent{Payload: &openshellv1.SandboxStreamEvent_Sandbox{Sandbox: snap}}); err != nil {
 			return err
 		}
