@@ -247,7 +247,7 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	g.Expect(c.List(ctx, vwcs, client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": opNS})).To(Succeed())
 	mwcs := &admissionregistrationv1.MutatingWebhookConfigurationList{}
 	g.Expect(c.List(ctx, mwcs, client.MatchingLabels{"olm.owner": csv.Name, "olm.owner.namespace": opNS})).To(Succeed())
-	g.Expect(len(vwcs.Items)+len(mwcs.Items)).To(Equal(len(csv.Spec.WebhookDefinitions)))
+	g.Expect(len(vwcs.Items) + len(mwcs.Items)).To(Equal(len(csv.Spec.WebhookDefinitions)))
 	g.Expect(mwcs.Items).To(HaveLen(1), "the finalizer webhook")
 	var configs []admissionregistrationv1.WebhookClientConfig
 	for _, vwc := range vwcs.Items {
