@@ -131,7 +131,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	}
 	monitoring.Use(collector)
 	if ns := opts.Platform.OperatorNamespace; ns != "" {
-		if err := (&platform.Reconciler{Client: c, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
+		if err := (&platform.Reconciler{Client: c, APIReader: api, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up platform objects: %w", err)
 		}
 	}

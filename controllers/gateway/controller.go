@@ -399,8 +399,12 @@ func (r *Reconciler) apply(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 	if err != nil {
 		return rendered, err
 	}
+	// Every kind the renderer emits is cached (operator/cache.go selects
+	// them by the managed-by label) and watched by this controller, so
+	// checking whether an object is already in place costs no request: a
+	// steady state sends none at all.
 	for _, o := range rendered.Objects {
-		if err := apply.Apply(ctx, r.Client, o); err != nil {
+		if err := apply.Apply(ctx, r.Client, r.Client, o); err != nil {
 			return rendered, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,6 +216,10 @@ func resourceVersions(ctx context.Context, g Gomega, c client.Client, objs []cli
 // TestManagedGatewayOnOpenShift installs a gateway with cert-manager, a
 // Route and the narrow SCC, and walks it to Available, through drift,
 // configuration changes, an operator restart and deletion.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 func TestManagedGatewayOnOpenShift(t *testing.T) {
 	framework.RequireControlPlane(t)
 	outer := t
@@ -231,6 +236,15 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	usage := &framework.APIUsage{}
 	asOperator.Wrap(usage.Wrap)
+	var writes atomic.Int64
+	asOperator.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodGet {
+				writes.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+	})
 	stop := framework.StartManager(t, asOperator, opts)
 
 	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
@@ -378,9 +392,20 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
 		count := framework.ReconcileCount("openshellgateway")
+		written := writes.Load()
 		framework.StartManager(outer, asOperator, opts)
 		g.Eventually(func() float64 { return framework.ReconcileCount("openshellgateway") }).WithTimeout(10 * time.Second).Should(BeNumerically(">", count))
+		// Until the reconciles stop moving: not even a no-op apply (an API
+		// write request, which changes no resourceVersion) is sent.
+		last := -1.0
+		g.Eventually(func() bool {
+			now := framework.ReconcileCount("")
+			settled := now == last
+			last = now
+			return settled
+		}).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(BeTrue())
 		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
+		g.Expect(writes.Load()-written).To(BeZero(), "API write requests after the restart")
 	})
 
 	t.Run("the cluster's trusted CA bundle joins the trust store", func(t *testing.T) {
@@ -470,7 +495,9 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 			t.Fatal("the CSV has no cert-manager or ServiceMonitor rules")
 		}
 		for _, unused := range usage.Unused(rules, map[string]string{"monitoring.coreos.com/prometheusrules create": "controllers/platform",
-			"monitoring.coreos.com/prometheusrules patch": "controllers/platform"}) {
+			"monitoring.coreos.com/prometheusrules patch": "controllers/platform", "monitoring.coreos.com/prometheusrules get": "controllers/platform",
+			// The platform controller reads its own ServiceMonitor before applying it.
+			"monitoring.coreos.com/servicemonitors get": "controllers/platform"}) {
 			t.Errorf("the CSV grants %s, which no code path used", unused)
 		}
 	})

@@ -31,13 +31,17 @@ import (
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
 
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=create;patch,namespace=system
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=create;patch,namespace=system
-// +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples,verbs=create;patch
+// The reads let a start that finds everything in place write nothing.
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;create;patch,namespace=system
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;create;patch,namespace=system
+// +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples,verbs=get;create;patch
 
 // Reconciler keeps the operator's platform objects.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// APIReader reads the objects before applying them: they are not
+	// cached (this controller runs at start and when preflight changes).
+	APIReader client.Reader
 	Preflight *preflight.Store
 	// Namespace is the operator's namespace.
 	Namespace string
@@ -123,9 +127,9 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	return out, nil
 }
 
-// Reconcile applies the desired objects. Server-side apply sends the same
-// content every time, so a steady state changes nothing; one object's
-// failure does not hold back the others.
+// Reconcile applies the desired objects that are not in place (a restart
+// that finds them so writes nothing); one object's failure does not hold
+// back the others.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	pf, known := r.Preflight.Get()
 	if !known {
@@ -137,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	}
 	var errs []error
 	for _, o := range objs {
-		if err := apply.Apply(ctx, r.Client, o); err != nil {
+		if err := apply.Apply(ctx, r.Client, r.APIReader, o); err != nil {
 			errs = append(errs, fmt.Errorf("apply %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
 		}
 	}

@@ -5,6 +5,8 @@ package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -51,16 +53,131 @@ func ToUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstruc
 	return u, nil
 }
 
+// AnnotationAppliedHash holds a digest of what the operator last applied
+// to an object: with it, a steady state sends no request at all (an apply
+// that changes nothing is still an API write request), and a change of
+// what the operator renders (a field it stops setting, say) is applied
+// even when every field it still sets is in place.
+const AnnotationAppliedHash = "openshell.ai/applied-hash"
+
 // Apply server-side applies obj, taking ownership of the fields it sets
-// from any other manager (drift is corrected). A request that changes
-// nothing does not write to etcd.
-func Apply(ctx context.Context, c client.Client, obj client.Object) error {
+// from any other manager (drift is corrected), unless live (nil: always
+// apply) already holds it: the last apply was of the same content and every
+// field obj sets still has its value. A failed read applies.
+func Apply(ctx context.Context, c client.Client, live client.Reader, obj client.Object) error {
 	u, err := ToUnstructured(c.Scheme(), obj)
 	if err != nil {
 		return err
+	}
+	digest, err := hash(u)
+	if err != nil {
+		return err
+	}
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationAppliedHash] = digest
+	u.SetAnnotations(ann)
+	if live != nil && applied(ctx, live, obj, u) {
+		return nil
 	}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
+}
+
+// applied reads the live object into a new object of obj's type and
+// reports whether it holds want.
+func applied(ctx context.Context, live client.Reader, obj client.Object, want *unstructured.Unstructured) bool {
+	cur, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return false
+	}
+	if err := live.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+		return false
+	}
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return false
+	}
+	var have map[string]any
+	if err := json.Unmarshal(b, &have); err != nil {
+		return false
+	}
+	// A typed object read back carries no kind.
+	have["apiVersion"], have["kind"] = want.GetAPIVersion(), want.GetKind()
+	return Contains(have, want.Object)
+}
+
+// Contains says whether have holds every field of want with its value:
+// maps by key (have may hold more: defaults, other managers' fields),
+// lists element by element, and an empty or null value in want matches a
+// missing one (the API server drops them). Both come from JSON, so numbers
+// compare as float64.
+func Contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, wv := range w {
+			hv, present := h[k]
+			if !present {
+				if empty(wv) {
+					continue
+				}
+				return false
+			}
+			if !Contains(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		if len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !Contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return empty(have)
+	default:
+		return have == want
+	}
+}
+
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	case string:
+		return x == ""
+	}
+	return false
+}
+
+// hash is the digest of the apply request body (encoding/json sorts map
+// keys, so the same content always gives the same digest).
+func hash(u *unstructured.Unstructured) (string, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return "", fmt.Errorf("encode %s: %w", u.GetKind(), err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
 }

@@ -5,44 +5,17 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/openshell/openshell-operator/test/framework"
 )
 
-// apiRequests reads apiserver_request_total from the API server and sums
-// it by "VERB resource[/subresource]" (every client, watches included).
+// apiRequests reads the API server's requests so far by verb and resource.
 func apiRequests(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read API server metrics: %w", err)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(raw)))
-	if err != nil {
-		return nil, fmt.Errorf("parse API server metrics: %w", err)
-	}
-	out := map[string]int{}
-	for _, m := range mfs["apiserver_request_total"].GetMetric() {
-		l := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
-		}
-		key := l["verb"] + " " + l["resource"]
-		if l["subresource"] != "" {
-			key += "/" + l["subresource"]
-		}
-		out[key] += int(m.GetCounter().GetValue())
-	}
-	return out, nil
+	return framework.APIServerRequests(ctx, cfg)
 }
 
 // printAPIRequests lists the API server requests of each run, the

@@ -142,11 +142,13 @@ var authorizationOnly = map[string]string{
 	"config.openshift.io/imagedigestmirrorsets watch": "internal/imagepolicy",
 	"monitoring.coreos.com/prometheusrules create":    "controllers/platform",
 	"monitoring.coreos.com/prometheusrules patch":     "controllers/platform",
+	"monitoring.coreos.com/prometheusrules get":       "controllers/platform",
 	// The ServiceMonitors (the operator's and each gateway's): controllers/platform
 	// and controllers/gateway TestManagedGatewayOnOpenShift run with the CSV's
 	// RBAC against the CRD.
 	"monitoring.coreos.com/servicemonitors create": "controllers/platform, controllers/gateway",
 	"monitoring.coreos.com/servicemonitors patch":  "controllers/platform, controllers/gateway",
+	"monitoring.coreos.com/servicemonitors get":    "controllers/platform",
 	"monitoring.coreos.com/servicemonitors list":   "controllers/gateway",
 	"monitoring.coreos.com/servicemonitors watch":  "controllers/gateway",
 }

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/test/framework"
+)
+
+// TestRestartWritesNothing creates sandboxes concurrently (as a burst of
+// tenants would), waits until all are Ready, restarts the operator and lets
+// it reconcile every one again: steady state makes no API write (not even
+// a no-op apply of the operator's platform objects), and no status changes.
+func TestRestartWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "steady", nil)
+	st, tenant := e.st, e.tenant
+	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tenant}})).To(Succeed())
+
+	const n = 40
+	var wg sync.WaitGroup
+	sbs := make([]*openshellv1alpha1.OpenShellSandbox, n)
+	for i := range n {
+		sbs[i] = sandboxOn(tenant, fmt.Sprintf("s-%d", i), st.GatewayObj)
+		sbs[i].Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "p"}
+		wg.Add(1)
+		go func(sb *openshellv1alpha1.OpenShellSandbox) {
+			defer wg.Done()
+			g.Expect(c.Create(ctx, sb)).To(Succeed())
+		}(sbs[i])
+	}
+	wg.Wait()
+	for _, sb := range sbs {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	// Every sandbox settled (its requeues after Ready have run) when the
+	// reconciles stop moving with nothing queued.
+	waitIdle := func() {
+		last := -1
+		g.Expect(framework.WaitFor(ctx, 500*time.Millisecond, func(context.Context) (bool, error) {
+			recs, err := st.Reconciles()
+			if err != nil {
+				return false, err
+			}
+			depth, err := st.QueueDepth("openshellsandbox")
+			if err != nil {
+				return false, err
+			}
+			now := recs["openshellsandbox"].Count
+			idle := depth == 0 && now == last
+			last = now
+			return idle, nil
+		})).To(Succeed())
+	}
+	waitIdle()
+	// The policy's count settles a few seconds after its last new user.
+	g.Eventually(func(g Gomega) {
+		p := &openshellv1alpha1.OpenShellPolicy{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "p"}, p)).To(Succeed())
+		g.Expect(p.Status.SandboxCount).To(BeEquivalentTo(n))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	statuses := func() map[string]string {
+		list := &openshellv1alpha1.OpenShellSandboxList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(tenant))).To(Succeed())
+		out := map[string]string{}
+		for _, sb := range list.Items {
+			b, err := json.Marshal(sb.Status)
+			g.Expect(err).NotTo(HaveOccurred())
+			out[sb.Name] = sb.ResourceVersion + " " + string(b)
+		}
+		return out
+	}
+	before := statuses()
+	recsBefore, err := st.Reconciles()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.RestartManagerWith(nil)).To(Succeed())
+	writesBefore := writes(st.Requests.Snapshot())
+	// The new manager replays every sandbox once.
+	g.Eventually(func(g Gomega) {
+		recs, err := st.Reconciles()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(recs["openshellsandbox"].Count - recsBefore["openshellsandbox"].Count).To(BeNumerically(">=", n))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	waitIdle()
+	g.Expect(statuses()).To(Equal(before), "status changed after the restart")
+	g.Expect(writes(st.Requests.Snapshot())-writesBefore).To(BeZero(), "API writes after the restart: %v", st.Requests.Snapshot())
+}
+
+// writes counts the write requests among counts by verb.
+func writes(counts map[string]int) int {
+	return counts["POST"] + counts["PUT"] + counts["PATCH"] + counts["DELETE"]
+}
