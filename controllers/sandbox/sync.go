@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -34,6 +35,9 @@ import (
 const (
 	provisionPoll = 15 * time.Second
 	nameFreePoll  = time.Second
+	// busyRetry is how soon a sandbox whose gateway call the bulkhead
+	// refused looks again (plus up to as much jitter).
+	busyRetry = 250 * time.Millisecond
 )
 
 var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
@@ -552,6 +556,13 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 // SetupWithManager) and counts it in controller_runtime_reconcile_errors_total
 // and the log. A conflict is a decision, not a failure: not retried.
 func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Result, error) {
+	if busy := (*gatewayapi.BusyError)(nil); errors.As(err, &busy) {
+		// The gateway answers but has all the calls it may have in flight:
+		// nothing to report (at 10,000 sandboxes, flipping GatewayReachable
+		// here wrote two status patches per refusal) and no backoff to
+		// build up: look again shortly.
+		return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}, nil
+	}
 	if conflict := (*gwconn.ConflictError)(nil); errors.As(err, &conflict) {
 		// It needs a gateway admin (or a new namespace); the next spec or
 		// gateway change re-queues the sandbox.
@@ -566,8 +577,7 @@ func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Resul
 	reason := openshellv1alpha1.SandboxReasonGatewayError
 	switch grpcstatus.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted:
-		// (ResourceExhausted: the gateway is overloaded, or slow enough that
-		// the operator's bulkhead refused another call to it.)
+		// (ResourceExhausted from the gateway itself: it is overloaded.)
 		reason = openshellv1alpha1.SandboxReasonUnavailable
 	case codes.Unauthenticated, codes.PermissionDenied:
 		reason = openshellv1alpha1.SandboxReasonUnauthorized

@@ -21,6 +21,24 @@ const (
 	BreakerMaxOpen   = 30 * time.Second
 )
 
+// BusyError is the bulkhead's refusal: the gateway had as many of the
+// operator's calls in flight as it may, for all of BulkheadWait. It is not
+// a failure of the gateway (callers retry soon without reporting one); as a
+// gRPC status it is RESOURCE_EXHAUSTED.
+type BusyError struct {
+	Gateway  string
+	InFlight int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("gateway %s already has %d calls in flight (waited %s for one to end)", e.Gateway, e.InFlight, BulkheadWait)
+}
+
+// GRPCStatus makes status.Code and status.Convert see RESOURCE_EXHAUSTED.
+func (e *BusyError) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, e.Error())
+}
+
 // breaker is one gateway connection's circuit breaker. A dead or
 // blackholed gateway otherwise holds a reconcile worker for every attempt
 // (up to the call timeout each) and starves the sandboxes of healthy
@@ -38,12 +56,27 @@ type breaker struct {
 	openUntil     time.Time
 	open          time.Duration
 	probeInFlight bool
-	inFlight      int
+	// slots holds a token per call in flight (nil: no limit).
+	slots chan struct{}
 }
 
 func newBreaker(maxInFlight int) *breaker {
-	return &breaker{threshold: BreakerThreshold, minOpen: BreakerMinOpen, max: BreakerMaxOpen, maxInFlight: maxInFlight, now: time.Now}
+	b := &breaker{threshold: BreakerThreshold, minOpen: BreakerMinOpen, max: BreakerMaxOpen, maxInFlight: maxInFlight, now: time.Now}
+	if maxInFlight > 0 {
+		b.slots = make(chan struct{}, maxInFlight)
+	}
+	return b
 }
+
+// BulkheadWait is how long a call waits for an in-flight slot of its
+// gateway before it is refused. A gateway that answers frees a slot within
+// milliseconds even under load, so a short wait turns what would be a
+// refusal (and the sandbox's retry after a backoff of a second or more)
+// into a brief queue; a gateway that holds every slot without answering
+// still costs a worker at most this long per attempt. Found at 10,000
+// sandboxes (issue #19): refusing at once, a busy but healthy gateway had
+// 3,635 creates refused and retried.
+const BulkheadWait = 250 * time.Millisecond
 
 // allow says whether a call may go out (and whether it is the half-open
 // probe); a refusal says for how long.
@@ -96,21 +129,33 @@ func (b *breaker) record(err error, probe bool) {
 	b.openUntil = b.now().Add(b.open + time.Duration(rand.Int64N(int64(b.open)/5+1)))
 }
 
-// enter takes an in-flight slot; leave returns it.
-func (b *breaker) enter() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.maxInFlight > 0 && b.inFlight >= b.maxInFlight {
+// enter takes an in-flight slot, waiting up to BulkheadWait (or until ctx
+// ends) for one; leave returns it.
+func (b *breaker) enter(ctx context.Context) bool {
+	if b.slots == nil {
+		return true
+	}
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(BulkheadWait)
+	defer t.Stop()
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
 		return false
 	}
-	b.inFlight++
-	return true
 }
 
 func (b *breaker) leave() {
-	b.mu.Lock()
-	b.inFlight--
-	b.mu.Unlock()
+	if b.slots != nil {
+		<-b.slots
+	}
 }
 
 // abandon ends a half-open probe without a verdict.
@@ -136,13 +181,13 @@ func (b *breaker) interceptor(gateway string) grpc.UnaryClientInterceptor {
 			return status.Error(codes.Unavailable, fmt.Sprintf("gateway %s failed %d calls in a row: not calling it for another %s",
 				gateway, b.threshold, wait.Round(time.Second)))
 		}
-		if !b.enter() {
+		if !b.enter(ctx) {
 			if probe {
 				b.abandon()
 			}
 			// A bulkhead: a slow gateway may hold at most maxInFlight of the
 			// reconcilers' shared workers. Not a failure of the gateway.
-			return status.Error(codes.ResourceExhausted, fmt.Sprintf("gateway %s already has %d calls in flight", gateway, b.maxInFlight))
+			return &BusyError{Gateway: gateway, InFlight: b.maxInFlight}
 		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		b.leave()
