@@ -64,31 +64,51 @@ func TestDeleteDuringCreate(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "faults", nil)
-	st, sbNS, tenant := e.st, e.sbNS, e.tenant
-
-	reached, release := st.Gateway.HoldNext("CreateSandbox")
+	sb, at, release := heldCreate(ctx, t, e, "racer")
 	defer release()
-	sb := sandboxOn(tenant, "racer", st.GatewayObj)
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	release()
+	expectGoneEverywhere(ctx, t, e, sb, at)
+}
+
+// gatewaySandbox names a sandbox at the test gateway.
+type gatewaySandbox struct{ workspace, name string }
+
+// heldCreate creates a sandbox and returns once the gateway has created it
+// and holds the answer to CreateSandbox until release.
+func heldCreate(ctx context.Context, t *testing.T, e faultEnv, name string) (*openshellv1alpha1.OpenShellSandbox, gatewaySandbox, func()) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	reached, release := e.st.Gateway.HoldNext("CreateSandbox")
+	sb := sandboxOn(e.tenant, name, e.st.GatewayObj)
 	g.Expect(c.Create(ctx, sb)).To(Succeed())
 	select {
 	case <-reached:
 	case <-ctx.Done():
+		release()
 		t.Fatal("CreateSandbox never reached the gateway")
 	}
 	ns := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
-	ws, name := sandboxspec.WorkspaceName(tenant, ns.UID), sandboxspec.SandboxName(tenant, sb.Name)
-	g.Expect(st.Gateway.SandboxNames(ws)).To(ContainElement(name), "the gateway created the sandbox")
-	g.Expect(c.Delete(ctx, sb)).To(Succeed())
-	release()
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
+	at := gatewaySandbox{sandboxspec.WorkspaceName(e.tenant, ns.UID), sandboxspec.SandboxName(e.tenant, sb.Name)}
+	g.Expect(e.st.Gateway.SandboxNames(at.workspace)).To(ContainElement(at.name), "the gateway created the sandbox")
+	return sb, at, release
+}
 
+// expectGoneEverywhere waits until the object is released and checks that
+// nothing of it is left at the gateway or in agents.x-k8s.io.
+func expectGoneEverywhere(ctx context.Context, t *testing.T, e faultEnv, sb *openshellv1alpha1.OpenShellSandbox, at gatewaySandbox) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
 		Should(Satisfy(apierrors.IsNotFound), "the sandbox was not released")
-	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
+	g.Expect(e.st.Gateway.SandboxNames(at.workspace)).NotTo(ContainElement(at.name), "orphaned at the gateway")
 	g.Eventually(func(g Gomega) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
+		g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }
@@ -107,39 +127,18 @@ func TestCrashBeforeTheFirstStatusWrite(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "manager")
 	g.Expect(framework.BuildOperator(bin)).To(Succeed())
 	e := newFaultEnv(ctx, t, "crash", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
-	st, sbNS, tenant := e.st, e.sbNS, e.tenant
-
-	reached, release := st.Gateway.HoldNext("CreateSandbox")
+	sb, at, release := heldCreate(ctx, t, e, "crasher")
 	defer release()
-	sb := sandboxOn(tenant, "crasher", st.GatewayObj)
-	g.Expect(c.Create(ctx, sb)).To(Succeed())
-	select {
-	case <-reached:
-	case <-ctx.Done():
-		t.Fatal("CreateSandbox never reached the gateway")
-	}
-	g.Expect(st.Crash()).To(Succeed())
+	g.Expect(e.st.Crash()).To(Succeed())
 	release()
-	ns := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
-	ws, name := sandboxspec.WorkspaceName(tenant, ns.UID), sandboxspec.SandboxName(tenant, sb.Name)
-	g.Expect(st.Gateway.SandboxNames(ws)).To(ContainElement(name), "the gateway created the sandbox")
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sb), sb)).To(Succeed())
 	g.Expect(sb.Finalizers).To(ContainElement(openshellv1alpha1.SandboxFinalizer))
 	g.Expect(sb.Status.SandboxID).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
 	g.Expect(sb.Status.Workspace).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
 
 	g.Expect(c.Delete(ctx, sb)).To(Succeed())
-	g.Expect(st.RestartManagerWith(nil)).To(Succeed())
-	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
-		Should(Satisfy(apierrors.IsNotFound), "the sandbox was not released")
-	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(name), "orphaned at the gateway")
-	g.Eventually(func(g Gomega) {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, list, client.InNamespace(sbNS))).To(Succeed())
-		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(e.st.RestartManagerWith(nil)).To(Succeed())
+	expectGoneEverywhere(ctx, t, e, sb, at)
 }
 
 // TestGatewayDeletionDrains deletes a gateway that still has a running
