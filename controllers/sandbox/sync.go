@@ -36,8 +36,9 @@ const (
 	provisionPoll = 15 * time.Second
 	nameFreePoll  = time.Second
 	// busyRetry is how soon a sandbox whose gateway call the bulkhead
-	// refused looks again (plus up to as much jitter).
-	busyRetry = 250 * time.Millisecond
+	// refused looks again (plus up to as much jitter): about when a busy
+	// gateway's calls have ended, without the growing backoff of a failure.
+	busyRetry = time.Second
 )
 
 var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
