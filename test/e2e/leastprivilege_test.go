@@ -132,9 +132,11 @@ var authorizationOnly = map[string]string{
 	// No Prometheus Operator here either: controllers/platform runs with the
 	// CSV's RBAC against its CRD and fails if one of these goes unused.
 	// The console samples are cluster-scoped: once an earlier test of this
-	// cluster created them, the lifecycle only patches (applies) them.
-	// controllers/platform creates them under the CSV's RBAC.
+	// cluster created them, the lifecycle only reads them (they are in
+	// place, so nothing is applied). controllers/platform creates and
+	// patches them under the CSV's RBAC.
 	"console.openshift.io/consoleyamlsamples create": "controllers/platform",
+	"console.openshift.io/consoleyamlsamples patch":  "controllers/platform",
 	// Read only for gateways with spec.imagePolicy.honorClusterMirrors,
 	// which the lifecycle here does not set; test/e2e TestClusterMirrors
 	// exercises it (cluster-scoped list and watch of a config API).

@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
 )
 
 // TestRestartWritesNothing creates sandboxes concurrently (as a burst of
@@ -25,7 +27,15 @@ func TestRestartWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	e := newFaultEnv(ctx, t, "steady", nil)
+	// The operator watches this test's namespaces only: in a cluster other
+	// tests share, objects they are still deleting would be work of its own.
+	e := faultEnv{gwNS: framework.CreateNamespace(ctx, t, c, "steady-platform"), sbNS: framework.CreateNamespace(ctx, t, c, "steady-sandboxes"),
+		tenant: framework.CreateNamespace(ctx, t, c, "steady-tenant")}
+	var err error
+	e.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: e.gwNS, SandboxNamespace: e.sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{e.gwNS, e.sbNS, e.tenant}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(e.st.Stop()).To(Succeed()) })
 	st, tenant := e.st, e.tenant
 	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tenant}})).To(Succeed())
 
