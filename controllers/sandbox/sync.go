@@ -167,26 +167,27 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	// the operator derives (reconcileDelete), so no separate write is
 	// needed before the create.
 	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, d.name, gwconn.Key(gw)
-	creating := nextStep(sb.Status, d) == stepCreate
-	res, err := r.drive(ctx, conn, sb, obs, d)
+	step := nextStep(sb.Status, d)
+	res, err := r.drive(ctx, conn, sb, obs, d, step)
 	if err != nil {
 		res, err := gatewayError(sb, err)
 		return res, false, err
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation
-	if holdable(orig, sb, creating) {
+	if holdable(orig, sb, step == stepCreate) {
 		r.settling.hold(sb)
 		return ctrl.Result{RequeueAfter: settleWindow}, true, nil
 	}
 	return res, false, nil
 }
 
-// drive runs the step nextStep chooses, then applies mutable changes in
+// drive runs the step nextStep chose, then applies mutable changes in
 // place and follows the gateway's phase.
-func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox) (ctrl.Result, error) {
+func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox,
+	step step) (ctrl.Result, error) {
 	var current *openshellv1.Sandbox
-	switch nextStep(sb.Status, d) {
+	switch step {
 	case stepRecreate:
 		return r.recreate(ctx, conn, sb, d)
 	case stepCreate:

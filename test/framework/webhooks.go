@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,42 +61,45 @@ func WebhookConfigurations(name string, s WebhookServing, namespaces *metav1.Lab
 	if err != nil {
 		return nil, err
 	}
-	at := func(cc *admissionregistrationv1.WebhookClientConfig, sel **metav1.LabelSelector) {
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", s.Port, *cc.Service.Path)
-		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: s.CAPEM}
-		*sel = namespaces
-	}
 	var out []client.Object
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
-		var u unstructured.Unstructured
+		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
 			return nil, err
 		}
-		switch u.GetKind() {
-		case "ValidatingWebhookConfiguration":
-			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, vwc); err != nil {
-				return nil, err
-			}
-			for i := range vwc.Webhooks {
-				at(&vwc.Webhooks[i].ClientConfig, &vwc.Webhooks[i].NamespaceSelector)
-			}
-			vwc.Name = name
-			out = append(out, vwc)
-		case "MutatingWebhookConfiguration":
-			mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, mwc); err != nil {
-				return nil, err
-			}
-			for i := range mwc.Webhooks {
-				at(&mwc.Webhooks[i].ClientConfig, &mwc.Webhooks[i].NamespaceSelector)
-			}
-			mwc.Name = name
-			out = append(out, mwc)
+		if len(u.Object) == 0 {
+			continue
 		}
+		// Validating and mutating webhooks share the fields changed here.
+		hooks, _, err := unstructured.NestedSlice(u.Object, "webhooks")
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		for i, h := range hooks {
+			hook, ok := h.(map[string]any)
+			path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+			if !ok || path == "" {
+				return nil, fmt.Errorf("%s %s: webhook %d has no service path", u.GetKind(), u.GetName(), i)
+			}
+			hook["clientConfig"] = map[string]any{"url": fmt.Sprintf("https://127.0.0.1:%d%s", s.Port, path),
+				"caBundle": base64.StdEncoding.EncodeToString(s.CAPEM)}
+			delete(hook, "namespaceSelector")
+			if namespaces != nil {
+				sel, err := runtime.DefaultUnstructuredConverter.ToUnstructured(namespaces)
+				if err != nil {
+					return nil, err
+				}
+				hook["namespaceSelector"] = sel
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
+			return nil, err
+		}
+		u.SetName(name)
+		out = append(out, u)
 	}
 }
 
