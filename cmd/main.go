@@ -33,6 +33,7 @@ func main() {
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" disables it.`)
 	flag.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", `Address serving Go profiles (net/http/pprof, no authentication: use 127.0.0.1:<port>); "0" disables it.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader with a Lease so only one replica is active.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's namespace).")
 	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")

@@ -43,6 +43,9 @@ type Options struct {
 	SecureMetrics bool
 	// ProbeAddr serves /healthz and /readyz; "0" disables it.
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof for profiling; empty or "0" (the
+	// default) disables it. Unauthenticated: bind it to loopback.
+	PprofAddr string
 	// LeaderElection enables the Lease lock.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; required out of cluster.
@@ -144,6 +147,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &opts.SkipControllerNameValidation},
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.ProbeAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sort"
 	"text/tabwriter"
@@ -67,6 +69,35 @@ func profileAPIServer(ctx context.Context, cfg *rest.Config, seconds int, file s
 		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).DoRaw(ctx)
 		if err != nil {
 			done <- fmt.Errorf("profile the API server: %w", err)
+			return
+		}
+		done <- os.WriteFile(file, raw, 0o644)
+	}()
+	return func() error { return <-done }
+}
+
+// profileURL records a CPU profile for seconds from a net/http/pprof
+// endpoint into file; the returned function waits for it.
+func profileURL(ctx context.Context, url string, seconds int, file string) func() error {
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?seconds=%d", url, seconds), nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- fmt.Errorf("profile %s: %w", url, err)
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("profile %s: %s", url, resp.Status)
+		}
+		if err != nil {
+			done <- err
 			return
 		}
 		done <- os.WriteFile(file, raw, 0o644)

@@ -18,9 +18,12 @@
 // run, default 0: none; the steady-state, footprint and fan-out figures
 // include them), BENCH_SCALE_RATE (their offered rate, default BENCH_RATE),
 // BENCH_FANOUT_QPS (comma list of operator client QPS at which to repeat
-// the largest fan-out, e.g. "50,100,200,400"; process mode), BENCH_PROFILE (a folder: CPU profiles of the API server during each
-// create run), BENCH_ADMISSION (concurrent creates
-// at the webhook, default 200; 0 skips it), BENCH_OUT (results folder, default
+// the largest fan-out, e.g. "50,100,200,400"; process mode), BENCH_PROFILE
+// (a folder: CPU profiles of the API server, and in process mode of the
+// operator, during each create run), BENCH_REQUEST_COST (requests of each
+// kind timed one at a time before the operator starts, default 200; 0 skips
+// them), BENCH_ADMISSION (concurrent creates at the webhook, default 200; 0
+// skips it), BENCH_OUT (results folder, default
 // bench/results), BENCH_GO_RESULTS (a `go test -bench` output to include;
 // make bench sets it), BENCH_OPERATOR ("process", the default: the operator
 // binary as its own process, so its footprint can be read; "inprocess": the
@@ -31,6 +34,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,8 +99,10 @@ type Report struct {
 	Fanout     []FanoutResult     `json:"fanout,omitempty"`
 	Admission  *AdmissionResult   `json:"admission,omitempty"`
 	Saturation []SaturationResult `json:"saturation,omitempty"`
-	Scale      *ScaleResult       `json:"scale,omitempty"`
-	GoBench    []GoBench          `json:"goBenchmarks,omitempty"`
+	// RequestCosts are the operator path's two requests, one at a time.
+	RequestCosts []RequestCost `json:"requestCosts,omitempty"`
+	Scale        *ScaleResult  `json:"scale,omitempty"`
+	GoBench      []GoBench     `json:"goBenchmarks,omitempty"`
 }
 
 func main() {
@@ -132,6 +138,13 @@ func run() error {
 			return err
 		}
 	}
+	// Before the operator starts: nothing reacts to the objects measured.
+	var costs []RequestCost
+	if set.requestCost > 0 {
+		if costs, err = measureRequestCosts(ctx, c, set.requestCost); err != nil {
+			return fmt.Errorf("request costs: %w", err)
+		}
+	}
 	mode := set.mode
 	// The operator serves its webhooks and the API server calls them, as
 	// deployed: the finalizer is set at admission.
@@ -146,6 +159,7 @@ func run() error {
 	sopts := stack.Options{GatewayNamespace: "bench-gateway", SandboxNamespace: "bench-sandboxes",
 		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
 			Controllers: operator.ControllerOptions{EnableWebhooks: true}}}
+	var operatorPprof string // the operator process's profiles (BENCH_PROFILE)
 	switch mode {
 	case "process":
 		bin := filepath.Join(cluster.Dir, "manager")
@@ -155,6 +169,15 @@ func run() error {
 		}
 		sopts.Process = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: cluster.Dir,
 			Args: strings.Fields(set.operatorArgs)}
+		if os.Getenv("BENCH_PROFILE") != "" {
+			port, err := framework.FreePort()
+			if err != nil {
+				return err
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			sopts.Process.Args = append(sopts.Process.Args, "--pprof-bind-address="+addr)
+			operatorPprof = "http://" + addr
+		}
 	case "inprocess":
 	default:
 		return fmt.Errorf("BENCH_OPERATOR: %q is neither process nor inprocess", mode)
@@ -174,13 +197,15 @@ func run() error {
 
 	rep := Report{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Rate: rate, Operator: strings.TrimSpace(mode + " " + set.operatorArgs), Versions: map[string]string{
 		"kubernetes": "v1.34.4", "agent-sandbox": framework.AgentSandboxBetaOnly, "kwok": "v0.8.0", "gateway": "test gateway (stand-in)", "go": runtime.Version()},
-		GoBench: set.goBench}
+		GoBench: set.goBench, RequestCosts: costs}
 	for _, n := range ns {
 		raw, err := measure(ctx, cluster.Config, c, watcher, "raw", n, rate, rawPath)
 		if err != nil {
 			return err
 		}
-		op, err := measure(ctx, cluster.Config, c, watcher, "operator", n, rate, operatorPath(st, sopts.SandboxNamespace))
+		opPath := operatorPath(st, sopts.SandboxNamespace)
+		opPath.pprof = operatorPprof
+		op, err := measure(ctx, cluster.Config, c, watcher, "operator", n, rate, opPath)
 		if err != nil {
 			return err
 		}
@@ -314,6 +339,9 @@ type path struct {
 	list   func() client.ObjectList
 	create func(ctx context.Context, c client.Client, ns string, i int) error
 	ready  func(obj any) (string, bool)
+	// pprof serves the Go profiles of this path's own component, profiled
+	// next to the API server under BENCH_PROFILE ("": none).
+	pprof string
 }
 
 // rawPath creates the Sandbox the gateway's compute driver would create for
@@ -421,7 +449,12 @@ func measure(ctx context.Context, cfg *rest.Config, c client.Client, w client.Wi
 	}
 	waitProfile := func() error { return nil }
 	if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
-		waitProfile = profileAPIServer(ctx, cfg, n/rate+1, filepath.Join(dir, fmt.Sprintf("apiserver-%s-%d.pprof", name, n)))
+		waitAPIServer := profileAPIServer(ctx, cfg, n/rate+1, filepath.Join(dir, fmt.Sprintf("apiserver-%s-%d.pprof", name, n)))
+		waitOwn := func() error { return nil }
+		if p.pprof != "" {
+			waitOwn = profileURL(ctx, p.pprof+"/debug/pprof/profile", n/rate+1, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", name, n)))
+		}
+		waitProfile = func() error { return errors.Join(waitAPIServer(), waitOwn()) }
 	}
 	start := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -503,6 +536,7 @@ func printReport(f *os.File, rep Report) {
 	printFanout(f, rep.Fanout)
 	printAdmission(f, rep.Admission)
 	printSaturation(f, rep.Saturation)
+	printRequestCosts(f, rep.RequestCosts, rep.Results)
 	printGoBench(f, rep.GoBench)
 }
 
