@@ -21,6 +21,7 @@ type settings struct {
 	saturationFrom          int
 	saturationWindow        time.Duration
 	scale, scaleRate        int
+	requestCost             int
 	fanoutQPS               []int
 	goBench                 []GoBench
 	out, mode, operatorArgs string
@@ -71,6 +72,7 @@ func readSettings() (settings, error) {
 	s.saturationFrom, s.saturationWindow = one("BENCH_SATURATION", 10), duration("BENCH_SATURATION_WINDOW", 20*time.Second)
 	s.scale, s.scaleRate = one("BENCH_SCALE", 0), one("BENCH_SCALE_RATE", s.rate)
 	s.fanoutQPS = ints("BENCH_FANOUT_QPS", "")
+	s.requestCost = one("BENCH_REQUEST_COST", 200)
 	if len(errs) > 0 {
 		return s, errs[0]
 	}
