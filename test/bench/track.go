@@ -7,6 +7,10 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,29 +29,96 @@ type tracker struct {
 }
 
 // track starts following ns until want objects are ready or ctx ends; stop
-// ends the watch.
+// ends the watch. The API server ends watches now and then (its request
+// timeout, or a watcher that fell behind: the 10,000-sandbox run lost
+// its watch after 2,880), so the tracker resumes from the last
+// resourceVersion it saw, or lists again when that is too old.
 func track(ctx context.Context, w client.WithWatch, p path, ns string, want int) (*tracker, func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
 	wi, err := w.Watch(ctx, p.list(), client.InNamespace(ns))
 	if err != nil {
+		cancel()
 		return nil, nil, err
 	}
 	t := &tracker{created: map[string]time.Time{}, posted: map[string]time.Time{}, ready: map[string]time.Time{}, want: want, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
-		for ev := range wi.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
+		rv := ""
+		for {
+			all := t.follow(wi, p, &rv)
+			wi.Stop()
+			if all {
+				return
 			}
-			name, ok := p.ready(ev.Object)
-			if !ok {
-				continue
-			}
-			if t.markReady(name) {
+			if wi, all = t.resume(ctx, w, p, ns, &rv); wi == nil || all {
 				return
 			}
 		}
 	}()
-	return t, wi.Stop, nil
+	return t, cancel, nil
+}
+
+// follow records readiness from wi's events until every wanted object is
+// ready (true) or the watch ends (false); rv keeps the last resourceVersion
+// seen, and is cleared when the API server says it is too old.
+func (t *tracker) follow(wi watch.Interface, p path, rv *string) bool {
+	for ev := range wi.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				*rv = ""
+			}
+			return false
+		case watch.Added, watch.Modified, watch.Bookmark:
+			if m, err := meta.Accessor(ev.Object); err == nil {
+				*rv = m.GetResourceVersion()
+			}
+		}
+		if ev.Type == watch.Bookmark {
+			continue
+		}
+		if name, ok := p.ready(ev.Object); ok && t.markReady(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// resume watches again from rv, after listing (and recording what is
+// ready) when rv is empty; it retries every second until ctx ends (nil).
+// all says the list found every wanted object ready.
+func (t *tracker) resume(ctx context.Context, w client.WithWatch, p path, ns string, rv *string) (_ watch.Interface, all bool) {
+	for {
+		if *rv == "" {
+			l := p.list()
+			if err := w.List(ctx, l, client.InNamespace(ns)); err == nil {
+				*rv = l.GetResourceVersion()
+				_ = meta.EachListItem(l, func(o runtime.Object) error {
+					if name, ok := p.ready(o); ok && t.markReady(name) {
+						all = true
+					}
+					return nil
+				})
+				if all {
+					return nil, true
+				}
+			}
+		}
+		if *rv != "" {
+			wi, err := w.Watch(ctx, p.list(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: *rv}})
+			if err == nil {
+				return wi, false
+			}
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				*rv = ""
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // markReady records name's readiness and says whether every wanted object
