@@ -124,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	held := false
 	defer func() {
 		if held {
-			return // the write waits for the sandbox to settle (settleWindow)
+			return // the write waits: for the sandbox to settle, or for a gateway slot
 		}
 		if orig.Status.Phase != sb.Status.Phase {
 			r.recordPhase(orig.Status.Phase, sb)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 )
 
 // settleWindow is how long the status write of a sandbox just created at
@@ -87,4 +89,21 @@ func (s *settlingCreates) forget(key client.ObjectKey) {
 func holdable(orig, sb *openshellv1alpha1.OpenShellSandbox, created bool) bool {
 	return created && orig.Status.Phase == "" && orig.Status.SandboxID == "" && sb.Status.SandboxID != "" &&
 		sb.Status.Phase == openshellv1alpha1.SandboxPhaseProvisioning
+}
+
+// busyHold is how long a sandbox nothing was reported for yet waits,
+// silently, for a gateway slot (the bulkhead refusing: busy, retried in
+// 1-2 s) before its status says it is waiting for the gateway.
+const busyHold = 10 * time.Second
+
+// heldForSlot says whether the status write of a reconcile the bulkhead
+// refused may wait: nothing was ever reported (nothing shown goes stale),
+// nothing was created at the gateway in this reconcile, and the sandbox is
+// younger than busyHold. Under overload the write would otherwise be one
+// more custom-resource write per sandbox (Pending) exactly when the API
+// server can least afford it.
+func heldForSlot(orig, sb *openshellv1alpha1.OpenShellSandbox, err error, now time.Time) bool {
+	busy := (*gatewayapi.BusyError)(nil)
+	return errors.As(err, &busy) && orig.Status.Phase == "" && sb.Status.SandboxID == "" &&
+		now.Sub(orig.CreationTimestamp.Time) < busyHold
 }

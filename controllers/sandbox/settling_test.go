@@ -3,9 +3,11 @@ package sandbox
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -52,5 +54,43 @@ func TestABusyGatewayIsNotAFailure(t *testing.T) {
 	// The gateway's own RESOURCE_EXHAUSTED is a failure to report.
 	if _, rerr := gatewayError(sb, grpcstatus.Error(codes.ResourceExhausted, "overloaded")); rerr == nil {
 		t.Error("the gateway's own RESOURCE_EXHAUSTED was swallowed")
+	}
+}
+
+func TestHeldForSlot(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	busy := fmt.Errorf("create sandbox: %w", &gatewayapi.BusyError{Gateway: "platform/gw", InFlight: 4})
+	young := func(sb *openshellv1alpha1.OpenShellSandbox) {
+		sb.CreationTimestamp = metav1.NewTime(now.Add(-2 * time.Second))
+	}
+	for _, tc := range []struct {
+		name     string
+		orig, sb func(*openshellv1alpha1.OpenShellSandbox)
+		err      error
+		wantHeld bool
+	}{
+		{name: "a new sandbox refused a slot waits silently", orig: young, err: busy, wantHeld: true},
+		{name: "past busyHold it reports WaitingForGateway", err: busy,
+			orig: func(sb *openshellv1alpha1.OpenShellSandbox) {
+				sb.CreationTimestamp = metav1.NewTime(now.Add(-busyHold))
+			}},
+		{name: "something was reported before", err: busy, orig: func(sb *openshellv1alpha1.OpenShellSandbox) {
+			young(sb)
+			sb.Status.Phase = openshellv1alpha1.SandboxPhasePending
+		}},
+		{name: "this reconcile created it at the gateway", err: busy, orig: young,
+			sb: func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Status.SandboxID = "id-1" }},
+		{name: "a failure is reported", orig: young, err: grpcstatus.Error(codes.Unavailable, "connection refused")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := sandboxWith(tc.orig)
+			sb := orig.DeepCopy()
+			if tc.sb != nil {
+				tc.sb(sb)
+			}
+			if got := heldForSlot(orig, sb, tc.err, now); got != tc.wantHeld {
+				t.Errorf("heldForSlot = %v, want %v", got, tc.wantHeld)
+			}
+		})
 	}
 }

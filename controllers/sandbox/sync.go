@@ -144,8 +144,8 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 
 // sync brings the gateway sandbox in line with the spec: connect, ensure
 // the namespace's workspace, render, then one step of the state machine.
-// held says the status write of a sandbox it just created waits for the
-// sandbox to settle (settleWindow).
+// held says the status write waits: for a sandbox it just created to
+// settle (settleWindow), or for a gateway slot (heldForSlot).
 func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (_ ctrl.Result, held bool, _ error) {
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
@@ -155,8 +155,8 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	}
 	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
 	if err != nil {
-		res, err := gatewayError(sb, err)
-		return res, false, err
+		res, gerr := gatewayError(sb, err)
+		return res, heldForSlot(orig, sb, err, time.Now()), gerr
 	}
 	d, err := desired(sb, obs, ws)
 	if err != nil {
@@ -170,8 +170,8 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	step := nextStep(sb.Status, d)
 	res, err := r.drive(ctx, conn, sb, obs, d, step)
 	if err != nil {
-		res, err := gatewayError(sb, err)
-		return res, false, err
+		res, gerr := gatewayError(sb, err)
+		return res, heldForSlot(orig, sb, err, time.Now()), gerr
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -271,4 +272,37 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 			t.Errorf("observedGeneration %d while the gateway could not take generation 2", sb.Status.ObservedGeneration)
 		}
 	})
+}
+
+// A gateway whose bulkhead is full refuses a new sandbox's create; its
+// first status write waits for a slot instead of reporting Pending.
+func TestABusyGatewayHoldsANewSandboxsFirstReport(t *testing.T) {
+	f := newGatewayFixture(t)
+	f.r.Gateways.Pool.MaxInFlight = 1
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.gw.Trace(func(event, name string) {
+		if event == testgateway.TraceCreateReceived && strings.HasPrefix(name, "first") {
+			close(entered)
+			<-release // holds the only slot
+		}
+	})
+	ctx := context.Background()
+	first := sandboxWith(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Name, sb.UID = "first", "uid-first" })
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.r.sync(ctx, first.DeepCopy(), first, f.obs)
+		done <- err
+	}()
+	<-entered
+	second := sandboxWith(func(sb *openshellv1alpha1.OpenShellSandbox) {
+		sb.Name, sb.UID, sb.CreationTimestamp = "second", "uid-second", metav1.Now()
+	})
+	res, held, err := f.r.sync(ctx, second.DeepCopy(), second, f.obs)
+	close(release)
+	if err != nil || !held || res.RequeueAfter < busyRetry {
+		t.Errorf("sync = %+v, held %v, err %v: want the write held and a retry within %s..%s", res, held, err, busyRetry, 2*busyRetry)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the first sandbox's create: %v", err)
+	}
 }
