@@ -155,8 +155,7 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	}
 	ws, err := r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(gw), sb.Namespace, obs.namespaceUID)
 	if err != nil {
-		res, gerr := gatewayError(sb, err)
-		return res, heldForSlot(orig, sb, err, time.Now()), gerr
+		return callFailed(orig, sb, err)
 	}
 	d, err := desired(sb, obs, ws)
 	if err != nil {
@@ -170,8 +169,7 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	step := nextStep(sb.Status, d)
 	res, err := r.drive(ctx, conn, sb, obs, d, step)
 	if err != nil {
-		res, gerr := gatewayError(sb, err)
-		return res, heldForSlot(orig, sb, err, time.Now()), gerr
+		return callFailed(orig, sb, err)
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation
@@ -180,6 +178,13 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 		return ctrl.Result{RequeueAfter: settleWindow}, true, nil
 	}
 	return res, false, nil
+}
+
+// callFailed reports a failed gateway call (gatewayError) and says whether
+// the status write may wait for a gateway slot (heldForSlot).
+func callFailed(orig, sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Result, bool, error) {
+	res, gerr := gatewayError(sb, err)
+	return res, heldForSlot(orig, sb, err, time.Now()), gerr
 }
 
 // drive runs the step nextStep chose, then applies mutable changes in

@@ -59,48 +59,51 @@ func printAPIRequests(f *os.File, rs []Result) {
 // profileAPIServer records a CPU profile of the API server for seconds
 // into file (BENCH_PROFILE); the returned function waits for it.
 func profileAPIServer(ctx context.Context, cfg *rest.Config, seconds int, file string) func() error {
-	done := make(chan error, 1)
-	go func() {
+	return saveProfile(file, func() ([]byte, error) {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
-			done <- err
-			return
+			return nil, err
 		}
 		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).DoRaw(ctx)
 		if err != nil {
-			done <- fmt.Errorf("profile the API server: %w", err)
-			return
+			return nil, fmt.Errorf("profile the API server: %w", err)
 		}
-		done <- os.WriteFile(file, raw, 0o644)
-	}()
-	return func() error { return <-done }
+		return raw, nil
+	})
 }
 
 // profileURL records a CPU profile for seconds from a net/http/pprof
 // endpoint into file; the returned function waits for it.
 func profileURL(ctx context.Context, url string, seconds int, file string) func() error {
-	done := make(chan error, 1)
-	go func() {
+	return saveProfile(file, func() ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?seconds=%d", url, seconds), nil)
 		if err != nil {
-			done <- err
-			return
+			return nil, err
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			done <- fmt.Errorf("profile %s: %w", url, err)
-			return
+			return nil, fmt.Errorf("profile %s: %w", url, err)
 		}
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)
 		if err == nil && resp.StatusCode != http.StatusOK {
 			err = fmt.Errorf("profile %s: %s", url, resp.Status)
 		}
-		if err != nil {
-			done <- err
-			return
+		return raw, err
+	})
+}
+
+// saveProfile runs fetch in the background (a CPU profile takes as long
+// as it records) and writes what it returns to file; the returned
+// function waits for it.
+func saveProfile(file string, fetch func() ([]byte, error)) func() error {
+	done := make(chan error, 1)
+	go func() {
+		raw, err := fetch()
+		if err == nil {
+			err = os.WriteFile(file, raw, 0o644)
 		}
-		done <- os.WriteFile(file, raw, 0o644)
+		done <- err
 	}()
 	return func() error { return <-done }
 }
