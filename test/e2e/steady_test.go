@@ -58,21 +58,26 @@ func TestRestartWritesNothing(t *testing.T) {
 	// Every sandbox settled (its requeues after Ready have run) when the
 	// reconciles stop moving with nothing queued.
 	waitIdle := func() {
-		last := -1
+		last, depth := -1, 0
+		var recs map[string]stack.Reconcile
 		g.Expect(framework.WaitFor(ctx, 500*time.Millisecond, func(context.Context) (bool, error) {
-			recs, err := st.Reconciles()
-			if err != nil {
+			var err error
+			if recs, err = st.Reconciles(); err != nil {
 				return false, err
 			}
-			depth, err := st.QueueDepth("openshellsandbox")
-			if err != nil {
+			if depth, err = st.QueueDepth("openshellsandbox"); err != nil {
 				return false, err
 			}
 			now := recs["openshellsandbox"].Count
 			idle := depth == 0 && now == last
 			last = now
 			return idle, nil
-		})).To(Succeed())
+		})).To(Succeed(), func() string {
+			// Read after the wait: what kept the reconciles moving.
+			gw := &openshellv1alpha1.OpenShellGateway{}
+			_ = c.Get(context.Background(), client.ObjectKeyFromObject(st.GatewayObj), gw)
+			return fmt.Sprintf("the sandbox reconciles did not pause: queue depth %d, reconciles %+v, gateway status %+v", depth, recs, gw.Status)
+		})
 	}
 	waitIdle()
 	// The policy's count settles a few seconds after its last new user.
