@@ -68,6 +68,11 @@ type ControllerOptions struct {
 	// the default client, which honours the proxy environment and the
 	// system trust store; tests trust their own CA through it).
 	TokenHTTPClient *http.Client
+	// ForceReleaseAfter is how long a gateway must have been unreachable
+	// for a deleted sandbox before force-release is honoured (0: the
+	// default); SweepPeriod is how often every gateway is swept for
+	// sandboxes whose object is gone (0: the default).
+	ForceReleaseAfter, SweepPeriod time.Duration
 }
 
 // setupControllers registers, in order, the indexes, every reconciler
@@ -101,6 +106,12 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := mgr.Add(gateways); err != nil {
 		return fmt.Errorf("add gateway sessions: %w", err)
 	}
+	// The sweep deletes what a force-release left at a gateway; only the
+	// sandbox reconciler marks it.
+	sweeper := &sandbox.Sweeper{Client: c, APIReader: api, Gateways: gateways, Platform: opts.Platform, Recorder: rec, Period: opts.SweepPeriod}
+	if err := mgr.Add(sweeper); err != nil {
+		return fmt.Errorf("add orphan sweep: %w", err)
+	}
 	// Indexes first: the controllers' watches and the webhooks query them.
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -118,7 +129,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
 		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
-			Recorder: rec, Gateways: gateways, Platform: opts.Platform}},
+			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter}},
 	} {
 		if err := r.setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up %s controller: %w", r.kind, err)

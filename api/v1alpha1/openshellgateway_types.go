@@ -725,4 +725,8 @@ const (
 	GatewayReasonHealthy = "Healthy"
 	// GatewayReasonUnreachable: the Health call failed; retried each minute.
 	GatewayReasonUnreachable = "Unreachable"
+	// GatewayReasonOrphansSwept (event): the operator deleted, at the
+	// gateway, sandboxes it created whose OpenShellSandbox is gone (left by
+	// a force-release, or a create that landed after its object went).
+	GatewayReasonOrphansSwept = "OrphansSwept"
 )

@@ -65,6 +65,12 @@ type Reconciler struct {
 	Gateways  *gwconn.Resolver
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
+	// Sweeper is told of every force-release, so that what it leaves at
+	// the gateway is deleted once the gateway answers (nil: no sweep).
+	Sweeper *Sweeper
+	// ForceReleaseAfter is how long the gateway must have been unreachable
+	// for the sandbox before force-release is honoured (0: the default).
+	ForceReleaseAfter time.Duration
 
 	settling settlingCreates
 }

@@ -2,13 +2,16 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -27,9 +32,83 @@ import (
 // blocks a worker.
 const deletePoll = time.Second
 
+// DefaultForceReleaseAfter is how long the gateway must have been
+// unreachable for a sandbox before its force-release annotation is
+// honoured: longer than a gateway rollout or a burst of timeouts under
+// load, so that the escape hatch is never a way to orphan an agent at a
+// gateway that answers again a moment later.
+const DefaultForceReleaseAfter = 5 * time.Minute
+
 // LabelSandboxID is the label the gateway's driver puts on the
 // agents.x-k8s.io Sandbox it creates.
 const LabelSandboxID = "openshell.ai/sandbox-id"
+
+// lookup is what one look at the gateway during deletion found.
+type lookup struct {
+	// gone: the gateway holds no sandbox of this object (or the gateway
+	// object itself is gone, or it is one the operator never talks to).
+	gone bool
+	// id is the gateway sandbox ID whose agents.x-k8s.io Sandbox must be
+	// waited for ("" when there is none to wait for).
+	id  string
+	err error
+}
+
+// deletion is what reconcileDelete does next. Decided by decideDeletion.
+type deletion int
+
+const (
+	// deletionWait: the gateway is deleting the sandbox; look again.
+	deletionWait deletion = iota
+	// deletionFinish: nothing is left at the gateway; wait for the
+	// agents.x-k8s.io Sandbox, then release.
+	deletionFinish
+	// deletionBusy: the gateway's bulkhead refused the call; look again
+	// shortly, writing nothing. The gateway answers: never a release.
+	deletionBusy
+	// deletionRetry: the gateway did not answer; report it and back off.
+	deletionRetry
+	// deletionForce: force-release was asked for and the gateway has been
+	// unreachable for the sandbox for long enough.
+	deletionForce
+)
+
+// decideDeletion is the deletion state machine's decision. Pure. A sandbox
+// is released only once the gateway said it holds nothing of it (asked by
+// the names the operator derives, whatever status recorded: a create may
+// have been sent by an earlier reconcile or an earlier process without its
+// status write landing), or by an authorised force-release after the
+// gateway stayed unreachable for forceAfter. A busy gateway, a failed call
+// or an open circuit breaker alone never releases.
+func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.Time, forceAfter time.Duration) deletion {
+	switch {
+	case l.err == nil && l.gone:
+		return deletionFinish
+	case l.err == nil:
+		return deletionWait
+	case isBusy(l.err):
+		return deletionBusy
+	case sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableFor(sb, now) >= forceAfter:
+		return deletionForce
+	default:
+		return deletionRetry
+	}
+}
+
+func isBusy(err error) bool {
+	busy := (*gatewayapi.BusyError)(nil)
+	return errors.As(err, &busy)
+}
+
+// unreachableFor is how long the sandbox's GatewayReachable condition has
+// said the gateway cannot be reached (0 when it does not say so).
+func unreachableFor(sb *openshellv1alpha1.OpenShellSandbox, now time.Time) time.Duration {
+	c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return 0
+	}
+	return now.Sub(c.LastTransitionTime.Time)
+}
 
 // reconcileDelete deletes the sandbox at the gateway, waits (by requeue)
 // until the gateway row and the agents.x-k8s.io Sandbox are gone, then
@@ -42,49 +121,43 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	}
 	orig := sb.DeepCopy()
 	r.settling.restore(sb)
-	// A sandbox refused before anything was recorded was never created at
-	// a gateway: release at once, even if the gateway is unreachable.
-	recorded := sb.Status.SandboxID != "" || sb.Status.Workspace != ""
-	if !recorded && refusedBeforeCreate(sb.Status.Phase) {
+	l := r.deleteAtGateway(ctx, sb)
+	switch decideDeletion(sb, l, time.Now(), r.forceReleaseAfter()) {
+	case deletionBusy:
+		return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}, nil
+	case deletionForce:
+		r.forceRelease(sb, l.err)
 		return r.release(ctx, sb)
-	}
-	done, id, err := r.deleteAtGateway(ctx, sb)
-	if err != nil && !recorded {
-		// Nothing recorded and the gateway cannot say: the sandbox was
-		// most likely never created (the create's status write waits at
-		// most settleWindow, and the operator keeps what it created in
-		// memory until then). Release rather than hold the object hostage
-		// to a gateway it may never have reached.
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
-			"released without asking gateway %s, which did not answer (%v): status recorded no sandbox there", sb.GatewayKey(), err)
-		return r.release(ctx, sb)
-	}
-	if err != nil && sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" {
-		// The escape hatch for a gateway that will not come back; the
-		// admission webhook let only who may remove the finalizer set it.
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
-			"released by %s without deleting sandbox %s in workspace %s at gateway %s (%v): it may still run there",
-			openshellv1alpha1.AnnotationForceRelease, sb.Status.GatewaySandboxName, sb.Status.Workspace, sb.Status.Gateway, err)
-		return r.release(ctx, sb)
-	}
-	if err != nil || !done {
+	case deletionRetry:
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
-		if err != nil {
-			status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUnavailable,
-				fmt.Sprintf("cannot delete the sandbox at the gateway yet (%v); if the gateway is gone for good, whoever may remove "+
-					"the finalizer can set the annotation %s=true", err, openshellv1alpha1.AnnotationForceRelease))
+		reason := openshellv1alpha1.SandboxReasonUnavailable
+		if c := grpcstatus.Code(l.err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			reason = openshellv1alpha1.SandboxReasonUnauthorized
 		}
+		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, reason,
+			fmt.Sprintf("cannot delete the sandbox at the gateway yet (%v); if the gateway is gone for good, whoever may remove "+
+				"the finalizer can set the annotation %s=true, honoured once the gateway has been unreachable for %s",
+				l.err, openshellv1alpha1.AnnotationForceRelease, r.forceReleaseAfter()))
 		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
 			return ctrl.Result{}, perr
 		}
-		if err != nil {
-			// Back off (and count the error) rather than poll a dead gateway.
-			return ctrl.Result{}, fmt.Errorf("delete sandbox at gateway %s: %w", sb.GatewayKey(), err)
+		if sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" {
+			// Asked for: look again when the grace ends, not when the
+			// backoff of a long outage would.
+			ctrl.LoggerFrom(ctx).Info("force-release waits for the gateway's grace", "gateway", sb.GatewayKey(), "error", l.err.Error())
+			return ctrl.Result{RequeueAfter: max(r.forceReleaseAfter()-unreachableFor(sb, time.Now()), deletePoll)}, nil
+		}
+		// Back off (and count the error) rather than poll a dead gateway.
+		return ctrl.Result{}, fmt.Errorf("delete sandbox at gateway %s: %w", sb.GatewayKey(), l.err)
+	case deletionWait:
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
+		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
+			return ctrl.Result{}, perr
 		}
 		return ctrl.Result{RequeueAfter: deletePoll}, nil
 	}
-	if id != "" {
-		remaining, err := r.agentSandboxesLeft(ctx, sb, id)
+	if l.id != "" {
+		remaining, err := r.agentSandboxesLeft(ctx, sb, l.id)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -93,6 +166,28 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		}
 	}
 	return r.release(ctx, sb)
+}
+
+// forceRelease records a release the gateway did not confirm: an event on
+// the object, a metric, and a sweep of the gateway once it answers again
+// (what the release leaves there is deleted then, by owner UID).
+func (r *Reconciler) forceRelease(sb *openshellv1alpha1.OpenShellSandbox, err error) {
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+		"released by %s without deleting sandbox %s in workspace %s at gateway %s, unreachable for %s (%v): the operator deletes "+
+			"it there once the gateway answers again", openshellv1alpha1.AnnotationForceRelease,
+		sandboxspec.SandboxName(sb.Namespace, sb.Name), sb.Status.Workspace, sb.GatewayKey(), unreachableFor(sb, time.Now()).Round(time.Second), err)
+	monitoring.SandboxForceReleased(sb.GatewayKey().String())
+	if r.Sweeper != nil {
+		r.Sweeper.Mark(sb.GatewayKey())
+	}
+}
+
+// forceReleaseAfter is ForceReleaseAfter, or its default.
+func (r *Reconciler) forceReleaseAfter() time.Duration {
+	if r.ForceReleaseAfter > 0 {
+		return r.ForceReleaseAfter
+	}
+	return DefaultForceReleaseAfter
 }
 
 // release removes the finalizer and forgets the sandbox's in-memory state.
@@ -105,53 +200,56 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	return ctrl.Result{}, nil
 }
 
-// refusedBeforeCreate says whether a sandbox in this phase, with no gateway
-// sandbox recorded, was stopped before any call that could create one.
-func refusedBeforeCreate(p openshellv1alpha1.SandboxPhase) bool {
-	return p == openshellv1alpha1.SandboxPhaseRejected || p == openshellv1alpha1.SandboxPhasePending
-}
-
-// deleteAtGateway reports done once the gateway has no sandbox of this
-// object, and the gateway sandbox ID whose agents.x-k8s.io Sandbox must be
-// waited for ("" when there is none to wait for).
-func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (bool, string, error) {
+// deleteAtGateway asks the gateway for the sandbox of this object by the
+// names the operator derives and deletes it when it carries this object's
+// UID.
+func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) lookup {
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	if err := r.Client.Get(ctx, sb.GatewayKey(), gw); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The gateway and its database are gone; nothing is left to delete there.
 			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "GatewayGone", "Delete",
 				"OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey())
-			return true, sb.Status.SandboxID, nil
+			return lookup{gone: true, id: sb.Status.SandboxID}
 		}
-		return false, "", err
+		return lookup{err: err}
+	}
+	if why, err := r.Platform.Served(ctx, r.Client, gw); err != nil {
+		return lookup{err: err}
+	} else if why != "" {
+		// The operator never connects to a gateway it does not serve (a
+		// tenant's own OpenShellGateway), so it created nothing there; and
+		// dialling an endpoint a tenant chose is not something a deletion
+		// may make it do.
+		return lookup{gone: true}
 	}
 	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
 	if err != nil {
-		return false, "", err
+		return lookup{err: err}
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
-		return false, "", err
+		return lookup{err: grpcstatus.Error(codes.Unavailable, err.Error())}
 	}
 	req := &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(sb.Namespace, sb.Name), Workspace: sandboxspec.WorkspaceName(sb.Namespace, ns.UID)}
 	got, err := conn.GetSandbox(ctx, req)
 	if grpcstatus.Code(err) == codes.NotFound {
-		return true, sb.Status.SandboxID, nil
+		return lookup{gone: true, id: sb.Status.SandboxID}
 	}
 	if err != nil {
-		return false, "", err
+		return lookup{err: err}
 	}
 	if got.Sandbox.GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID] != string(sb.UID) {
 		// Not ours (never created, or another object's): nothing to delete.
-		return true, sb.Status.SandboxID, nil
+		return lookup{gone: true, id: sb.Status.SandboxID}
 	}
 	if got.Sandbox.Status.GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
 		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: req.Name, Workspace: req.Workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
-			return false, "", fmt.Errorf("delete sandbox: %w", err)
+			return lookup{err: fmt.Errorf("delete sandbox: %w", err)}
 		}
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Deleting", "DeleteSandbox", "deleting sandbox %s at the gateway", req.Name)
 	}
-	return false, got.Sandbox.GetMetadata().GetId(), nil
+	return lookup{id: got.Sandbox.GetMetadata().GetId()}
 }
 
 // agentSandboxesLeft counts agents.x-k8s.io Sandboxes still labelled with

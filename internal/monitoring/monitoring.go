@@ -42,6 +42,9 @@ const (
 	MetricSigningKeyAge      = "openshell_operator_oidc_signing_key_age_seconds"
 	MetricAgentSandbox       = "openshell_operator_agent_sandbox_available"
 	MetricImagePolicyDenials = "openshell_operator_image_policy_denials_total"
+	MetricForceReleases      = "openshell_operator_sandbox_force_releases_total"
+	MetricOrphansSwept       = "openshell_operator_orphans_swept_total"
+	MetricSweepSeconds       = "openshell_operator_orphan_sweep_seconds"
 )
 
 var (
@@ -65,7 +68,38 @@ var imagePolicyDenials = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sandbox images refused or warned about at admission by the image policy, by reason and enforcement mode.",
 }, []string{"reason", "mode"})
 
-func init() { ctrlmetrics.Registry.MustRegister(imagePolicyDenials) }
+// forceReleases counts sandboxes released without the gateway confirming
+// their deletion (the force-release annotation); each one is swept at the
+// gateway once it answers (orphansSwept, sweepSeconds).
+var (
+	forceReleases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricForceReleases,
+		Help: "OpenShellSandboxes released by the force-release annotation while their gateway was unreachable, by gateway.",
+	}, []string{"gateway"})
+	orphansSwept = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricOrphansSwept,
+		Help: "Gateway sandboxes the operator created and deleted by a sweep because their OpenShellSandbox was gone, by gateway.",
+	}, []string{"gateway"})
+	sweepSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricSweepSeconds,
+		Help:    "Seconds from a sweep being asked for (a force-release, a start) to the sweep that deleted what was left, by gateway.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 4, 8),
+	}, []string{"gateway"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(imagePolicyDenials, forceReleases, orphansSwept, sweepSeconds)
+}
+
+// SandboxForceReleased counts one force-release on a gateway.
+func SandboxForceReleased(gateway string) { forceReleases.WithLabelValues(gateway).Inc() }
+
+// OrphansSwept records a sweep of a gateway that deleted n sandboxes,
+// took after it was asked for.
+func OrphansSwept(gateway string, n int, took time.Duration) {
+	orphansSwept.WithLabelValues(gateway).Add(float64(n))
+	sweepSeconds.WithLabelValues(gateway).Observe(took.Seconds())
+}
 
 // ImagePolicyDenied counts one image-policy denial.
 func ImagePolicyDenied(reason string, mode openshellv1alpha1.ImagePolicyMode) {

@@ -46,6 +46,12 @@ func (v *SandboxValidator) SetupWithManager(mgr ctrl.Manager) error {
 // ValidateCreate checks gateway access, Secret references and the image of
 // a new sandbox.
 func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (admission.Warnings, error) {
+	// A sandbox created with force-release already set would be released
+	// on its deletion without the gateway's word: as privileged as
+	// removing the finalizer, on create as on update.
+	if err := v.Authorizer.FinalizersRemovable(ctx, "openshellsandboxes", &openshellv1alpha1.OpenShellSandbox{}, sb); err != nil {
+		return nil, err
+	}
 	gw, err := v.gateway(ctx, sb)
 	if err != nil {
 		return nil, err

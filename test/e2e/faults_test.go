@@ -136,9 +136,75 @@ func TestCrashBeforeTheFirstStatusWrite(t *testing.T) {
 	g.Expect(sb.Status.SandboxID).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
 	g.Expect(sb.Status.Workspace).To(BeEmpty(), "status recorded the create: this test needs it unrecorded")
 
+	// The restarted operator's first look at the gateway fails (under load
+	// its first calls can: a deadline, the gateway fetching the new
+	// process's signing keys). Nothing recorded a gateway sandbox, yet one
+	// may exist — this one does — so the deletion must wait for the
+	// gateway's word rather than release.
+	e.st.Gateway.SetUnavailable(true)
 	g.Expect(c.Delete(ctx, sb)).To(Succeed())
 	g.Expect(e.st.RestartManagerWith(nil)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseDeleting))
+		r := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
+		g.Expect(r).NotTo(BeNil())
+		g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "released (or not reported) while the gateway could not say")
+	e.st.Gateway.SetUnavailable(false)
 	expectGoneEverywhere(ctx, t, e, sb, at)
+}
+
+// TestDeleteDuringCreateOfAPendingSandbox is TestDeleteDuringCreate for a
+// sandbox whose status already says Pending when its create is sent (it
+// waited for its provider to be pushed): the create's status write loses
+// to the deletion, and status records no gateway sandbox, only Pending.
+// The deletion must still ask the gateway by the names it derives, and
+// the provider the sandbox attached must be withdrawn from it.
+func TestDeleteDuringCreateOfAPendingSandbox(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "pending", nil)
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: e.tenant},
+		StringData: map[string]string{"API_KEY": "k"}})).To(Succeed())
+	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: e.tenant},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "generic",
+			CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(c.Create(ctx, prov)).To(Succeed())
+	// The sandbox makes the provider go to its gateway; while that push is
+	// held, the sandbox's status says Pending.
+	provReached, provRelease := e.st.Gateway.HoldNext("CreateProvider")
+	defer provRelease()
+	createReached, createRelease := e.st.Gateway.HoldNext("CreateSandbox")
+	defer createRelease()
+	sb := sandboxOn(e.tenant, "late", e.st.GatewayObj)
+	sb.Spec.Providers = []string{"p"}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhasePending)
+	select {
+	case <-provReached:
+	case <-ctx.Done():
+		t.Fatal("CreateProvider never reached the gateway")
+	}
+	provRelease()
+	select {
+	case <-createReached:
+	case <-ctx.Done():
+		t.Fatal("CreateSandbox never reached the gateway")
+	}
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
+	at := gatewaySandbox{sandboxspec.WorkspaceName(e.tenant, ns.UID), sandboxspec.SandboxName(e.tenant, sb.Name)}
+	g.Expect(e.st.Gateway.SandboxNames(at.workspace)).To(ContainElement(at.name), "the gateway created the sandbox")
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	createRelease()
+	expectGoneEverywhere(ctx, t, e, sb, at)
+	// With the sandbox gone the provider is attached nowhere: it can go too.
+	g.Expect(c.Delete(ctx, prov)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(prov), prov) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the provider stayed: still attached to an orphan?")
 }
 
 // TestGatewayDeletionDrains deletes a gateway that still has a running

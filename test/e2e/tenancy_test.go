@@ -72,7 +72,8 @@ func TestTenancy(t *testing.T) {
 		Tenancy: &openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{
 			From: openshellv1alpha1.NamespacesFromSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
 		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}}}}})
+			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}},
+				ForceReleaseAfter: forceReleaseAfter}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(tn.st.Stop()).To(Succeed()) }()
 	tn.webhookName = installWebhooks(ctx, t, caPEM, port)
@@ -91,6 +92,33 @@ func TestTenancy(t *testing.T) {
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
 	t.Run("FinalizerProtected", tn.finalizerProtected)
 	t.Run("ForceRelease", tn.forceRelease)
+	t.Run("ForceReleaseSetAtCreation", tn.forceReleaseSetAtCreation)
+}
+
+// forceReleaseAfter is the tenancy suite's grace before a force-release is
+// honoured (the product's default is minutes).
+const forceReleaseAfter = 3 * time.Second
+
+// forceReleaseSetAtCreation (N1): a consumer who creates a sandbox with the
+// force-release annotation already set would have it released, on
+// deletion, without the gateway's word; setting it at creation is as
+// privileged as setting it later.
+func (tn *tenancySuite) forceReleaseSetAtCreation(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n1", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "erin", "edit")
+	bind(ctx, t, ns, "dave", "openshell-sandbox-user")
+	for _, user := range []string{"dave", "erin", "alice"} {
+		sb := tn.sandbox(ns, "preset-"+user)
+		sb.Annotations = map[string]string{openshellv1alpha1.AnnotationForceRelease: "true"}
+		expectForbidden(g, as(t, user).Create(ctx, sb), "FinalizerProtected", "may not set "+openshellv1alpha1.AnnotationForceRelease)
+	}
+	sb := tn.sandbox(ns, "preset-admin")
+	sb.Annotations = map[string]string{openshellv1alpha1.AnnotationForceRelease: "true"}
+	g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed(), "a cluster admin may")
 }
 
 // forceRelease: a sandbox whose gateway is gone for good would stay
@@ -145,6 +173,16 @@ func (tn *tenancySuite) forceRelease(t *testing.T) {
 	evs := &eventsv1.EventList{}
 	g.Expect(cluster.Client.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
 	g.Expect(evs.Items).To(ContainElement(HaveField("Reason", openshellv1alpha1.SandboxReasonForceReleased)))
+
+	// What the release left at the gateway is not forgotten: once the
+	// gateway answers, the operator's sweep deletes it.
+	ws, name := sandboxspec.WorkspaceName(ns, namespaceUID(ctx, g, ns)), sandboxspec.SandboxName(ns, sb.Name)
+	g.Expect(tn.st.Gateway.SandboxNames(ws)).To(ContainElement(name), "the unreachable gateway still holds it")
+	back := time.Now()
+	tn.st.Gateway.SetUnavailable(false)
+	g.Eventually(func() []string { return tn.st.Gateway.SandboxNames(ws) }).WithContext(ctx).WithTimeout(time.Minute).
+		ShouldNot(ContainElement(name), "the sweep did not delete what the force-release left")
+	t.Logf("figure: a force-released sandbox was deleted at the gateway %s after it answered again", time.Since(back).Round(time.Millisecond))
 }
 
 // finalizerProtected: stripping the operator's cleanup finalizer before a

@@ -138,6 +138,7 @@ func (v *verifier) key(ctx context.Context, kid string) (*jose.JSONWebKey, error
 type principal struct {
 	Subject string
 	Roles   []string
+	admin   bool
 }
 
 func (v *verifier) verify(ctx context.Context, raw string) (*principal, error) {
@@ -181,31 +182,42 @@ func (v *verifier) verify(ctx context.Context, raw string) (*principal, error) {
 	return p, nil
 }
 
-func (v *verifier) authorize(ctx context.Context, method string) error {
+// authorize authenticates the call and checks the method's role; it
+// returns the caller (nil for the unauthenticated methods).
+func (v *verifier) authorize(ctx context.Context, method string) (*principal, error) {
 	if unauthenticated[method] {
-		return nil
+		return nil, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 || !strings.HasPrefix(vals[0], "Bearer ") {
-		return status.Error(codes.Unauthenticated, "missing authorization header")
+		return nil, status.Error(codes.Unauthenticated, "missing authorization header")
 	}
 	p, err := v.verify(ctx, strings.TrimPrefix(vals[0], "Bearer "))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	admin := slices.Contains(p.Roles, v.cfg.AdminRole)
-	if platformAdmin[method] && !admin {
-		return status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.AdminRole)
+	p.admin = slices.Contains(p.Roles, v.cfg.AdminRole)
+	if platformAdmin[method] && !p.admin {
+		return nil, status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.AdminRole)
 	}
-	if !admin && !slices.Contains(p.Roles, v.cfg.UserRole) {
-		return status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.UserRole)
+	if !p.admin && !slices.Contains(p.Roles, v.cfg.UserRole) {
+		return nil, status.Errorf(codes.PermissionDenied, "role '%s' required", v.cfg.UserRole)
 	}
-	return nil
+	return p, nil
+}
+
+type principalKey struct{}
+
+// callerIsAdmin says whether the call's token holds the admin role.
+func callerIsAdmin(ctx context.Context) bool {
+	p, _ := ctx.Value(principalKey{}).(*principal)
+	return p != nil && p.admin
 }
 
 func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := g.before(ctx, info.FullMethod); err != nil {
+	ctx, err := g.before(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
@@ -224,14 +236,15 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := g.before(ss.Context(), info.FullMethod); err != nil {
+	if _, err := g.before(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
 	return handler(srv, ss)
 }
 
-// before counts the call, applies injected faults, then authenticates.
-func (g *Gateway) before(ctx context.Context, method string) error {
+// before counts the call, applies injected faults, then authenticates; the
+// context it returns carries the caller.
+func (g *Gateway) before(ctx context.Context, method string) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	g.mu.Lock()
 	g.calls[method]++
@@ -248,20 +261,21 @@ func (g *Gateway) before(ctx context.Context, method string) error {
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return ctx, status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	if down {
-		return status.Error(codes.Unavailable, "gateway unavailable (injected)")
+		return ctx, status.Error(codes.Unavailable, "gateway unavailable (injected)")
 	}
 	if ok {
-		return status.Error(fail, "injected failure")
+		return ctx, status.Error(fail, "injected failure")
 	}
-	if err := g.verifier.authorize(ctx, method); err != nil {
+	p, err := g.verifier.authorize(ctx, method)
+	if err != nil {
 		g.mu.Lock()
 		g.authFailures++
 		g.mu.Unlock()
-		return err
+		return ctx, err
 	}
-	return nil
+	return context.WithValue(ctx, principalKey{}, p), nil
 }

@@ -286,18 +286,22 @@ func (g *Gateway) workspaceOf(ws string) (string, error) {
 }
 
 // SeedSandbox inserts a row (without a compute object) as if another client
-// had created it: tests use it for name conflicts.
-func (g *Gateway) SeedSandbox(workspace, name string, labels map[string]string) {
+// had created it: tests use it for name conflicts and foreign sandboxes.
+func (g *Gateway) SeedSandbox(workspace, name string, labels map[string]string, annotations ...map[string]string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.workspaces[workspace]; !ok {
 		g.workspaces[workspace] = newWorkspace(workspace)
 	}
 	row := &sandboxRow{sb: &openshellv1.Sandbox{
-		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: name, Workspace: workspace, ResourceVersion: 1, Labels: labels},
-		Spec:     &openshellv1.SandboxSpec{},
-		Status:   &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_READY},
+		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: name, Workspace: workspace, ResourceVersion: 1, Labels: labels,
+			CreatedAtMs: time.Now().UnixMilli()},
+		Spec:   &openshellv1.SandboxSpec{},
+		Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_READY},
 	}, crName: workspace + "--" + name}
+	for _, a := range annotations {
+		row.sb.Metadata.Annotations = a
+	}
 	g.sandboxes[wsName{workspace, name}] = row
 	g.byID[row.sb.Metadata.Id] = row
 }

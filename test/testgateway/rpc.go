@@ -1,10 +1,12 @@
 package testgateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,9 +252,12 @@ func (g *Gateway) GetSandbox(_ context.Context, req *openshellv1.GetSandboxReque
 }
 
 // ListSandboxes lists a workspace, filtered by an equality label selector.
-func (g *Gateway) ListSandboxes(_ context.Context, req *openshellv1.ListSandboxesRequest) (*openshellv1.ListSandboxesResponse, error) {
+func (g *Gateway) ListSandboxes(ctx context.Context, req *openshellv1.ListSandboxesRequest) (*openshellv1.ListSandboxesResponse, error) {
 	if req.AllWorkspaces && req.Workspace != "" {
 		return nil, status.Error(codes.InvalidArgument, "all_workspaces cannot be combined with workspace")
+	}
+	if req.AllWorkspaces && !callerIsAdmin(ctx) {
+		return nil, status.Error(codes.PermissionDenied, "listing all workspaces requires the platform admin role")
 	}
 	want := map[string]string{}
 	if req.LabelSelector != "" {
@@ -267,7 +272,7 @@ func (g *Gateway) ListSandboxes(_ context.Context, req *openshellv1.ListSandboxe
 	ws := defaultWorkspace(req.Workspace)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := &openshellv1.ListSandboxesResponse{}
+	var all []*openshellv1.Sandbox
 	for k, r := range g.sandboxes {
 		if !req.AllWorkspaces && k.ws != ws {
 			continue
@@ -277,8 +282,24 @@ func (g *Gateway) ListSandboxes(_ context.Context, req *openshellv1.ListSandboxe
 			match = match && r.sb.Metadata.Labels[lk] == lv
 		}
 		if match {
-			out.Sandboxes = append(out.Sandboxes, proto.Clone(r.sb).(*openshellv1.Sandbox))
+			all = append(all, r.sb)
 		}
+	}
+	// Ordered by created_at_ms, then name; limit 0 means 100, capped at 1000.
+	slices.SortFunc(all, func(a, b *openshellv1.Sandbox) int {
+		if c := cmp.Compare(a.Metadata.CreatedAtMs, b.Metadata.CreatedAtMs); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Metadata.Workspace+"/"+a.Metadata.Name, b.Metadata.Workspace+"/"+b.Metadata.Name)
+	})
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	out := &openshellv1.ListSandboxesResponse{}
+	for i := int(req.Offset); i < len(all) && len(out.Sandboxes) < limit; i++ {
+		out.Sandboxes = append(out.Sandboxes, proto.Clone(all[i]).(*openshellv1.Sandbox))
 	}
 	return out, nil
 }

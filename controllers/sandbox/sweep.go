@@ -1,0 +1,249 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/monitoring"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/tenancy"
+)
+
+// Sweep timing.
+const (
+	// DefaultSweepPeriod is how often every served gateway is swept even
+	// when nothing asked for it: it catches what a release before a restart,
+	// or a create that reached the gateway after its object was gone (an
+	// old leader's call still in flight), left behind.
+	DefaultSweepPeriod = 10 * time.Minute
+	// sweepRetry is how soon a sweep that could not reach its gateway is
+	// tried again.
+	sweepRetry = 10 * time.Second
+	// sweepPage is the page size of ListSandboxes (the gateway caps it at 1000).
+	sweepPage = 500
+)
+
+// Sweeper deletes, at the gateways the operator serves, the gateway
+// sandboxes the operator created whose OpenShellSandbox is gone: what a
+// force-release left behind, or a create that landed after its object went.
+// A gateway sandbox is the operator's only when everything the operator
+// puts on it agrees — its owner UID label, the namespace and name
+// annotations, the name derived from them, and the workspace of that
+// namespace's current incarnation in this cluster — so the sweep never
+// touches a sandbox created by anyone else (a CLI user, another cluster's
+// operator sharing the gateway). It is the only owner of its pending set.
+type Sweeper struct {
+	// Client reads gateways and namespaces from the cache; APIReader reads
+	// OpenShellSandboxes live, so a sandbox created a moment ago is never
+	// taken for gone.
+	Client    client.Client
+	APIReader client.Reader
+	Gateways  *gwconn.Resolver
+	Platform  tenancy.Platform
+	Recorder  events.EventRecorder
+	// Period is the unconditional sweep's period (0: DefaultSweepPeriod).
+	Period time.Duration
+
+	mu      sync.Mutex
+	pending map[client.ObjectKey]time.Time // gateway → since when it waits for a sweep
+	wake    chan struct{}
+}
+
+// Mark asks for a sweep of the gateway as soon as it answers.
+func (s *Sweeper) Mark(gw client.ObjectKey) {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = map[client.ObjectKey]time.Time{}
+	}
+	if _, ok := s.pending[gw]; !ok {
+		s.pending[gw] = time.Now()
+	}
+	wake := s.wakeChan()
+	s.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sweeper) wakeChan() chan struct{} {
+	if s.wake == nil {
+		s.wake = make(chan struct{}, 1)
+	}
+	return s.wake
+}
+
+// NeedLeaderElection: only the leader deletes at gateways.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Start sweeps every served gateway at once (a release before a restart
+// is not remembered in memory), then every Period, and each marked gateway
+// as soon as it is marked, retrying while it does not answer.
+func (s *Sweeper) Start(ctx context.Context) error {
+	period := s.Period
+	if period <= 0 {
+		period = DefaultSweepPeriod
+	}
+	s.mu.Lock()
+	wake := s.wakeChan()
+	s.mu.Unlock()
+	s.markAll(ctx)
+	full := time.NewTicker(period)
+	defer full.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-full.C:
+			s.markAll(ctx)
+		case <-wake:
+		case <-retry.C:
+		}
+		if s.sweepPending(ctx) {
+			retry.Reset(sweepRetry)
+		}
+	}
+}
+
+// markAll marks every gateway the operator serves.
+func (s *Sweeper) markAll(ctx context.Context) {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := s.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list gateways to sweep")
+		return
+	}
+	for i := range list.Items {
+		if why, err := s.Platform.Served(ctx, s.Client, &list.Items[i]); err == nil && why == "" {
+			s.Mark(client.ObjectKeyFromObject(&list.Items[i]))
+		}
+	}
+}
+
+// sweepPending sweeps each marked gateway once and reports whether any
+// is still marked (it did not answer).
+func (s *Sweeper) sweepPending(ctx context.Context) bool {
+	s.mu.Lock()
+	keys := make(map[client.ObjectKey]time.Time, len(s.pending))
+	for k, v := range s.pending {
+		keys[k] = v
+	}
+	s.mu.Unlock()
+	log := ctrl.LoggerFrom(ctx)
+	left := false
+	for key, since := range keys {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		err := s.Client.Get(ctx, key, gw)
+		if err == nil && gw.DeletionTimestamp.IsZero() {
+			var n int
+			if n, err = s.Sweep(ctx, gw); err == nil && n > 0 {
+				monitoring.OrphansSwept(key.String(), n, time.Since(since))
+				s.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, openshellv1alpha1.GatewayReasonOrphansSwept, "Sweep",
+					"deleted %d gateway sandboxes whose OpenShellSandbox is gone, %s after the sweep was asked for", n, time.Since(since).Round(time.Millisecond))
+			}
+		} else if apierrors.IsNotFound(err) {
+			err = nil // the gateway and its database are gone
+		}
+		if err != nil {
+			log.V(1).Info("sweep not done yet", "gateway", key, "error", err.Error())
+			left = true
+			continue
+		}
+		s.mu.Lock()
+		if s.pending[key].Equal(since) {
+			delete(s.pending, key)
+		}
+		s.mu.Unlock()
+	}
+	return left
+}
+
+// Sweep deletes the operator's gateway sandboxes at gw whose
+// OpenShellSandbox is gone and reports how many it deleted.
+func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (int, error) {
+	conn, err := s.Gateways.Connect(ctx, gw)
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	err = listAll(ctx, conn, func(sb *openshellv1.Sandbox) error {
+		orphan, err := s.orphaned(ctx, sb)
+		if err != nil || !orphan {
+			return err
+		}
+		md := sb.GetMetadata()
+		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: md.GetName(), Workspace: md.GetWorkspace()}); err != nil &&
+			grpcstatus.Code(err) != codes.NotFound {
+			return fmt.Errorf("delete orphaned sandbox %s in workspace %s: %w", md.GetName(), md.GetWorkspace(), err)
+		}
+		deleted++
+		return nil
+	})
+	return deleted, err
+}
+
+// listAll pages through every sandbox of every workspace.
+func listAll(ctx context.Context, conn *gatewayapi.Client, each func(*openshellv1.Sandbox) error) error {
+	for offset := uint32(0); ; offset += sweepPage {
+		resp, err := conn.ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{AllWorkspaces: true, Limit: sweepPage, Offset: offset})
+		if err != nil {
+			return fmt.Errorf("list sandboxes: %w", err)
+		}
+		for _, sb := range resp.GetSandboxes() {
+			if err := each(sb); err != nil {
+				return err
+			}
+		}
+		if len(resp.GetSandboxes()) < sweepPage {
+			return nil
+		}
+	}
+}
+
+// orphaned says whether a gateway sandbox is one the operator created (see
+// Sweeper) whose object is gone: no OpenShellSandbox of its name, or one of
+// another incarnation. A sandbox already deleting is left to the gateway.
+func (s *Sweeper) orphaned(ctx context.Context, sb *openshellv1.Sandbox) (bool, error) {
+	md := sb.GetMetadata()
+	owner, ns, name := md.GetLabels()[sandboxspec.LabelOwnerUID], md.GetAnnotations()[sandboxspec.AnnotationNamespace], md.GetAnnotations()[sandboxspec.AnnotationName]
+	if owner == "" || ns == "" || name == "" || md.GetName() != sandboxspec.SandboxName(ns, name) ||
+		sb.GetStatus().GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
+		return false, nil
+	}
+	nsObj, err := index.GetNamespace(ctx, s.Client, ns)
+	if apierrors.IsNotFound(err) {
+		// A namespace this cluster does not have: its workspace cannot be
+		// proved the operator's (another cluster may share the gateway).
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if md.GetWorkspace() != sandboxspec.WorkspaceName(ns, nsObj.UID) {
+		return false, nil
+	}
+	cur := &openshellv1alpha1.OpenShellSandbox{}
+	switch err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get OpenShellSandbox %s/%s: %w", ns, name, err)
+	}
+	return cur.UID != types.UID(owner), nil
+}
