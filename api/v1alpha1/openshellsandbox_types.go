@@ -337,6 +337,8 @@ const (
 	// SandboxReasonResourceLimitExceeded: spec.resources or spec.gpu exceed
 	// the gateway's spec.sandboxControls (maxResources, maxGPUs).
 	SandboxReasonResourceLimitExceeded = "ResourceLimitExceeded"
+	// SandboxReasonInvalidResources: a request or limit is negative.
+	SandboxReasonInvalidResources = "InvalidResources"
 	// SandboxReasonRuntimeClassNotAllowed: spec.runtimeClassName is not in
 	// the gateway's spec.sandboxControls.allowedRuntimeClasses.
 	SandboxReasonRuntimeClassNotAllowed = "RuntimeClassNotAllowed"

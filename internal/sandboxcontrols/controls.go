@@ -38,12 +38,15 @@ func Check(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShe
 	}
 	c := gw.Spec.SandboxControls
 	name := gw.Namespace + "/" + gw.Name
+	if v := CheckQuantities(sb); v != nil {
+		return v
+	}
 	if v := checkResources(c, name, sb); v != nil {
 		return v
 	}
-	if n := GPUs(sb); c.MaxGPUs != nil && n > *c.MaxGPUs {
+	if n := GPUs(sb); c.MaxGPUs != nil && n > int64(*c.MaxGPUs) {
 		return &Violation{Reason: openshellv1alpha1.SandboxReasonResourceLimitExceeded, Field: "spec.gpu.count",
-			Message: fmt.Sprintf("%s: %d GPUs (spec.gpu.count or a */gpu resource) exceed gateway %s's maxGPUs %d",
+			Message: fmt.Sprintf("%s: %d GPUs and devices (spec.gpu.count and every extended resource: */gpu, MIG slices, shared GPUs, KVM, RDMA) exceed gateway %s's maxGPUs %d",
 				openshellv1alpha1.SandboxReasonResourceLimitExceeded, n, name, *c.MaxGPUs)}
 	}
 	if rc := RuntimeClass(gw, sb); len(c.AllowedRuntimeClasses) > 0 && !slices.Contains(c.AllowedRuntimeClasses, rc) {
@@ -203,6 +206,9 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 		count++
 		gpus += GPUs(o)
 		for k, v := range requests(o) {
+			if v.Sign() < 0 {
+				continue // refused at admission; never lowers the others' charge
+			}
 			q := used[k]
 			q.Add(v)
 			used[k] = q
@@ -216,7 +222,7 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 	if b.MaxSandboxes != nil && count > *b.MaxSandboxes {
 		return over("metadata.name", "sandboxes", fmt.Sprint(count), fmt.Sprint(*b.MaxSandboxes))
 	}
-	if b.MaxGPUs != nil && gpus > *b.MaxGPUs {
+	if b.MaxGPUs != nil && gpus > int64(*b.MaxGPUs) {
 		return over("spec.gpu.count", "GPUs", fmt.Sprint(gpus), fmt.Sprint(*b.MaxGPUs))
 	}
 	for _, n := range budgeted {
@@ -234,22 +240,65 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	return slices.Sorted(maps.Keys(l))
 }
 
-// GPUs a sandbox asks for: spec.gpu.count, or a */gpu extended resource of
-// spec.resources (nvidia.com/gpu, amd.com/gpu), whichever is larger — both
-// reach the pod, so both count against GPU ceilings and budgets.
-func GPUs(sb *openshellv1alpha1.OpenShellSandbox) int32 {
-	var n int32
-	if sb.Spec.GPU != nil {
-		n = max(sb.Spec.GPU.Count, 1)
+// CheckQuantities refuses a negative request or limit: the API's quantity
+// syntax allows a sign, and a negative request would lower what the
+// namespace's other sandboxes are charged (a "-100" CPU request let three
+// 2-CPU sandboxes into a 2-CPU budget). Whatever the gateway's controls.
+func CheckQuantities(sb *openshellv1alpha1.OpenShellSandbox) *Violation {
+	r := sb.Spec.Resources
+	if r == nil {
+		return nil
 	}
-	if r := sb.Spec.Resources; r != nil {
-		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
-			for k, v := range l {
-				if strings.HasSuffix(string(k), "/gpu") {
-					n = max(n, int32(v.Value()))
-				}
+	for _, kind := range []struct {
+		field string
+		list  corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, n := range sortedNames(kind.list) {
+			if q := kind.list[n]; q.Sign() < 0 {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources." + kind.field + "." + string(n),
+					Message: fmt.Sprintf("%s: spec.resources.%s.%s is %s: requests and limits cannot be negative",
+						openshellv1alpha1.SandboxReasonInvalidResources, kind.field, n, q.String())}
 			}
 		}
 	}
-	return n
+	return nil
+}
+
+// extended reports whether n is an extended resource (a device plugin's:
+// nvidia.com/gpu, nvidia.com/mig-1g.10gb, devices.kubevirt.io/kvm, rdma/hca),
+// as Kubernetes defines it: domain-qualified, outside kubernetes.io.
+func extended(n corev1.ResourceName) bool {
+	return strings.Contains(string(n), "/") && !strings.HasPrefix(string(n), "kubernetes.io/") &&
+		!strings.HasPrefix(string(n), corev1.DefaultResourceRequestsPrefix)
+}
+
+// GPUs is what a sandbox counts against GPU ceilings and budgets: every
+// device it asks for. spec.gpu.count and */gpu resources name the same GPUs
+// (the larger counts); every other extended resource — MIG slices, shared
+// GPUs, KVM, RDMA — adds its count, since the gateway passes it through to
+// the pod and device nodes come with it whatever the SCC says. Negative
+// counts (refused at admission) count as none.
+func GPUs(sb *openshellv1alpha1.OpenShellSandbox) int64 {
+	var field, gpus, other int64
+	if sb.Spec.GPU != nil {
+		field = int64(max(sb.Spec.GPU.Count, 1))
+	}
+	if r := sb.Spec.Resources; r != nil {
+		asked := map[corev1.ResourceName]int64{}
+		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
+			for k, v := range l {
+				if extended(k) {
+					asked[k] = max(asked[k], v.Value(), 0)
+				}
+			}
+		}
+		for k, n := range asked {
+			if strings.HasSuffix(string(k), "/gpu") {
+				gpus += n
+			} else {
+				other += n
+			}
+		}
+	}
+	return max(field, gpus) + other
 }

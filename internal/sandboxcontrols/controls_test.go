@@ -38,13 +38,21 @@ func TestCheck(t *testing.T) {
 	}{
 		"within every ceiling":      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4", "16Gi"), GPU: &openshellv1alpha1.SandboxGPU{Count: 1}, RuntimeClassName: "gvisor", Providers: []string{"anthropic", "missing"}}},
 		"no limits under a ceiling": {spec: openshellv1alpha1.OpenShellSandboxSpec{}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu", msg: "caps cpu at 4 per sandbox (maxResources): set spec.resources.limits.cpu"},
-		"gpu as a resource":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("8")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "8 GPUs (spec.gpu.count or a */gpu resource) exceed"},
+		"gpu as a resource":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("8")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "8 GPUs and devices (spec.gpu.count and every extended resource"},
 		"memory limit":              {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "1", "64Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.memory", msg: "spec.resources.limits.memory 64Gi exceeds gateway platform/shared's maxResources.memory 16Gi"},
 		"cpu request":               {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("requests", "8", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.requests.cpu", msg: "maxResources.cpu 4"},
 		"millicores compare":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res("limits", "4001m", "1Gi")}, reason: "ResourceLimitExceeded", field: "spec.resources.limits.cpu"},
-		"gpus":                      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, GPU: &openshellv1alpha1.SandboxGPU{Count: 2}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "2 GPUs (spec.gpu.count or a */gpu resource) exceed gateway platform/shared's maxGPUs 1"},
-		"runtime class":             {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, RuntimeClassName: "runc"}, reason: "RuntimeClassNotAllowed", field: "spec.runtimeClassName", msg: `RuntimeClass "runc" is not allowed on gateway platform/shared: use one of kata, gvisor`},
-		"provider type":             {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, Providers: []string{"anthropic", "gh"}}, reason: "ProviderNotAllowed", field: "spec.providers[1]", msg: `OpenShellProvider gh has type "github"`},
+		"gpus":                      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, GPU: &openshellv1alpha1.SandboxGPU{Count: 2}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "2 GPUs and devices (spec.gpu.count and every extended resource: */gpu, MIG slices, shared GPUs, KVM, RDMA) exceed gateway platform/shared's maxGPUs 1"},
+		// N7: every device plugin's resource counts against maxGPUs.
+		"mig slices count":               {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/mig-7g.141gb": resource.MustParse("8")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "8 GPUs and devices"},
+		"kvm beside a gpu":               {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "devices.kubevirt.io/kvm": resource.MustParse("1")}}, GPU: &openshellv1alpha1.SandboxGPU{Count: 1}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "2 GPUs and devices"},
+		"gpu field and resource are one": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("1")}}, GPU: &openshellv1alpha1.SandboxGPU{Count: 1}}},
+		"hugepages are not devices":      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("64Mi")}}}},
+		"huge counts do not wrap":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("4294967296")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "4294967296 GPUs"},
+		// N8: a negative request is refused whatever the ceilings.
+		"negative request": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}, reason: "InvalidResources", field: "spec.resources.requests.cpu", msg: "spec.resources.requests.cpu is -100: requests and limits cannot be negative"},
+		"runtime class":    {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, RuntimeClassName: "runc"}, reason: "RuntimeClassNotAllowed", field: "spec.runtimeClassName", msg: `RuntimeClass "runc" is not allowed on gateway platform/shared: use one of kata, gvisor`},
+		"provider type":    {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: within, Providers: []string{"anthropic", "gh"}}, reason: "ProviderNotAllowed", field: "spec.providers[1]", msg: `OpenShellProvider gh has type "github"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := Check(gw, &openshellv1alpha1.OpenShellSandbox{Spec: tc.spec}, types)
@@ -63,6 +71,10 @@ func TestCheck(t *testing.T) {
 		t.Fatal("no gateway, no violation")
 	}
 	open := &openshellv1alpha1.OpenShellGateway{}
+	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}}}}, nil); v == nil || v.Reason != "InvalidResources" {
+		t.Fatalf("a negative limit on a gateway without controls: %+v", v)
+	}
 	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "any",
 		GPU: &openshellv1alpha1.SandboxGPU{Count: 16}, Resources: res("limits", "64", "1Ti"), Providers: []string{"gh"}}}, types); v != nil {
 		t.Fatalf("a gateway without controls refused: %+v", v)
@@ -166,6 +178,9 @@ func TestCheckBudget(t *testing.T) {
 		"count over":            {sbx("new", "gw", "", 0, nil), append(others, sbx("b", "gw", "", 0, nil), sbx("c", "gw", "", 0, nil)), "would have 4 sandboxes"},
 		"itself is not counted": {sbx("a", "gw", "4", 2, nil), others, ""},
 		"other gateway":         {sbx("x", "elsewhere", "64", 16, nil), others, ""},
+		// A negative sandbox admitted before the check lowers nothing.
+		"a negative peer does not make room": {sbx("new", "gw", "3", 0, nil), append(others, sbx("sponge", "gw", "-100", 0, nil)),
+			"would have 5 cpu requested"},
 	} {
 		v := CheckBudget(gw, &tc.sb, tc.others)
 		if tc.msg == "" {

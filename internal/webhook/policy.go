@@ -65,6 +65,21 @@ func (v *PolicyValidator) ValidateDelete(ctx context.Context, p *openshellv1alph
 			p.Name, strings.Join(users, ", ")))
 }
 
+// providerSecretReadable refuses a provider whose credentials Secret the
+// requesting user may not read, on create and on every spec change (it
+// runs only then): the provider's keys become env of every agent that
+// attaches it, and its type and config decide where they are sent, so
+// without the check the manage verb alone would read any Secret of the
+// namespace (pull Secrets, service-account tokens, other apps').
+func (a Authorizer) providerSecretReadable(ctx context.Context, _, p *openshellv1alpha1.OpenShellProvider) error {
+	ref := p.Spec.CredentialsSecretRef
+	if ref == nil {
+		return nil
+	}
+	return a.SecretReadable(ctx, "OpenShellProvider", p.Name, p.Namespace, ref.Name, "spec.credentialsSecretRef.name",
+		"so this provider cannot hand its keys to sandboxes: reference a Secret you may read, or ask whoever may to create the provider")
+}
+
 // SetupTenantAdminWebhooks registers the Tenant Admin check for image
 // policies and providers (policies have PolicyValidator).
 func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) error {
@@ -75,7 +90,7 @@ func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) e
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellProvider{}).WithValidator(
 		tenantAdminCheck[*openshellv1alpha1.OpenShellProvider]{Authorizer: a, Reader: r, Resource: "openshellproviders",
-			Spec: func(p *openshellv1alpha1.OpenShellProvider) any { return p.Spec }}).Complete(); err != nil {
+			Spec: func(p *openshellv1alpha1.OpenShellProvider) any { return p.Spec }, Extra: a.providerSecretReadable}).Complete(); err != nil {
 		return fmt.Errorf("OpenShellProvider webhook: %w", err)
 	}
 	return nil

