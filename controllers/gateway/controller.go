@@ -84,6 +84,9 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get,resourceNames=openshell-sandbox-sidecar
 
+// MaxConcurrentReconciles bounds parallel gateway reconciles.
+const MaxConcurrentReconciles = 4
+
 // Reconciler reconciles OpenShellGateway.
 type Reconciler struct {
 	Client client.Client
@@ -180,6 +183,24 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 	for i := range all.Items {
 		gw := &all.Items[i]
 		if gw.Namespace == o.GetName() || (gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetName()) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
+		}
+	}
+	return out
+}
+
+// gatewaysWithSandboxesIn are the Managed gateways that place their
+// sandboxes in o's namespace (o itself aside).
+func (r *Reconciler) gatewaysWithSandboxesIn(ctx context.Context, o client.Object) []reconcile.Request {
+	all := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range all.Items {
+		gw := &all.Items[i]
+		if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetNamespace() &&
+			client.ObjectKeyFromObject(gw) != client.ObjectKeyFromObject(o) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
 		}
 	}
@@ -490,6 +511,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellGateway{}).
 		Named("openshellgateway").
+		// Several at once: one gateway whose identity provider or endpoint
+		// is slow must not hold every other's PKI renewal and health check.
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
@@ -511,9 +535,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// A gateway created in (or deleted from) a namespace another gateway
 		// places its sandboxes in changes that gateway's verdict
-		// (tenancy.SandboxNamespaceServed): gateways are few, look at all.
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(
-			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })),
+		// (tenancy.SandboxNamespaceServed): re-queue only those. Tenants may
+		// create gateways without limit (OLM's aggregated roles), so one
+		// must not re-queue every other.
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithSandboxesIn),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// The serve-gateways label of a namespace decides whether its gateways are served.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -271,12 +272,80 @@ func (r *Resolver) newTokenSource(ctx context.Context, gw *openshellv1alpha1.Ope
 	}
 	cc := clientcredentials.Config{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret]),
 		TokenURL: tokenURL.String()}
-	// ReuseTokenSource caches the token until shortly before it expires.
-	tctx := context.Background()
-	if r.TokenHTTPClient != nil {
-		tctx = context.WithValue(tctx, oauth2.HTTPClient, r.TokenHTTPClient)
+	return &clientCredentials{cfg: cc, http: tokenClient(r.TokenHTTPClient)}, nil
+}
+
+// tokenTimeout bounds one client-credentials grant: a token endpoint that
+// accepts the connection and never answers must not hold the gateway's
+// calls (and the workers waiting on them) for longer.
+const tokenTimeout = 10 * time.Second
+
+// tokenClient is the HTTP client of client-credentials grants: base (nil:
+// one honouring the proxy environment and the system roots) with a
+// response timeout, refusing redirects away from https (the client secret
+// is POSTed again on a redirect of a 307/308).
+func tokenClient(base *http.Client) *http.Client {
+	c := &http.Client{}
+	if base != nil {
+		c = &http.Client{Transport: base.Transport, Jar: base.Jar, Timeout: base.Timeout}
 	}
-	return oauth2Source{src: oauth2.ReuseTokenSource(nil, cc.TokenSource(tctx))}, nil
+	if c.Timeout == 0 || c.Timeout > tokenTimeout {
+		c.Timeout = tokenTimeout
+	}
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != "https" {
+			return fmt.Errorf("token endpoint redirected to %s: only https is followed", req.URL.Redacted())
+		}
+		if len(via) >= 3 {
+			return fmt.Errorf("token endpoint redirected %d times", len(via))
+		}
+		return nil
+	}
+	return c
+}
+
+// clientCredentials fetches and caches an OAuth2 client-credentials token.
+// Unlike oauth2's own token source it takes the caller's context: the
+// gRPC call asking for credentials waits at most until its deadline, and
+// callers share one fetch, itself bounded by tokenTimeout.
+type clientCredentials struct {
+	cfg   clientcredentials.Config
+	http  *http.Client
+	mu    sync.Mutex
+	tok   *oauth2.Token
+	fetch singleflight.Group
+}
+
+func (c *clientCredentials) Token(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	t := c.tok
+	c.mu.Unlock()
+	if t.Valid() {
+		return t.AccessToken, nil
+	}
+	ch := c.fetch.DoChan("token", func() (any, error) {
+		// Detached from any one caller: a caller giving up must not fail
+		// the fetch the others wait for.
+		fctx, cancel := context.WithTimeout(context.WithValue(context.Background(), oauth2.HTTPClient, c.http), tokenTimeout)
+		defer cancel()
+		t, err := c.cfg.Token(fctx)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.tok = t
+		c.mu.Unlock()
+		return t, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return "", fmt.Errorf("client-credentials grant: %w", r.Err)
+		}
+		return r.Val.(*oauth2.Token).AccessToken, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("client-credentials grant: %w", ctx.Err())
+	}
 }
 
 // swappable is a token source whose inner source can be replaced while
@@ -304,14 +373,4 @@ func (s *swappable) version() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ver
-}
-
-type oauth2Source struct{ src oauth2.TokenSource }
-
-func (o oauth2Source) Token(context.Context) (string, error) {
-	t, err := o.src.Token()
-	if err != nil {
-		return "", fmt.Errorf("client-credentials grant: %w", err)
-	}
-	return t.AccessToken, nil
 }

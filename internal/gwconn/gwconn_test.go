@@ -197,3 +197,60 @@ func TestExternalCAIsReadOncePerRefresh(t *testing.T) {
 		}
 	}
 }
+
+// TestAHangingIdentityProviderIsBoundedByTheCall (N10): a token endpoint
+// that accepts the request and never answers holds a gateway call only
+// until the call's deadline, not forever.
+func TestAHangingIdentityProviderIsBoundedByTheCall(t *testing.T) {
+	ca, _, cert := gatewaytest.LoopbackCert(t)
+	hang := make(chan struct{})
+	reached := make(chan struct{}, 16)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{}
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	defer close(hang)
+	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: srv.URL, Audience: "external-aud", CAPEM: ca.CertPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop()
+	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
+				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
+			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
+	).Build()
+	r := &gwconn.Resolver{Client: k, APIReader: k, SecretMetadata: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
+	conn, err := r.Connect(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Health(ctx, &openshellv1.HealthRequest{})
+		done <- err
+	}()
+	<-reached // the grant is under way and will never be answered
+	cancel()  // the caller's deadline passes
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a call answered without a token")
+		}
+	case <-time.After(time.Minute): // a bound on failure, not a synchronisation
+		t.Fatal("the call still waits for the identity provider after its context ended")
+	}
+}
