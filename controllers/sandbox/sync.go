@@ -89,7 +89,7 @@ func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (g
 		d.policyHash = sandboxspec.Hash(d.policy)
 	}
 	d.providers = attachable(sb, obs)
-	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers,
+	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers, NamespaceUID: obs.namespaceUID,
 		RuntimeClass: sandboxcontrols.RuntimeClass(obs.gateway, sb)})
 	if err != nil {
 		return d, fmt.Errorf("render sandbox spec: %w", err)

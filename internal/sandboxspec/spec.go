@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
@@ -102,7 +103,20 @@ type SpecInputs struct {
 	// RuntimeClass is the pod's RuntimeClass (the sandbox's, else the
 	// gateway's default; internal/sandboxcontrols).
 	RuntimeClass string
+	// NamespaceUID is the sandbox namespace's UID (its incarnation), for
+	// the tenant labels.
+	NamespaceUID types.UID
 }
+
+// Labels the operator puts on every sandbox pod to say whose it is. Every
+// tenant's pods share the gateway's sandbox namespace, and podLabels are
+// the tenant's to choose, so these are the only labels a NetworkPolicy (or
+// a cost report) may trust to tell tenants apart; the CRD refuses podLabels
+// under openshell.ai/, so no tenant can wear another's.
+const (
+	LabelTenantNamespace    = "openshell.ai/tenant-namespace"
+	LabelTenantNamespaceUID = "openshell.ai/tenant-namespace-uid"
+)
 
 // SandboxSpec renders the gateway spec of a sandbox.
 func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*openshellv1.SandboxSpec, error) {
@@ -114,7 +128,7 @@ func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*opensh
 		Providers:   in.Providers,
 		Template: &openshellv1.SandboxTemplate{
 			Image:            sb.Spec.Image,
-			Labels:           podLabels(sb),
+			Labels:           withTenant(podLabels(sb), sb.Namespace, in.NamespaceUID),
 			Annotations:      podAnnotations(sb),
 			RuntimeClassName: in.RuntimeClass,
 		},
@@ -144,6 +158,18 @@ func podLabels(sb *openshellv1alpha1.OpenShellSandbox) map[string]string {
 		}
 	}
 	return out
+}
+
+// withTenant adds the tenant labels to a sandbox's pod labels. They are
+// not part of ImmutableHash: they follow from the namespace, and hashing
+// them would recreate every running sandbox on the operator upgrade that
+// introduced them (a sandbox created before carries them once recreated).
+func withTenant(labels map[string]string, namespace string, uid types.UID) map[string]string {
+	labels[LabelTenantNamespace] = namespace
+	if uid != "" {
+		labels[LabelTenantNamespaceUID] = string(uid)
+	}
+	return labels
 }
 
 func podAnnotations(sb *openshellv1alpha1.OpenShellSandbox) map[string]string {

@@ -225,7 +225,7 @@ func TestSandboxSpec(t *testing.T) {
 		return s
 	}
 	template := func(image string, res *structpb.Struct) *openshellv1.SandboxTemplate {
-		return &openshellv1.SandboxTemplate{Image: image, Labels: map[string]string{TemplateLabel: "true"}, Resources: res}
+		return &openshellv1.SandboxTemplate{Image: image, Labels: map[string]string{TemplateLabel: "true", LabelTenantNamespace: "team-a"}, Resources: res}
 	}
 	const image = "registry.example.com/agent@sha256:0123"
 	tests := []struct {
@@ -234,9 +234,19 @@ func TestSandboxSpec(t *testing.T) {
 		in   SpecInputs
 		want *openshellv1.SandboxSpec
 	}{{
-		name: "minimal: image and operator label only",
+		name: "minimal: image and operator labels only",
 		sb:   sandbox(nil),
 		want: &openshellv1.SandboxSpec{Template: template(image, nil)},
+	}, {
+		// N5: the tenant's identity is the operator's to set; a pod label
+		// of the tenant's choosing cannot stand in for it.
+		name: "tenant labels beside the tenant's own",
+		sb: sandbox(func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"team": "a"}
+		}),
+		in: SpecInputs{NamespaceUID: "ns-uid"},
+		want: &openshellv1.SandboxSpec{Template: &openshellv1.SandboxTemplate{Image: image, Labels: map[string]string{
+			TemplateLabel: "true", LabelTenantNamespace: "team-a", LabelTenantNamespaceUID: "ns-uid", "team": "a"}}},
 	}, {
 		name: "empty image is passed through for the gateway default",
 		sb:   sandbox(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.Image = "" }),

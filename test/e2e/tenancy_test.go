@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -91,6 +93,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("SecretReference", tn.secretReference)
 	t.Run("ProviderSecretReference", tn.providerSecretReference)
 	t.Run("NegativeQuantity", tn.negativeQuantity)
+	t.Run("PodLabelsCannotClaimATenant", tn.podLabelsCannotClaimATenant)
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
 	t.Run("FinalizerProtected", tn.finalizerProtected)
@@ -539,6 +542,38 @@ func (tn *tenancySuite) providerSecretReference(t *testing.T) {
 		return as(t, "erin").Update(ctx, cur)
 	})
 	expectForbidden(g, err, "SecretAccessDenied", "may not get Secret db")
+}
+
+// podLabelsCannotClaimATenant (N5): every tenant's pods share the sandbox
+// namespace, so a NetworkPolicy of team A that admits "pods labelled team=a"
+// would admit team B's agent wearing that label. The operator's own tenant
+// labels say whose a pod is, and no tenant can set them.
+func (tn *tenancySuite) podLabelsCannotClaimATenant(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	victim := tenancyNamespace(ctx, t, "team-n5a", map[string]string{"team": "a"})
+	ns := tenancyNamespace(ctx, t, "team-n5b", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "erin", "edit")
+	claim := tn.sandbox(ns, "claim")
+	claim.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{sandboxspec.LabelTenantNamespace: openshellv1alpha1.PodLabelValue(victim)}
+	err := as(t, "erin").Create(ctx, claim)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("reserved"))
+
+	spoof := tn.sandbox(ns, "spoof")
+	spoof.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"team": "a"}
+	g.Expect(as(t, "erin").Create(ctx, spoof)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(spoof), openshellv1alpha1.SandboxPhaseReady)
+	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(spoof)).Status.SandboxID
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(sandboxGVK)
+	g.Expect(cluster.Client.List(ctx, list, client.InNamespace(tn.sbNS), client.MatchingLabels{sandbox.LabelSandboxID: id})).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	labels, _, _ := unstructured.NestedStringMap(list.Items[0].Object, "spec", "podTemplate", "metadata", "labels")
+	g.Expect(labels).To(HaveKeyWithValue(sandboxspec.LabelTenantNamespace, ns), "the pod says whose it is")
+	g.Expect(labels).To(HaveKeyWithValue(sandboxspec.LabelTenantNamespaceUID, string(namespaceUID(ctx, g, ns))))
+	g.Expect(labels).To(HaveKeyWithValue("team", "a"), "the tenant's own label is kept, but it is no identity")
 }
 
 // negativeQuantity (N8): an editor cannot lower the namespace's budget with
