@@ -30,6 +30,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -253,35 +254,50 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 }
 
 // resolveEnv reads env values, Secrets included, from the sandbox's own
-// namespace only. Errors name the Secret and key, never a value.
+// namespace only, one Secret at a time: only the values env names are kept,
+// never a whole Secret beyond its read. Errors name the Secret and key,
+// never a value.
 func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (map[string]string, string) {
 	env := map[string]string{}
-	secrets := map[string]*corev1.Secret{}
+	refs := map[string][]openshellv1alpha1.SandboxEnvVar{} // Secret name → the env vars it feeds
+	var order []string
+	size := 0
 	for _, e := range sb.Spec.Env {
-		if e.Value != nil {
+		switch {
+		case e.Value != nil:
 			env[e.Name] = *e.Value
-			continue
-		}
-		if e.ValueFrom == nil {
-			continue
-		}
-		ref := e.ValueFrom.SecretKeyRef
-		s, ok := secrets[ref.Name]
-		if !ok {
-			s = &corev1.Secret{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, ref.Name, sb.Namespace)
-				}
-				return nil, fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, ref.Name, apierrors.ReasonForError(err))
+			size += len(e.Name) + len(*e.Value)
+		case e.ValueFrom != nil:
+			name := e.ValueFrom.SecretKeyRef.Name
+			if _, ok := refs[name]; !ok {
+				order = append(order, name)
 			}
-			secrets[ref.Name] = s
+			refs[name] = append(refs[name], e)
 		}
-		v, ok := s.Data[ref.Key]
-		if !ok {
-			return nil, fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, ref.Name, ref.Key)
+	}
+	if len(order) > sandboxspec.MaxEnvSecrets {
+		return nil, fmt.Sprintf("env reads %d Secrets, more than the %d one sandbox may: put the values in fewer Secrets", len(order), sandboxspec.MaxEnvSecrets)
+	}
+	for _, name := range order {
+		s := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, s); err != nil {
+			e := refs[name][0]
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, name, sb.Namespace)
+			}
+			return nil, fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, name, apierrors.ReasonForError(err))
 		}
-		env[e.Name] = string(v)
+		for _, e := range refs[name] {
+			v, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]
+			if !ok {
+				return nil, fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, name, e.ValueFrom.SecretKeyRef.Key)
+			}
+			env[e.Name] = string(v)
+			size += len(e.Name) + len(v)
+		}
+		if size > sandboxspec.MaxEnvBytes {
+			return nil, fmt.Sprintf("env values total more than the gateway's %d KiB (reached with Secret %s): reference smaller values", sandboxspec.MaxEnvBytes>>10, name)
+		}
 	}
 	return env, ""
 }

@@ -108,6 +108,18 @@ type SpecInputs struct {
 	NamespaceUID types.UID
 }
 
+// Bounds of what one sandbox's env may take from Secrets: the operator
+// reads them uncached on each reconcile (it never holds tenant Secret
+// values in a cache), so without a bound one namespace's sandboxes could
+// make every worker hold a hundred large Secrets at once and exhaust the
+// operator for every tenant.
+const (
+	// MaxEnvSecrets is how many distinct Secrets one sandbox's env may read.
+	MaxEnvSecrets = 16
+	// MaxEnvBytes is the gateway's limit on a sandbox's environment in total.
+	MaxEnvBytes = 256 << 10
+)
+
 // Labels the operator puts on every sandbox pod to say whose it is. Every
 // tenant's pods share the gateway's sandbox namespace, and podLabels are
 // the tenant's to choose, so these are the only labels a NetworkPolicy (or

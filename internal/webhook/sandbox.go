@@ -19,6 +19,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
@@ -187,6 +188,10 @@ func (v *SandboxValidator) checkSecretRefs(ctx context.Context, sb, old *openshe
 			continue
 		}
 		checked[name] = true
+		if len(checked) > sandboxspec.MaxEnvSecrets {
+			msg := fmt.Sprintf("%s: env reads more than %d Secrets: put the values in fewer Secrets", ReasonTooManySecrets, sandboxspec.MaxEnvSecrets)
+			return forbidden("OpenShellSandbox", sb.Name, ReasonTooManySecrets, msg, fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i))
+		}
 		if err := v.Authorizer.SecretReadable(ctx, "OpenShellSandbox", sb.Name, sb.Namespace, name,
 			fmt.Sprintf("spec.env[%d].valueFrom.secretKeyRef.name", i),
 			fmt.Sprintf("so env %s cannot reference it (every spec change re-checks it): ask a Tenant Admin to put the credential "+
@@ -339,6 +344,10 @@ func describeProcess(p *openshellv1alpha1.ProcessPolicy) string {
 // ReasonSecretAccessDenied is the cause type of an env Secret reference the
 // requesting user may not read.
 const ReasonSecretAccessDenied = "SecretAccessDenied"
+
+// ReasonTooManySecrets is the cause type of a sandbox whose env reads more
+// distinct Secrets than one sandbox may.
+const ReasonTooManySecrets = "TooManySecrets"
 
 // checkImage checks the image against the namespace's allowlists under the
 // gateway's enforcement (the default enforcement when gw is nil).
