@@ -190,17 +190,21 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 }
 
 // gatewaysWithSandboxesIn are the Managed gateways that place their
-// sandboxes in o's namespace (o itself aside).
+// sandboxes in o's namespace, or where o places its own (o itself aside).
 func (r *Reconciler) gatewaysWithSandboxesIn(ctx context.Context, o client.Object) []reconcile.Request {
 	all := &openshellv1alpha1.OpenShellGatewayList{}
 	if err := r.Client.List(ctx, all); err != nil {
 		return nil
 	}
+	its := ""
+	if gw, ok := o.(*openshellv1alpha1.OpenShellGateway); ok {
+		its = tenancy.SandboxNamespace(gw)
+	}
 	var out []reconcile.Request
 	for i := range all.Items {
 		gw := &all.Items[i]
-		if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetNamespace() &&
-			client.ObjectKeyFromObject(gw) != client.ObjectKeyFromObject(o) {
+		ns := tenancy.SandboxNamespace(gw)
+		if ns != "" && (ns == o.GetNamespace() || ns == its) && client.ObjectKeyFromObject(gw) != client.ObjectKeyFromObject(o) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
 		}
 	}

@@ -178,7 +178,7 @@ func (p Platform) SandboxNamespaceServed(ctx context.Context, r client.Reader, g
 			field, sandboxNS, operatorenv.EnvGatewayNamespaces, LabelServeGateways), nil
 	}
 	if sandboxNS == gw.Namespace {
-		return "", nil
+		return p.sandboxNamespaceShared(ctx, r, gw, sandboxNS, field)
 	}
 	ns, _, err := ReadNamespace(ctx, r, sandboxNS)
 	if err != nil {
@@ -195,7 +195,57 @@ func (p Platform) SandboxNamespaceServed(ctx context.Context, r client.Reader, g
 		return fmt.Sprintf("%s %s holds OpenShellGateway %s/%s, whose keys this gateway's sandbox pods could mount: "+
 			"place sandboxes in a namespace of their own", field, sandboxNS, sandboxNS, others.Items[0].Name), nil
 	}
+	return p.sandboxNamespaceShared(ctx, r, gw, sandboxNS, field)
+}
+
+// SandboxNamespace is where a gateway's sandboxes run: a Managed gateway's
+// spec.managed.sandboxes.namespace, else its own namespace ("" for an
+// External gateway, whose sandboxes the operator does not place).
+func SandboxNamespace(gw *openshellv1alpha1.OpenShellGateway) string {
+	switch {
+	case gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
+		return ""
+	case gw.Spec.Managed != nil && gw.Spec.Managed.Sandboxes.Namespace != "":
+		return gw.Spec.Managed.Sandboxes.Namespace
+	}
+	return gw.Namespace
+}
+
+// sandboxNamespaceShared refuses a sandbox namespace another served
+// gateway placed its sandboxes in first: each gateway's RoleBinding there
+// covers every agents.x-k8s.io Sandbox of the namespace, so one gateway
+// (compromised, or its platform admin) could rewrite the other's pod
+// templates and run its code with the other tenant's Secrets. The earlier
+// gateway keeps the namespace; gateways that are not served (a tenant's)
+// never count, so a tenant cannot claim a platform namespace first.
+func (p Platform) sandboxNamespaceShared(ctx context.Context, r client.Reader, gw *openshellv1alpha1.OpenShellGateway, sandboxNS, field string) (string, error) {
+	all := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.List(ctx, all); err != nil {
+		return "", fmt.Errorf("list gateways: %w", err)
+	}
+	for i := range all.Items {
+		o := &all.Items[i]
+		if client.ObjectKeyFromObject(o) == client.ObjectKeyFromObject(gw) || SandboxNamespace(o) != sandboxNS || !earlier(o, gw) {
+			continue
+		}
+		if served, err := p.Served(ctx, r, o); err != nil {
+			return "", err
+		} else if served != "" {
+			continue
+		}
+		return fmt.Sprintf("%s %s already holds the sandboxes of OpenShellGateway %s/%s: two gateways may not share a sandbox "+
+			"namespace (each could rewrite the other's sandboxes); set spec.managed.sandboxes.namespace to a namespace of its own",
+			field, sandboxNS, o.Namespace, o.Name), nil
+	}
 	return "", nil
+}
+
+// earlier orders gateways by creation, then by namespace/name.
+func earlier(a, b *openshellv1alpha1.OpenShellGateway) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 }
 
 // Access reads gw's namespace and decides GatewayAccess for ns.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +120,12 @@ func TestImageOverride(t *testing.T) {
 	}
 }
 
+func managedIn(ns, name, sandboxNS string, created time.Time) *openshellv1alpha1.OpenShellGateway {
+	return &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, CreationTimestamp: metav1.NewTime(created)},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+			Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: sandboxNS}}}}
+}
+
 func TestSandboxNamespaceServed(t *testing.T) {
 	served := map[string]string{corev1.LabelMetadataName: "x", LabelServeGateways: "true"}
 	objs := []client.Object{
@@ -129,9 +136,17 @@ func TestSandboxNamespaceServed(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
 		&openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "other-gateway"}},
+		// N11: "first" places its sandboxes in "shared" before anyone else;
+		// a tenant's gateway (not served) claimed "sandboxes" earlier still.
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared", Labels: served}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
+		managedIn("platform", "first", "shared", time.Unix(100, 0)),
+		managedIn("team-a", "squatter", "sandboxes", time.Unix(1, 0)),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "twins", Labels: served}},
+		managedIn("twins", "twin", "", time.Unix(100, 0)),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
-	p := Platform{OperatorNamespace: "openshell-operator", GatewayNamespaces: []string{"openshell-operator", "platform", "sandboxes", "other-gateway", "unlabelled"}}
+	p := Platform{OperatorNamespace: "openshell-operator", GatewayNamespaces: []string{"openshell-operator", "platform", "sandboxes", "other-gateway", "unlabelled", "shared", "twins"}}
 	for _, tc := range []struct {
 		name, gwNS, sandboxNS, want string
 	}{
@@ -142,8 +157,10 @@ func TestSandboxNamespaceServed(t *testing.T) {
 		{"another gateway's namespace", "platform", "other-gateway", "holds OpenShellGateway other-gateway/b"},
 		{"an unlabelled namespace", "platform", "unlabelled", "not labelled openshell.ai/serve-gateways=true"},
 		{"an unlisted namespace", "platform", "kube-system", "not a platform namespace"},
+		{"a namespace another gateway's sandboxes use", "platform", "shared", "already holds the sandboxes of OpenShellGateway platform/first"},
+		{"its own namespace, which an earlier gateway there uses", "twins", "twins", "already holds the sandboxes of OpenShellGateway twins/twin"},
 	} {
-		gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: tc.gwNS}}
+		gw := managedIn(tc.gwNS, "a", tc.sandboxNS, time.Unix(200, 0))
 		got, err := p.SandboxNamespaceServed(context.Background(), c, gw, tc.sandboxNS)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
