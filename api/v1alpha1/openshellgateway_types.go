@@ -134,14 +134,18 @@ type SandboxControls struct {
 	// +optional
 	MaxResources corev1.ResourceList `json:"maxResources,omitempty"`
 
-	// MaxGPUs caps spec.gpu.count; 0 allows no GPU.
+	// MaxGPUs caps the GPUs and devices a sandbox asks for: spec.gpu.count
+	// (or a */gpu resource) plus every other extended resource (MIG slices,
+	// shared GPUs, KVM, RDMA); 0 allows none.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=16
 	// +optional
 	MaxGPUs *int32 `json:"maxGPUs,omitempty"`
 
 	// AllowedRuntimeClasses are the RuntimeClasses sandboxes may name in
-	// spec.runtimeClassName (e.g. kata); empty allows any.
+	// spec.runtimeClassName (e.g. kata); empty allows only
+	// defaultRuntimeClass (or none): a RuntimeClass picks the node's runtime
+	// handler, which may honour annotations that add devices.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
@@ -154,6 +158,18 @@ type SandboxControls struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	DefaultRuntimeClass string `json:"defaultRuntimeClass,omitempty"`
+
+	// AllowedPodAnnotations, when set, are the only annotation key prefixes
+	// sandboxes may put in spec.podAnnotations (e.g. "example.com/",
+	// "prometheus.io/"); empty allows every key the CRD does not refuse
+	// (security profiles, pod networks, SCC pinning and runtime annotations
+	// are refused everywhere).
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	AllowedPodAnnotations []string `json:"allowedPodAnnotations,omitempty"`
 
 	// AllowedProviderTypes are the OpenShellProvider types (spec.type, e.g.
 	// claude-code, github) sandboxes may attach; empty allows every type.
@@ -186,7 +202,7 @@ type NamespaceBudget struct {
 	// +optional
 	MaxRequests corev1.ResourceList `json:"maxRequests,omitempty"`
 
-	// MaxGPUs caps the summed spec.gpu.count.
+	// MaxGPUs caps the summed GPUs and devices (as in sandboxControls.maxGPUs).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxGPUs *int32 `json:"maxGPUs,omitempty"`

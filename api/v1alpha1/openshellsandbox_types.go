@@ -146,12 +146,17 @@ type OpenShellSandboxSpec struct {
 
 	// PodAnnotations are added to the agent's pod. The operator's, the
 	// gateway's and the Agent Sandbox controller's prefixes are reserved, and
-	// annotations that would loosen the pod's confinement (AppArmor and
-	// seccomp profiles, extra CNI networks, mesh opt-outs) are refused.
+	// annotations that would loosen the pod's confinement are refused:
+	// AppArmor and seccomp profiles, pod networks (Multus, OVN), mesh
+	// opt-outs, SCC pinning, and container-runtime annotations (CRI-O, Kata,
+	// containerd, OCI), which a runtime handler with allowed_annotations
+	// honours. A gateway's sandboxControls.allowedPodAnnotations narrows them
+	// further to the prefixes a Platform Admin lists.
 	// Changing them recreates the sandbox.
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podAnnotations keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !k.startsWith('seccomp.security.alpha.kubernetes.io/') && !k.startsWith('k8s.v1.cni.cncf.io/') && !k.startsWith('sidecar.istio.io/') && !k.startsWith('kubectl.kubernetes.io/'))",message="podAnnotations may not set security profiles, extra networks or mesh opt-outs (container.apparmor.security.beta.kubernetes.io/, seccomp.security.alpha.kubernetes.io/, k8s.v1.cni.cncf.io/, sidecar.istio.io/, kubectl.kubernetes.io/)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !k.startsWith('seccomp.security.alpha.kubernetes.io/') && !k.startsWith('container.seccomp.security.alpha.kubernetes.io/') && !k.startsWith('k8s.v1.cni.cncf.io/') && !k.startsWith('v1.multus-cni.io/') && !k.startsWith('k8s.ovn.org/') && !k.startsWith('sidecar.istio.io/') && !k.startsWith('kubectl.kubernetes.io/'))",message="podAnnotations may not set security profiles, pod networks or mesh opt-outs (container.apparmor.security.beta.kubernetes.io/, seccomp.security.alpha.kubernetes.io/, container.seccomp.security.alpha.kubernetes.io/, k8s.v1.cni.cncf.io/, v1.multus-cni.io/, k8s.ovn.org/, sidecar.istio.io/, kubectl.kubernetes.io/)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshift.io/') && !k.startsWith('security.openshift.io/') && !k.startsWith('io.kubernetes.cri-o.') && !k.startsWith('io.kubernetes.cri.') && !k.startsWith('io.katacontainers.') && !k.startsWith('io.containerd.') && !k.startsWith('run.oci.') && !k.startsWith('io.podman.') && !k.contains('crio.io'))",message="podAnnotations may not pin an SCC or speak to the container runtime (openshift.io/, security.openshift.io/, io.kubernetes.cri-o., io.kubernetes.cri., io.katacontainers., io.containerd., run.oci., io.podman., *crio.io): a runtime handler that allows them adds devices or changes confinement"
 	// +optional
 	PodAnnotations map[string]PodAnnotationValue `json:"podAnnotations,omitempty"`
 
@@ -337,6 +342,9 @@ const (
 	// SandboxReasonResourceLimitExceeded: spec.resources or spec.gpu exceed
 	// the gateway's spec.sandboxControls (maxResources, maxGPUs).
 	SandboxReasonResourceLimitExceeded = "ResourceLimitExceeded"
+	// SandboxReasonPodAnnotationNotAllowed: a pod annotation outside the
+	// gateway's sandboxControls.allowedPodAnnotations.
+	SandboxReasonPodAnnotationNotAllowed = "PodAnnotationNotAllowed"
 	// SandboxReasonInvalidResources: a request or limit is negative.
 	SandboxReasonInvalidResources = "InvalidResources"
 	// SandboxReasonRuntimeClassNotAllowed: spec.runtimeClassName is not in

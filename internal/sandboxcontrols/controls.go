@@ -49,14 +49,27 @@ func Check(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShe
 			Message: fmt.Sprintf("%s: %d GPUs and devices (spec.gpu.count and every extended resource: */gpu, MIG slices, shared GPUs, KVM, RDMA) exceed gateway %s's maxGPUs %d",
 				openshellv1alpha1.SandboxReasonResourceLimitExceeded, n, name, *c.MaxGPUs)}
 	}
-	if rc := RuntimeClass(gw, sb); len(c.AllowedRuntimeClasses) > 0 && !slices.Contains(c.AllowedRuntimeClasses, rc) {
+	if rc := RuntimeClass(gw, sb); !runtimeClassAllowed(c, rc) {
 		shown := fmt.Sprintf("RuntimeClass %q is", rc)
 		if rc == "" {
 			shown = "no RuntimeClass (and the gateway sets no default) is"
 		}
+		use := "use one of " + strings.Join(c.AllowedRuntimeClasses, ", ")
+		if len(c.AllowedRuntimeClasses) == 0 {
+			use = "it runs only its default RuntimeClass; remove spec.runtimeClassName, or ask the Platform Admin to list it in spec.sandboxControls.allowedRuntimeClasses"
+		}
 		return &Violation{Reason: openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, Field: "spec.runtimeClassName",
-			Message: fmt.Sprintf("%s: %s not allowed on gateway %s: use one of %s",
-				openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, shown, name, strings.Join(c.AllowedRuntimeClasses, ", "))}
+			Message: fmt.Sprintf("%s: %s not allowed on gateway %s: %s",
+				openshellv1alpha1.SandboxReasonRuntimeClassNotAllowed, shown, name, use)}
+	}
+	if len(c.AllowedPodAnnotations) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(sb.Spec.PodAnnotations)) {
+			if !slices.ContainsFunc(c.AllowedPodAnnotations, func(p string) bool { return strings.HasPrefix(k, p) }) {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonPodAnnotationNotAllowed, Field: "spec.podAnnotations",
+					Message: fmt.Sprintf("%s: pod annotation %q is not allowed on gateway %s: keys must start with one of %s",
+						openshellv1alpha1.SandboxReasonPodAnnotationNotAllowed, k, name, strings.Join(c.AllowedPodAnnotations, ", "))}
+			}
+		}
 	}
 	if len(c.AllowedProviderTypes) > 0 {
 		for i, p := range sb.Spec.Providers {
@@ -103,6 +116,18 @@ func checkResources(c openshellv1alpha1.SandboxControls, gw string, sb *openshel
 		}
 	}
 	return nil
+}
+
+// runtimeClassAllowed: a RuntimeClass picks the node's runtime handler,
+// and a handler with allowed_annotations honours pod annotations that add
+// devices or change the sandbox's confinement, so a tenant may name only
+// what the Platform Admin listed; without a list, only the gateway's
+// default (or none).
+func runtimeClassAllowed(c openshellv1alpha1.SandboxControls, rc string) bool {
+	if len(c.AllowedRuntimeClasses) > 0 {
+		return slices.Contains(c.AllowedRuntimeClasses, rc)
+	}
+	return rc == "" || rc == c.DefaultRuntimeClass
 }
 
 // RuntimeClass is the RuntimeClass sb runs with on gw: its own, else the

@@ -75,9 +75,34 @@ func TestCheck(t *testing.T) {
 		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}}}}, nil); v == nil || v.Reason != "InvalidResources" {
 		t.Fatalf("a negative limit on a gateway without controls: %+v", v)
 	}
-	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "any",
+	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{
 		GPU: &openshellv1alpha1.SandboxGPU{Count: 16}, Resources: res("limits", "64", "1Ti"), Providers: []string{"gh"}}}, types); v != nil {
 		t.Fatalf("a gateway without controls refused: %+v", v)
+	}
+	// N6: without a list, a tenant may not pick a runtime handler.
+	if v := Check(open, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "any"}}, nil); v == nil ||
+		v.Reason != "RuntimeClassNotAllowed" || !strings.Contains(v.Message, "it runs only its default RuntimeClass") {
+		t.Fatalf("a RuntimeClass on a gateway that lists none: %+v", v)
+	}
+	annotated := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{
+		AllowedPodAnnotations: []string{"prometheus.io/", "example.com/"}}}}
+	ann := func(keys ...string) *openshellv1alpha1.OpenShellSandbox {
+		sb := &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{PodAnnotations: map[string]openshellv1alpha1.PodAnnotationValue{}}}
+		for _, k := range keys {
+			sb.Spec.PodAnnotations[k] = "v"
+		}
+		return sb
+	}
+	if v := Check(annotated, ann("prometheus.io/scrape", "example.com/team"), nil); v != nil {
+		t.Fatalf("allowed annotations: %+v", v)
+	}
+	if v := Check(annotated, ann("prometheus.io/scrape", "cni.example.net/network"), nil); v == nil || v.Reason != "PodAnnotationNotAllowed" ||
+		!strings.Contains(v.Message, `"cni.example.net/network" is not allowed`) {
+		t.Fatalf("an annotation outside the allowlist: %+v", v)
+	}
+	withDefault := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{DefaultRuntimeClass: "kata"}}}
+	if v := Check(withDefault, &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{RuntimeClassName: "kata"}}, nil); v != nil {
+		t.Fatalf("naming the gateway's default: %+v", v)
 	}
 }
 

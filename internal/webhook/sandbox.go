@@ -4,6 +4,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -96,6 +97,7 @@ func (v *SandboxValidator) ValidateUpdate(ctx context.Context, old, sb *openshel
 	// control or budget refused.
 	controlled := !equality.Semantic.DeepEqual(old.Spec.Resources, sb.Spec.Resources) || !equality.Semantic.DeepEqual(old.Spec.GPU, sb.Spec.GPU) ||
 		old.Spec.RuntimeClassName != sb.Spec.RuntimeClassName || !slices.Equal(old.Spec.Providers, sb.Spec.Providers) ||
+		!maps.Equal(old.Spec.PodAnnotations, sb.Spec.PodAnnotations) ||
 		(sb.Status.SandboxID == "" && !equality.Semantic.DeepEqual(old.Spec, sb.Spec))
 	imageChanged := old.Spec.Image != sb.Spec.Image
 	if !policyDropped && !controlled && !imageChanged {

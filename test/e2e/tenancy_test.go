@@ -94,6 +94,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("ProviderSecretReference", tn.providerSecretReference)
 	t.Run("NegativeQuantity", tn.negativeQuantity)
 	t.Run("PodLabelsCannotClaimATenant", tn.podLabelsCannotClaimATenant)
+	t.Run("PodAnnotationsCannotChangeTheRuntime", tn.podAnnotationsCannotChangeTheRuntime)
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
 	t.Run("RecreatedNamespace", tn.recreatedNamespace)
 	t.Run("FinalizerProtected", tn.finalizerProtected)
@@ -574,6 +575,32 @@ func (tn *tenancySuite) podLabelsCannotClaimATenant(t *testing.T) {
 	g.Expect(labels).To(HaveKeyWithValue(sandboxspec.LabelTenantNamespace, ns), "the pod says whose it is")
 	g.Expect(labels).To(HaveKeyWithValue(sandboxspec.LabelTenantNamespaceUID, string(namespaceUID(ctx, g, ns))))
 	g.Expect(labels).To(HaveKeyWithValue("team", "a"), "the tenant's own label is kept, but it is no identity")
+}
+
+// podAnnotationsCannotChangeTheRuntime (N6): an editor cannot move the
+// agent's pod onto another network, pin a broader SCC, speak to the
+// container runtime through annotations, or pick a runtime handler the
+// Platform Admin did not list.
+func (tn *tenancySuite) podAnnotationsCannotChangeTheRuntime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n6", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "erin", "edit")
+	for _, key := range []string{"v1.multus-cni.io/default-network", "openshift.io/required-scc", "io.kubernetes.cri-o.Devices",
+		"io.katacontainers.config.hypervisor.kernel_params", "cpu-load-balancing.crio.io", "k8s.ovn.org/pod-networks"} {
+		t.Run(key, func(t *testing.T) {
+			g := NewWithT(t)
+			sb := tn.sandbox(ns, "ann")
+			sb.Spec.PodAnnotations = map[string]openshellv1alpha1.PodAnnotationValue{key: "x"}
+			err := as(t, "erin").Create(ctx, sb)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring("podAnnotations may not"))
+		})
+	}
+	g := NewWithT(t)
+	sb := tn.sandbox(ns, "handler")
+	sb.Spec.RuntimeClassName = "runc-with-allowed-annotations"
+	expectForbidden(g, as(t, "erin").Create(ctx, sb), "RuntimeClassNotAllowed", "it runs only its default RuntimeClass")
 }
 
 // negativeQuantity (N8): an editor cannot lower the namespace's budget with
