@@ -8,6 +8,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +33,29 @@ type Object interface {
 // generation. lastTransitionTime only moves when the status flips. It
 // reports whether anything changed.
 func SetCondition(o Object, typ string, s metav1.ConditionStatus, reason, msg string) bool {
+	msg = truncate(msg)
 	conds := o.GetConditions()
 	changed := meta.SetStatusCondition(&conds, metav1.Condition{
 		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: o.GetGeneration(),
 	})
 	o.SetConditions(conds)
 	return changed
+}
+
+// maxMessage bounds a condition message: messages carry text from
+// gateways (and from what tenants wrote), and one over the API's 32 KiB
+// would make every status write of the object fail.
+const maxMessage = 4096
+
+func truncate(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage - len("… (truncated)")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (truncated)"
 }
 
 // Patch writes o's status if it differs from orig's, with a merge patch

@@ -2,7 +2,9 @@ package status
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,5 +135,17 @@ func TestAddFinalizerKeepsTheStatusPatchUnconflicted(t *testing.T) {
 	}
 	if wrote, err := AddFinalizer(ctx, c, got.DeepCopy(), got, "openshell.ai/test"); err != nil || wrote {
 		t.Fatalf("second AddFinalizer: wrote=%v err=%v, want no write", wrote, err)
+	}
+}
+
+// TestLongMessagesAreTruncated (L11): a condition message comes from
+// gateways and tenants; one over the API's limit would make every status
+// write of the object fail.
+func TestLongMessagesAreTruncated(t *testing.T) {
+	o := &openshellv1alpha1.OpenShellSandbox{}
+	SetCondition(o, "Ready", metav1.ConditionFalse, "GatewayError", strings.Repeat("é", 40000))
+	msg := o.Status.Conditions[0].Message
+	if len(msg) > maxMessage || !strings.HasSuffix(msg, "(truncated)") || !utf8.ValidString(msg) {
+		t.Fatalf("message of %d bytes, valid UTF-8 %v", len(msg), utf8.ValidString(msg))
 	}
 }
