@@ -1214,6 +1214,11 @@ func (in *SandboxControls) DeepCopyInto(out *SandboxControls) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedPodAnnotations != nil {
+		in, out := &in.AllowedPodAnnotations, &out.AllowedPodAnnotations
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.AllowedProviderTypes != nil {
 		in, out := &in.AllowedProviderTypes, &out.AllowedProviderTypes
 		*out = make([]string, len(*in))
