@@ -34,7 +34,7 @@ const (
 	DefaultSweepPeriod = 10 * time.Minute
 	// sweepRetry is how soon a sweep that could not reach its gateway is
 	// tried again.
-	sweepRetry = 10 * time.Second
+	sweepRetry = 5 * time.Second
 	// sweepPage is the page size of ListSandboxes (the gateway caps it at 1000).
 	sweepPage = 500
 )
