@@ -105,7 +105,7 @@ CHAOS_ROUNDS ?= 3
 .PHONY: chaos
 chaos: tools ## Run the fault scenarios (CHAOS_SANDBOXES creates, CHAOS_ROUNDS rounds) and print their figures.
 	@CHAOS_SANDBOXES=$(CHAOS_SANDBOXES) go test ./test/e2e -count=$(CHAOS_ROUNDS) -v -timeout 60m \
-		-run 'TestLeaderFailover|TestRotationsUnderLoad|TestOperatorKilledDuringCreates|TestAPIServerPausedDuringCreates|TestDeleteDuringCreate|TestSickGatewayDoesNotStarveOthers|TestGatewayDeletionDrains|TestTenancy/ForceRelease' \
+		-run 'TestLeaderFailover|TestRotationsUnderLoad|TestOperatorKilledDuringCreates|TestAPIServerPausedDuringCreates|TestDeleteDuringCreate|TestSickGatewayDoesNotStarveOthers|TestGatewayDeletionDrains|TestTenancy/ForceRelease|TestTenancy/CreateDeleteRaces' \
 		> bin/chaos.txt 2>&1; rc=$$?; grep -E 'figure:|^(--- |ok|FAIL)' bin/chaos.txt; exit $$rc
 
 .PHONY: test-unit

@@ -24,6 +24,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -243,36 +244,86 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 		// Not ours (never created, or another object's): nothing to delete.
 		return lookup{gone: true, id: sb.Status.SandboxID}
 	}
+	id := got.Sandbox.GetMetadata().GetId()
 	if got.Sandbox.Status.GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
+		if inFlight, err := r.createInFlight(ctx, gw, sb, got.Sandbox, time.Now()); err != nil {
+			return lookup{err: err}
+		} else if inFlight {
+			// The gateway stores its row before its driver creates the
+			// agents.x-k8s.io Sandbox; a delete in between finds no CR,
+			// drops the row, and the CR the create then makes has no
+			// owner anywhere. Wait for the create to finish.
+			return lookup{id: id}
+		}
 		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: req.Name, Workspace: req.Workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
 			return lookup{err: fmt.Errorf("delete sandbox: %w", err)}
 		}
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Deleting", "DeleteSandbox", "deleting sandbox %s at the gateway", req.Name)
 	}
-	return lookup{id: got.Sandbox.GetMetadata().GetId()}
+	return lookup{id: id}
+}
+
+// createInFlightGrace bounds how long a deletion waits for a gateway
+// create to make its agents.x-k8s.io Sandbox: the gateway makes it within
+// its CreateSandbox call, so past this the CR was removed by someone else
+// (the gateway's own sweep then drops the row) and deleting is safe.
+const createInFlightGrace = 30 * time.Second
+
+// createInFlight says whether the gateway may still be creating the
+// sandbox's agents.x-k8s.io Sandbox: the row is provisioning, young, and no
+// CR with its ID exists yet. Where the install mode does not let the
+// operator see the CRs, it cannot tell and says no.
+func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox,
+	got *openshellv1.Sandbox, now time.Time) (bool, error) {
+	switch got.GetStatus().GetPhase() {
+	case openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING, openshellv1.SandboxPhase_SANDBOX_PHASE_UNKNOWN:
+	default:
+		return false, nil
+	}
+	if now.Sub(time.UnixMilli(got.GetMetadata().GetCreatedAtMs())) > createInFlightGrace {
+		return false, nil
+	}
+	ns := ""
+	if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
+		ns = render.NamesFor(gw).SandboxNamespace
+	}
+	n, known, err := r.agentSandboxes(ctx, sb, ns, got.GetMetadata().GetId())
+	return known && n == 0, err
 }
 
 // agentSandboxesLeft counts agents.x-k8s.io Sandboxes still labelled with
-// the gateway sandbox ID (any namespace, any served version).
+// the gateway sandbox ID (any served version; where the install mode hides
+// them, none).
 func (r *Reconciler) agentSandboxesLeft(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, id string) (int, error) {
+	n, _, err := r.agentSandboxes(ctx, sb, "", id)
+	return n, err
+}
+
+// agentSandboxes counts agents.x-k8s.io Sandboxes labelled with the gateway
+// sandbox ID, in the namespace status names (else ns, else every
+// namespace), and says whether the operator could look.
+func (r *Reconciler) agentSandboxes(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, ns, id string) (int, bool, error) {
 	pf, _ := r.Preflight.Get()
 	if !pf.AgentSandbox.Available {
-		return 0, nil
+		return 0, false, nil
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: pf.AgentSandbox.Preferred, Kind: "SandboxList"})
-	opts := []client.ListOption{client.MatchingLabels{LabelSandboxID: id}}
 	if ref := sb.Status.AgentSandbox; ref != nil && ref.Namespace != "" {
-		opts = append(opts, client.InNamespace(ref.Namespace))
+		ns = ref.Namespace
+	}
+	opts := []client.ListOption{client.MatchingLabels{LabelSandboxID: id}}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
 	}
 	if err := r.APIReader.List(ctx, list, opts...); err != nil {
 		if apierrors.IsForbidden(err) {
 			// The install mode does not reach the gateway's sandbox
 			// namespace (an External gateway's may be anywhere): the
-			// gateway's word that the sandbox is gone is all there is.
-			return 0, nil
+			// gateway's word is all there is.
+			return 0, false, nil
 		}
-		return 0, fmt.Errorf("list agent sandboxes: %w", err)
+		return 0, false, fmt.Errorf("list agent sandboxes: %w", err)
 	}
-	return len(list.Items), nil
+	return len(list.Items), true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
@@ -36,10 +38,17 @@ type faultEnv struct {
 
 func newFaultEnv(ctx context.Context, t *testing.T, prefix string, proc *stack.ProcessOptions) faultEnv {
 	t.Helper()
+	return newFaultEnvWith(ctx, t, prefix, stack.Options{Process: proc})
+}
+
+// newFaultEnvWith is newFaultEnv with more stack options.
+func newFaultEnvWith(ctx context.Context, t *testing.T, prefix string, opts stack.Options) faultEnv {
+	t.Helper()
 	c := cluster.Client
 	e := faultEnv{gwNS: framework.CreateNamespace(ctx, t, c, prefix+"-platform"), sbNS: framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes"),
 		tenant: framework.CreateNamespace(ctx, t, c, prefix+"-tenant")}
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: e.gwNS, SandboxNamespace: e.sbNS, Process: proc})
+	opts.GatewayNamespace, opts.SandboxNamespace = e.gwNS, e.sbNS
+	st, err := stack.Start(ctx, cluster.Config, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,6 +311,58 @@ func TestSickGatewayDoesNotStarveOthers(t *testing.T) {
 		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
 	}
 	t.Logf("figure: the blackholed gateway's 8 sandboxes Ready %s after it answered again", time.Since(recovered).Round(100*time.Millisecond))
+}
+
+// TestCreateDeleteRacesWithoutWebhooks: where no admission webhook sets
+// the finalizer (make demo, an install without OLM), the controller adds
+// it, and a DELETE that read the object before that write still removes
+// it (the API server decides immediate deletion from what it read first),
+// so a create can land at the gateway with no owner left. The sweep deletes
+// what such races leave: nothing stays orphaned beyond one sweep period.
+func TestCreateDeleteRacesWithoutWebhooks(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	const period = 3 * time.Second
+	e := newFaultEnvWith(ctx, t, "rawraces", stack.Options{Manager: operator.Options{Controllers: operator.ControllerOptions{SweepPeriod: period}}})
+	n := faultSandboxes()
+	var wg sync.WaitGroup
+	for i := range n {
+		sb := sandboxOn(e.tenant, fmt.Sprintf("race-%d", i), e.st.GatewayObj)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Create(ctx, sb); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond) // the race's own timing, not a synchronisation
+			if err := client.IgnoreNotFound(c.Delete(ctx, sb)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	g.Eventually(func(g Gomega) {
+		list := &openshellv1alpha1.OpenShellSandboxList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(e.tenant))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "sandboxes not released")
+	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	released := time.Now()
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
+	ws := sandboxspec.WorkspaceName(e.tenant, ns.UID)
+	orphans := len(e.st.Gateway.SandboxNames(ws))
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.st.Gateway.SandboxNames(ws)).To(BeEmpty(), "orphaned at the gateway after a sweep")
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes after a sweep")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("figure: %d create→delete races without webhooks: %d gateway sandboxes outlived their object, all swept %s after the last release (sweep period %s)",
+		n, orphans, time.Since(released).Round(100*time.Millisecond), period)
 }
 
 // faultSandboxes is how many sandboxes the crash and restart scenarios

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +103,107 @@ func TestTenancy(t *testing.T) {
 	t.Run("FinalizerProtected", tn.finalizerProtected)
 	t.Run("ForceRelease", tn.forceRelease)
 	t.Run("ForceReleaseSetAtCreation", tn.forceReleaseSetAtCreation)
+	t.Run("CreateDeleteRaces", tn.createDeleteRaces)
+}
+
+// createDeleteRaces (N1, N2, H4) deletes sandboxes 0-1 s after creating
+// them, all at once — half attaching a provider (so their status says
+// Pending while it is pushed) — while the gateway answers slowly, and an
+// editor tries to create a quarter of them with force-release already set.
+// Whatever moment each deletion meets (before the create, during it,
+// between the gateway's answer and the status write), nothing is left: no
+// agents.x-k8s.io Sandbox, no gateway sandbox, no provider attachment, and
+// every provider can then be deleted. With admission webhooks, as installed
+// by OLM: the finalizer is set at admission, so no DELETE can race it.
+func (tn *tenancySuite) createDeleteRaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	tenant := tenancyNamespace(ctx, t, "races", map[string]string{"team": "a"})
+	bind(ctx, t, tenant, "erin", "edit")
+	e := struct{ tenant, sbNS string }{tenant, tn.sbNS}
+	tn.st.Gateway.SetDelay(20 * time.Millisecond) // widen each window between a call and its status write
+	defer tn.st.Gateway.SetDelay(0)
+	const providers = 4
+	var provs []*openshellv1alpha1.OpenShellProvider
+	for i := range providers {
+		g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("creds-%d", i), Namespace: e.tenant},
+			StringData: map[string]string{"API_KEY": "k"}})).To(Succeed())
+		p := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: e.tenant},
+			Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "generic",
+				CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: fmt.Sprintf("creds-%d", i)}}}
+		g.Expect(c.Create(ctx, p)).To(Succeed())
+		provs = append(provs, p)
+	}
+	n := faultSandboxes()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	errs := make(chan error, 2*n)
+	for i := range n {
+		sb := tn.sandbox(e.tenant, fmt.Sprintf("race-%d", i))
+		if i%2 == 0 {
+			sb.Spec.Providers = []string{provs[i/2%providers].Name}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%4 == 1 {
+				preset := sb.DeepCopy()
+				preset.Annotations = map[string]string{openshellv1alpha1.AnnotationForceRelease: "true"}
+				if err := as(t, "erin").Create(ctx, preset); apierrors.IsForbidden(err) && strings.Contains(err.Error(), "FinalizerProtected") {
+					refused.Add(1)
+				} else {
+					errs <- fmt.Errorf("an editor's create with force-release set: want FinalizerProtected, got %v", err)
+				}
+			}
+			if err := c.Create(ctx, sb); err != nil {
+				errs <- err
+				return
+			}
+			// The race's own timing (the workload), not a synchronisation.
+			time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
+			if err := c.Delete(ctx, sb); err != nil && !apierrors.IsNotFound(err) {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func(g Gomega) {
+		list := &openshellv1alpha1.OpenShellSandboxList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(e.tenant))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "sandboxes not released")
+	}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	released := time.Since(start)
+	ns := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
+	ws := sandboxspec.WorkspaceName(e.tenant, ns.UID)
+	left, attached := len(tn.st.Gateway.SandboxNames(ws)), tn.st.Gateway.Attachments(ws)
+	agentLeft := 0
+	g.Eventually(func(g Gomega) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
+		agentLeft = len(list.Items)
+		g.Expect(list.Items).To(BeEmpty(), "orphaned agents.x-k8s.io Sandboxes")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("figure: %d create→delete races (%d with a provider; %d editor creates with force-release set, %d refused): all released after %s; left: %d gateway sandboxes, %d provider attachments, %d agents.x-k8s.io Sandboxes",
+		n, (n+1)/2, (n+2)/4, refused.Load(), released.Round(100*time.Millisecond), left, attached, agentLeft)
+	g.Expect(left).To(BeZero(), "orphaned at the gateway")
+	g.Expect(attached).To(BeZero(), "provider attachments left at the gateway")
+	for _, p := range provs {
+		g.Expect(c.Delete(ctx, p)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		list := &openshellv1alpha1.OpenShellProviderList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(e.tenant))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "providers still attached somewhere")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }
 
 // forceReleaseAfter is the tenancy suite's grace before a force-release is

@@ -240,6 +240,19 @@ func (g *Gateway) SandboxPolicyVersion(workspace, name string) uint32 {
 	return 0
 }
 
+// Attachments counts the provider attachments of a workspace's sandbox rows.
+func (g *Gateway) Attachments(workspace string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for k, r := range g.sandboxes {
+		if k.ws == workspace {
+			n += len(r.sb.GetSpec().GetProviders())
+		}
+	}
+	return n
+}
+
 // SandboxNames lists the sandbox rows of a workspace.
 func (g *Gateway) SandboxNames(workspace string) []string {
 	g.mu.Lock()
