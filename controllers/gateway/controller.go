@@ -498,20 +498,25 @@ func (r *Reconciler) ensureWatches(pf preflight.Result, known bool) {
 	}
 }
 
+// byGatewayLabels maps a cluster-scoped object the operator rendered (which
+// cannot carry an owner reference to a namespaced gateway) to its gateway.
+var byGatewayLabels = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name := o.GetLabels()[render.LabelGatewayNamespace], o.GetLabels()[render.LabelInstance]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+})
+
+// managedByUs passes only the objects the operator rendered.
+var managedByUs = builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+	return o.GetLabels()[render.LabelManagedBy] == render.ManagedByValue
+}))
+
 // SetupWithManager registers the reconciler with watches on every kind it
 // owns; cluster-scoped children map back to their gateway by label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.watched = map[string]bool{}
-	byLabels := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		ns, name := o.GetLabels()[render.LabelGatewayNamespace], o.GetLabels()[render.LabelInstance]
-		if ns == "" || name == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
-	})
-	managed := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[render.LabelManagedBy] == render.ManagedByValue
-	}))
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&openshellv1alpha1.OpenShellGateway{}).
 		Named("openshellgateway").
@@ -527,7 +532,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byLabels, managed).
+		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byGatewayLabels, managedByUs).
 		// A deleting gateway waits for its last sandbox to go (drain).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)

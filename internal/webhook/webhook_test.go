@@ -77,7 +77,10 @@ func startManager(ctx context.Context) (<-chan error, error) {
 	mgr, err := operator.New(env.Config, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, WebhookCertDir: wh.LocalServingCertDir,
-		Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{OperatorNamespace: platformNS, GatewayNamespaces: []string{platformNS}}},
+		// No gateway answers here: a deleted sandbox is released by
+		// force-release, with no grace to wait out.
+		Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{OperatorNamespace: platformNS, GatewayNamespaces: []string{platformNS}},
+			ForceReleaseAfter: time.Millisecond},
 	})
 	if err != nil {
 		return nil, err
@@ -359,6 +362,15 @@ func TestPolicyInUseCannotBeDeleted(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("PolicyInUse: OpenShellPolicy restricted is used by OpenShellSandbox user"))
 
+	// No gateway answers in this environment, so the deletion waits for
+	// its word until force-released (as a cluster admin may).
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sb), sb); err != nil {
+			return err
+		}
+		sb.Annotations = map[string]string{openshellv1alpha1.AnnotationForceRelease: "true"}
+		return env.Client.Update(ctx, sb)
+	})).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, sb)).To(Succeed())
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).
 		WithTimeout(10 * time.Second).Should(Satisfy(apierrors.IsNotFound))
@@ -493,7 +505,7 @@ func TestSandboxControlsAreEnforcedAtAdmission(t *testing.T) {
 		cur.Spec.GPU.Count = 2
 		return env.Client.Update(ctx, cur)
 	})
-	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "2 GPUs (spec.gpu.count or a */gpu resource) exceed gateway")
+	refused(err, "ResourceLimitExceeded", "spec.gpu.count", "2 GPUs and devices (spec.gpu.count and every extended resource")
 }
 
 // TestPolicyIsRequired: on a gateway that requires a policy (the API
