@@ -52,9 +52,9 @@ func TestSweepDeletesOnlyOurOrphans(t *testing.T) {
 		return map[string]string{sandboxspec.LabelOwnerUID: "uid-gone"},
 			map[string]string{sandboxspec.AnnotationNamespace: ns, sandboxspec.AnnotationName: name}
 	}
-	l, a := owner("team-a", "cli")
+	_, a := owner("team-a", "cli")
 	f.gw.SeedSandbox(ws, sandboxspec.SandboxName("team-a", "cli"), nil, a) // no owner label: someone's CLI
-	l, a = owner("team-b", "ghost")
+	l, a := owner("team-b", "ghost")
 	otherWS := sandboxspec.WorkspaceName("team-b", "uid-elsewhere")
 	f.gw.SeedSandbox(otherWS, sandboxspec.SandboxName("team-b", "ghost"), l, a) // a namespace this cluster lacks
 	l, a = owner("team-a", "twin")
