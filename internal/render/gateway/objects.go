@@ -178,14 +178,14 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 			LocalObjectReference: corev1.LocalObjectReference{Name: n.Config}}}},
 		{Name: "sandbox-jwt", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: n.JWT, DefaultMode: ptr.To[int32](0o400)}}},
-		{Name: "tls-cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: n.ServerTLS}}},
+		{Name: "tls-cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: n.ServerTLS, DefaultMode: ptr.To[int32](0o400)}}},
 		{Name: "tls-client-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: n.ServerTLS,
 			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}}},
 	}
 	if ExternalIssuer(gw) != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: "tls-external-cert", MountPath: ServerExternalDir, ReadOnly: true})
 		vols = append(vols, corev1.Volume{Name: "tls-external-cert", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: n.ServerExternal}}})
+			Secret: &corev1.SecretVolumeSource{SecretName: n.ServerExternal, DefaultMode: ptr.To[int32](0o400)}}})
 	}
 	if !UsesPostgres(gw) {
 		mounts = append(mounts, corev1.VolumeMount{Name: "openshell-data", MountPath: DataDir})
@@ -321,8 +321,20 @@ func PodDisruptionBudget(gw *openshellv1alpha1.OpenShellGateway) *policyv1.PodDi
 	}
 }
 
-// NetworkPolicies: the gateway accepts ingress only on its gRPC and metrics
-// ports (probes come from the kubelet, which NetworkPolicy does not
+// MonitoringPeers are the namespaces Prometheus scrapes from: OpenShift's
+// platform and user-workload monitoring (by the policy-group label
+// OpenShift sets, and by name). Elsewhere a platform admin adds a
+// NetworkPolicy of their own for their Prometheus (policies add up).
+func MonitoringPeers() []networkingv1.NetworkPolicyPeer {
+	return []networkingv1.NetworkPolicyPeer{
+		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"network.openshift.io/policy-group": "monitoring"}}},
+		{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName,
+			Operator: metav1.LabelSelectorOpIn, Values: []string{"openshift-monitoring", "openshift-user-workload-monitoring"}}}}},
+	}
+}
+
+// NetworkPolicies: the gateway accepts ingress only on its gRPC port, and
+// on its metrics port from monitoring (probes come from the kubelet, which NetworkPolicy does not
 // filter); sandbox pods accept ingress only from gateway pods, on SSH.
 // Sandbox pods are selected by the label the Agent Sandbox controller puts
 // on every pod it creates, so the policy matches what actually runs.
@@ -338,7 +350,13 @@ func NetworkPolicies(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(gw)},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(PortGRPC), port(PortMetrics)}}},
+				// gRPC from anywhere: sandboxes, the operator, the Route's
+				// router and CLI users all reach it, each authenticated.
+				// Metrics (unauthenticated) only from the cluster's monitoring.
+				Ingress: []networkingv1.NetworkPolicyIngressRule{
+					{Ports: []networkingv1.NetworkPolicyPort{port(PortGRPC)}},
+					{Ports: []networkingv1.NetworkPolicyPort{port(PortMetrics)}, From: MonitoringPeers()},
+				},
 			},
 		},
 		&networkingv1.NetworkPolicy{
