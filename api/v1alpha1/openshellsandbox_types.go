@@ -435,6 +435,13 @@ const (
 	// SandboxConditionSuspended reports spec.suspend: True once the runtime
 	// is stopped, False while it stops or starts again, or runs.
 	SandboxConditionSuspended = "Suspended"
+	// SandboxConditionUpstreamSandboxReady is set, False, only while the
+	// agents.x-k8s.io Sandbox that status.agentSandbox names is gone although
+	// the gateway still reports the sandbox running (deleted by hand, or lost
+	// with its CRD or namespace); it goes once the gateway has re-created it.
+	SandboxConditionUpstreamSandboxReady = "UpstreamSandboxReady"
+	// SandboxReasonUpstreamSandboxMissing: see SandboxConditionUpstreamSandboxReady.
+	SandboxReasonUpstreamSandboxMissing = "UpstreamSandboxMissing"
 	// SandboxReasonSuspended: the runtime is stopped, the workspace kept.
 	SandboxReasonSuspended = "Suspended"
 	// SandboxReasonSuspending: the gateway is stopping the runtime.

@@ -53,7 +53,8 @@ const Finalizer = openshellv1alpha1.SandboxFinalizer
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies;openshellpolicies;openshellproviders,verbs=list;watch,namespace=system
 // Deletion waits for the gateway's agents.x-k8s.io Sandbox to be gone,
 // where the install mode lets the operator see it.
-// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=list,namespace=system
+// It watches them by metadata, so that one deleted by hand re-queues its sandbox.
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=list;watch,namespace=system
 
 // Reconciler reconciles OpenShellSandbox.
 type Reconciler struct {
@@ -74,6 +75,7 @@ type Reconciler struct {
 	ForceReleaseAfter time.Duration
 
 	settling settlingCreates
+	upstream upstreamWatch
 }
 
 // observed is what one reconcile read from the cluster.
@@ -336,7 +338,7 @@ func (r *Reconciler) recordPhase(from openshellv1alpha1.SandboxPhase, sb *opensh
 
 // SetupWithManager registers the reconciler and its indexes and watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		// Status and finalizer writes (ours) do not need another reconcile.
 		For(&openshellv1alpha1.OpenShellSandbox{}, builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Named("openshellsandbox").
@@ -373,7 +375,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Gateways.Followers().Events(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
-		Complete(status.RetryStale(r))
+		Build(status.RetryStale(r))
+	if err != nil {
+		return err
+	}
+	return r.startUpstreamWatch(mgr, c)
 }
 
 // byIndex re-queues the sandboxes whose index field equals key(o); for

@@ -335,6 +335,15 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	if current == nil {
 		current = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
 	}
+	gone, err := r.upstreamMissing(ctx, sb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if gone && current != nil {
+		// What was streamed says running, but what ran is gone: ask.
+		r.Gateways.Followers().Stop(key)
+		current = nil
+	}
 	if current == nil {
 		resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
 		if grpcstatus.Code(err) == codes.NotFound {
@@ -368,6 +377,12 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
 	}
 	res := r.report(sb, obs, current)
+	if err := r.locateUpstream(ctx, sb); err != nil {
+		return ctrl.Result{}, err
+	}
+	if res = reportUpstream(sb, current, gone, res); gone {
+		return res, nil
+	}
 	if requeue, err := r.observePolicyLoad(ctx, conn, sb, d, current); err != nil {
 		return ctrl.Result{}, err
 	} else if requeue && (res.RequeueAfter == 0 || res.RequeueAfter > provisionPoll) {
@@ -502,6 +517,25 @@ func reportSuspension(sb *openshellv1alpha1.OpenShellSandbox, gatewayPhase opens
 	}
 }
 
+// reportUpstream says, while the gateway reports a running sandbox whose
+// agents.x-k8s.io Sandbox is gone, that it does not run: Ready is not
+// running otherwise. The gateway drops its row once it notices (0.0.111:
+// after its sweep's grace), and the next reconcile creates the sandbox
+// anew; until then the sandbox is looked at again shortly. Pure.
+func reportUpstream(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox, gone bool, res ctrl.Result) ctrl.Result {
+	if !gone || current.GetStatus().GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+		meta.RemoveStatusCondition(&sb.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)
+		return res
+	}
+	ref := sb.Status.AgentSandbox
+	msg := fmt.Sprintf("the gateway reports the sandbox running, but its %s Sandbox %s/%s is gone (deleted, or lost with its CRD): "+
+		"it is re-created once the gateway notices", ref.APIVersion, ref.Namespace, ref.Name)
+	status.SetCondition(sb, openshellv1alpha1.SandboxConditionUpstreamSandboxReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUpstreamSandboxMissing, msg)
+	status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUpstreamSandboxMissing, msg)
+	sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
+	return ctrl.Result{RequeueAfter: provisionPoll}
+}
+
 // report maps the gateway sandbox onto status and says when to look again.
 func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed, current *openshellv1.Sandbox) ctrl.Result {
 	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonInSync, "the gateway holds the current spec, policy and providers")
@@ -517,6 +551,8 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		ns := ""
 		if obs.gateway != nil && obs.gateway.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
 			ns = render.NamesFor(obs.gateway).SandboxNamespace
+		} else if prev := sb.Status.AgentSandbox; prev != nil && prev.Name == n {
+			ns = prev.Namespace // found in this cluster (locateUpstream)
 		}
 		sb.Status.AgentSandbox = &openshellv1alpha1.AgentSandboxReference{
 			APIVersion: "agents.x-k8s.io/" + obs.preflight.AgentSandbox.Preferred, Namespace: ns, Name: n}

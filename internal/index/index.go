@@ -29,6 +29,9 @@ const (
 	SandboxPolicy = "spec.policyRef"
 	// SandboxProviders indexes sandboxes by the names of their providers.
 	SandboxProviders = "spec.providers"
+	// SandboxID indexes sandboxes by the gateway sandbox ID status records
+	// (the label the gateway's driver puts on its agents.x-k8s.io Sandbox).
+	SandboxID = "status.sandboxID"
 	// ProviderSecret indexes providers by their credentials Secret.
 	ProviderSecret = "spec.credentialsSecretRef.name"
 )
@@ -46,6 +49,12 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		{&openshellv1alpha1.OpenShellSandbox{}, SandboxPolicy, func(o client.Object) []string {
 			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
 				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&openshellv1alpha1.OpenShellSandbox{}, SandboxID, func(o client.Object) []string {
+			if id := o.(*openshellv1alpha1.OpenShellSandbox).Status.SandboxID; id != "" {
+				return []string{id}
 			}
 			return nil
 		}},

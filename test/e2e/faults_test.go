@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -484,4 +485,41 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
 	t.Logf("figure: kube-apiserver frozen %s after %d of %d creates: all Ready once %s after it resumed, the operator not restarted",
 		pause, n/2+1, n, time.Since(resumed).Round(100*time.Millisecond))
+}
+
+// TestAgentSandboxDeletedByHand (Ready means running): the agents.x-k8s.io
+// Sandbox of a Ready sandbox is deleted behind the operator's back. The
+// sandbox does not stay Ready on the strength of a gateway row: the
+// operator follows those objects, so it looks at once, and the sandbox runs
+// again with a new one (or says why not). Without the watch nothing would
+// look until the next resync, hours later.
+func TestAgentSandboxDeletedByHand(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "byhand", nil)
+	sb := sandboxOn(e.tenant, "victim", e.st.GatewayObj)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	key := client.ObjectKeyFromObject(sb)
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+	first := sandboxStatus(ctx, g, key).Status.SandboxID
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(sandboxGVK)
+	g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	g.Expect(sandboxStatus(ctx, g, key).Status.AgentSandbox).To(HaveField("Namespace", e.sbNS), "an External gateway's Sandbox is located in the cluster")
+	deleted := time.Now()
+	g.Expect(c.Delete(ctx, &list.Items[0])).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created")
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(1))
+		g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("figure: a Ready sandbox whose agents.x-k8s.io Sandbox was deleted by hand ran again %s later", time.Since(deleted).Round(100*time.Millisecond))
 }

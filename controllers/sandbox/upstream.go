@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/internal/index"
+)
+
+// upstreamWatch follows the agents.x-k8s.io Sandboxes the gateways create,
+// by metadata only, so that one deleted by hand (or lost with its CRD or
+// its namespace's contents) re-queues its OpenShellSandbox at once instead
+// of at the next resync: Ready must mean running. The API may appear after
+// the operator starts, and its served version can change, so the watch
+// starts when preflight first reports each version. One per Reconciler.
+type upstreamWatch struct {
+	mu      sync.Mutex
+	watched map[string]bool // served version → watch started
+}
+
+// agentSandboxGVK is the Sandbox kind at a served version.
+func agentSandboxGVK(version string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: version, Kind: "Sandbox"}
+}
+
+// startUpstreamWatch runs, until the manager stops, a loop that adds the
+// watch for every Agent Sandbox version preflight reports as preferred.
+func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controller) error {
+	changes := r.Preflight.Subscribe()
+	byID := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		id := o.GetLabels()[LabelSandboxID]
+		if id == "" {
+			return nil
+		}
+		return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
+	})
+	// Only a deletion (or a change of what the gateway's ID label says)
+	// concerns the OpenShellSandbox; the Agent Sandbox controller's own
+	// status writes do not.
+	onlyGone := predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[LabelSandboxID] != e.ObjectNew.GetLabels()[LabelSandboxID] || !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			if pf, known := r.Preflight.Get(); known && pf.AgentSandbox.Available {
+				if err := r.upstream.ensure(mgr, c, pf.AgentSandbox.Preferred, byID, onlyGone); err != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "watch agents.x-k8s.io Sandboxes")
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changes:
+			}
+		}
+	}))
+}
+
+func (u *upstreamWatch) ensure(mgr ctrl.Manager, c controller.Controller, version string, h handler.EventHandler, p predicate.Funcs) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.watched[version] {
+		return nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(agentSandboxGVK(version))
+	if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(obj), h, p)); err != nil {
+		return fmt.Errorf("start the watch of %s: %w", agentSandboxGVK(version), err)
+	}
+	if u.watched == nil {
+		u.watched = map[string]bool{}
+	}
+	u.watched[version] = true
+	return nil
+}
+
+// upstreamMissing says whether the agents.x-k8s.io Sandbox status names is
+// gone: asked from the cache, confirmed live on a miss (a Sandbox the
+// gateway just created may not be in the cache yet). Where the operator
+// may not read it (an External gateway's namespace outside the install
+// mode), it cannot tell and says no.
+func (r *Reconciler) upstreamMissing(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (bool, error) {
+	ref := sb.Status.AgentSandbox
+	if ref == nil || ref.Namespace == "" || ref.Name == "" {
+		return false, nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false, nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(agentSandboxGVK(gv.Version))
+	key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+	switch err := r.Client.Get(ctx, key, obj); {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+		return false, fmt.Errorf("get %s %s: %w", agentSandboxGVK(gv.Version).Kind, key, err)
+	}
+	// Confirm a miss live, by the list the operator may make (a name field
+	// selector needs no get verb).
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(agentSandboxGVK(gv.Version).GroupVersion().WithKind("SandboxList"))
+	switch err := r.APIReader.List(ctx, list, client.InNamespace(ref.Namespace), client.MatchingFields{"metadata.name": ref.Name}); {
+	case apierrors.IsForbidden(err):
+		return false, nil
+	case err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("list %s %s: %w", agentSandboxGVK(gv.Version).Kind, key, err)
+	}
+	return len(list.Items) == 0, nil
+}
+
+// locateUpstream fills in the namespace of an External gateway's
+// agents.x-k8s.io Sandbox once it is seen in this cluster's cache (by the
+// gateway's ID label), so that its loss can be noticed; one whose gateway
+// runs its sandboxes elsewhere is never found, and never reported missing.
+func (r *Reconciler) locateUpstream(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) error {
+	ref := sb.Status.AgentSandbox
+	if ref == nil || ref.Namespace != "" || sb.Status.SandboxID == "" {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || !r.upstream.started(gv.Version) {
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(agentSandboxGVK(gv.Version).GroupVersion().WithKind("SandboxList"))
+	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelSandboxID: sb.Status.SandboxID}); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, o := range list.Items {
+		if o.Name == ref.Name {
+			ref.Namespace = o.Namespace
+		}
+	}
+	return nil
+}
+
+// started says whether the watch of a version runs (so the cache holds it).
+func (u *upstreamWatch) started(version string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.watched[version]
+}
