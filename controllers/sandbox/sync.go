@@ -324,6 +324,41 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Cl
 	return true, outcome{}, nil
 }
 
+// currentAtGateway is the gateway sandbox as it is now: the one a call of
+// this reconcile returned, else what WatchSandbox streamed, else a read.
+// gone says the agents.x-k8s.io Sandbox status names is missing (then the
+// stream is not trusted); lost says the gateway no longer has the sandbox,
+// which status now forgets so that the next reconcile creates it anew.
+func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox,
+	current *openshellv1.Sandbox) (_ *openshellv1.Sandbox, gone, lost bool, _ error) {
+	key := client.ObjectKeyFromObject(sb)
+	if current == nil {
+		current = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
+	}
+	gone, err := r.upstreamMissing(ctx, sb)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if gone && current != nil {
+		// What was streamed says running, but what ran is gone: ask.
+		r.Gateways.Followers().Stop(key)
+		current = nil
+	}
+	if current != nil {
+		return current, gone, false, nil
+	}
+	resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
+	if grpcstatus.Code(err) == codes.NotFound {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
+		forgetGatewaySandbox(sb)
+		return nil, gone, true, nil
+	}
+	if err != nil {
+		return nil, false, false, fmt.Errorf("get sandbox: %w", err)
+	}
+	return resp.Sandbox, gone, false, nil
+}
+
 // observePhase follows the gateway's phase: while it moves, from the
 // WatchSandbox stream when one is running. A Ready sandbox is read once per
 // reconcile, which in steady state means once per cache resync: that read
@@ -332,29 +367,9 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Cl
 func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, obs observed, d gatewaySandbox,
 	current *openshellv1.Sandbox) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(sb)
-	if current == nil {
-		current = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
-	}
-	gone, err := r.upstreamMissing(ctx, sb)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if gone && current != nil {
-		// What was streamed says running, but what ran is gone: ask.
-		r.Gateways.Followers().Stop(key)
-		current = nil
-	}
-	if current == nil {
-		resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
-		if grpcstatus.Code(err) == codes.NotFound {
-			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
-			forgetGatewaySandbox(sb)
-			return ctrl.Result{RequeueAfter: nameFreePoll}, nil
-		}
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("get sandbox: %w", err)
-		}
-		current = resp.Sandbox
+	current, gone, lost, err := r.currentAtGateway(ctx, conn, sb, d, current)
+	if err != nil || lost {
+		return ctrl.Result{RequeueAfter: nameFreePoll}, err
 	}
 	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase(), suspendedByUs(sb), obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce) {
 	case actionStop:

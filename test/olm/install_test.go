@@ -281,6 +281,45 @@ func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPa
 	return issuerURL
 }
 
+// writeServingCert writes the Secret's certificate and key into dir, each
+// by rename (the key first: the manager reloads on the certificate).
+func writeServingCert(dir string, s *corev1.Secret) error {
+	for _, k := range []string{"tls.key", "tls.crt"} {
+		tmp := filepath.Join(dir, "."+k+".tmp")
+		if err := os.WriteFile(tmp, s.Data[k], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refreshServingCert rewrites the serving certificate whenever its Secret
+// changes, until ctx ends: the kubelet's periodic sync of a Secret volume.
+func refreshServingCert(ctx context.Context, t *testing.T, ns, name, dir, seen string) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s := &corev1.Secret{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil || s.ResourceVersion == seen ||
+			len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
+			continue
+		}
+		if err := writeServingCert(dir, s); err != nil {
+			t.Logf("refresh the webhook certificate: %v", err)
+			continue
+		}
+		seen = s.ResourceVersion
+	}
+}
+
 // runAsPodStoppable is runAsPod that also returns a function stopping the
 // process, as the pod's deletion does. With issuer, the OIDC issuer is
 // reached through that balancer, as through its Service: a stable address
@@ -357,9 +396,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 			g.Expect(err).NotTo(HaveOccurred(), "the webhook certificate is not the one the API server trusts yet")
 		}
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	for _, k := range []string{"tls.crt", "tls.key"} {
-		g.Expect(os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600)).To(Succeed())
-	}
+	g.Expect(writeServingCert(certDir, s)).To(Succeed())
 	// The OIDC issuer's serving CA, which the test gateway trusts.
 	err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
 		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})
@@ -390,9 +427,17 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 		"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
 	p, err := framework.StartProcessEnv(dir, "operator", bin, env, args...)
 	g.Expect(err).NotTo(HaveOccurred())
+	// As a kubelet refreshes a mounted Secret: OLM may issue the webhook
+	// certificate anew after the process started (it rotates it when the
+	// Secret goes, as the garbage collector makes it go when the replaced
+	// CSV that alone owns it is deleted), and the manager's certificate
+	// watcher reloads the files.
+	refresh, stopRefresh := context.WithCancel(context.Background())
+	go refreshServingCert(refresh, t, opNS, certSecret, certDir, s.ResourceVersion)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
+			stopRefresh()
 			if t.Failed() {
 				t.Logf("operator log:\n%s", p.Tail(6000))
 			}

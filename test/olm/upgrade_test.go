@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -120,6 +123,31 @@ func TestUpgrade(t *testing.T) {
 	stopOld()
 	runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 	waitReady(ctx, g, sb)
+	// OLM issues the webhook certificate anew when its Secret goes (the
+	// garbage collector deletes it with the replaced CSV, which alone owns
+	// it, at a moment load decides): force that now. The running operator
+	// serves the new certificate as a pod would (the kubelet refreshes the
+	// mounted Secret), and admission keeps working.
+	certs := &corev1.SecretList{}
+	g.Expect(c.List(ctx, certs, client.InNamespace(opNS))).To(Succeed())
+	rotated := 0
+	for i := range certs.Items {
+		if strings.HasSuffix(certs.Items[i].Name, "-service-cert") {
+			g.Expect(c.Delete(ctx, &certs.Items[i])).To(Succeed())
+			rotated++
+		}
+	}
+	g.Expect(rotated).To(BeNumerically(">", 0), "no OLM webhook certificate Secret found")
+	g.Eventually(func() error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(sb), cur); err != nil {
+				return err
+			}
+			cur.Labels = map[string]string{"rotated": strconv.Itoa(rotated)}
+			return c.Update(ctx, cur)
+		})
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "admission failed after OLM re-issued the webhook certificate")
 	g.Consistently(func(g Gomega) {
 		g.Expect(dataPlane(ctx, g, sb, sbNS)).To(Equal(before), "the upgrade recreated or changed the running sandbox")
 	}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
