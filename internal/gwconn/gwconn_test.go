@@ -60,28 +60,7 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	defer srv.Close()
 	idp.URL = srv.URL
 
-	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: idp.URL, Audience: "external-aud", CAPEM: ca.CertPEM}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Stop()
-
-	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
-				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
-				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
-	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
-			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
-	).Build()
-	r := &gwconn.Resolver{Client: k, APIReader: k, SecretMetadata: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
-	conn, err := r.Connect(context.Background(), obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj, k, r, conn := externalWithClientCredentials(t, ca, cert, idp.URL, srv)
 	for range 2 {
 		if _, err := conn.GetGatewayInfo(context.Background(), &openshellv1.GetGatewayInfoRequest{}); err != nil {
 			t.Fatalf("GetGatewayInfo with a client-credentials token: %v", err)
@@ -103,7 +82,7 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	if err := k.Update(context.Background(), creds); err != nil {
 		t.Fatal(err)
 	}
-	conn, err = r.Connect(context.Background(), obj)
+	conn, err := r.Connect(context.Background(), obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +117,36 @@ func TestExternalGatewayWithClientCredentials(t *testing.T) {
 	if _, err := r.Connect(context.Background(), obj); err == nil {
 		t.Fatal("connected without any identity")
 	}
+}
+
+// externalWithClientCredentials starts a test gateway trusting issuer and
+// connects to it as an External gateway whose credentials Secret names
+// idp's /token endpoint.
+func externalWithClientCredentials(t *testing.T, ca *pki.KeyPair, cert tls.Certificate, issuer string, idp *httptest.Server) (
+	*openshellv1alpha1.OpenShellGateway, client.Client, *gwconn.Resolver, *gatewayapi.Client) {
+	t.Helper()
+	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: issuer, Audience: "external-aud", CAPEM: ca.CertPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
+				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
+			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(idp.URL + "/token")}},
+	).Build()
+	r := &gwconn.Resolver{Client: k, APIReader: k, SecretMetadata: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: idp.Client()}
+	conn, err := r.Connect(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj, k, r, conn
 }
 
 // countingReader counts reads that reach the API server.
@@ -216,27 +225,7 @@ func TestAHangingIdentityProviderIsBoundedByTheCall(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	defer close(hang)
-	gw, err := testgateway.Start(context.Background(), testgateway.Options{Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: srv.URL, Audience: "external-aud", CAPEM: ca.CertPEM}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Stop()
-	obj := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "platform"},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
-				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
-				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
-	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
-			gwconn.KeyClientID: []byte("operator"), gwconn.KeyClientSecret: []byte("s3cret"), gwconn.KeyTokenURL: []byte(srv.URL + "/token")}},
-	).Build()
-	r := &gwconn.Resolver{Client: k, APIReader: k, SecretMetadata: k, Pool: gatewayapi.NewPool(), TokenHTTPClient: srv.Client()}
-	conn, err := r.Connect(context.Background(), obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, _, conn := externalWithClientCredentials(t, ca, cert, srv.URL, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
