@@ -99,11 +99,17 @@ func heldCreate(ctx context.Context, t *testing.T, e faultEnv, name string) (*op
 		release()
 		t.Fatal("CreateSandbox never reached the gateway")
 	}
+	return sb, createdAtGateway(ctx, g, e, sb), release
+}
+
+// createdAtGateway names sb's sandbox at the test gateway and checks the
+// gateway created it.
+func createdAtGateway(ctx context.Context, g Gomega, e faultEnv, sb *openshellv1alpha1.OpenShellSandbox) gatewaySandbox {
 	ns := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
 	at := gatewaySandbox{sandboxspec.WorkspaceName(e.tenant, ns.UID), sandboxspec.SandboxName(e.tenant, sb.Name)}
 	g.Expect(e.st.Gateway.SandboxNames(at.workspace)).To(ContainElement(at.name), "the gateway created the sandbox")
-	return sb, at, release
+	return at
 }
 
 // expectGoneEverywhere waits until the object is released and checks that
@@ -204,10 +210,7 @@ func TestDeleteDuringCreateOfAPendingSandbox(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("CreateSandbox never reached the gateway")
 	}
-	ns := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: e.tenant}, ns)).To(Succeed())
-	at := gatewaySandbox{sandboxspec.WorkspaceName(e.tenant, ns.UID), sandboxspec.SandboxName(e.tenant, sb.Name)}
-	g.Expect(e.st.Gateway.SandboxNames(at.workspace)).To(ContainElement(at.name), "the gateway created the sandbox")
+	at := createdAtGateway(ctx, g, e, sb)
 	g.Expect(c.Delete(ctx, sb)).To(Succeed())
 	createRelease()
 	expectGoneEverywhere(ctx, t, e, sb, at)
