@@ -155,6 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	r.ensureWatches(pf, known)
 
 	h, res, retErr, err := r.reconcileByMode(ctx, orig, gw, pf)
+	if errors.Is(err, errNotNow) {
+		return res, nil // nothing new is known: the status stays as it is
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -229,7 +232,10 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 		if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 			return h, res, nil, err
 		}
-		h, res = r.checkExternal(ctx, gw)
+		var err error
+		if h, res, err = r.checkExternal(ctx, gw); err != nil {
+			return h, res, nil, err
+		}
 	default:
 		// Reported from the first reconcile on, whatever the install's
 		// progress, so that the status it is part of is written once.

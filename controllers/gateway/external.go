@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	gwstatus "github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -18,24 +20,39 @@ import (
 // called: one small unauthenticated read per gateway per period.
 const externalHealthPeriod = time.Minute
 
+// notNowRetry is how soon a Health call the operator could not make (its
+// bulkhead full, its issuer not signing yet) is tried again.
+const notNowRetry = 2 * time.Second
+
+// errNotNow says the Health RPC was not made for a reason of the
+// operator's own (gwconn.NotNow): the status keeps what it said.
+var errNotNow = errors.New("the Health RPC could not be made yet")
+
 // checkExternal calls the gateway's Health RPC and reports reachability.
-func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (health, ctrl.Result) {
+// errNotNow means there is nothing to report yet.
+func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (health, ctrl.Result, error) {
 	var h health
 	res := ctrl.Result{RequeueAfter: externalHealthPeriod}
 	gw.Status.Endpoint = gw.Spec.External.Endpoint
-	unreachable := func(msg string) (health, ctrl.Result) {
+	unreachable := func(msg string) (health, ctrl.Result, error) {
 		gwstatus.SetCondition(gw, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonUnreachable, msg)
 		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonUnreachable, Message: msg})
-		return h, ctrl.Result{RequeueAfter: 10 * time.Second}
+		return h, ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
 	if r.Gateways == nil {
 		return unreachable("no gateway connections configured")
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
+	if gwconn.NotNow(err) {
+		return h, ctrl.Result{RequeueAfter: notNowRetry}, errNotNow
+	}
 	if err != nil {
 		return unreachable(err.Error())
 	}
 	resp, err := conn.Health(ctx, &openshellv1.HealthRequest{})
+	if gwconn.NotNow(err) {
+		return h, ctrl.Result{RequeueAfter: notNowRetry}, errNotNow
+	}
 	if err != nil {
 		return unreachable("Health RPC failed: " + status.Convert(err).Message())
 	}
@@ -45,5 +62,5 @@ func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.Op
 	gw.Status.Version = resp.Version
 	gwstatus.SetCondition(gw, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonHealthy, "Health RPC answered HEALTHY")
 	h.ready = "the external gateway answers its Health RPC"
-	return h, res
+	return h, res, nil
 }

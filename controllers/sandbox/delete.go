@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -20,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
@@ -96,10 +95,7 @@ func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.T
 	}
 }
 
-func isBusy(err error) bool {
-	busy := (*gatewayapi.BusyError)(nil)
-	return errors.As(err, &busy)
-}
+func isBusy(err error) bool { return gwconn.NotNow(err) }
 
 // unreachableFor is how long the sandbox's GatewayReachable condition has
 // said the gateway cannot be reached (0 when it does not say so).

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 )
 
 // settleWindow is how long the status write of a sandbox just created at
@@ -103,7 +102,6 @@ const busyHold = 10 * time.Second
 // more custom-resource write per sandbox (Pending) exactly when the API
 // server can least afford it.
 func heldForSlot(orig, sb *openshellv1alpha1.OpenShellSandbox, err error, now time.Time) bool {
-	busy := (*gatewayapi.BusyError)(nil)
-	return errors.As(err, &busy) && orig.Status.Phase == "" && sb.Status.SandboxID == "" &&
+	return gwconn.NotNow(err) && orig.Status.Phase == "" && sb.Status.SandboxID == "" &&
 		now.Sub(orig.CreationTimestamp.Time) < busyHold
 }

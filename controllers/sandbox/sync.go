@@ -614,9 +614,9 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 // SetupWithManager) and counts it in controller_runtime_reconcile_errors_total
 // and the log. A conflict is a decision, not a failure: not retried.
 func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Result, error) {
-	if busy := (*gatewayapi.BusyError)(nil); errors.As(err, &busy) {
-		// The gateway answers but has all the calls it may have in flight:
-		// nothing to report (at 10,000 sandboxes, flipping GatewayReachable
+	if gwconn.NotNow(err) {
+		// The gateway answers but has all the calls it may have in flight
+		// (or the operator cannot sign a token yet): nothing to report (at 10,000 sandboxes, flipping GatewayReachable
 		// here wrote two status patches per refusal) and no backoff to
 		// build up: look again shortly.
 		return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}, nil

@@ -7,6 +7,7 @@ package gwconn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -97,6 +98,9 @@ func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + 
 
 // Connect returns a connected client for the gateway.
 func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
+	if usesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
+		return nil, ErrIssuerNotReady
+	}
 	t, err := r.target(ctx, gw)
 	if err != nil {
 		return nil, err
@@ -234,7 +238,7 @@ func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenSh
 // the metadata-only Secret cache, so it costs no API call), or "issuer".
 func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
 	ext := gw.Spec.External
-	if ext == nil || ext.CredentialsSecretRef == nil {
+	if usesIssuer(gw) {
 		return "issuer", nil
 	}
 	if r.SecretMetadata == nil {
@@ -247,9 +251,31 @@ func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1
 	return "secret:" + m.Name + "@" + m.ResourceVersion, nil
 }
 
+// ErrIssuerNotReady says a gateway call cannot be authenticated yet: the
+// operator's OIDC issuer has not loaded its signing keys (just after a
+// start). It is the operator's state, not the gateway's: callers look again
+// shortly and report nothing (reporting it flipped every gateway to Degraded
+// and back after each operator restart).
+var ErrIssuerNotReady = errors.New("the operator's OIDC issuer has not loaded its signing keys yet")
+
+// NotNow says a gateway call was not made for a reason of the operator's
+// own: its bulkhead for the gateway is full (gatewayapi.BusyError) or its
+// issuer cannot sign yet (ErrIssuerNotReady). Nothing about the gateway is
+// known from it: callers look again shortly and write nothing.
+func NotNow(err error) bool {
+	busy := (*gatewayapi.BusyError)(nil)
+	return errors.As(err, &busy) || errors.Is(err, ErrIssuerNotReady)
+}
+
+// usesIssuer says whether calls to a gateway carry the operator's own
+// tokens (every gateway that names no client-credentials Secret).
+func usesIssuer(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw.Spec.External == nil || gw.Spec.External.CredentialsSecretRef == nil
+}
+
 func (r *Resolver) newTokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.TokenSource, error) {
 	ext := gw.Spec.External
-	if ext == nil || ext.CredentialsSecretRef == nil {
+	if usesIssuer(gw) {
 		if r.Issuer == nil {
 			return nil, fmt.Errorf("the operator's OIDC issuer is not configured (--oidc-issuer-url) and the gateway names no credentials Secret")
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -241,5 +243,33 @@ func TestAHangingIdentityProviderIsBoundedByTheCall(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // a bound on failure, not a synchronisation
 		t.Fatal("the call still waits for the identity provider after its context ended")
+	}
+}
+
+// TestIssuerNotReadyIsNotAGatewayFailure: just after a start, before the
+// operator's issuer has its signing keys, a gateway that is called with its
+// tokens is not dialled; the refusal is one callers retry without reporting
+// (NotNow), unlike a real failure. A gateway with its own credentials
+// Secret does not depend on the issuer.
+func TestIssuerNotReadyIsNotAGatewayFailure(t *testing.T) {
+	idp := &oidc.Issuer{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), SecretNamespace: "idp", SecretName: "keys"}
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	r := &gwconn.Resolver{Client: k, APIReader: k, Issuer: idp}
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gw"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://gw.example:443"}}}
+	_, err := r.Connect(context.Background(), gw)
+	if !errors.Is(err, gwconn.ErrIssuerNotReady) || !gwconn.NotNow(err) {
+		t.Fatalf("Connect before the issuer has keys: %v, want ErrIssuerNotReady", err)
+	}
+	if gwconn.NotNow(errors.New("connection refused")) {
+		t.Fatal("NotNow of a real failure")
+	}
+	if !gwconn.NotNow(fmt.Errorf("health: %w", &gatewayapi.BusyError{Gateway: "platform/gw", InFlight: 4})) {
+		t.Fatal("NotNow of a bulkhead refusal: false")
+	}
+	gw.Spec.External.CredentialsSecretRef = &openshellv1alpha1.LocalObjectReference{Name: "creds"}
+	if _, err := r.Connect(context.Background(), gw); errors.Is(err, gwconn.ErrIssuerNotReady) {
+		t.Fatalf("a gateway with its own credentials waits for the operator's issuer: %v", err)
 	}
 }

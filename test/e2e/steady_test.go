@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -103,7 +104,14 @@ func TestRestartWritesNothing(t *testing.T) {
 		}
 		return out
 	}
-	before := statuses()
+	gatewayStatus := func() string {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
+		b, err := json.Marshal(gw.Status)
+		g.Expect(err).NotTo(HaveOccurred())
+		return gw.ResourceVersion + " " + string(b)
+	}
+	before, gwBefore := statuses(), gatewayStatus()
 	recsBefore, err := st.Reconciles()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st.RestartManagerWith(nil)).To(Succeed())
@@ -116,7 +124,17 @@ func TestRestartWritesNothing(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	waitIdle()
 	g.Expect(statuses()).To(Equal(before), "status changed after the restart")
-	g.Expect(writes(st.Requests.Snapshot())-writesBefore).To(BeZero(), "API writes after the restart: %v", st.Requests.Snapshot())
+	g.Expect(gatewayStatus()).To(Equal(gwBefore), func() string {
+		evs := &eventsv1.EventList{}
+		_ = c.List(ctx, evs, client.InNamespace(e.gwNS))
+		var notes []string
+		for _, ev := range evs.Items {
+			notes = append(notes, ev.Reason+": "+ev.Note)
+		}
+		return fmt.Sprintf("the gateway's status changed after the restart; its events: %q", notes)
+	})
+	g.Expect(writes(st.Requests.Snapshot())-writesBefore).To(BeZero(), "API writes after the restart: %v, the last ones %v",
+		st.Requests.Snapshot(), st.Requests.Writes())
 }
 
 // writes counts the write requests among counts by verb.

@@ -113,7 +113,11 @@ type Stack struct {
 type RequestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	writes []string // the last writes, "METHOD path", for a failure to name
 }
+
+// maxWritesKept bounds the write log: a failure needs the recent ones.
+const maxWritesKept = 64
 
 // Wrap is a rest.Config WrapTransport.
 func (rc *RequestCounter) Wrap(next http.RoundTripper) http.RoundTripper {
@@ -127,6 +131,12 @@ func (rc *RequestCounter) Wrap(next http.RoundTripper) http.RoundTripper {
 			rc.counts = map[string]int{}
 		}
 		rc.counts[key]++
+		if r.Method != http.MethodGet {
+			rc.writes = append(rc.writes, r.Method+" "+r.URL.Path)
+			if len(rc.writes) > maxWritesKept {
+				rc.writes = rc.writes[len(rc.writes)-maxWritesKept:]
+			}
+		}
 		rc.mu.Unlock()
 		return next.RoundTrip(r)
 	})
@@ -141,6 +151,13 @@ func (rc *RequestCounter) Snapshot() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Writes returns the most recent writes (method and path), oldest first.
+func (rc *RequestCounter) Writes() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.writes...)
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
