@@ -358,6 +358,9 @@ const (
 	SandboxReasonNamespaceBudgetExceeded = "NamespaceBudgetExceeded"
 	// SandboxReasonSecretNotFound: an env secretKeyRef cannot be read.
 	SandboxReasonSecretNotFound = "SecretNotFound"
+	// SandboxReasonEnvTooLarge: env reads more Secrets, or more bytes, than
+	// one sandbox may (sandboxspec.MaxEnvSecrets, MaxEnvBytes).
+	SandboxReasonEnvTooLarge = "EnvTooLarge"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.
 	SandboxReasonWaitingForGateway = "WaitingForGateway"
 )

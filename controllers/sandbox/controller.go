@@ -106,10 +106,10 @@ type observed struct {
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
 	unsyncedProviders []string
-	// env holds resolved values; envError names what could not be read
+	// env holds resolved values; envRefusal names what could not be read
 	// (never a value).
-	env      map[string]string
-	envError string
+	env        map[string]string
+	envRefusal *refusal
 }
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
@@ -251,7 +251,7 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	if obs.gateway != nil {
 		obs.unsyncedProviders = unsynced(obs.providers, gwconn.Key(obs.gateway))
 	}
-	obs.env, obs.envError = r.resolveEnv(ctx, sb)
+	obs.env, obs.envRefusal = r.resolveEnv(ctx, sb)
 	return obs, nil
 }
 
@@ -259,7 +259,7 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 // namespace only, one Secret at a time: only the values env names are kept,
 // never a whole Secret beyond its read. Errors name the Secret and key,
 // never a value.
-func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (map[string]string, string) {
+func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (map[string]string, *refusal) {
 	env := map[string]string{}
 	refs := map[string][]openshellv1alpha1.SandboxEnvVar{} // Secret name → the env vars it feeds
 	var order []string
@@ -278,30 +278,38 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 		}
 	}
 	if len(order) > sandboxspec.MaxEnvSecrets {
-		return nil, fmt.Sprintf("env reads %d Secrets, more than the %d one sandbox may: put the values in fewer Secrets", len(order), sandboxspec.MaxEnvSecrets)
+		return nil, envTooLarge(fmt.Sprintf("env reads %d Secrets, more than the %d one sandbox may: put the values in fewer Secrets", len(order), sandboxspec.MaxEnvSecrets))
 	}
 	for _, name := range order {
 		s := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, s); err != nil {
 			e := refs[name][0]
 			if apierrors.IsNotFound(err) {
-				return nil, fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, name, sb.Namespace)
+				return nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, name, sb.Namespace))
 			}
-			return nil, fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, name, apierrors.ReasonForError(err))
+			return nil, secretUnreadable(fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, name, apierrors.ReasonForError(err)))
 		}
 		for _, e := range refs[name] {
 			v, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]
 			if !ok {
-				return nil, fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, name, e.ValueFrom.SecretKeyRef.Key)
+				return nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, name, e.ValueFrom.SecretKeyRef.Key))
 			}
 			env[e.Name] = string(v)
 			size += len(e.Name) + len(v)
 		}
 		if size > sandboxspec.MaxEnvBytes {
-			return nil, fmt.Sprintf("env values total more than the gateway's %d KiB (reached with Secret %s): reference smaller values", sandboxspec.MaxEnvBytes>>10, name)
+			return nil, envTooLarge(fmt.Sprintf("env values total more than the gateway's %d KiB (reached with Secret %s): reference smaller values", sandboxspec.MaxEnvBytes>>10, name))
 		}
 	}
-	return env, ""
+	return env, nil
+}
+
+func secretUnreadable(msg string) *refusal {
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, msg}
+}
+
+func envTooLarge(msg string) *refusal {
+	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonEnvTooLarge, msg}
 }
 
 // recordPhase emits an event when the phase changes, except for the normal

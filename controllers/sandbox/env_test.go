@@ -34,15 +34,20 @@ func TestResolveEnvIsBounded(t *testing.T) {
 	for i := range sandboxspec.MaxEnvSecrets {
 		sb.Spec.Env = append(sb.Spec.Env, ref(i, "k"))
 	}
-	if env, msg := r.resolveEnv(context.Background(), sb); msg != "" || len(env) != sandboxspec.MaxEnvSecrets {
-		t.Fatalf("within the bounds: %d values, %q", len(env), msg)
+	if env, ref := r.resolveEnv(context.Background(), sb); ref != nil || len(env) != sandboxspec.MaxEnvSecrets {
+		t.Fatalf("within the bounds: %d values, %+v", len(env), ref)
+	}
+	refused := func(what, reason, msg string) {
+		t.Helper()
+		_, ref := r.resolveEnv(context.Background(), sb)
+		if ref == nil || ref.reason != reason || !strings.Contains(ref.message, msg) {
+			t.Fatalf("%s: %+v, want %s %q", what, ref, reason, msg)
+		}
 	}
 	sb.Spec.Env = append(sb.Spec.Env, ref(sandboxspec.MaxEnvSecrets, "k"))
-	if _, msg := r.resolveEnv(context.Background(), sb); !strings.Contains(msg, "more than the 16 one sandbox may") {
-		t.Fatalf("one Secret too many: %q", msg)
-	}
+	refused("one Secret too many", openshellv1alpha1.SandboxReasonEnvTooLarge, "more than the 16 one sandbox may")
 	sb.Spec.Env = []openshellv1alpha1.SandboxEnvVar{ref(0, "big"), ref(1, "big")}
-	if _, msg := r.resolveEnv(context.Background(), sb); !strings.Contains(msg, "more than the gateway's 256 KiB (reached with Secret s1)") {
-		t.Fatalf("values over the gateway's limit: %q", msg)
-	}
+	refused("values over the gateway's limit", openshellv1alpha1.SandboxReasonEnvTooLarge, "more than the gateway's 256 KiB (reached with Secret s1)")
+	sb.Spec.Env = []openshellv1alpha1.SandboxEnvVar{ref(0, "missing")}
+	refused("a key the Secret lacks", openshellv1alpha1.SandboxReasonSecretNotFound, `Secret s0 has no key "missing"`)
 }

@@ -181,10 +181,7 @@ func providersGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusa
 }
 
 func envGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
-	if obs.envError == "" {
-		return nil
-	}
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, obs.envError}
+	return obs.envRefusal
 }
 
 // imageGate rejects a sandbox not yet created whose image is not allowed;

@@ -12,7 +12,9 @@
 // (steady-state window, default 30s; 0 skips it; the figure is 5m),
 // BENCH_INFLATE (labelled 100 KiB ConfigMaps a tenant creates to try to
 // inflate the operator's cache, default 1000; 0 skips it),
-// BENCH_SATURATION (the first offered rate of the saturation search,
+// BENCH_SECRET_ATTACK (1, the default: a tenant's 128 Secrets of 0.9 MiB
+// named by greedy sandboxes, the operator's footprint before and after; 0
+// skips it), BENCH_SATURATION (the first offered rate of the saturation search,
 // default 10; 0 skips it), BENCH_SATURATION_WINDOW (how long each rate is
 // offered, default 20s), BENCH_SCALE (OpenShellSandboxes for the scale
 // run, default 0: none; the steady-state, footprint and fan-out figures
@@ -282,6 +284,13 @@ func run() error {
 		prints, err := measureInflation(ctx, cluster, st, set.inflate)
 		if err != nil {
 			return fmt.Errorf("cache inflation: %w", err)
+		}
+		rep.Footprint = append(rep.Footprint, prints...)
+	}
+	if set.secretAttack {
+		prints, err := measureSecretAttack(ctx, cluster, st)
+		if err != nil {
+			return fmt.Errorf("secret attack: %w", err)
 		}
 		rep.Footprint = append(rep.Footprint, prints...)
 	}

@@ -18,6 +18,7 @@ type settings struct {
 	rate                    int
 	steady                  time.Duration
 	inflate, admission      int
+	secretAttack            bool
 	saturationFrom          int
 	saturationWindow        time.Duration
 	scale, scaleRate        int
@@ -69,6 +70,7 @@ func readSettings() (settings, error) {
 	s.sizes, s.rate = ints("BENCH_N", "100"), one("BENCH_RATE", 10)
 	s.steady = duration("BENCH_STEADY", 30*time.Second)
 	s.inflate, s.admission = one("BENCH_INFLATE", 1000), one("BENCH_ADMISSION", 200)
+	s.secretAttack = one("BENCH_SECRET_ATTACK", 1) != 0
 	s.saturationFrom, s.saturationWindow = one("BENCH_SATURATION", 10), duration("BENCH_SATURATION_WINDOW", 20*time.Second)
 	s.scale, s.scaleRate = one("BENCH_SCALE", 0), one("BENCH_SCALE_RATE", s.rate)
 	s.fanoutQPS = ints("BENCH_FANOUT_QPS", "")
