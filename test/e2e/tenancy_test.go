@@ -34,6 +34,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
@@ -53,7 +54,10 @@ const tenancyLabel = "openshell-e2e/tenancy"
 type tenancySuite struct {
 	st                    *stack.Stack
 	gwNS, sbNS, claimedNS string
-	webhookName           string
+	// placementNS is a platform namespace (listed and labelled) that
+	// Managed gateways may place their sandboxes in.
+	placementNS string
+	webhookName string
 }
 
 // TestTenancy plays each persona with exactly the RBAC it would hold on
@@ -71,14 +75,15 @@ func TestTenancy(t *testing.T) {
 	tn := &tenancySuite{gwNS: tenancyNamespace(ctx, t, "platform", nil), sbNS: tenancyNamespace(ctx, t, "sandboxes", nil),
 		// Listed as a gateway namespace, but never labelled by the cluster
 		// admin: as if a self-provisioner had requested it first.
-		claimedNS: tenancyNamespace(ctx, t, "claimed", nil)}
+		claimedNS:   tenancyNamespace(ctx, t, "claimed", nil),
+		placementNS: tenancyNamespace(ctx, t, "placement", map[string]string{tenancy.LabelServeGateways: "true"})}
 	certDir, caPEM, port := webhookServing(t)
 	var err error
 	tn.st, err = stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: tn.gwNS, SandboxNamespace: tn.sbNS,
 		Tenancy: &openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{
 			From: openshellv1alpha1.NamespacesFromSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
 		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS}},
+			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{tn.claimedNS, tn.placementNS}},
 				ForceReleaseAfter: forceReleaseAfter}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(tn.st.Stop()).To(Succeed()) }()
@@ -91,6 +96,7 @@ func TestTenancy(t *testing.T) {
 
 	t.Run("ManagedGatewayInTenantNamespace", tn.managedGatewayInTenantNamespace)
 	t.Run("ImageOverrideRefused", tn.imageOverrideRefused)
+	t.Run("SecondGatewayCannotShareASandboxNamespace", tn.secondGatewayCannotShareASandboxNamespace)
 	t.Run("GatewayAccess", tn.gatewayAccess)
 	t.Run("TenantAdminVsEditor", tn.tenantAdminVsEditor)
 	t.Run("SecretReference", tn.secretReference)
@@ -421,6 +427,56 @@ func (tn *tenancySuite) imageOverrideRefused(t *testing.T) {
 	sts := &appsv1.StatefulSet{}
 	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tn.gwNS, Name: "override"}, sts)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no gateway workload with the attacker's image: %v", err)
+}
+
+// secondGatewayCannotShareASandboxNamespace (N11): each gateway's
+// RoleBinding in its sandbox namespace covers every agents.x-k8s.io Sandbox
+// there, so a second gateway placing sandboxes beside the first's could
+// rewrite their pod templates. The later one is refused before anything is
+// rendered for it; the first keeps the namespace, bound to its own
+// ServiceAccount only.
+func (tn *tenancySuite) secondGatewayCannotShareASandboxNamespace(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	managed := func(name string) *openshellv1alpha1.OpenShellGateway {
+		return &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.gwNS},
+			Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged, Managed: &openshellv1alpha1.ManagedGatewaySpec{
+				Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: tn.placementNS}}}}
+	}
+	bindingsOf := func(g Gomega, name string) []rbacv1.RoleBinding {
+		rbs := &rbacv1.RoleBindingList{}
+		g.Expect(c.List(ctx, rbs, client.InNamespace(tn.placementNS), client.MatchingLabels{render.LabelGatewayName: name})).To(Succeed())
+		return rbs.Items
+	}
+	first, second := managed("first"), managed("second")
+	g.Expect(c.Create(ctx, first)).To(Succeed())
+	defer func() { _ = c.Delete(context.Background(), first) }()
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(first), cur)).To(Succeed())
+		g.Expect(bindingsOf(g, first.Name)).NotTo(BeEmpty(), "the first gateway is rendered: %+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
+	g.Expect(c.Create(ctx, second)).To(Succeed())
+	defer func() { _ = c.Delete(context.Background(), second) }()
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(second), cur)).To(Succeed())
+		d := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionDegraded)
+		g.Expect(d).NotTo(BeNil())
+		g.Expect(d.Reason).To(Equal(openshellv1alpha1.GatewayReasonSandboxNamespaceNotServed), "%+v", cur.Status.Conditions)
+		g.Expect(d.Message).To(ContainSubstring("first"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(bindingsOf(g, second.Name)).To(BeEmpty(), "nothing is bound for the refused gateway")
+	sts := &appsv1.StatefulSet{}
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: tn.gwNS, Name: render.NamesFor(second).Fullname}, sts))).To(BeTrue())
+	for _, rb := range bindingsOf(g, first.Name) {
+		for _, s := range rb.Subjects {
+			g.Expect(s.Name).NotTo(ContainSubstring(second.Name), "the first gateway's bindings name only its own ServiceAccounts")
+		}
+	}
 }
 
 // gatewayAccess: the platform gateway admits namespaces labelled team=a.
