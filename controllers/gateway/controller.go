@@ -243,6 +243,9 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 			return h, res, nil, err
 		}
 		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf)
+		if errors.Is(applyErr, errNotNow) {
+			return h, res, nil, applyErr
+		}
 		if applyErr != nil {
 			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: sanitize(applyErr)})
 		}
@@ -283,13 +286,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	}
 	in, blocked := r.resolveInputs(gw, pf, source)
 	if blocked != nil {
-		if blocked.Reason == openshellv1alpha1.GatewayReasonInstalling {
-			// The issuer is starting; rendering without it would roll the gateway twice.
-			h.waiting = append(h.waiting, *blocked)
-			return h, ctrl.Result{RequeueAfter: issuerStartPoll}, nil
-		}
-		h.degraded = append(h.degraded, *blocked)
-		return h, res, nil
+		return blockedBy(orig, h, *blocked)
 	}
 	if err := r.ensureGeneratedSecrets(ctx, gw); err != nil {
 		return h, res, err
@@ -360,6 +357,24 @@ func (r *Reconciler) refusal(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		return nil, err
 	}
 	return &issue{Reason: openshellv1alpha1.GatewayReasonSandboxNamespaceNotServed, Message: msg}, nil
+}
+
+// blockedBy reports what keeps a gateway from being rendered. The
+// operator's issuer still starting is a wait (rendering without it would
+// roll the gateway twice); a gateway already installed is not reported
+// Installing for it, or after every operator restart it would flip to
+// Installing and back: nothing new is known (errNotNow).
+func blockedBy(orig *openshellv1alpha1.OpenShellGateway, h health, b issue) (health, ctrl.Result, error) {
+	if b.Reason != openshellv1alpha1.GatewayReasonInstalling {
+		h.degraded = append(h.degraded, b)
+		return h, ctrl.Result{}, nil
+	}
+	res := ctrl.Result{RequeueAfter: issuerStartPoll}
+	if orig.Status.Phase != "" && orig.Status.Phase != openshellv1alpha1.GatewayPhasePending {
+		return h, res, errNotNow
+	}
+	h.waiting = append(h.waiting, b)
+	return h, res, nil
 }
 
 // issuerStartPoll is how soon a gateway waiting for the OIDC issuer looks again.

@@ -24,9 +24,10 @@ const externalHealthPeriod = time.Minute
 // bulkhead full, its issuer not signing yet) is tried again.
 const notNowRetry = 2 * time.Second
 
-// errNotNow says the Health RPC was not made for a reason of the
-// operator's own (gwconn.NotNow): the status keeps what it said.
-var errNotNow = errors.New("the Health RPC could not be made yet")
+// errNotNow says nothing new is known for a reason of the operator's own
+// (a Health RPC it could not make, gwconn.NotNow; its issuer still
+// starting): the status keeps what it said.
+var errNotNow = errors.New("nothing new is known yet: the operator is starting")
 
 // checkExternal calls the gateway's Health RPC and reports reachability.
 // errNotNow means there is nothing to report yet.
