@@ -190,8 +190,23 @@ TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck 
 	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test \
 	$(LOCALBIN)/promtool
 
+# The `openshell` Python package of the newest 0.1 release on PyPI (newer
+# releases publish no wheel there): its generated *_pb2.py carry the
+# release's protobuf descriptors, which test/wire checks the operator's 0.1
+# protos against. Pinned by version and digest, unpacked into bin/.
+OPENSHELL_WHEEL_VERSION := 0.1.5
+OPENSHELL_WHEEL_SHA256 := 2f29c7f7da5c9b99b17ec5ad75d6236ec19a178ece10c672b4d0fee35231f7f3
+OPENSHELL_WHEEL_DIR := $(LOCALBIN)/openshell-wheel
+OPENSHELL_WHEEL := $(OPENSHELL_WHEEL_DIR)/.unpacked-$(OPENSHELL_WHEEL_VERSION)
+$(OPENSHELL_WHEEL): | $(LOCALBIN)
+	rm -rf $(OPENSHELL_WHEEL_DIR) && mkdir -p $(OPENSHELL_WHEEL_DIR)
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --dest $(OPENSHELL_WHEEL_DIR) openshell==$(OPENSHELL_WHEEL_VERSION)
+	echo "$(OPENSHELL_WHEEL_SHA256)  $(OPENSHELL_WHEEL_DIR)/openshell-$(OPENSHELL_WHEEL_VERSION)-py3-none-any.whl" | sha256sum -c -
+	cd $(OPENSHELL_WHEEL_DIR) && python3 -m zipfile -e openshell-$(OPENSHELL_WHEEL_VERSION)-py3-none-any.whl .
+	touch $@
+
 .PHONY: tools
-tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) ## Build every tool and control-plane binary the tests need into bin/ (cached).
+tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) $(OPENSHELL_WHEEL) ## Build every tool and control-plane binary the tests need into bin/ (cached).
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

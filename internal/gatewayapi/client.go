@@ -98,7 +98,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 	k := t.key()
 	if c, ok := p.conns[name]; ok {
 		if c.key == k {
-			return &Client{openshellv1.NewOpenShellClient(c.conn)}, nil
+			return &Client{openshellv1.NewOpenShellClient(legacyConn{c.conn})}, nil
 		}
 		_ = c.conn.Close()
 		delete(p.conns, name)
@@ -108,7 +108,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 		return nil, err
 	}
 	p.conns[name] = &pooled{key: k, conn: conn}
-	return &Client{openshellv1.NewOpenShellClient(conn)}, nil
+	return &Client{openshellv1.NewOpenShellClient(legacyConn{conn})}, nil
 }
 
 // Forget closes the connection of a deleted gateway.

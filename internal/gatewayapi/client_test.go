@@ -183,3 +183,20 @@ func countCalls(t *testing.T, method, code string) float64 {
 	}
 	return sum
 }
+
+// TestLegacyMethodIsTheWireName: the renamed legacy messages are called
+// and served under the service's real name; other paths pass unchanged.
+func TestLegacyMethodIsTheWireName(t *testing.T) {
+	for in, want := range map[string]string{
+		"/openshell.legacy.v1.OpenShell/CreateSandbox": "/openshell.v1.OpenShell/CreateSandbox",
+		"/openshell.v1.OpenShell/CreateSandbox":        "/openshell.v1.OpenShell/CreateSandbox",
+		"/grpc.health.v1.Health/Check":                 "/grpc.health.v1.Health/Check",
+	} {
+		if got := gatewayapi.LegacyMethod(in); got != want {
+			t.Errorf("LegacyMethod(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if d := gatewayapi.LegacyServiceDesc(); d.ServiceName != "openshell.v1.OpenShell" || len(d.Methods) == 0 {
+		t.Fatalf("legacy service served as %s with %d methods", d.ServiceName, len(d.Methods))
+	}
+}

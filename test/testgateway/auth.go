@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"net/http"
 	"slices"
 	"strings"
@@ -215,16 +216,27 @@ func callerIsAdmin(ctx context.Context) bool {
 	return p != nil && p.admin
 }
 
+// wireMethod is the path the call came in on: the generated handlers of
+// the legacy messages name their renamed package in info.FullMethod
+// (internal/gatewayapi.LegacyMethod).
+func wireMethod(ctx context.Context, fullMethod string) string {
+	if m, ok := grpc.Method(ctx); ok {
+		return m
+	}
+	return gatewayapi.LegacyMethod(fullMethod)
+}
+
 func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := g.before(ctx, info.FullMethod)
+	method := wireMethod(ctx, info.FullMethod)
+	ctx, err := g.before(ctx, method)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
 	g.mu.Lock()
-	h, held := g.holdNext[info.FullMethod]
+	h, held := g.holdNext[method]
 	if held {
-		delete(g.holdNext, info.FullMethod)
+		delete(g.holdNext, method)
 	}
 	g.mu.Unlock()
 	if held {
@@ -236,7 +248,7 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if _, err := g.before(ss.Context(), info.FullMethod); err != nil {
+	if _, err := g.before(ss.Context(), wireMethod(ss.Context(), info.FullMethod)); err != nil {
 		return err
 	}
 	return handler(srv, ss)

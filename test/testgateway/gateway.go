@@ -117,7 +117,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		grpc.ChainUnaryInterceptor(g.unaryAuth),
 		grpc.ChainStreamInterceptor(g.streamAuth),
 	)
-	openshellv1.RegisterOpenShellServer(g.srv, g)
+	g.srv.RegisterService(gatewayapi.LegacyServiceDesc(), g)
 	dctx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
 	if opts.Kube != nil {

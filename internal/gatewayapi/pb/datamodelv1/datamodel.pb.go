@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: datamodel.proto
+// source: legacy/datamodel.proto
 
 package datamodelv1
 
@@ -58,11 +58,11 @@ func (x WorkspacePhase) String() string {
 }
 
 func (WorkspacePhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_datamodel_proto_enumTypes[0].Descriptor()
+	return file_legacy_datamodel_proto_enumTypes[0].Descriptor()
 }
 
 func (WorkspacePhase) Type() protoreflect.EnumType {
-	return &file_datamodel_proto_enumTypes[0]
+	return &file_legacy_datamodel_proto_enumTypes[0]
 }
 
 func (x WorkspacePhase) Number() protoreflect.EnumNumber {
@@ -71,7 +71,7 @@ func (x WorkspacePhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkspacePhase.Descriptor instead.
 func (WorkspacePhase) EnumDescriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{0}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{0}
 }
 
 type ObjectMeta struct {
@@ -90,7 +90,7 @@ type ObjectMeta struct {
 
 func (x *ObjectMeta) Reset() {
 	*x = ObjectMeta{}
-	mi := &file_datamodel_proto_msgTypes[0]
+	mi := &file_legacy_datamodel_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +102,7 @@ func (x *ObjectMeta) String() string {
 func (*ObjectMeta) ProtoMessage() {}
 
 func (x *ObjectMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_datamodel_proto_msgTypes[0]
+	mi := &file_legacy_datamodel_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +115,7 @@ func (x *ObjectMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectMeta.ProtoReflect.Descriptor instead.
 func (*ObjectMeta) Descriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{0}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ObjectMeta) GetId() string {
@@ -185,7 +185,7 @@ type CredentialHandle struct {
 
 func (x *CredentialHandle) Reset() {
 	*x = CredentialHandle{}
-	mi := &file_datamodel_proto_msgTypes[1]
+	mi := &file_legacy_datamodel_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +197,7 @@ func (x *CredentialHandle) String() string {
 func (*CredentialHandle) ProtoMessage() {}
 
 func (x *CredentialHandle) ProtoReflect() protoreflect.Message {
-	mi := &file_datamodel_proto_msgTypes[1]
+	mi := &file_legacy_datamodel_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +210,7 @@ func (x *CredentialHandle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialHandle.ProtoReflect.Descriptor instead.
 func (*CredentialHandle) Descriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{1}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CredentialHandle) GetDriver() string {
@@ -250,7 +250,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_datamodel_proto_msgTypes[2]
+	mi := &file_legacy_datamodel_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +262,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_datamodel_proto_msgTypes[2]
+	mi := &file_legacy_datamodel_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +275,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{2}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Provider) GetMetadata() *ObjectMeta {
@@ -329,14 +329,14 @@ func (x *Provider) GetCredentialHandles() map[string]*CredentialHandle {
 
 type WorkspaceStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Phase         WorkspacePhase         `protobuf:"varint,1,opt,name=phase,proto3,enum=openshell.datamodel.v1.WorkspacePhase" json:"phase,omitempty"`
+	Phase         WorkspacePhase         `protobuf:"varint,1,opt,name=phase,proto3,enum=openshell.legacy.datamodel.v1.WorkspacePhase" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkspaceStatus) Reset() {
 	*x = WorkspaceStatus{}
-	mi := &file_datamodel_proto_msgTypes[3]
+	mi := &file_legacy_datamodel_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +348,7 @@ func (x *WorkspaceStatus) String() string {
 func (*WorkspaceStatus) ProtoMessage() {}
 
 func (x *WorkspaceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_datamodel_proto_msgTypes[3]
+	mi := &file_legacy_datamodel_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +361,7 @@ func (x *WorkspaceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceStatus.ProtoReflect.Descriptor instead.
 func (*WorkspaceStatus) Descriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{3}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WorkspaceStatus) GetPhase() WorkspacePhase {
@@ -381,7 +381,7 @@ type Workspace struct {
 
 func (x *Workspace) Reset() {
 	*x = Workspace{}
-	mi := &file_datamodel_proto_msgTypes[4]
+	mi := &file_legacy_datamodel_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +393,7 @@ func (x *Workspace) String() string {
 func (*Workspace) ProtoMessage() {}
 
 func (x *Workspace) ProtoReflect() protoreflect.Message {
-	mi := &file_datamodel_proto_msgTypes[4]
+	mi := &file_legacy_datamodel_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +406,7 @@ func (x *Workspace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workspace.ProtoReflect.Descriptor instead.
 func (*Workspace) Descriptor() ([]byte, []int) {
-	return file_datamodel_proto_rawDescGZIP(), []int{4}
+	return file_legacy_datamodel_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Workspace) GetMetadata() *ObjectMeta {
@@ -423,19 +423,19 @@ func (x *Workspace) GetStatus() *WorkspaceStatus {
 	return nil
 }
 
-var File_datamodel_proto protoreflect.FileDescriptor
+var File_legacy_datamodel_proto protoreflect.FileDescriptor
 
-const file_datamodel_proto_rawDesc = "" +
+const file_legacy_datamodel_proto_rawDesc = "" +
 	"\n" +
-	"\x0fdatamodel.proto\x12\x16openshell.datamodel.v1\"\xeb\x03\n" +
+	"\x16legacy/datamodel.proto\x12\x1dopenshell.legacy.datamodel.v1\"\xf9\x03\n" +
 	"\n" +
 	"ObjectMeta\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
-	"\rcreated_at_ms\x18\x03 \x01(\x03R\vcreatedAtMs\x12F\n" +
-	"\x06labels\x18\x04 \x03(\v2..openshell.datamodel.v1.ObjectMeta.LabelsEntryR\x06labels\x12)\n" +
-	"\x10resource_version\x18\x05 \x01(\x04R\x0fresourceVersion\x12U\n" +
-	"\vannotations\x18\x06 \x03(\v23.openshell.datamodel.v1.ObjectMeta.AnnotationsEntryR\vannotations\x12\x1c\n" +
+	"\rcreated_at_ms\x18\x03 \x01(\x03R\vcreatedAtMs\x12M\n" +
+	"\x06labels\x18\x04 \x03(\v25.openshell.legacy.datamodel.v1.ObjectMeta.LabelsEntryR\x06labels\x12)\n" +
+	"\x10resource_version\x18\x05 \x01(\x04R\x0fresourceVersion\x12\\\n" +
+	"\vannotations\x18\x06 \x03(\v2:.openshell.legacy.datamodel.v1.ObjectMeta.AnnotationsEntryR\vannotations\x12\x1c\n" +
 	"\tworkspace\x18\a \x01(\tR\tworkspace\x122\n" +
 	"\x15deletion_timestamp_ms\x18\b \x01(\x03R\x13deletionTimestampMs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
@@ -443,22 +443,22 @@ const file_datamodel_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
 	"\x10CredentialHandle\x12\x16\n" +
 	"\x06driver\x18\x01 \x01(\tR\x06driver\x12\x16\n" +
-	"\x06handle\x18\x02 \x01(\tR\x06handle\x12R\n" +
-	"\bmetadata\x18\x03 \x03(\v26.openshell.datamodel.v1.CredentialHandle.MetadataEntryR\bmetadata\x1a;\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\x12Y\n" +
+	"\bmetadata\x18\x03 \x03(\v2=.openshell.legacy.datamodel.v1.CredentialHandle.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x06\n" +
-	"\bProvider\x12>\n" +
-	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12S\n" +
-	"\vcredentials\x18\x03 \x03(\v21.openshell.datamodel.v1.Provider.CredentialsEntryR\vcredentials\x12D\n" +
-	"\x06config\x18\x04 \x03(\v2,.openshell.datamodel.v1.Provider.ConfigEntryR\x06config\x12t\n" +
-	"\x18credential_expires_at_ms\x18\x05 \x03(\v2;.openshell.datamodel.v1.Provider.CredentialExpiresAtMsEntryR\x15credentialExpiresAtMs\x12+\n" +
-	"\x11profile_workspace\x18\x06 \x01(\tR\x10profileWorkspace\x12f\n" +
-	"\x12credential_handles\x18\a \x03(\v27.openshell.datamodel.v1.Provider.CredentialHandlesEntryR\x11credentialHandles\x1a>\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x06\n" +
+	"\bProvider\x12E\n" +
+	"\bmetadata\x18\x01 \x01(\v2).openshell.legacy.datamodel.v1.ObjectMetaR\bmetadata\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12Z\n" +
+	"\vcredentials\x18\x03 \x03(\v28.openshell.legacy.datamodel.v1.Provider.CredentialsEntryR\vcredentials\x12K\n" +
+	"\x06config\x18\x04 \x03(\v23.openshell.legacy.datamodel.v1.Provider.ConfigEntryR\x06config\x12{\n" +
+	"\x18credential_expires_at_ms\x18\x05 \x03(\v2B.openshell.legacy.datamodel.v1.Provider.CredentialExpiresAtMsEntryR\x15credentialExpiresAtMs\x12+\n" +
+	"\x11profile_workspace\x18\x06 \x01(\tR\x10profileWorkspace\x12m\n" +
+	"\x12credential_handles\x18\a \x03(\v2>.openshell.legacy.datamodel.v1.Provider.CredentialHandlesEntryR\x11credentialHandles\x1a>\n" +
 	"\x10CredentialsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -467,62 +467,62 @@ const file_datamodel_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aH\n" +
 	"\x1aCredentialExpiresAtMsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1an\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1au\n" +
 	"\x16CredentialHandlesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12>\n" +
-	"\x05value\x18\x02 \x01(\v2(.openshell.datamodel.v1.CredentialHandleR\x05value:\x028\x01\"O\n" +
-	"\x0fWorkspaceStatus\x12<\n" +
-	"\x05phase\x18\x01 \x01(\x0e2&.openshell.datamodel.v1.WorkspacePhaseR\x05phase\"\x8c\x01\n" +
-	"\tWorkspace\x12>\n" +
-	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12?\n" +
-	"\x06status\x18\x02 \x01(\v2'.openshell.datamodel.v1.WorkspaceStatusR\x06status*n\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12E\n" +
+	"\x05value\x18\x02 \x01(\v2/.openshell.legacy.datamodel.v1.CredentialHandleR\x05value:\x028\x01\"V\n" +
+	"\x0fWorkspaceStatus\x12C\n" +
+	"\x05phase\x18\x01 \x01(\x0e2-.openshell.legacy.datamodel.v1.WorkspacePhaseR\x05phase\"\x9a\x01\n" +
+	"\tWorkspace\x12E\n" +
+	"\bmetadata\x18\x01 \x01(\v2).openshell.legacy.datamodel.v1.ObjectMetaR\bmetadata\x12F\n" +
+	"\x06status\x18\x02 \x01(\v2..openshell.legacy.datamodel.v1.WorkspaceStatusR\x06status*n\n" +
 	"\x0eWorkspacePhase\x12\x1f\n" +
 	"\x1bWORKSPACE_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKSPACE_PHASE_ACTIVE\x10\x01\x12\x1f\n" +
 	"\x1bWORKSPACE_PHASE_TERMINATING\x10\x02BXZVgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1;datamodelv1b\x06proto3"
 
 var (
-	file_datamodel_proto_rawDescOnce sync.Once
-	file_datamodel_proto_rawDescData []byte
+	file_legacy_datamodel_proto_rawDescOnce sync.Once
+	file_legacy_datamodel_proto_rawDescData []byte
 )
 
-func file_datamodel_proto_rawDescGZIP() []byte {
-	file_datamodel_proto_rawDescOnce.Do(func() {
-		file_datamodel_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_datamodel_proto_rawDesc), len(file_datamodel_proto_rawDesc)))
+func file_legacy_datamodel_proto_rawDescGZIP() []byte {
+	file_legacy_datamodel_proto_rawDescOnce.Do(func() {
+		file_legacy_datamodel_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_legacy_datamodel_proto_rawDesc), len(file_legacy_datamodel_proto_rawDesc)))
 	})
-	return file_datamodel_proto_rawDescData
+	return file_legacy_datamodel_proto_rawDescData
 }
 
-var file_datamodel_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_datamodel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
-var file_datamodel_proto_goTypes = []any{
-	(WorkspacePhase)(0),      // 0: openshell.datamodel.v1.WorkspacePhase
-	(*ObjectMeta)(nil),       // 1: openshell.datamodel.v1.ObjectMeta
-	(*CredentialHandle)(nil), // 2: openshell.datamodel.v1.CredentialHandle
-	(*Provider)(nil),         // 3: openshell.datamodel.v1.Provider
-	(*WorkspaceStatus)(nil),  // 4: openshell.datamodel.v1.WorkspaceStatus
-	(*Workspace)(nil),        // 5: openshell.datamodel.v1.Workspace
-	nil,                      // 6: openshell.datamodel.v1.ObjectMeta.LabelsEntry
-	nil,                      // 7: openshell.datamodel.v1.ObjectMeta.AnnotationsEntry
-	nil,                      // 8: openshell.datamodel.v1.CredentialHandle.MetadataEntry
-	nil,                      // 9: openshell.datamodel.v1.Provider.CredentialsEntry
-	nil,                      // 10: openshell.datamodel.v1.Provider.ConfigEntry
-	nil,                      // 11: openshell.datamodel.v1.Provider.CredentialExpiresAtMsEntry
-	nil,                      // 12: openshell.datamodel.v1.Provider.CredentialHandlesEntry
+var file_legacy_datamodel_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_legacy_datamodel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_legacy_datamodel_proto_goTypes = []any{
+	(WorkspacePhase)(0),      // 0: openshell.legacy.datamodel.v1.WorkspacePhase
+	(*ObjectMeta)(nil),       // 1: openshell.legacy.datamodel.v1.ObjectMeta
+	(*CredentialHandle)(nil), // 2: openshell.legacy.datamodel.v1.CredentialHandle
+	(*Provider)(nil),         // 3: openshell.legacy.datamodel.v1.Provider
+	(*WorkspaceStatus)(nil),  // 4: openshell.legacy.datamodel.v1.WorkspaceStatus
+	(*Workspace)(nil),        // 5: openshell.legacy.datamodel.v1.Workspace
+	nil,                      // 6: openshell.legacy.datamodel.v1.ObjectMeta.LabelsEntry
+	nil,                      // 7: openshell.legacy.datamodel.v1.ObjectMeta.AnnotationsEntry
+	nil,                      // 8: openshell.legacy.datamodel.v1.CredentialHandle.MetadataEntry
+	nil,                      // 9: openshell.legacy.datamodel.v1.Provider.CredentialsEntry
+	nil,                      // 10: openshell.legacy.datamodel.v1.Provider.ConfigEntry
+	nil,                      // 11: openshell.legacy.datamodel.v1.Provider.CredentialExpiresAtMsEntry
+	nil,                      // 12: openshell.legacy.datamodel.v1.Provider.CredentialHandlesEntry
 }
-var file_datamodel_proto_depIdxs = []int32{
-	6,  // 0: openshell.datamodel.v1.ObjectMeta.labels:type_name -> openshell.datamodel.v1.ObjectMeta.LabelsEntry
-	7,  // 1: openshell.datamodel.v1.ObjectMeta.annotations:type_name -> openshell.datamodel.v1.ObjectMeta.AnnotationsEntry
-	8,  // 2: openshell.datamodel.v1.CredentialHandle.metadata:type_name -> openshell.datamodel.v1.CredentialHandle.MetadataEntry
-	1,  // 3: openshell.datamodel.v1.Provider.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	9,  // 4: openshell.datamodel.v1.Provider.credentials:type_name -> openshell.datamodel.v1.Provider.CredentialsEntry
-	10, // 5: openshell.datamodel.v1.Provider.config:type_name -> openshell.datamodel.v1.Provider.ConfigEntry
-	11, // 6: openshell.datamodel.v1.Provider.credential_expires_at_ms:type_name -> openshell.datamodel.v1.Provider.CredentialExpiresAtMsEntry
-	12, // 7: openshell.datamodel.v1.Provider.credential_handles:type_name -> openshell.datamodel.v1.Provider.CredentialHandlesEntry
-	0,  // 8: openshell.datamodel.v1.WorkspaceStatus.phase:type_name -> openshell.datamodel.v1.WorkspacePhase
-	1,  // 9: openshell.datamodel.v1.Workspace.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	4,  // 10: openshell.datamodel.v1.Workspace.status:type_name -> openshell.datamodel.v1.WorkspaceStatus
-	2,  // 11: openshell.datamodel.v1.Provider.CredentialHandlesEntry.value:type_name -> openshell.datamodel.v1.CredentialHandle
+var file_legacy_datamodel_proto_depIdxs = []int32{
+	6,  // 0: openshell.legacy.datamodel.v1.ObjectMeta.labels:type_name -> openshell.legacy.datamodel.v1.ObjectMeta.LabelsEntry
+	7,  // 1: openshell.legacy.datamodel.v1.ObjectMeta.annotations:type_name -> openshell.legacy.datamodel.v1.ObjectMeta.AnnotationsEntry
+	8,  // 2: openshell.legacy.datamodel.v1.CredentialHandle.metadata:type_name -> openshell.legacy.datamodel.v1.CredentialHandle.MetadataEntry
+	1,  // 3: openshell.legacy.datamodel.v1.Provider.metadata:type_name -> openshell.legacy.datamodel.v1.ObjectMeta
+	9,  // 4: openshell.legacy.datamodel.v1.Provider.credentials:type_name -> openshell.legacy.datamodel.v1.Provider.CredentialsEntry
+	10, // 5: openshell.legacy.datamodel.v1.Provider.config:type_name -> openshell.legacy.datamodel.v1.Provider.ConfigEntry
+	11, // 6: openshell.legacy.datamodel.v1.Provider.credential_expires_at_ms:type_name -> openshell.legacy.datamodel.v1.Provider.CredentialExpiresAtMsEntry
+	12, // 7: openshell.legacy.datamodel.v1.Provider.credential_handles:type_name -> openshell.legacy.datamodel.v1.Provider.CredentialHandlesEntry
+	0,  // 8: openshell.legacy.datamodel.v1.WorkspaceStatus.phase:type_name -> openshell.legacy.datamodel.v1.WorkspacePhase
+	1,  // 9: openshell.legacy.datamodel.v1.Workspace.metadata:type_name -> openshell.legacy.datamodel.v1.ObjectMeta
+	4,  // 10: openshell.legacy.datamodel.v1.Workspace.status:type_name -> openshell.legacy.datamodel.v1.WorkspaceStatus
+	2,  // 11: openshell.legacy.datamodel.v1.Provider.CredentialHandlesEntry.value:type_name -> openshell.legacy.datamodel.v1.CredentialHandle
 	12, // [12:12] is the sub-list for method output_type
 	12, // [12:12] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -530,27 +530,27 @@ var file_datamodel_proto_depIdxs = []int32{
 	0,  // [0:12] is the sub-list for field type_name
 }
 
-func init() { file_datamodel_proto_init() }
-func file_datamodel_proto_init() {
-	if File_datamodel_proto != nil {
+func init() { file_legacy_datamodel_proto_init() }
+func file_legacy_datamodel_proto_init() {
+	if File_legacy_datamodel_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_datamodel_proto_rawDesc), len(file_datamodel_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legacy_datamodel_proto_rawDesc), len(file_legacy_datamodel_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_datamodel_proto_goTypes,
-		DependencyIndexes: file_datamodel_proto_depIdxs,
-		EnumInfos:         file_datamodel_proto_enumTypes,
-		MessageInfos:      file_datamodel_proto_msgTypes,
+		GoTypes:           file_legacy_datamodel_proto_goTypes,
+		DependencyIndexes: file_legacy_datamodel_proto_depIdxs,
+		EnumInfos:         file_legacy_datamodel_proto_enumTypes,
+		MessageInfos:      file_legacy_datamodel_proto_msgTypes,
 	}.Build()
-	File_datamodel_proto = out.File
-	file_datamodel_proto_goTypes = nil
-	file_datamodel_proto_depIdxs = nil
+	File_legacy_datamodel_proto = out.File
+	file_legacy_datamodel_proto_goTypes = nil
+	file_legacy_datamodel_proto_depIdxs = nil
 }

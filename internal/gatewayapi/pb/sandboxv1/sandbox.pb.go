@@ -4,7 +4,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: sandbox.proto
+// source: legacy/sandbox.proto
 
 package sandboxv1
 
@@ -36,7 +36,7 @@ type SandboxPolicy struct {
 
 func (x *SandboxPolicy) Reset() {
 	*x = SandboxPolicy{}
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_legacy_sandbox_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +48,7 @@ func (x *SandboxPolicy) String() string {
 func (*SandboxPolicy) ProtoMessage() {}
 
 func (x *SandboxPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_legacy_sandbox_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +61,7 @@ func (x *SandboxPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxPolicy.ProtoReflect.Descriptor instead.
 func (*SandboxPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *SandboxPolicy) GetVersion() uint32 {
@@ -110,7 +110,7 @@ type FilesystemPolicy struct {
 
 func (x *FilesystemPolicy) Reset() {
 	*x = FilesystemPolicy{}
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_legacy_sandbox_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -122,7 +122,7 @@ func (x *FilesystemPolicy) String() string {
 func (*FilesystemPolicy) ProtoMessage() {}
 
 func (x *FilesystemPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_legacy_sandbox_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -135,7 +135,7 @@ func (x *FilesystemPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesystemPolicy.ProtoReflect.Descriptor instead.
 func (*FilesystemPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *FilesystemPolicy) GetIncludeWorkdir() bool {
@@ -168,7 +168,7 @@ type LandlockPolicy struct {
 
 func (x *LandlockPolicy) Reset() {
 	*x = LandlockPolicy{}
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_legacy_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +180,7 @@ func (x *LandlockPolicy) String() string {
 func (*LandlockPolicy) ProtoMessage() {}
 
 func (x *LandlockPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_legacy_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +193,7 @@ func (x *LandlockPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LandlockPolicy.ProtoReflect.Descriptor instead.
 func (*LandlockPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LandlockPolicy) GetCompatibility() string {
@@ -213,7 +213,7 @@ type ProcessPolicy struct {
 
 func (x *ProcessPolicy) Reset() {
 	*x = ProcessPolicy{}
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_legacy_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +225,7 @@ func (x *ProcessPolicy) String() string {
 func (*ProcessPolicy) ProtoMessage() {}
 
 func (x *ProcessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_legacy_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +238,7 @@ func (x *ProcessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPolicy.ProtoReflect.Descriptor instead.
 func (*ProcessPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProcessPolicy) GetRunAsUser() string {
@@ -266,7 +266,7 @@ type NetworkPolicyRule struct {
 
 func (x *NetworkPolicyRule) Reset() {
 	*x = NetworkPolicyRule{}
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_legacy_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +278,7 @@ func (x *NetworkPolicyRule) String() string {
 func (*NetworkPolicyRule) ProtoMessage() {}
 
 func (x *NetworkPolicyRule) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_legacy_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +291,7 @@ func (x *NetworkPolicyRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkPolicyRule.ProtoReflect.Descriptor instead.
 func (*NetworkPolicyRule) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NetworkPolicyRule) GetName() string {
@@ -334,7 +334,7 @@ type NetworkEndpoint struct {
 
 func (x *NetworkEndpoint) Reset() {
 	*x = NetworkEndpoint{}
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_legacy_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +346,7 @@ func (x *NetworkEndpoint) String() string {
 func (*NetworkEndpoint) ProtoMessage() {}
 
 func (x *NetworkEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_legacy_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +359,7 @@ func (x *NetworkEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkEndpoint.ProtoReflect.Descriptor instead.
 func (*NetworkEndpoint) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NetworkEndpoint) GetHost() string {
@@ -449,7 +449,7 @@ type NetworkBinary struct {
 
 func (x *NetworkBinary) Reset() {
 	*x = NetworkBinary{}
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_legacy_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +461,7 @@ func (x *NetworkBinary) String() string {
 func (*NetworkBinary) ProtoMessage() {}
 
 func (x *NetworkBinary) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_legacy_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +474,7 @@ func (x *NetworkBinary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkBinary.ProtoReflect.Descriptor instead.
 func (*NetworkBinary) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NetworkBinary) GetPath() string {
@@ -500,7 +500,7 @@ type L7Rule struct {
 
 func (x *L7Rule) Reset() {
 	*x = L7Rule{}
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_legacy_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +512,7 @@ func (x *L7Rule) String() string {
 func (*L7Rule) ProtoMessage() {}
 
 func (x *L7Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_legacy_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +525,7 @@ func (x *L7Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7Rule.ProtoReflect.Descriptor instead.
 func (*L7Rule) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *L7Rule) GetAllow() *L7Allow {
@@ -545,7 +545,7 @@ type L7QueryMatcher struct {
 
 func (x *L7QueryMatcher) Reset() {
 	*x = L7QueryMatcher{}
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_legacy_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +557,7 @@ func (x *L7QueryMatcher) String() string {
 func (*L7QueryMatcher) ProtoMessage() {}
 
 func (x *L7QueryMatcher) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_legacy_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +570,7 @@ func (x *L7QueryMatcher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7QueryMatcher.ProtoReflect.Descriptor instead.
 func (*L7QueryMatcher) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *L7QueryMatcher) GetGlob() string {
@@ -603,7 +603,7 @@ type L7Allow struct {
 
 func (x *L7Allow) Reset() {
 	*x = L7Allow{}
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_legacy_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +615,7 @@ func (x *L7Allow) String() string {
 func (*L7Allow) ProtoMessage() {}
 
 func (x *L7Allow) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_legacy_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +628,7 @@ func (x *L7Allow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7Allow.ProtoReflect.Descriptor instead.
 func (*L7Allow) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *L7Allow) GetMethod() string {
@@ -703,7 +703,7 @@ type L7DenyRule struct {
 
 func (x *L7DenyRule) Reset() {
 	*x = L7DenyRule{}
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_legacy_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +715,7 @@ func (x *L7DenyRule) String() string {
 func (*L7DenyRule) ProtoMessage() {}
 
 func (x *L7DenyRule) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_legacy_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +728,7 @@ func (x *L7DenyRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7DenyRule.ProtoReflect.Descriptor instead.
 func (*L7DenyRule) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *L7DenyRule) GetMethod() string {
@@ -787,22 +787,22 @@ func (x *L7DenyRule) GetParams() map[string]*L7QueryMatcher {
 	return nil
 }
 
-var File_sandbox_proto protoreflect.FileDescriptor
+var File_legacy_sandbox_proto protoreflect.FileDescriptor
 
-const file_sandbox_proto_rawDesc = "" +
+const file_legacy_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\rsandbox.proto\x12\x14openshell.sandbox.v1\"\xc4\x03\n" +
+	"\x14legacy/sandbox.proto\x12\x1bopenshell.legacy.sandbox.v1\"\xe7\x03\n" +
 	"\rSandboxPolicy\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\x12F\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12M\n" +
 	"\n" +
-	"filesystem\x18\x02 \x01(\v2&.openshell.sandbox.v1.FilesystemPolicyR\n" +
-	"filesystem\x12@\n" +
-	"\blandlock\x18\x03 \x01(\v2$.openshell.sandbox.v1.LandlockPolicyR\blandlock\x12=\n" +
-	"\aprocess\x18\x04 \x01(\v2#.openshell.sandbox.v1.ProcessPolicyR\aprocess\x12c\n" +
-	"\x10network_policies\x18\x05 \x03(\v28.openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntryR\x0fnetworkPolicies\x1ak\n" +
+	"filesystem\x18\x02 \x01(\v2-.openshell.legacy.sandbox.v1.FilesystemPolicyR\n" +
+	"filesystem\x12G\n" +
+	"\blandlock\x18\x03 \x01(\v2+.openshell.legacy.sandbox.v1.LandlockPolicyR\blandlock\x12D\n" +
+	"\aprocess\x18\x04 \x01(\v2*.openshell.legacy.sandbox.v1.ProcessPolicyR\aprocess\x12j\n" +
+	"\x10network_policies\x18\x05 \x03(\v2?.openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntryR\x0fnetworkPolicies\x1ar\n" +
 	"\x14NetworkPoliciesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12=\n" +
-	"\x05value\x18\x02 \x01(\v2'.openshell.sandbox.v1.NetworkPolicyRuleR\x05value:\x028\x01\"w\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12D\n" +
+	"\x05value\x18\x02 \x01(\v2..openshell.legacy.sandbox.v1.NetworkPolicyRuleR\x05value:\x028\x01\"w\n" +
 	"\x10FilesystemPolicy\x12'\n" +
 	"\x0finclude_workdir\x18\x01 \x01(\bR\x0eincludeWorkdir\x12\x1b\n" +
 	"\tread_only\x18\x02 \x03(\tR\breadOnly\x12\x1d\n" +
@@ -813,118 +813,118 @@ const file_sandbox_proto_rawDesc = "" +
 	"\rProcessPolicy\x12\x1e\n" +
 	"\vrun_as_user\x18\x01 \x01(\tR\trunAsUser\x12 \n" +
 	"\frun_as_group\x18\x02 \x01(\tR\n" +
-	"runAsGroup\"\xad\x01\n" +
+	"runAsGroup\"\xbb\x01\n" +
 	"\x11NetworkPolicyRule\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
-	"\tendpoints\x18\x02 \x03(\v2%.openshell.sandbox.v1.NetworkEndpointR\tendpoints\x12?\n" +
-	"\bbinaries\x18\x03 \x03(\v2#.openshell.sandbox.v1.NetworkBinaryR\bbinaries\"\xe1\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12J\n" +
+	"\tendpoints\x18\x02 \x03(\v2,.openshell.legacy.sandbox.v1.NetworkEndpointR\tendpoints\x12F\n" +
+	"\bbinaries\x18\x03 \x03(\v2*.openshell.legacy.sandbox.v1.NetworkBinaryR\bbinaries\"\xef\x02\n" +
 	"\x0fNetworkEndpoint\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
 	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x10\n" +
 	"\x03tls\x18\x04 \x01(\tR\x03tls\x12 \n" +
 	"\venforcement\x18\x05 \x01(\tR\venforcement\x12\x16\n" +
-	"\x06access\x18\x06 \x01(\tR\x06access\x122\n" +
-	"\x05rules\x18\a \x03(\v2\x1c.openshell.sandbox.v1.L7RuleR\x05rules\x12\x1f\n" +
+	"\x06access\x18\x06 \x01(\tR\x06access\x129\n" +
+	"\x05rules\x18\a \x03(\v2#.openshell.legacy.sandbox.v1.L7RuleR\x05rules\x12\x1f\n" +
 	"\vallowed_ips\x18\b \x03(\tR\n" +
 	"allowedIps\x12\x14\n" +
-	"\x05ports\x18\t \x03(\rR\x05ports\x12?\n" +
+	"\x05ports\x18\t \x03(\rR\x05ports\x12F\n" +
 	"\n" +
 	"deny_rules\x18\n" +
-	" \x03(\v2 .openshell.sandbox.v1.L7DenyRuleR\tdenyRules\x12\x12\n" +
+	" \x03(\v2'.openshell.legacy.sandbox.v1.L7DenyRuleR\tdenyRules\x12\x12\n" +
 	"\x04path\x18\x0f \x01(\tR\x04path\"=\n" +
 	"\rNetworkBinary\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\aharness\x18\x02 \x01(\bR\aharness\"=\n" +
-	"\x06L7Rule\x123\n" +
-	"\x05allow\x18\x01 \x01(\v2\x1d.openshell.sandbox.v1.L7AllowR\x05allow\"6\n" +
+	"\aharness\x18\x02 \x01(\bR\aharness\"D\n" +
+	"\x06L7Rule\x12:\n" +
+	"\x05allow\x18\x01 \x01(\v2$.openshell.legacy.sandbox.v1.L7AllowR\x05allow\"6\n" +
 	"\x0eL7QueryMatcher\x12\x12\n" +
 	"\x04glob\x18\x01 \x01(\tR\x04glob\x12\x10\n" +
-	"\x03any\x18\x02 \x03(\tR\x03any\"\xff\x03\n" +
+	"\x03any\x18\x02 \x03(\tR\x03any\"\x9b\x04\n" +
 	"\aL7Allow\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\tR\acommand\x12>\n" +
-	"\x05query\x18\x04 \x03(\v2(.openshell.sandbox.v1.L7Allow.QueryEntryR\x05query\x12%\n" +
+	"\acommand\x18\x03 \x01(\tR\acommand\x12E\n" +
+	"\x05query\x18\x04 \x03(\v2/.openshell.legacy.sandbox.v1.L7Allow.QueryEntryR\x05query\x12%\n" +
 	"\x0eoperation_type\x18\x05 \x01(\tR\roperationType\x12%\n" +
 	"\x0eoperation_name\x18\x06 \x01(\tR\roperationName\x12\x16\n" +
-	"\x06fields\x18\a \x03(\tR\x06fields\x12A\n" +
-	"\x06params\x18\t \x03(\v2).openshell.sandbox.v1.L7Allow.ParamsEntryR\x06params\x1a^\n" +
+	"\x06fields\x18\a \x03(\tR\x06fields\x12H\n" +
+	"\x06params\x18\t \x03(\v20.openshell.legacy.sandbox.v1.L7Allow.ParamsEntryR\x06params\x1ae\n" +
 	"\n" +
 	"QueryEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1a_\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1af\n" +
 	"\vParamsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\t\"\x88\x04\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\t\"\xa4\x04\n" +
 	"\n" +
 	"L7DenyRule\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\tR\acommand\x12A\n" +
-	"\x05query\x18\x04 \x03(\v2+.openshell.sandbox.v1.L7DenyRule.QueryEntryR\x05query\x12%\n" +
+	"\acommand\x18\x03 \x01(\tR\acommand\x12H\n" +
+	"\x05query\x18\x04 \x03(\v22.openshell.legacy.sandbox.v1.L7DenyRule.QueryEntryR\x05query\x12%\n" +
 	"\x0eoperation_type\x18\x05 \x01(\tR\roperationType\x12%\n" +
 	"\x0eoperation_name\x18\x06 \x01(\tR\roperationName\x12\x16\n" +
-	"\x06fields\x18\a \x03(\tR\x06fields\x12D\n" +
-	"\x06params\x18\t \x03(\v2,.openshell.sandbox.v1.L7DenyRule.ParamsEntryR\x06params\x1a^\n" +
+	"\x06fields\x18\a \x03(\tR\x06fields\x12K\n" +
+	"\x06params\x18\t \x03(\v23.openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntryR\x06params\x1ae\n" +
 	"\n" +
 	"QueryEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1a_\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1af\n" +
 	"\vParamsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\tBTZRgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1;sandboxv1b\x06proto3"
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\tBTZRgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1;sandboxv1b\x06proto3"
 
 var (
-	file_sandbox_proto_rawDescOnce sync.Once
-	file_sandbox_proto_rawDescData []byte
+	file_legacy_sandbox_proto_rawDescOnce sync.Once
+	file_legacy_sandbox_proto_rawDescData []byte
 )
 
-func file_sandbox_proto_rawDescGZIP() []byte {
-	file_sandbox_proto_rawDescOnce.Do(func() {
-		file_sandbox_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)))
+func file_legacy_sandbox_proto_rawDescGZIP() []byte {
+	file_legacy_sandbox_proto_rawDescOnce.Do(func() {
+		file_legacy_sandbox_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_legacy_sandbox_proto_rawDesc), len(file_legacy_sandbox_proto_rawDesc)))
 	})
-	return file_sandbox_proto_rawDescData
+	return file_legacy_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
-var file_sandbox_proto_goTypes = []any{
-	(*SandboxPolicy)(nil),     // 0: openshell.sandbox.v1.SandboxPolicy
-	(*FilesystemPolicy)(nil),  // 1: openshell.sandbox.v1.FilesystemPolicy
-	(*LandlockPolicy)(nil),    // 2: openshell.sandbox.v1.LandlockPolicy
-	(*ProcessPolicy)(nil),     // 3: openshell.sandbox.v1.ProcessPolicy
-	(*NetworkPolicyRule)(nil), // 4: openshell.sandbox.v1.NetworkPolicyRule
-	(*NetworkEndpoint)(nil),   // 5: openshell.sandbox.v1.NetworkEndpoint
-	(*NetworkBinary)(nil),     // 6: openshell.sandbox.v1.NetworkBinary
-	(*L7Rule)(nil),            // 7: openshell.sandbox.v1.L7Rule
-	(*L7QueryMatcher)(nil),    // 8: openshell.sandbox.v1.L7QueryMatcher
-	(*L7Allow)(nil),           // 9: openshell.sandbox.v1.L7Allow
-	(*L7DenyRule)(nil),        // 10: openshell.sandbox.v1.L7DenyRule
-	nil,                       // 11: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	nil,                       // 12: openshell.sandbox.v1.L7Allow.QueryEntry
-	nil,                       // 13: openshell.sandbox.v1.L7Allow.ParamsEntry
-	nil,                       // 14: openshell.sandbox.v1.L7DenyRule.QueryEntry
-	nil,                       // 15: openshell.sandbox.v1.L7DenyRule.ParamsEntry
+var file_legacy_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_legacy_sandbox_proto_goTypes = []any{
+	(*SandboxPolicy)(nil),     // 0: openshell.legacy.sandbox.v1.SandboxPolicy
+	(*FilesystemPolicy)(nil),  // 1: openshell.legacy.sandbox.v1.FilesystemPolicy
+	(*LandlockPolicy)(nil),    // 2: openshell.legacy.sandbox.v1.LandlockPolicy
+	(*ProcessPolicy)(nil),     // 3: openshell.legacy.sandbox.v1.ProcessPolicy
+	(*NetworkPolicyRule)(nil), // 4: openshell.legacy.sandbox.v1.NetworkPolicyRule
+	(*NetworkEndpoint)(nil),   // 5: openshell.legacy.sandbox.v1.NetworkEndpoint
+	(*NetworkBinary)(nil),     // 6: openshell.legacy.sandbox.v1.NetworkBinary
+	(*L7Rule)(nil),            // 7: openshell.legacy.sandbox.v1.L7Rule
+	(*L7QueryMatcher)(nil),    // 8: openshell.legacy.sandbox.v1.L7QueryMatcher
+	(*L7Allow)(nil),           // 9: openshell.legacy.sandbox.v1.L7Allow
+	(*L7DenyRule)(nil),        // 10: openshell.legacy.sandbox.v1.L7DenyRule
+	nil,                       // 11: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	nil,                       // 12: openshell.legacy.sandbox.v1.L7Allow.QueryEntry
+	nil,                       // 13: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
+	nil,                       // 14: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
+	nil,                       // 15: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
 }
-var file_sandbox_proto_depIdxs = []int32{
-	1,  // 0: openshell.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.sandbox.v1.FilesystemPolicy
-	2,  // 1: openshell.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.sandbox.v1.LandlockPolicy
-	3,  // 2: openshell.sandbox.v1.SandboxPolicy.process:type_name -> openshell.sandbox.v1.ProcessPolicy
-	11, // 3: openshell.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	5,  // 4: openshell.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	6,  // 5: openshell.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
-	7,  // 6: openshell.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.sandbox.v1.L7Rule
-	10, // 7: openshell.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.sandbox.v1.L7DenyRule
-	9,  // 8: openshell.sandbox.v1.L7Rule.allow:type_name -> openshell.sandbox.v1.L7Allow
-	12, // 9: openshell.sandbox.v1.L7Allow.query:type_name -> openshell.sandbox.v1.L7Allow.QueryEntry
-	13, // 10: openshell.sandbox.v1.L7Allow.params:type_name -> openshell.sandbox.v1.L7Allow.ParamsEntry
-	14, // 11: openshell.sandbox.v1.L7DenyRule.query:type_name -> openshell.sandbox.v1.L7DenyRule.QueryEntry
-	15, // 12: openshell.sandbox.v1.L7DenyRule.params:type_name -> openshell.sandbox.v1.L7DenyRule.ParamsEntry
-	4,  // 13: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.sandbox.v1.NetworkPolicyRule
-	8,  // 14: openshell.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	8,  // 15: openshell.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	8,  // 16: openshell.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	8,  // 17: openshell.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
+var file_legacy_sandbox_proto_depIdxs = []int32{
+	1,  // 0: openshell.legacy.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.legacy.sandbox.v1.FilesystemPolicy
+	2,  // 1: openshell.legacy.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.legacy.sandbox.v1.LandlockPolicy
+	3,  // 2: openshell.legacy.sandbox.v1.SandboxPolicy.process:type_name -> openshell.legacy.sandbox.v1.ProcessPolicy
+	11, // 3: openshell.legacy.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	5,  // 4: openshell.legacy.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.legacy.sandbox.v1.NetworkEndpoint
+	6,  // 5: openshell.legacy.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.legacy.sandbox.v1.NetworkBinary
+	7,  // 6: openshell.legacy.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.legacy.sandbox.v1.L7Rule
+	10, // 7: openshell.legacy.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.legacy.sandbox.v1.L7DenyRule
+	9,  // 8: openshell.legacy.sandbox.v1.L7Rule.allow:type_name -> openshell.legacy.sandbox.v1.L7Allow
+	12, // 9: openshell.legacy.sandbox.v1.L7Allow.query:type_name -> openshell.legacy.sandbox.v1.L7Allow.QueryEntry
+	13, // 10: openshell.legacy.sandbox.v1.L7Allow.params:type_name -> openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
+	14, // 11: openshell.legacy.sandbox.v1.L7DenyRule.query:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
+	15, // 12: openshell.legacy.sandbox.v1.L7DenyRule.params:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
+	4,  // 13: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.legacy.sandbox.v1.NetworkPolicyRule
+	8,  // 14: openshell.legacy.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	8,  // 15: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	8,  // 16: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	8,  // 17: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
 	18, // [18:18] is the sub-list for method output_type
 	18, // [18:18] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
@@ -932,26 +932,26 @@ var file_sandbox_proto_depIdxs = []int32{
 	0,  // [0:18] is the sub-list for field type_name
 }
 
-func init() { file_sandbox_proto_init() }
-func file_sandbox_proto_init() {
-	if File_sandbox_proto != nil {
+func init() { file_legacy_sandbox_proto_init() }
+func file_legacy_sandbox_proto_init() {
+	if File_legacy_sandbox_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legacy_sandbox_proto_rawDesc), len(file_legacy_sandbox_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_sandbox_proto_goTypes,
-		DependencyIndexes: file_sandbox_proto_depIdxs,
-		MessageInfos:      file_sandbox_proto_msgTypes,
+		GoTypes:           file_legacy_sandbox_proto_goTypes,
+		DependencyIndexes: file_legacy_sandbox_proto_depIdxs,
+		MessageInfos:      file_legacy_sandbox_proto_msgTypes,
 	}.Build()
-	File_sandbox_proto = out.File
-	file_sandbox_proto_goTypes = nil
-	file_sandbox_proto_depIdxs = nil
+	File_legacy_sandbox_proto = out.File
+	file_legacy_sandbox_proto_goTypes = nil
+	file_legacy_sandbox_proto_depIdxs = nil
 }
