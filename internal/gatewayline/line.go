@@ -1,0 +1,78 @@
+// Package gatewayline names the OpenShell gateway release lines the
+// operator speaks and decides, in one place, which line a gateway version
+// belongs to. The lines differ in their wire contract (0.1.0 broke it:
+// workspace selectors, deletion outcomes, enums for policy fields), their
+// gateway.toml schema (v1 and v2) and their sandbox pod model (the 0.0.x
+// supervisor sidecar with capabilities; the 0.1 two-pod runtime without
+// any), so each line has its own client, config renderer and pod model,
+// chosen here and nowhere else.
+package gatewayline
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Line is one release line of the gateway.
+type Line string
+
+const (
+	// Legacy is 0.0.x from 0.0.111: schema-v1 config, sidecar supervisor.
+	Legacy Line = "0.0"
+	// V01 is 0.1.x: schema-v2 config, the two-pod runtime.
+	V01 Line = "0.1"
+)
+
+const (
+	// LegacyMinimumPatch is the oldest 0.0.x the operator speaks.
+	LegacyMinimumPatch = 111
+	// V01WireRelease is the 0.1 release whose own descriptors (its PyPI
+	// wheel; the Makefile's OPENSHELL_WHEEL_VERSION) the operator's 0.1
+	// protos are checked against, field for field (test/wire).
+	V01WireRelease = "0.1.5"
+	// DefaultManaged is the version a Managed gateway runs unless its
+	// spec names another: the newest release whose wire is verified.
+	DefaultManaged = V01WireRelease
+)
+
+// Supported says, for messages, which versions the operator speaks.
+const Supported = "0.0.111 and later 0.0.x, and 0.1.x"
+
+// Of says which line a gateway version belongs to. Versions may carry a
+// leading "v" and build or pre-release suffixes ("0.1.5-dev.3+g1a2b3c"),
+// as gateways report them; anything else is refused with the supported
+// versions named.
+func Of(version string) (Line, error) {
+	major, minor, patch, err := parse(version)
+	if err != nil {
+		return "", fmt.Errorf("gateway version %q: %w; the operator speaks %s", version, err, Supported)
+	}
+	switch {
+	case major == 0 && minor == 0 && patch >= LegacyMinimumPatch:
+		return Legacy, nil
+	case major == 0 && minor == 1:
+		return V01, nil
+	}
+	return "", fmt.Errorf("gateway version %s is not one the operator speaks (%s)", version, Supported)
+}
+
+// parse reads major.minor.patch, ignoring a "v" prefix and any "-" or "+"
+// suffix.
+func parse(v string) (major, minor, patch int, err error) {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return 0, 0, 0, fmt.Errorf("not a major.minor.patch version")
+	}
+	var n [3]int
+	for i, p := range parts {
+		if n[i], err = strconv.Atoi(p); err != nil || n[i] < 0 {
+			return 0, 0, 0, fmt.Errorf("not a major.minor.patch version")
+		}
+	}
+	return n[0], n[1], n[2], nil
+}

@@ -1,0 +1,39 @@
+package gatewayline
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOf(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		want    Line
+		err     string
+	}{
+		{"0.0.111", Legacy, ""},
+		{"v0.0.116", Legacy, ""},
+		{"0.0.111-7-g2f7fb6559", Legacy, ""},
+		{"0.0.110", "", "not one the operator speaks"},
+		{"0.1.0", V01, ""},
+		{"0.1.10", V01, ""},
+		{"0.1.5-dev.3+g1a2b3c", V01, ""},
+		{"0.2.0", "", "not one the operator speaks (0.0.111"},
+		{"1.0.0", "", "not one the operator speaks"},
+		{"", "", "not a major.minor.patch"},
+		{"latest", "", "not a major.minor.patch"},
+		{"0.1", "", "not a major.minor.patch"},
+		{"0.-1.3", "", "not a major.minor.patch"},
+	} {
+		got, err := Of(c.version)
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("Of(%q) = %q, %v; want %q", c.version, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("Of(%q) = %q, %v; want an error containing %q", c.version, got, err, c.err)
+		}
+	}
+	if l, err := Of(DefaultManaged); err != nil || l != V01 {
+		t.Fatalf("the default Managed version %s is not on the 0.1 line: %v", DefaultManaged, err)
+	}
+}
