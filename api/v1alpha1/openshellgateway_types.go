@@ -739,6 +739,9 @@ const (
 const (
 	// GatewayReasonHealthy: the gateway's Health call answered SERVING.
 	GatewayReasonHealthy = "Healthy"
+	// GatewayReasonVersionNotSupported: the gateway reports a version on a
+	// line the operator does not speak; no sandbox or provider call is sent.
+	GatewayReasonVersionNotSupported = "VersionNotSupported"
 	// GatewayReasonUnreachable: the Health call failed; retried each minute.
 	GatewayReasonUnreachable = "Unreachable"
 	// GatewayReasonOrphansSwept (event): the operator deleted, at the

@@ -12,6 +12,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	gwstatus "github.com/openshell/openshell-operator/internal/status"
 )
@@ -43,7 +44,7 @@ func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.Op
 	if r.Gateways == nil {
 		return unreachable("no gateway connections configured")
 	}
-	conn, err := r.Gateways.Connect(ctx, gw)
+	conn, err := r.Gateways.Probe(ctx, gw) // Health's wire is the same on every line
 	if gwconn.NotNow(err) {
 		return h, ctrl.Result{RequeueAfter: notNowRetry}, errNotNow
 	}
@@ -62,6 +63,11 @@ func (r *Reconciler) checkExternal(ctx context.Context, gw *openshellv1alpha1.Op
 	}
 	gw.Status.Version = resp.Version
 	gwstatus.SetCondition(gw, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonHealthy, "Health RPC answered HEALTHY")
+	if why := gatewayline.Check(resp.Version); why != "" {
+		// Sandboxes and providers are not sent to it (gwconn.Connect).
+		h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonVersionNotSupported, Message: why})
+		return h, res, nil
+	}
 	h.ready = "the external gateway answers its Health RPC"
 	return h, res, nil
 }

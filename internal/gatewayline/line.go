@@ -76,3 +76,26 @@ func parse(v string) (major, minor, patch int, err error) {
 	}
 	return n[0], n[1], n[2], nil
 }
+
+// Spoken says whether this build of the operator speaks a line's wire to
+// its gateways. The 0.1 client is not built yet (issue 28): until it is,
+// a gateway that reports a 0.1 version is refused rather than sent 0.0.x
+// messages it would misread.
+func Spoken(l Line) bool { return l == Legacy }
+
+// Check says, for a version a gateway reported, why the operator will not
+// talk to it ("" when it will, or when nothing was reported yet).
+func Check(version string) string {
+	if version == "" {
+		return ""
+	}
+	l, err := Of(version)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !Spoken(l):
+		return fmt.Sprintf("gateway version %s is on the %s line, whose wire this operator build does not speak yet "+
+			"(it speaks 0.0.111 and later 0.0.x): run a 0.0.x gateway, or an operator release with the 0.1 client", version, l)
+	}
+	return ""
+}

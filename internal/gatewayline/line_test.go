@@ -37,3 +37,18 @@ func TestOf(t *testing.T) {
 		t.Fatalf("the default Managed version %s is not on the 0.1 line: %v", DefaultManaged, err)
 	}
 }
+
+func TestCheck(t *testing.T) {
+	for version, want := range map[string]string{
+		"":             "",
+		"0.0.111-test": "",
+		"0.1.5":        "on the 0.1 line, whose wire this operator build does not speak yet",
+		"0.2.0":        "not one the operator speaks",
+		"nonsense":     "not a major.minor.patch",
+	} {
+		got := Check(version)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("Check(%q) = %q, want %q", version, got, want)
+		}
+	}
+}

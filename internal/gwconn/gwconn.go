@@ -23,6 +23,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -96,8 +97,26 @@ type cachedCA struct {
 // Key names a gateway in the pool.
 func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }
 
-// Connect returns a connected client for the gateway.
+// Connect returns a connected client for the gateway, unless the version
+// it last reported (status.version) is on a line the operator does not
+// speak (LineError).
 func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
+	if why := gatewayline.Check(gw.Status.Version); why != "" {
+		return nil, &LineError{Gateway: Key(gw), Message: why}
+	}
+	return r.Probe(ctx, gw)
+}
+
+// LineError refuses a gateway whose reported version is on a line this
+// operator does not speak: its messages would be misread, silently.
+type LineError struct{ Gateway, Message string }
+
+func (e *LineError) Error() string { return "gateway " + e.Gateway + ": " + e.Message }
+
+// Probe connects whatever line the gateway is on, for the calls whose wire
+// every line shares (Health, GetGatewayInfo): how the gateway reconciler
+// learns the version Connect decides by.
+func (r *Resolver) Probe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
 	if usesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
 		return nil, ErrIssuerNotReady
 	}

@@ -273,3 +273,30 @@ func TestIssuerNotReadyIsNotAGatewayFailure(t *testing.T) {
 		t.Fatalf("a gateway with its own credentials waits for the operator's issuer: %v", err)
 	}
 }
+
+// TestConnectRefusesALineItDoesNotSpeak: a gateway that reported a 0.1
+// version gets no 0.0.x messages (it would misread them); Probe, for the
+// Health call every line shares, still connects.
+func TestConnectRefusesALineItDoesNotSpeak(t *testing.T) {
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	idp := &oidc.Issuer{Client: k, SecretNamespace: "idp", SecretName: "keys"}
+	if err := idp.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := &gwconn.Resolver{Client: k, APIReader: k, Issuer: idp, Pool: gatewayapi.NewPool()}
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gw"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1"}},
+		Status: openshellv1alpha1.OpenShellGatewayStatus{Version: "0.1.5"}}
+	line := (*gwconn.LineError)(nil)
+	if _, err := r.Connect(context.Background(), gw); !errors.As(err, &line) || !strings.Contains(err.Error(), "the 0.1 line") {
+		t.Fatalf("Connect to a 0.1 gateway: %v, want a LineError", err)
+	}
+	if _, err := r.Probe(context.Background(), gw); errors.As(err, &line) {
+		t.Fatalf("Probe refused by line: %v", err)
+	}
+	gw.Status.Version = "0.0.111"
+	if _, err := r.Connect(context.Background(), gw); errors.As(err, &line) {
+		t.Fatalf("Connect to a 0.0.111 gateway refused: %v", err)
+	}
+}

@@ -54,6 +54,8 @@ type Gateway struct {
 	openshellv1.UnimplementedOpenShellServer
 	opts     Options
 	verifier *verifier
+	// version is what Health reports instead of Version (ReportVersion).
+	version string
 	srv      *grpc.Server
 	lis      net.Listener
 	driver   *driver

@@ -69,7 +69,24 @@ func validEnv(m map[string]string) error {
 
 // Health is unauthenticated and always HEALTHY.
 func (g *Gateway) Health(context.Context, *openshellv1.HealthRequest) (*openshellv1.HealthResponse, error) {
-	return &openshellv1.HealthResponse{Status: openshellv1.ServiceStatus_SERVICE_STATUS_HEALTHY, Version: Version}, nil
+	return &openshellv1.HealthResponse{Status: openshellv1.ServiceStatus_SERVICE_STATUS_HEALTHY, Version: g.reportedVersion()}, nil
+}
+
+// ReportVersion makes Health report another version (a gateway upgraded
+// in place, as the operator sees it); "" restores Version.
+func (g *Gateway) ReportVersion(v string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.version = v
+}
+
+func (g *Gateway) reportedVersion() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.version != "" {
+		return g.version
+	}
+	return Version
 }
 
 // GetGatewayInfo reports the Kubernetes driver.
