@@ -56,10 +56,10 @@ type Gateway struct {
 	verifier *verifier
 	// version is what Health reports instead of Version (ReportVersion).
 	version string
-	srv      *grpc.Server
-	lis      net.Listener
-	driver   *driver
-	cancel   context.CancelFunc
+	srv     *grpc.Server
+	lis     net.Listener
+	driver  *driver
+	cancel  context.CancelFunc
 
 	mu           sync.Mutex
 	calls        map[string]int
