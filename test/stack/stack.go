@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,7 +258,15 @@ func (s *Stack) stopManager() error {
 	}
 	s.stopMgr()
 	s.stopMgr = nil
-	return <-s.mgrDone
+	err := <-s.mgrDone
+	if err != nil && strings.Contains(err.Error(), "grace period") {
+		// The runnables that did not stop are still running: name them
+		// (a CI run saw this once under load and it did not reproduce).
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		return fmt.Errorf("%w; the goroutines still running:\n%s", err, buf.String())
+	}
+	return err
 }
 
 func (s *Stack) startManager() error {
