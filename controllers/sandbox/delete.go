@@ -86,7 +86,7 @@ func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.T
 		return deletionFinish
 	case l.err == nil:
 		return deletionWait
-	case isBusy(l.err):
+	case gwconn.NotNow(l.err):
 		return deletionBusy
 	case sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableFor(sb, now) >= forceAfter:
 		return deletionForce
@@ -94,8 +94,6 @@ func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.T
 		return deletionRetry
 	}
 }
-
-func isBusy(err error) bool { return gwconn.NotNow(err) }
 
 // unreachableFor is how long the sandbox's GatewayReachable condition has
 // said the gateway cannot be reached (0 when it does not say so).
@@ -225,6 +223,9 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 		return lookup{err: err}
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
+	if gwconn.NotNow(err) {
+		return lookup{err: err} // kept as is: busy, not unreachable
+	}
 	if err != nil {
 		return lookup{err: grpcstatus.Error(codes.Unavailable, err.Error())}
 	}

@@ -11,6 +11,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 )
 
 // TestDecideDeletion: a sandbox is released only on the gateway's word, or
@@ -49,6 +50,7 @@ func TestDecideDeletion(t *testing.T) {
 		{"rejected, gateway down", sandbox(openshellv1alpha1.SandboxPhaseRejected, false, 0), lookup{err: unavailable}, deletionRetry},
 		{"busy never releases", sandbox("", true, time.Hour), lookup{err: busy}, deletionBusy},
 		{"busy, wrapped", sandbox("", false, 0), lookup{err: errors.Join(errors.New("get sandbox"), busy)}, deletionBusy},
+		{"the operator's issuer not signing yet never releases", sandbox("", true, time.Hour), lookup{err: gwconn.ErrIssuerNotReady}, deletionBusy},
 		{"force before the grace", sandbox("", true, grace-time.Second), lookup{err: unavailable}, deletionRetry},
 		{"force with the gateway reachable", sandbox("", true, 0), lookup{err: unavailable}, deletionRetry},
 		{"force after the grace", sandbox("", true, grace), lookup{err: unavailable}, deletionForce},

@@ -149,6 +149,9 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (_ ctrl.Result, held bool, _ error) {
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
+	if gwconn.NotNow(err) {
+		return callFailed(orig, sb, err) // the operator's own state: nothing to report
+	}
 	if err != nil {
 		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonConnectionFailed, err.Error())
 		return ctrl.Result{}, false, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
@@ -615,10 +618,11 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 // and the log. A conflict is a decision, not a failure: not retried.
 func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Result, error) {
 	if gwconn.NotNow(err) {
-		// The gateway answers but has all the calls it may have in flight
-		// (or the operator cannot sign a token yet): nothing to report (at 10,000 sandboxes, flipping GatewayReachable
-		// here wrote two status patches per refusal) and no backoff to
-		// build up: look again shortly.
+		// The gateway answers but has all the calls it may have in flight,
+		// or the operator cannot sign a token yet: nothing to report (at
+		// 10,000 sandboxes, flipping GatewayReachable here wrote two status
+		// patches per refusal) and no backoff to build up: look again
+		// shortly.
 		return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}, nil
 	}
 	if conflict := (*gwconn.ConflictError)(nil); errors.As(err, &conflict) {

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,9 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/gatewaytest"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
@@ -304,5 +311,50 @@ func TestABusyGatewayHoldsANewSandboxsFirstReport(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("the first sandbox's create: %v", err)
+	}
+}
+
+// TestIssuerNotSigningYetIsNotUnreachable: just after a start, before the
+// operator's issuer has its keys, a sandbox's sync reports nothing (no
+// GatewayReachable=False, no error to back off on) and looks again soon.
+func TestIssuerNotSigningYetIsNotUnreachable(t *testing.T) {
+	f := newGatewayFixture(t)
+	idle := &oidc.Issuer{Client: f.r.Client, SecretNamespace: "platform", SecretName: "not-loaded"}
+	f.r.Gateways = &gwconn.Resolver{Client: f.r.Client, APIReader: f.r.Client, Pool: gatewayapi.NewPool(), Issuer: idle}
+	sb := sandboxWith(nil)
+	res, err := f.run(t, sb)
+	if err != nil || res.RequeueAfter < busyRetry {
+		t.Fatalf("sync = %+v, %v: want a quiet retry within %s..%s", res, err, busyRetry, 2*busyRetry)
+	}
+	if c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable); c != nil {
+		t.Fatalf("reported %+v while the operator could not sign a token", c)
+	}
+}
+
+// TestDeletionWhileTheIssuerStartsIsBusy: the same state during a
+// deletion is busy, not unreachable, so it can never start the
+// force-release clock (GatewayReachable=False) or release.
+func TestDeletionWhileTheIssuerStartsIsBusy(t *testing.T) {
+	f := newGatewayFixture(t)
+	ctx := context.Background()
+	for _, ns := range []string{"platform", "team-a"} {
+		if err := f.r.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	gw := f.obs.gateway.DeepCopy()
+	gw.ResourceVersion = ""
+	if err := f.r.Client.Create(ctx, gw); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	f.r.Platform = tenancy.Platform{OperatorNamespace: "platform"}
+	idle := &oidc.Issuer{Client: f.r.Client, SecretNamespace: "platform", SecretName: "not-loaded"}
+	f.r.Gateways = &gwconn.Resolver{Client: f.r.Client, APIReader: f.r.Client, Pool: gatewayapi.NewPool(), Issuer: idle}
+	sb := sandboxWith(func(sb *openshellv1alpha1.OpenShellSandbox) {
+		sb.Spec.GatewayRef = openshellv1alpha1.GatewayReference{Name: gw.Name, Namespace: gw.Namespace}
+	})
+	l := f.r.deleteAtGateway(ctx, sb)
+	if !errors.Is(l.err, gwconn.ErrIssuerNotReady) || decideDeletion(sb, l, time.Now(), time.Minute) != deletionBusy {
+		t.Fatalf("lookup while the issuer starts = %+v: want ErrIssuerNotReady, a busy deletion", l)
 	}
 }
