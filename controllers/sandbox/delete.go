@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
@@ -195,6 +196,17 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	return ctrl.Result{}, nil
 }
 
+// connectForDeletion connects to the gateway; a failure is UNAVAILABLE
+// (decideDeletion counts it towards a force-release), except the operator's
+// own not-now, which stays busy.
+func (r *Reconciler) connectForDeletion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
+	conn, err := r.Gateways.Connect(ctx, gw)
+	if err != nil && !gwconn.NotNow(err) {
+		return nil, grpcstatus.Error(codes.Unavailable, err.Error())
+	}
+	return conn, err
+}
+
 // deleteAtGateway asks the gateway for the sandbox of this object by the
 // names the operator derives and deletes it when it carries this object's
 // UID.
@@ -222,12 +234,9 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	if err != nil {
 		return lookup{err: err}
 	}
-	conn, err := r.Gateways.Connect(ctx, gw)
-	if gwconn.NotNow(err) {
-		return lookup{err: err} // kept as is: busy, not unreachable
-	}
+	conn, err := r.connectForDeletion(ctx, gw)
 	if err != nil {
-		return lookup{err: grpcstatus.Error(codes.Unavailable, err.Error())}
+		return lookup{err: err}
 	}
 	req := &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(sb.Namespace, sb.Name), Workspace: sandboxspec.WorkspaceName(sb.Namespace, ns.UID)}
 	got, err := conn.GetSandbox(ctx, req)
