@@ -7,15 +7,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
 // The 0.0.x messages are compiled under the proto package
 // openshell.legacy.v1 (proto/legacy) so that they can live beside the 0.1
 // line's, which keep the release's names; on the wire both lines serve
-// the service as openshell.v1.OpenShell.
-const (
-	legacyService = "/" + "openshell.legacy.v1.OpenShell" + "/"
-	wireService   = "/openshell.v1.OpenShell/"
+// the service as openshell.v1.OpenShell, the 0.1 protos' own name.
+var (
+	legacyService = "/" + openshellv1.OpenShell_ServiceDesc.ServiceName + "/"
+	wireService   = "/" + v01.OpenShell_ServiceDesc.ServiceName + "/"
 )
 
 // LegacyMethod is the method path a 0.0.x gateway serves for a generated

@@ -95,7 +95,7 @@ func Check(version string) string {
 		return err.Error()
 	case !Spoken(l):
 		return fmt.Sprintf("gateway version %s is on the %s line, whose wire this operator build does not speak yet "+
-			"(it speaks 0.0.111 and later 0.0.x): run a 0.0.x gateway, or an operator release with the 0.1 client", version, l)
+			"(it speaks 0.0.%d and later 0.0.x): run a 0.0.x gateway, or an operator release with the 0.1 client", version, l, LegacyMinimumPatch)
 	}
 	return ""
 }
