@@ -35,29 +35,10 @@ func measureInflation(ctx context.Context, cluster *framework.Cluster, st *stack
 	}
 	defer func() { _ = c.Delete(context.Background(), ns) }()
 	blob := strings.Repeat("x", 100<<10)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	work := make(chan int)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("inflate-%d", i), Namespace: ns.Name,
-					Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}}, Data: map[string]string{"blob": blob}}
-				if err := c.Create(ctx, cm); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := inParallel(n, 8, func(i int) error {
+		return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("inflate-%d", i), Namespace: ns.Name,
+			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}}, Data: map[string]string{"blob": blob}})
+	}); err != nil {
 		return nil, fmt.Errorf("create the tenant's ConfigMaps: %w", err)
 	}
 	// Every ConfigMap is stored (the list proves it); the operator had
@@ -74,4 +55,30 @@ func measureInflation(ctx context.Context, cluster *framework.Cluster, st *stack
 		return nil, err
 	}
 	return append(prints, *after), nil
+}
+
+// inParallel runs do(0) … do(n-1) on the given number of workers and
+// returns the first error.
+func inParallel(n, workers int, do func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	work := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := do(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,29 +84,10 @@ func measureSecretAttack(ctx context.Context, cluster *framework.Cluster, st *st
 
 func createAttackSecrets(ctx context.Context, c client.Client, ns string) error {
 	blob := []byte(strings.Repeat("s", attackSecretBytes))
-	var wg sync.WaitGroup
-	errs := make(chan error, attackSecrets)
-	work := make(chan int)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%d", i), Namespace: ns},
-					Data: map[string][]byte{"v": blob}}
-				if err := c.Create(ctx, s); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range attackSecrets {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := inParallel(attackSecrets, 4, func(i int) error {
+		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%d", i), Namespace: ns},
+			Data: map[string][]byte{"v": blob}})
+	}); err != nil {
 		return fmt.Errorf("create the tenant's Secrets: %w", err)
 	}
 	return nil
