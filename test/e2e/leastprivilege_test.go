@@ -173,7 +173,9 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 
 	metricsPort, err := framework.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	copts := operator.ControllerOptions{Platform: platform}
+	// A short sweep period: the sweep then always runs while the sandbox
+	// is live, so its reads are exercised under the CSV's RBAC every time.
+	copts := operator.ControllerOptions{Platform: platform, SweepPeriod: 2 * time.Second}
 	if mode.renewLeaves {
 		copts.PKI.LeafValidity = 15 * time.Second
 	}
