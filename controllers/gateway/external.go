@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	gwstatus "github.com/openshell/openshell-operator/internal/status"

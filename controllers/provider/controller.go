@@ -36,8 +36,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -318,12 +318,12 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name, Labels: owner}, Type: p.Spec.Type,
 		Credentials: creds, Config: p.Spec.Config}
 	if !known {
-		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, Workspace: ws})
+		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
 		if grpcstatus.Code(err) != codes.AlreadyExists {
 			return entry, err
 		}
 		// Ours after a lost status write, or someone else's: the labels decide.
-		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: p.Name, Workspace: ws})
+		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: p.Name, WorkspaceScope: gatewayapi.Workspace(ws)})
 		if err != nil {
 			return entry, err
 		}
@@ -341,7 +341,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			upd.Credentials[k] = "" // removed from the Secret: delete at the gateway
 		}
 	}
-	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, Workspace: ws})
+	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
 	if known && grpcstatus.Code(err) == codes.NotFound {
 		// The gateway lost it (a new database, deleted by hand): create it anew.
 		return r.pushTo(ctx, gw, p, nsUID, creds, nil, false)
@@ -437,7 +437,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 // labels: another owner's provider of the same name is never touched.
 func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) error {
 	if e.SecretResourceVersion == "" {
-		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, Workspace: e.Workspace})
+		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 		if grpcstatus.Code(err) == codes.NotFound {
 			return nil
 		}
@@ -452,7 +452,7 @@ func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *o
 			return nil
 		}
 	}
-	_, err := conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, Workspace: e.Workspace})
+	_, err := conn.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 	if grpcstatus.Code(err) == codes.NotFound {
 		return nil // already gone (a new gateway database, or deleted by hand)
 	}

@@ -20,7 +20,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
@@ -238,7 +238,7 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	if err != nil {
 		return lookup{err: err}
 	}
-	req := &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(sb.Namespace, sb.Name), Workspace: sandboxspec.WorkspaceName(sb.Namespace, ns.UID)}
+	req := &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName(sb.Namespace, sb.Name), WorkspaceScope: gatewayapi.Workspace(sandboxspec.WorkspaceName(sb.Namespace, ns.UID))}
 	got, err := conn.GetSandbox(ctx, req)
 	if grpcstatus.Code(err) == codes.NotFound {
 		return lookup{gone: true, id: sb.Status.SandboxID}
@@ -261,7 +261,7 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 			// owner anywhere. Wait for the create to finish.
 			return lookup{id: id}
 		}
-		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: req.Name, Workspace: req.Workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
+		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: req.Name, WorkspaceScope: req.WorkspaceScope, AllowMissing: true}); err != nil && grpcstatus.Code(err) != codes.NotFound {
 			return lookup{err: fmt.Errorf("delete sandbox: %w", err)}
 		}
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Deleting", "DeleteSandbox", "deleting sandbox %s at the gateway", req.Name)
@@ -286,7 +286,7 @@ func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.O
 	default:
 		return false, nil
 	}
-	if now.Sub(time.UnixMilli(got.GetMetadata().GetCreatedAtMs())) > createInFlightGrace {
+	if now.Sub(got.GetMetadata().GetCreatedTime().AsTime()) > createInFlightGrace {
 		return false, nil
 	}
 	ns := ""

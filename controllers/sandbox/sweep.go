@@ -18,7 +18,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
@@ -197,7 +197,7 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 			return err
 		}
 		md := sb.GetMetadata()
-		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: md.GetName(), Workspace: md.GetWorkspace()}); err != nil &&
+		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: md.GetName(), WorkspaceScope: gatewayapi.Workspace(md.GetWorkspace())}); err != nil &&
 			grpcstatus.Code(err) != codes.NotFound {
 			return fmt.Errorf("delete orphaned sandbox %s in workspace %s: %w", md.GetName(), md.GetWorkspace(), err)
 		}
@@ -209,8 +209,10 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 
 // listAll pages through every sandbox of every workspace.
 func listAll(ctx context.Context, conn *gatewayapi.Client, each func(*openshellv1.Sandbox) error) error {
-	for offset := uint32(0); ; offset += sweepPage {
-		resp, err := conn.ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{AllWorkspaces: true, Limit: sweepPage, Offset: offset})
+	token := ""
+	for {
+		resp, err := conn.ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.AllWorkspaces(),
+			PageSize: sweepPage, PageToken: token})
 		if err != nil {
 			return fmt.Errorf("list sandboxes: %w", err)
 		}
@@ -219,7 +221,7 @@ func listAll(ctx context.Context, conn *gatewayapi.Client, each func(*openshellv
 				return err
 			}
 		}
-		if len(resp.GetSandboxes()) < sweepPage {
+		if token = resp.GetNextPageToken(); token == "" {
 			return nil
 		}
 	}

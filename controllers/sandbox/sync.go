@@ -20,10 +20,9 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
-	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -149,8 +148,10 @@ func setSyncFailure(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) 
 func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (_ ctrl.Result, held bool, _ error) {
 	gw := obs.gateway
 	conn, err := r.Gateways.Connect(ctx, gw)
-	if gwconn.NotNow(err) {
-		return callFailed(orig, sb, err) // the operator's own state: nothing to report
+	if _, call := grpcstatus.FromError(err); gwconn.NotNow(err) || (err != nil && call) {
+		// The operator's own state (nothing to report), or a call that
+		// asked the gateway its version: judged like any other call.
+		return callFailed(orig, sb, err)
 	}
 	if err != nil {
 		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonConnectionFailed, err.Error())
@@ -222,7 +223,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *ope
 // recreate deletes the gateway sandbox after an immutable change; the next
 // reconciles wait until the name is free and create it anew.
 func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (ctrl.Result, error) {
-	if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: d.name, Workspace: d.workspace}); err != nil && grpcstatus.Code(err) != codes.NotFound {
+	if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)}); err != nil && grpcstatus.Code(err) != codes.NotFound {
 		return ctrl.Result{}, fmt.Errorf("delete sandbox for recreation: %w", err)
 	}
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonRecreating, "Recreate",
@@ -237,7 +238,7 @@ func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *
 // createOrAdopt creates the gateway sandbox, or adopts the one of its name
 // that carries this object's UID (a create whose status write was lost).
 func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
-	resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: d.name, Workspace: d.workspace, Spec: d.spec,
+	resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Spec: d.spec,
 		Labels:      map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)},
 		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}})
 	var current *openshellv1.Sandbox
@@ -269,7 +270,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 // (by UID) is adopted, another's is a NameConflict, a deleting one is
 // waited for.
 func (r *Reconciler) adopt(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
-	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
+	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 	switch {
 	case grpcstatus.Code(err) == codes.NotFound:
 		return nil, stopWith(ctrl.Result{RequeueAfter: nameFreePoll}), nil // the old one just went
@@ -290,7 +291,7 @@ func (r *Reconciler) applyPolicy(ctx context.Context, conn *gatewayapi.Client, s
 	if d.policy == nil || sb.Status.AppliedPolicyHash == d.policyHash {
 		return false, outcome{}, nil
 	}
-	resp, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Name: d.name, Workspace: d.workspace, Policy: d.policy})
+	resp, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Sandbox: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Policy: d.policy})
 	if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
 		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRejectedByGateway,
 			"the gateway refused the policy change: "+grpcstatus.Convert(err).Message())
@@ -311,14 +312,14 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Cl
 	}
 	for _, p := range d.providers {
 		if !slices.Contains(attached, p) {
-			if _, err := conn.AttachSandboxProvider(ctx, &openshellv1.AttachSandboxProviderRequest{SandboxName: d.name, ProviderName: p, Workspace: d.workspace}); err != nil {
+			if _, err := conn.AttachSandboxProvider(ctx, &openshellv1.AttachSandboxProviderRequest{Sandbox: d.name, Provider: p, WorkspaceScope: gatewayapi.Workspace(d.workspace)}); err != nil {
 				return false, outcome{}, fmt.Errorf("attach provider %s: %w", p, err)
 			}
 		}
 	}
 	for _, p := range attached {
 		if !slices.Contains(d.providers, p) {
-			if _, err := conn.DetachSandboxProvider(ctx, &openshellv1.DetachSandboxProviderRequest{SandboxName: d.name, ProviderName: p, Workspace: d.workspace}); err != nil {
+			if _, err := conn.DetachSandboxProvider(ctx, &openshellv1.DetachSandboxProviderRequest{Sandbox: d.name, Provider: p, WorkspaceScope: gatewayapi.Workspace(d.workspace)}); err != nil {
 				return false, outcome{}, fmt.Errorf("detach provider %s: %w", p, err)
 			}
 		}
@@ -350,7 +351,7 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 	if current != nil {
 		return current, gone, false, nil
 	}
-	resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, Workspace: d.workspace})
+	resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 	if grpcstatus.Code(err) == codes.NotFound {
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
 		forgetGatewaySandbox(sb)
@@ -378,7 +379,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	case actionStop:
 		// Blocks until the gateway's driver confirms (a retry from STOPPING
 		// is allowed if this call times out).
-		resp, err := conn.StopSandbox(ctx, &openshellv1.StopSandboxRequest{Name: d.name, Workspace: d.workspace})
+		resp, err := conn.StopSandbox(ctx, &openshellv1.StopSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("stop sandbox: %w", err)
 		}
@@ -386,7 +387,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Gateways.Followers().Record(key, current)
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Suspended", "StopSandbox", "the runtime of %s is stopped; its workspace is kept", d.name)
 	case actionStart:
-		resp, err := conn.StartSandbox(ctx, &openshellv1.StartSandboxRequest{Name: d.name, Workspace: d.workspace})
+		resp, err := conn.StartSandbox(ctx, &openshellv1.StartSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("start sandbox: %w", err)
 		}
@@ -395,7 +396,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
 	}
 	res := r.report(sb, obs, current)
-	if err := r.locateUpstream(ctx, sb); err != nil {
+	if err := r.locateUpstream(ctx, sb, obs.preflight.AgentSandbox.Preferred); err != nil {
 		return ctrl.Result{}, err
 	}
 	if res = reportUpstream(sb, current, gone, res); gone {
@@ -409,7 +410,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	if res.RequeueAfter > 0 {
 		// Still moving: follow the gateway's stream so the next change is
 		// reported as it happens; the requeue is only a safety net.
-		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, sb.Status.SandboxID)
+		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, gwconn.Watched{ID: sb.Status.SandboxID, Name: d.name, Workspace: d.workspace})
 	}
 	return res, nil
 }
@@ -444,7 +445,7 @@ func (r *Reconciler) observePolicyLoad(ctx context.Context, conn *gatewayapi.Cli
 		loaded(active)
 		return false, nil
 	}
-	resp, err := conn.GetSandboxPolicyStatus(ctx, &openshellv1.GetSandboxPolicyStatusRequest{Name: d.name, Workspace: d.workspace, Version: want})
+	resp, err := conn.GetSandboxPolicyStatus(ctx, &openshellv1.GetSandboxPolicyStatusRequest{Sandbox: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Version: want})
 	if grpcstatus.Code(err) == codes.Unimplemented {
 		// An older gateway: it cannot say; not an error to retry.
 		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionUnknown, openshellv1alpha1.SandboxReasonPolicyLoadPending,
@@ -565,16 +566,6 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		phase = openshellv1alpha1.SandboxPhaseProvisioning
 	}
 	sb.Status.Phase = phase
-	if n := current.Status.GetSandboxName(); n != "" {
-		ns := ""
-		if obs.gateway != nil && obs.gateway.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
-			ns = render.NamesFor(obs.gateway).SandboxNamespace
-		} else if prev := sb.Status.AgentSandbox; prev != nil && prev.Name == n {
-			ns = prev.Namespace // found in this cluster (locateUpstream)
-		}
-		sb.Status.AgentSandbox = &openshellv1alpha1.AgentSandboxReference{
-			APIVersion: "agents.x-k8s.io/" + obs.preflight.AgentSandbox.Preferred, Namespace: ns, Name: n}
-	}
 	msg := "gateway phase " + current.Status.GetPhase().String()
 	for _, c := range current.Status.GetConditions() {
 		if c.Type == "Ready" && c.Message != "" {

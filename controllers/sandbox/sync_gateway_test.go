@@ -95,7 +95,7 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		sb := sandboxWith(nil)
 		f.sync(t, sb)
 		if sb.Status.SandboxID == "" || sb.Status.Phase != openshellv1alpha1.SandboxPhaseProvisioning {
-			t.Fatalf("after create: id %q phase %s", sb.Status.SandboxID, sb.Status.Phase)
+			t.Fatalf("after create: id %q phase %s %+v", sb.Status.SandboxID, sb.Status.Phase, sb.Status.Conditions)
 		}
 		if reason(sb, openshellv1alpha1.ConditionSynced) != openshellv1alpha1.SandboxReasonInSync {
 			t.Errorf("Synced reason %q", reason(sb, openshellv1alpha1.ConditionSynced))

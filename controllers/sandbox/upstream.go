@@ -52,10 +52,10 @@ func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controlle
 		return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
 	})
 	// Only a deletion (or a change of what the gateway's ID label says)
-	// concerns the OpenShellSandbox; the Agent Sandbox controller's own
-	// status writes do not.
+	// concerns the OpenShellSandbox, and a creation it has not located
+	// yet; the Agent Sandbox controller's own status writes do not.
 	onlyGone := predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
+		CreateFunc: func(e event.CreateEvent) bool { return r.unlocated(e.Object.GetLabels()[LabelSandboxID]) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld.GetLabels()[LabelSandboxID] != e.ObjectNew.GetLabels()[LabelSandboxID] || !e.ObjectNew.GetDeletionTimestamp().IsZero()
 		},
@@ -131,30 +131,47 @@ func (r *Reconciler) upstreamMissing(ctx context.Context, sb *openshellv1alpha1.
 	return len(list.Items) == 0, nil
 }
 
-// locateUpstream fills in the namespace of an External gateway's
-// agents.x-k8s.io Sandbox once it is seen in this cluster's cache (by the
-// gateway's ID label), so that its loss can be noticed; one whose gateway
-// runs its sandboxes elsewhere is never found, and never reported missing.
-func (r *Reconciler) locateUpstream(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) error {
-	ref := sb.Status.AgentSandbox
-	if ref == nil || ref.Namespace != "" || sb.Status.SandboxID == "" {
-		return nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || !r.upstream.started(gv.Version) {
+// locateUpstream records which agents.x-k8s.io Sandbox runs the gateway
+// sandbox, once it is in this cluster's cache under the gateway's ID label
+// (gateways of every line set it; 0.1 no longer reports the object's
+// name), so that its loss can be noticed. One whose gateway runs its
+// sandboxes elsewhere is never found, and never reported missing.
+func (r *Reconciler) locateUpstream(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, version string) error {
+	if ref := sb.Status.AgentSandbox; (ref != nil && ref.Namespace != "") || sb.Status.SandboxID == "" || !r.upstream.started(version) {
 		return nil
 	}
 	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(agentSandboxGVK(gv.Version).GroupVersion().WithKind("SandboxList"))
+	list.SetGroupVersionKind(agentSandboxGVK(version).GroupVersion().WithKind("SandboxList"))
 	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelSandboxID: sb.Status.SandboxID}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	for _, o := range list.Items {
-		if o.Name == ref.Name {
-			ref.Namespace = o.Namespace
+	if len(list.Items) != 1 {
+		return nil // not here (yet), or not one the gateway's label can tell
+	}
+	o := list.Items[0]
+	sb.Status.AgentSandbox = &openshellv1alpha1.AgentSandboxReference{APIVersion: agentSandboxGVK(version).GroupVersion().String(),
+		Namespace: o.Namespace, Name: o.Name}
+	return nil
+}
+
+// unlocated says whether a sandbox of this gateway ID has not yet recorded
+// its agents.x-k8s.io Sandbox: the object reached the cache after the
+// sandbox's last report. At a restart every sandbox is located already, so
+// the watch's initial list re-queues nothing.
+func (r *Reconciler) unlocated(id string) bool {
+	if id == "" {
+		return false
+	}
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(context.Background(), list, client.MatchingFields{index.SandboxID: id}); err != nil {
+		return false
+	}
+	for _, sb := range list.Items {
+		if ref := sb.Status.AgentSandbox; ref == nil || ref.Namespace == "" {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // started says whether the watch of a version runs (so the cache holds it).

@@ -29,7 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 )
 
 // Defaults for calls.
@@ -54,6 +55,9 @@ type Target struct {
 	CAPEM []byte
 	// Tokens authenticates calls; nil sends none (Health needs none).
 	Tokens TokenSource
+	// Line is the release line the gateway speaks (empty: gatewayline.Legacy).
+	// It does not change the connection, only how calls are encoded.
+	Line gatewayline.Line
 }
 
 // key identifies a connection; a changed CA or endpoint gives a new one.
@@ -85,9 +89,21 @@ type pooled struct {
 // NewPool returns an empty pool.
 func NewPool() *Pool { return &Pool{conns: map[string]*pooled{}, breakers: map[string]*breaker{}} }
 
-// Client is a gateway API client bound to one connection.
+// Client is a gateway API client bound to one connection. Callers speak
+// the 0.1 messages whatever the gateway's line: a 0.0.x gateway is reached
+// through their translation (NewLegacyClient).
 type Client struct {
-	openshellv1.OpenShellClient
+	v01.OpenShellClient
+	// Line is the release line the calls are encoded for.
+	Line gatewayline.Line
+}
+
+// newClient binds a connection to the encoding of the gateway's line.
+func newClient(conn grpc.ClientConnInterface, line gatewayline.Line) *Client {
+	if line == gatewayline.V01 {
+		return &Client{OpenShellClient: v01.NewOpenShellClient(conn), Line: line}
+	}
+	return &Client{OpenShellClient: NewLegacyClient(conn), Line: gatewayline.Legacy}
 }
 
 // Get returns the client for gateway name (namespace/name), dialing or
@@ -98,7 +114,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 	k := t.key()
 	if c, ok := p.conns[name]; ok {
 		if c.key == k {
-			return &Client{openshellv1.NewOpenShellClient(legacyConn{c.conn})}, nil
+			return newClient(c.conn, t.Line), nil
 		}
 		_ = c.conn.Close()
 		delete(p.conns, name)
@@ -108,7 +124,7 @@ func (p *Pool) Get(name string, t Target) (*Client, error) {
 		return nil, err
 	}
 	p.conns[name] = &pooled{key: k, conn: conn}
-	return &Client{openshellv1.NewOpenShellClient(legacyConn{conn})}, nil
+	return newClient(conn, t.Line), nil
 }
 
 // Forget closes the connection of a deleted gateway.

@@ -16,7 +16,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/scheme"

@@ -78,10 +78,9 @@ func parse(v string) (major, minor, patch int, err error) {
 }
 
 // Spoken says whether this build of the operator speaks a line's wire to
-// its gateways. The 0.1 client is not built yet (issue 28): until it is,
-// a gateway that reports a 0.1 version is refused rather than sent 0.0.x
-// messages it would misread.
-func Spoken(l Line) bool { return l == Legacy }
+// its gateways: it speaks the 0.1 messages and reaches 0.0.x gateways
+// through their translation (internal/gatewayapi).
+func Spoken(l Line) bool { return l == Legacy || l == V01 }
 
 // Check says, for a version a gateway reported, why the operator will not
 // talk to it ("" when it will, or when nothing was reported yet).
@@ -94,8 +93,7 @@ func Check(version string) string {
 	case err != nil:
 		return err.Error()
 	case !Spoken(l):
-		return fmt.Sprintf("gateway version %s is on the %s line, whose wire this operator build does not speak yet "+
-			"(it speaks 0.0.%d and later 0.0.x): run a 0.0.x gateway, or an operator release with the 0.1 client", version, l, LegacyMinimumPatch)
+		return fmt.Sprintf("gateway version %s is on the %s line, whose wire this operator build does not speak (it speaks %s)", version, l, Supported)
 	}
 	return ""
 }

@@ -42,7 +42,8 @@ func TestCheck(t *testing.T) {
 	for version, want := range map[string]string{
 		"":             "",
 		"0.0.111-test": "",
-		"0.1.5":        "on the 0.1 line, whose wire this operator build does not speak yet",
+		"0.1.5":        "",
+		"0.1.10":       "",
 		"0.2.0":        "not one the operator speaks",
 		"nonsense":     "not a major.minor.patch",
 	} {

@@ -13,7 +13,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
 // Followers stream WatchSandbox for sandboxes that are still moving
@@ -62,8 +62,13 @@ func (f *Followers) Record(key types.NamespacedName, s *openshellv1.Sandbox) {
 	f.latest[key] = proto.Clone(s).(*openshellv1.Sandbox)
 }
 
-// Ensure starts a stream for sandbox id unless one runs.
-func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, id string) {
+// Watched names a gateway sandbox to follow: 0.1 gateways watch by name
+// in a workspace, and the ID tells one incarnation from the next.
+type Watched struct{ ID, Name, Workspace string }
+
+// Ensure starts a stream for the sandbox unless one runs for its ID.
+func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, w Watched) {
+	id := w.ID
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.active[key]; ok {
@@ -74,7 +79,7 @@ func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *ga
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.active[key] = follow{id: id, gateway: gatewayKey, cancel: cancel}
-	go f.run(ctx, key, conn, id)
+	go f.run(ctx, key, conn, w)
 }
 
 // stopAll ends every stream (the manager is stopping).
@@ -113,7 +118,8 @@ func (f *Followers) Stop(key types.NamespacedName) {
 	delete(f.latest, key)
 }
 
-func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, id string) {
+func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, w Watched) {
+	id := w.ID
 	defer func() {
 		f.mu.Lock()
 		if cur, ok := f.active[key]; ok && cur.id == id {
@@ -121,7 +127,8 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 		}
 		f.mu.Unlock()
 	}()
-	stream, err := conn.WatchSandbox(ctx, &openshellv1.WatchSandboxRequest{Id: id, FollowStatus: true, StopOnTerminal: true})
+	stream, err := conn.WatchSandbox(ctx, &openshellv1.WatchSandboxRequest{Sandbox: w.Name,
+		WorkspaceScope: gatewayapi.Workspace(w.Workspace), FollowStatus: true, StopOnTerminal: true})
 	if err != nil {
 		f.notify(key)
 		return

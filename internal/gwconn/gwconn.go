@@ -23,6 +23,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
@@ -97,14 +98,32 @@ type cachedCA struct {
 // Key names a gateway in the pool.
 func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }
 
-// Connect returns a connected client for the gateway, unless the version
-// it last reported (status.version) is on a line the operator does not
-// speak (LineError).
+// Connect returns a client for the gateway that encodes calls for its
+// release line: the one of the version it last reported (status.version),
+// else of the version its Health RPC reports now (Health's wire is the
+// same on every line). A version on no line the operator speaks is a
+// *LineError: its messages would be misread, silently.
 func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
-	if why := gatewayline.Check(gw.Status.Version); why != "" {
-		return nil, &LineError{Gateway: Key(gw), Message: why}
+	version := gw.Status.Version
+	if version == "" {
+		probe, err := r.Probe(ctx, gw)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := probe.Health(ctx, &openshellv1.HealthRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("ask the gateway its version: %w", err)
+		}
+		version = resp.GetVersion()
 	}
-	return r.Probe(ctx, gw)
+	line, err := gatewayline.Of(version)
+	if err == nil && !gatewayline.Spoken(line) {
+		err = errors.New(gatewayline.Check(version))
+	}
+	if err != nil {
+		return nil, &LineError{Gateway: Key(gw), Message: err.Error()}
+	}
+	return r.connect(ctx, gw, line)
 }
 
 // LineError refuses a gateway whose reported version is on a line this
@@ -117,6 +136,10 @@ func (e *LineError) Error() string { return "gateway " + e.Gateway + ": " + e.Me
 // every line shares (Health, GetGatewayInfo): how the gateway reconciler
 // learns the version Connect decides by.
 func (r *Resolver) Probe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
+	return r.connect(ctx, gw, gatewayline.V01)
+}
+
+func (r *Resolver) connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, line gatewayline.Line) (*gatewayapi.Client, error) {
 	if usesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
 		return nil, ErrIssuerNotReady
 	}
@@ -124,6 +147,7 @@ func (r *Resolver) Probe(ctx context.Context, gw *openshellv1alpha1.OpenShellGat
 	if err != nil {
 		return nil, err
 	}
+	t.Line = line
 	return r.Pool.Get(Key(gw), t)
 }
 

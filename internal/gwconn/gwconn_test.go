@@ -19,7 +19,8 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
@@ -137,7 +138,9 @@ func externalWithClientCredentials(t *testing.T, ca *pki.KeyPair, cert tls.Certi
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: gw.Endpoint(),
 				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
-				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}},
+		// The version known: Connect asks none (the IdP may hang).
+		Status: openshellv1alpha1.OpenShellGatewayStatus{Version: testgateway.Version}}
 	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-creds", Namespace: "platform"}, Data: map[string][]byte{
@@ -179,7 +182,8 @@ func TestExternalCAIsReadOncePerRefresh(t *testing.T) {
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1",
 				CASecretRef:          openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"},
-				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}}}
+				CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "gw-creds"}}},
+		Status: openshellv1alpha1.OpenShellGatewayStatus{Version: "0.0.111"}} // nothing to ask the (absent) gateway
 	connect := func() {
 		t.Helper()
 		if _, err := r.Connect(context.Background(), obj); err != nil {
@@ -274,11 +278,15 @@ func TestIssuerNotReadyIsNotAGatewayFailure(t *testing.T) {
 	}
 }
 
-// TestConnectRefusesALineItDoesNotSpeak: a gateway that reported a 0.1
-// version gets no 0.0.x messages (it would misread them); Probe, for the
-// Health call every line shares, still connects.
-func TestConnectRefusesALineItDoesNotSpeak(t *testing.T) {
-	k := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+// TestConnectSpeaksTheLineOfTheReportedVersion: a gateway that reported a
+// 0.1 version gets the 0.1 messages, a 0.0.x one their translation, and a
+// version on no line the operator speaks gets nothing (it would misread
+// the messages); Probe, for the Health call every line shares, connects
+// whatever the version.
+func TestConnectSpeaksTheLineOfTheReportedVersion(t *testing.T) {
+	ca, _, _ := gatewaytest.LoopbackCert(t)
+	k := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}}).Build()
 	idp := &oidc.Issuer{Client: k, SecretNamespace: "idp", SecretName: "keys"}
 	if err := idp.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -286,17 +294,26 @@ func TestConnectRefusesALineItDoesNotSpeak(t *testing.T) {
 	r := &gwconn.Resolver{Client: k, APIReader: k, Issuer: idp, Pool: gatewayapi.NewPool()}
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gw"},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
-			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1"}},
-		Status: openshellv1alpha1.OpenShellGatewayStatus{Version: "0.1.5"}}
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://127.0.0.1:1",
+				CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "gw-ca", Key: "ca.crt"}}}}
+	for version, want := range map[string]gatewayline.Line{"0.1.5": gatewayline.V01, "0.1.10": gatewayline.V01, "0.0.111": gatewayline.Legacy} {
+		gw.Status.Version = version
+		conn, err := r.Connect(context.Background(), gw)
+		if err != nil || conn.Line != want {
+			t.Errorf("Connect to a %s gateway: line %v, %v; want %s", version, conn, err, want)
+		}
+	}
+	gw.Status.Version = "0.2.0"
 	line := (*gwconn.LineError)(nil)
-	if _, err := r.Connect(context.Background(), gw); !errors.As(err, &line) || !strings.Contains(err.Error(), "the 0.1 line") {
-		t.Fatalf("Connect to a 0.1 gateway: %v, want a LineError", err)
+	if _, err := r.Connect(context.Background(), gw); !errors.As(err, &line) || !strings.Contains(err.Error(), "not one the operator speaks") {
+		t.Fatalf("Connect to a 0.2 gateway: %v, want a LineError", err)
 	}
-	if _, err := r.Probe(context.Background(), gw); errors.As(err, &line) {
-		t.Fatalf("Probe refused by line: %v", err)
+	if _, err := r.Probe(context.Background(), gw); err != nil {
+		t.Fatalf("Probe refused: %v", err)
 	}
-	gw.Status.Version = "0.0.111"
-	if _, err := r.Connect(context.Background(), gw); errors.As(err, &line) {
-		t.Fatalf("Connect to a 0.0.111 gateway refused: %v", err)
+	// Nothing reported yet: Connect asks the gateway (here unreachable).
+	gw.Status.Version = ""
+	if _, err := r.Connect(context.Background(), gw); err == nil || errors.As(err, &line) {
+		t.Fatalf("Connect to an unreachable gateway of unknown version: %v, want the Health call's failure", err)
 	}
 }

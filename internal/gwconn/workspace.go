@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 )
 
 // Labels and annotations the operator puts on gateway sandboxes. The UID
@@ -31,6 +31,20 @@ const (
 	AnnotationName      = "openshell.ai/k8s-name"
 	// TemplateLabel marks the pods of operator-created sandboxes.
 	TemplateLabel = "openshell.ai/managed-by-operator"
+)
+
+// The API's spellings of the endpoint settings 0.1 made enums (the CRD
+// admits only these; an omitted one is the gateway's default).
+var (
+	enforcement = map[string]sandboxv1.NetworkEnforcementMode{
+		"enforce": sandboxv1.NetworkEnforcementMode_NETWORK_ENFORCEMENT_MODE_ENFORCE,
+		"audit":   sandboxv1.NetworkEnforcementMode_NETWORK_ENFORCEMENT_MODE_AUDIT,
+	}
+	access = map[string]sandboxv1.NetworkAccessPreset{
+		"read-only":  sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_READ_ONLY,
+		"read-write": sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_READ_WRITE,
+		"full":       sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_FULL,
+	}
 )
 
 var landlock = map[openshellv1alpha1.LandlockCompatibility]string{
@@ -57,8 +71,8 @@ func Policy(spec openshellv1alpha1.OpenShellPolicySpec) *sandboxv1.SandboxPolicy
 	for _, r := range spec.NetworkPolicies {
 		rule := &sandboxv1.NetworkPolicyRule{Name: r.Name}
 		for _, e := range r.Endpoints {
-			ep := &sandboxv1.NetworkEndpoint{Host: e.Host, Protocol: e.Protocol, Enforcement: e.Enforcement,
-				Access: e.Access, AllowedIps: e.AllowedIPs, Path: e.Path}
+			ep := &sandboxv1.NetworkEndpoint{Host: e.Host, Protocol: e.Protocol, Enforcement: enforcement[e.Enforcement],
+				Access: access[e.Access], AllowedIps: e.AllowedIPs, Path: e.Path}
 			if e.Port != nil {
 				ep.Port = uint32(*e.Port)
 			}

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -87,7 +87,7 @@ func TestPolicy(t *testing.T) {
 			"github": {
 				Name: "github",
 				Endpoints: []*sandboxv1.NetworkEndpoint{{
-					Host: "api.github.com", Port: 443, Protocol: "rest", Enforcement: "enforce",
+					Host: "api.github.com", Port: 443, Protocol: "rest", Enforcement: sandboxv1.NetworkEnforcementMode_NETWORK_ENFORCEMENT_MODE_ENFORCE,
 					Rules: []*sandboxv1.L7Rule{
 						{Allow: &sandboxv1.L7Allow{Method: "GET", Path: "/repos/**"}},
 						{Allow: &sandboxv1.L7Allow{OperationType: "query", OperationName: "viewer"}},
@@ -98,13 +98,13 @@ func TestPolicy(t *testing.T) {
 					},
 					Path: "/v3",
 				}, {
-					Host: "github.com", Ports: []uint32{22, 443}, Access: "read-only", AllowedIps: []string{"140.82.112.0/20"},
+					Host: "github.com", Ports: []uint32{22, 443}, Access: sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_READ_ONLY, AllowedIps: []string{"140.82.112.0/20"},
 				}},
 				Binaries: []*sandboxv1.NetworkBinary{{Path: "/usr/bin/git"}, {Path: "/usr/bin/gh"}},
 			},
 			"pypi": {
 				Name:      "pypi",
-				Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "pypi.org", Port: 8443, Access: "full"}},
+				Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "pypi.org", Port: 8443, Access: sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_FULL}},
 			},
 		}},
 	}, {

@@ -6,21 +6,24 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
 // TestGatewayOnALineNotSpoken: an External gateway upgraded in place to a
-// 0.1 release reports the new version. The operator says so on the gateway
-// (Degraded, VersionNotSupported) and sends it no 0.0.x sandbox call,
-// which it would misread; once it reports 0.0.x again the sandbox waiting
-// for it is created.
+// release on no line the operator speaks (0.2) reports the new version. The
+// operator says so on the gateway (Degraded, VersionNotSupported) and sends
+// it no sandbox call, which it would misread; once it reports 0.0.x again
+// the sandbox waiting for it is created.
 func TestGatewayOnALineNotSpoken(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -39,21 +42,14 @@ func TestGatewayOnALineNotSpoken(t *testing.T) {
 		g.Expect(d).NotTo(BeNil())
 		return d
 	}
-	poke := func() {
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
-		patch := client.MergeFrom(gw.DeepCopy())
-		metav1.SetMetaDataAnnotation(&gw.ObjectMeta, "test/poke", time.Now().String())
-		g.Expect(c.Patch(ctx, gw, patch)).To(Succeed())
-	}
 	g.Eventually(func(g Gomega) { g.Expect(degradedBy(g).Status).To(Equal(metav1.ConditionFalse)) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
-	st.Gateway.ReportVersion("0.1.5")
-	poke()
+	st.Gateway.ReportVersion("0.2.0")
+	poke(ctx, g, st.GatewayObj)
 	g.Eventually(func(g Gomega) {
 		d := degradedBy(g)
 		g.Expect(d.Reason).To(Equal(openshellv1alpha1.GatewayReasonVersionNotSupported))
-		g.Expect(d.Message).To(ContainSubstring("0.1.5 is on the 0.1 line"))
+		g.Expect(d.Message).To(ContainSubstring("0.2.0 is not one the operator speaks (0.0.111 and later 0.0.x, and 0.1.x)"))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	creates := st.Gateway.Calls()["CreateSandbox"]
 	sb := sandboxOn(tenant, "waits", st.GatewayObj)
@@ -64,11 +60,80 @@ func TestGatewayOnALineNotSpoken(t *testing.T) {
 		r := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionGatewayReachable)
 		g.Expect(r).NotTo(BeNil())
 		g.Expect(r.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(r.Message).To(ContainSubstring("does not speak yet"))
+		g.Expect(r.Message).To(ContainSubstring("not one the operator speaks"))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	g.Expect(st.Gateway.Calls()["CreateSandbox"]).To(Equal(creates), "no 0.0.x create was sent to the 0.1 gateway")
+	g.Expect(st.Gateway.Calls()["CreateSandbox"]).To(Equal(creates), "no create was sent to the 0.2 gateway")
 
 	st.Gateway.ReportVersion("")
-	poke()
+	poke(ctx, g, st.GatewayObj)
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+}
+
+// poke re-queues a gateway (an annotation change), as the next periodic
+// Health check would.
+func poke(ctx context.Context, g Gomega, obj client.Object) {
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	g.ExpectWithOffset(1, cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), gw)).To(Succeed())
+	patch := client.MergeFrom(gw.DeepCopy())
+	metav1.SetMetaDataAnnotation(&gw.ObjectMeta, "test/poke", time.Now().String())
+	g.ExpectWithOffset(1, cluster.Client.Patch(ctx, gw, patch)).To(Succeed())
+}
+
+// TestGatewayUpgradedInPlaceTo01: sandboxes, their policy and provider made
+// on a 0.0.111 gateway keep working when the gateway is upgraded in place to
+// 0.1 (it reports 0.1.5 and from then on speaks only the 0.1 wire): a policy
+// edit and a credential rotation reach it in 0.1 messages, a new sandbox is
+// created and deleted there, and nothing is re-created.
+func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "wire-platform"), framework.CreateNamespace(ctx, t, c, "wire-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "wire-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+
+	secret, first := createSampleTenant(ctx, t, tenant, "sk-before", client.ObjectKeyFromObject(st.GatewayObj))
+	waitPhase(ctx, g, client.ObjectKeyFromObject(first), openshellv1alpha1.SandboxPhaseReady)
+	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID
+	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
+
+	st.Gateway.ReportVersion("0.1.5")
+	poke(ctx, g, st.GatewayObj)
+	g.Eventually(func(g Gomega) {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
+		g.Expect(gw.Status.Version).To(Equal("0.1.5"))
+		g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", gw.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
+	ws, name := sandboxspec.WorkspaceName(tenant, tenantNS.UID), sandboxspec.SandboxName(tenant, first.Name)
+	before := st.Gateway.SandboxPolicyVersion(ws, name)
+	addNetworkRule(ctx, g, tenant, "restricted", "github", "api.github.com")
+	g.Eventually(func() uint32 { return st.Gateway.SandboxPolicyVersion(ws, name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(before + 1))
+	setSecretValue(ctx, g, client.ObjectKeyFromObject(secret), "ANTHROPIC_API_KEY", "sk-after")
+	g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).
+		WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-after"}))
+
+	second := first.DeepCopy()
+	second.ObjectMeta = metav1.ObjectMeta{Name: "after-upgrade", Namespace: tenant}
+	g.Expect(c.Create(ctx, second)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(second), openshellv1alpha1.SandboxPhaseReady)
+	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID).To(Equal(id), "the upgrade re-created a sandbox")
+
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{first, second} {
+		g.Expect(c.Delete(ctx, sb)).To(Succeed())
+		g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
+			Should(Satisfy(apierrors.IsNotFound))
+	}
+	g.Expect(st.Gateway.SandboxNames(ws)).To(BeEmpty())
+	calls := st.Gateway.LineCalls()
+	for _, m := range []string{"UpdateConfig", "UpdateProvider", "CreateSandbox", "DeleteSandbox"} {
+		g.Expect(calls).To(HaveKey("0.1 "+m), "the 0.1 gateway was not sent %s in 0.1 messages", m)
+	}
 }

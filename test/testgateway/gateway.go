@@ -63,6 +63,7 @@ type Gateway struct {
 
 	mu           sync.Mutex
 	calls        map[string]int
+	lineCalls    map[string]int // "0.1 CreateSandbox"
 	authFailures int
 	requestIDs   []string
 	unavailable  bool
@@ -104,7 +105,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
+	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}}
 	g.workspaces["default"] = newWorkspace("default")
@@ -119,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		grpc.ChainUnaryInterceptor(g.unaryAuth),
 		grpc.ChainStreamInterceptor(g.streamAuth),
 	)
-	g.srv.RegisterService(gatewayapi.LegacyServiceDesc(), g)
+	g.srv.RegisterService(g.serviceDesc(), g)
 	dctx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
 	if opts.Kube != nil {
