@@ -165,6 +165,14 @@ type OpenShellSandboxSpec struct {
 	// the same workspace. Deleting the sandbox still deletes everything.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the sandbox (its gateway sandbox and
+	// this object) that many seconds after its agent exited, as a Job's
+	// field of the same name does: counted from status.completionTime.
+	// Unset keeps a finished sandbox until it is deleted.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // SandboxFinalizer keeps an OpenShellSandbox until the operator has deleted
@@ -192,7 +200,7 @@ type PodLabelValue string
 type PodAnnotationValue string
 
 // SandboxPhase summarises a sandbox's conditions.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Suspended;Deleting
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Suspended;Completed;Deleting
 type SandboxPhase string
 
 const (
@@ -211,6 +219,10 @@ const (
 	// SandboxPhaseSuspended means spec.suspend stopped the runtime; the
 	// workspace volume is kept.
 	SandboxPhaseSuspended SandboxPhase = "Suspended"
+	// SandboxPhaseCompleted means the agent ran to completion: its command
+	// exited 0 (status.exitCode). An agent that exits otherwise is Error,
+	// with its exit code. 0.1 gateways report it; 0.0.x ones do not.
+	SandboxPhaseCompleted SandboxPhase = "Completed"
 	// SandboxPhaseDeleting means the sandbox is being removed at the gateway.
 	SandboxPhaseDeleting SandboxPhase = "Deleting"
 )
@@ -270,6 +282,16 @@ type OpenShellSandboxStatus struct {
 	// PolicyVersion is the gateway's version of the applied policy.
 	// +optional
 	PolicyVersion int64 `json:"policyVersion,omitempty"`
+
+	// ExitCode is the agent's exit code once its command exited, as the
+	// gateway reports it (0: phase Completed).
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// CompletionTime is when the operator first saw the agent exited;
+	// spec.ttlSecondsAfterFinished counts from it.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
 	// AttachedProviders are the providers attached at the gateway.
 	// +listType=set
@@ -435,6 +457,15 @@ const (
 	SandboxReasonError = "SandboxError"
 	// SandboxReasonStopped (Ready=False, phase Stopped): the gateway stopped it.
 	SandboxReasonStopped = "SandboxStopped"
+	// SandboxReasonCompleted (Ready=False): the agent's command exited 0;
+	// the sandbox is finished (status.exitCode).
+	SandboxReasonCompleted = "Completed"
+	// SandboxReasonExited (Ready=False, phase Error): the agent's command
+	// exited with a non-zero code or a signal (status.exitCode).
+	SandboxReasonExited = "Exited"
+	// SandboxReasonExpired (event): spec.ttlSecondsAfterFinished passed
+	// after the agent exited; the operator deletes the sandbox.
+	SandboxReasonExpired = "Expired"
 	// SandboxConditionSuspended reports spec.suspend: True once the runtime
 	// is stopped, False while it stops or starts again, or runs.
 	SandboxConditionSuspended = "Suspended"

@@ -47,7 +47,8 @@ const MaxConcurrentReconciles = 8
 // Finalizer deletes the sandbox at the gateway before the object goes.
 const Finalizer = openshellv1alpha1.SandboxFinalizer
 
-// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=list;watch;patch,namespace=system
+// Delete: a finished sandbox whose spec.ttlSecondsAfterFinished passed (expire).
+// +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes,verbs=list;watch;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/status,verbs=patch,namespace=system
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxes/finalizers,verbs=update,namespace=system
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellgateways;openshellimagepolicies;openshellpolicies;openshellproviders,verbs=list;watch,namespace=system
@@ -121,6 +122,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if !sb.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, sb)
 	}
+	if left, due := ttlLeft(sb, time.Now()); due && left <= 0 {
+		return r.expire(ctx, sb)
+	}
 	if _, known := r.Preflight.Get(); !known {
 		// Before the first cluster probe there is nothing new to say; the
 		// probe re-queues every sandbox (and a restart writes nothing).
@@ -161,7 +165,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	res, held, err = r.sync(ctx, orig, sb, obs)
+	if left, due := ttlLeft(sb, time.Now()); due && err == nil && (res.RequeueAfter == 0 || left < res.RequeueAfter) {
+		res.RequeueAfter = max(left, time.Millisecond) // look again when it expires
+	}
 	return res, err
+}
+
+// ttlLeft says how long a finished sandbox with spec.ttlSecondsAfterFinished
+// has until it is deleted (due is false when nothing is due).
+func ttlLeft(sb *openshellv1alpha1.OpenShellSandbox, now time.Time) (left time.Duration, due bool) {
+	ttl, done := sb.Spec.TTLSecondsAfterFinished, sb.Status.CompletionTime
+	if ttl == nil || done == nil {
+		return 0, false
+	}
+	return done.Add(time.Duration(*ttl) * time.Second).Sub(now), true
+}
+
+// expire deletes a finished sandbox whose ttlSecondsAfterFinished passed,
+// as it was judged (a spec edit since is a conflict, and judged again);
+// the deletion then runs as any other, the gateway sandbox first.
+func (r *Reconciler) expire(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (ctrl.Result, error) {
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonExpired, "Delete",
+		"the agent exited at %s and ttlSecondsAfterFinished (%ds) has passed: deleting the sandbox",
+		sb.Status.CompletionTime.UTC().Format(time.RFC3339), *sb.Spec.TTLSecondsAfterFinished)
+	err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("delete the expired sandbox: %w", err)
+	}
+	return ctrl.Result{}, nil
 }
 
 // observePolicy reads the policy spec.policyRef names, or without one the

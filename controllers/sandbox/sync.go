@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,6 +50,7 @@ var phases = map[openshellv1.SandboxPhase]openshellv1alpha1.SandboxPhase{
 	openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING:     openshellv1alpha1.SandboxPhaseStopped,
 	openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED:      openshellv1alpha1.SandboxPhaseStopped,
 	openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING:     openshellv1alpha1.SandboxPhaseDeleting,
+	openshellv1.SandboxPhase_SANDBOX_PHASE_COMPLETED:    openshellv1alpha1.SandboxPhaseCompleted,
 }
 
 // gatewaySandbox is the desired gateway sandbox: the style guide's render
@@ -131,7 +133,7 @@ func stopWith(res ctrl.Result) outcome { return outcome{res: res, stop: true} }
 func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
 	st := &sb.Status
 	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
-	st.AgentSandbox = nil
+	st.AgentSandbox, st.ExitCode, st.CompletionTime = nil, nil, nil
 }
 
 // setSyncFailure reports a refusal on Synced and Ready with phase Error.
@@ -407,10 +409,12 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	} else if requeue && (res.RequeueAfter == 0 || res.RequeueAfter > provisionPoll) {
 		res.RequeueAfter = provisionPoll
 	}
-	if res.RequeueAfter > 0 {
-		// Still moving: follow the gateway's stream so the next change is
-		// reported as it happens; the requeue is only a safety net.
-		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, gwconn.Watched{ID: sb.Status.SandboxID, Name: d.name, Workspace: d.workspace})
+	if mayFinish := sb.Status.Phase == openshellv1alpha1.SandboxPhaseReady && (len(sb.Spec.Command) > 0 || sb.Spec.TTLSecondsAfterFinished != nil); res.RequeueAfter > 0 || mayFinish {
+		// Still moving, or running a command that will end: follow the
+		// gateway's stream so the next change is reported as it happens;
+		// the requeue is only a safety net.
+		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, gwconn.Watched{ID: sb.Status.SandboxID, Name: d.name, Workspace: d.workspace,
+			PastReady: res.RequeueAfter == 0})
 	}
 	return res, nil
 }
@@ -566,6 +570,7 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		phase = openshellv1alpha1.SandboxPhaseProvisioning
 	}
 	sb.Status.Phase = phase
+	recordExit(sb, current, metav1.Now())
 	msg := "gateway phase " + current.Status.GetPhase().String()
 	for _, c := range current.Status.GetConditions() {
 		if c.Type == "Ready" && c.Message != "" {
@@ -590,7 +595,16 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 	case openshellv1alpha1.SandboxPhaseReady:
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReady, "the agent runs under its policy")
 		return ctrl.Result{}
+	case openshellv1alpha1.SandboxPhaseCompleted:
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonCompleted,
+			fmt.Sprintf("the agent exited with code %d", ptr.Deref(sb.Status.ExitCode, 0)))
+		return ctrl.Result{}
 	case openshellv1alpha1.SandboxPhaseError:
+		if code := sb.Status.ExitCode; code != nil {
+			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonExited,
+				fmt.Sprintf("the agent exited with code %d: %s", *code, msg))
+			return ctrl.Result{}
+		}
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonError, msg)
 		return ctrl.Result{}
 	case openshellv1alpha1.SandboxPhaseStopped:
@@ -599,6 +613,24 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 	default:
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProvisioning, msg)
 		return ctrl.Result{RequeueAfter: provisionPoll}
+	}
+}
+
+// recordExit keeps what the gateway reports of an agent that exited: its
+// exit code, and when the operator first saw it finished (phase Completed,
+// or Error with an exit code), which spec.ttlSecondsAfterFinished counts
+// from. Written once: steady state makes no write.
+func recordExit(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox, now metav1.Time) {
+	st := &sb.Status
+	if gs := current.GetStatus(); gs != nil && gs.ExitCode != nil && (st.ExitCode == nil || *st.ExitCode != *gs.ExitCode) {
+		st.ExitCode = ptr.To(*gs.ExitCode)
+	}
+	finished := st.Phase == openshellv1alpha1.SandboxPhaseCompleted || (st.Phase == openshellv1alpha1.SandboxPhaseError && st.ExitCode != nil)
+	switch {
+	case finished && st.CompletionTime == nil:
+		st.CompletionTime = &now
+	case !finished:
+		st.ExitCode, st.CompletionTime = nil, nil
 	}
 }
 

@@ -220,6 +220,11 @@ func value(d direction, fd, dfd protoreflect.FieldDescriptor, v protoreflect.Val
 		// Enum values match by name (and every shared one by number too);
 		// a value the other line lacks cannot be sent or read there.
 		sv := fd.Enum().Values().ByNumber(v.Enum())
+		if sv == nil && d == fromLegacy && dfd.Enum().Values().ByNumber(v.Enum()) != nil {
+			// proto3 enums are open: a number the 0.0.x enum does not name
+			// is read as the 0.1 value of that number.
+			return v, nil
+		}
 		if sv == nil {
 			return protoreflect.Value{}, fmt.Errorf("%s has no value %d", fd.Enum().FullName(), v.Enum())
 		}

@@ -31,6 +31,7 @@ type Followers struct {
 
 type follow struct {
 	id, gateway string
+	pastReady   bool
 	cancel      context.CancelFunc
 }
 
@@ -64,7 +65,13 @@ func (f *Followers) Record(key types.NamespacedName, s *openshellv1.Sandbox) {
 
 // Watched names a gateway sandbox to follow: 0.1 gateways watch by name
 // in a workspace, and the ID tells one incarnation from the next.
-type Watched struct{ ID, Name, Workspace string }
+type Watched struct {
+	ID, Name, Workspace string
+	// PastReady follows a running sandbox until its agent exits (or it
+	// stops or fails), not only until it is Ready: a sandbox that runs to
+	// completion reports its end as it happens.
+	PastReady bool
+}
 
 // Ensure starts a stream for the sandbox unless one runs for its ID.
 func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, w Watched) {
@@ -72,13 +79,13 @@ func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *ga
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur, ok := f.active[key]; ok {
-		if cur.id == id {
+		if cur.id == id && (cur.pastReady || !w.PastReady) {
 			return
 		}
 		cur.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.active[key] = follow{id: id, gateway: gatewayKey, cancel: cancel}
+	f.active[key] = follow{id: id, gateway: gatewayKey, pastReady: w.PastReady, cancel: cancel}
 	go f.run(ctx, key, conn, w)
 }
 
@@ -128,7 +135,7 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 		f.mu.Unlock()
 	}()
 	stream, err := conn.WatchSandbox(ctx, &openshellv1.WatchSandboxRequest{Sandbox: w.Name,
-		WorkspaceScope: gatewayapi.Workspace(w.Workspace), FollowStatus: true, StopOnTerminal: true})
+		WorkspaceScope: gatewayapi.Workspace(w.Workspace), FollowStatus: true, StopOnTerminal: !w.PastReady})
 	if err != nil {
 		f.notify(key)
 		return
@@ -136,6 +143,9 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 	// The first snapshot repeats what CreateSandbox or GetSandbox returned
 	// unless the phase already moved; notify on phase changes only.
 	last := openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING
+	if w.PastReady {
+		last = openshellv1.SandboxPhase_SANDBOX_PHASE_READY
+	}
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -151,6 +161,9 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 			if phase := s.GetStatus().GetPhase(); phase != last {
 				last = phase
 				f.notify(key)
+				if w.PastReady && phase != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+					return // it ended, or left Ready: the reconcile takes it from here
+				}
 			}
 		}
 	}

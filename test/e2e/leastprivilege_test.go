@@ -224,6 +224,16 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
 	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
+	// A sandbox whose agent finished is deleted by its TTL: the operator's
+	// own delete.
+	finishes := sandboxOn(ns.tenant, "finishes", st.GatewayObj)
+	finishes.Spec.Command, finishes.Spec.TTLSecondsAfterFinished = []string{"true"}, ptr.To[int32](0)
+	g.Expect(c.Create(ctx, finishes)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(finishes), openshellv1alpha1.SandboxPhaseReady)
+	g.Expect(st.Gateway.Exit(ws, sandboxspec.SandboxName(ns.tenant, finishes.Name), 1)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(finishes), finishes) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the finished sandbox was not deleted by its TTL")
+
 	// Prometheus scrapes the authenticated metrics endpoint.
 	scrapeMetrics(ctx, t, ns.operator, metricsPort)
 

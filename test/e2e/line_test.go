@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -136,4 +137,67 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	for _, m := range []string{"UpdateConfig", "UpdateProvider", "CreateSandbox", "DeleteSandbox"} {
 		g.Expect(calls).To(HaveKey("0.1 "+m), "the 0.1 gateway was not sent %s in 0.1 messages", m)
 	}
+}
+
+// TestRunToCompletion: on a 0.1 gateway an agent whose command exits 0 is
+// Completed with its exit code, and ttlSecondsAfterFinished deletes the
+// sandbox (at the gateway too); one that exits 3 is Error with its code and
+// reason Exited, and without a TTL it stays.
+func TestRunToCompletion(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "done-platform"), framework.CreateNamespace(ctx, t, c, "done-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "done-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	st.Gateway.ReportVersion("0.1.5")
+	poke(ctx, g, st.GatewayObj)
+	g.Eventually(func(g Gomega) {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
+		g.Expect(gw.Status.Version).To(Equal("0.1.5"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
+	ws := sandboxspec.WorkspaceName(tenant, tenantNS.UID)
+	job := sandboxOn(tenant, "job", st.GatewayObj)
+	job.Spec.Command, job.Spec.TTLSecondsAfterFinished = []string{"python", "train.py"}, ptr.To[int32](2)
+	failing := sandboxOn(tenant, "failing", st.GatewayObj)
+	failing.Spec.Command = []string{"false"}
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{job, failing} {
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+
+	g.Expect(st.Gateway.Exit(ws, sandboxspec.SandboxName(tenant, job.Name), 0)).To(Succeed())
+	g.Expect(st.Gateway.Exit(ws, sandboxspec.SandboxName(tenant, failing.Name), 3)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(failing))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError))
+		g.Expect(cur.Status.ExitCode).To(HaveValue(Equal(int32(3))))
+		g.Expect(cur.Status.CompletionTime).NotTo(BeNil())
+		ready := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(ready.Reason).To(Equal(openshellv1alpha1.SandboxReasonExited))
+		g.Expect(ready.Message).To(ContainSubstring("exited with code 3"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	// The job is seen Completed (with its code), then deleted by its TTL.
+	completed := false
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), cur)
+		if err == nil && cur.Status.Phase == openshellv1alpha1.SandboxPhaseCompleted {
+			g.Expect(cur.Status.ExitCode).To(HaveValue(Equal(int32(0))))
+			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady).Reason).To(Equal(openshellv1alpha1.SandboxReasonCompleted))
+			completed = true
+		}
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the finished job is still there")
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	g.Expect(completed).To(BeTrue(), "the job was never reported Completed")
+	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(sandboxspec.SandboxName(tenant, job.Name)))
+	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(failing)).Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError), "no TTL: it stays")
 }

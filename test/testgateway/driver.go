@@ -216,8 +216,8 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	if row.deleting {
 		phase = openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING
 	}
-	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR {
-		phase = row.sb.Status.Phase // ERROR is sticky
+	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR || (row.sb.Status.ExitCode != nil && !row.deleting) {
+		phase = row.sb.Status.Phase // ERROR is sticky, and so is an exited agent's phase
 	}
 	switch row.transition {
 	case openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING:

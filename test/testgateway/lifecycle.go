@@ -2,6 +2,7 @@ package testgateway
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 )
 
 // stopWait bounds StopSandbox's wait for the driver, as the gateway's
@@ -120,4 +122,28 @@ func (d *driver) setRunning(ctx context.Context, row *sandboxRow, running bool) 
 		patch = `{"spec":{"operatingMode":"Running"}}`
 	}
 	return d.g.opts.Kube.Patch(ctx, cr, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+// completed is 0.1's SANDBOX_PHASE_COMPLETED, which the 0.0.x enum the
+// gateway stores its rows in does not name (proto3 enums are open; the 0.1
+// face reads it by number).
+const completed openshellv1.SandboxPhase = 9
+
+// Exit plays the sandbox's agent exiting with code: a 0.1 gateway reports
+// COMPLETED for 0, and ERROR with the exit code otherwise (0.0.x: ERROR
+// with the exit code either way). The phase then stays until deletion.
+func (g *Gateway) Exit(workspace, name string, code int32) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.sandboxes[wsName{workspace, name}]
+	if !ok {
+		return fmt.Errorf("no sandbox %s in workspace %s", name, workspace)
+	}
+	r.sb.Status.ExitCode = &code
+	phase := openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR
+	if code == 0 && g.lineLocked() == gatewayline.V01 {
+		phase = completed
+	}
+	g.setPhase(r, phase)
+	return nil
 }

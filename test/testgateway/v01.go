@@ -26,7 +26,18 @@ import (
 
 // line is the release line whose wire the gateway speaks now.
 func (g *Gateway) line() gatewayline.Line {
-	if l, err := gatewayline.Of(g.reportedVersion()); err == nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lineLocked()
+}
+
+// lineLocked is line with g.mu held.
+func (g *Gateway) lineLocked() gatewayline.Line {
+	v := g.version
+	if v == "" {
+		v = Version
+	}
+	if l, err := gatewayline.Of(v); err == nil {
 		return l
 	}
 	return gatewayline.Legacy
