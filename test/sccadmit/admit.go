@@ -7,6 +7,7 @@ package sccadmit
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	securityv1 "github.com/openshift/api/security/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,8 +47,23 @@ func Violations(s *securityv1.SecurityContextConstraints, pod corev1.PodSpec) []
 		}
 	}
 	var podUser *int64
-	if pod.SecurityContext != nil {
-		podUser = pod.SecurityContext.RunAsUser
+	if psc := pod.SecurityContext; psc != nil {
+		podUser = psc.RunAsUser
+		if s.FSGroup.Type == securityv1.FSGroupStrategyMustRunAs && psc.FSGroup != nil && !inRanges(*psc.FSGroup, s.FSGroup.Ranges) {
+			bad("pod: fsGroup %d is outside the SCC's ranges", *psc.FSGroup)
+		}
+		if s.SupplementalGroups.Type == securityv1.SupplementalGroupsStrategyMustRunAs {
+			for _, g := range psc.SupplementalGroups {
+				if !inRanges(g, s.SupplementalGroups.Ranges) {
+					bad("pod: supplemental group %d is outside the SCC's ranges", g)
+				}
+			}
+		}
+		for _, sc := range psc.Sysctls {
+			if why := sysctlRefused(s, sc.Name); why != "" {
+				bad("pod: sysctl %s %s", sc.Name, why)
+			}
+		}
 	}
 	check := func(c corev1.Container) {
 		sc := c.SecurityContext
@@ -166,4 +182,40 @@ func seccompName(p *corev1.SeccompProfile) string {
 
 func seccompAllowed(s *securityv1.SecurityContextConstraints, profile string) bool {
 	return slices.Contains(s.SeccompProfiles, "*") || slices.Contains(s.SeccompProfiles, profile)
+}
+
+// inRanges says whether id lies in the SCC's ranges; an SCC without ranges
+// takes them from the namespace at admission, which the oracle does not
+// know, so it does not judge.
+func inRanges(id int64, ranges []securityv1.IDRange) bool {
+	if len(ranges) == 0 {
+		return true
+	}
+	for _, r := range ranges {
+		if id >= r.Min && id <= r.Max {
+			return true
+		}
+	}
+	return false
+}
+
+// safeSysctls are the kubelet's safe set (Kubernetes 1.34), which a pod may
+// set unless the SCC forbids them; any other needs allowedUnsafeSysctls.
+var safeSysctls = []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+	"net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
+	"net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+
+func sysctlRefused(s *securityv1.SecurityContextConstraints, name string) string {
+	matches := func(patterns []string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool {
+			return p == "*" || p == name || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*")))
+		})
+	}
+	switch {
+	case matches(s.ForbiddenSysctls):
+		return "is forbidden by the SCC"
+	case !slices.Contains(safeSysctls, name) && !matches(s.AllowedUnsafeSysctls):
+		return "is unsafe and not allowed by the SCC"
+	}
+	return ""
 }
