@@ -205,8 +205,16 @@ $(OPENSHELL_WHEEL): | $(LOCALBIN)
 	cd $(OPENSHELL_WHEEL_DIR) && python3 -m zipfile -e openshell-$(OPENSHELL_WHEEL_VERSION)-py3-none-any.whl .
 	touch $@
 
+# The SDK's runtime, for running it as a client in test/e2e.
+PYTHON_SDK := $(LOCALBIN)/python-sdk/.installed
+$(PYTHON_SDK): $(TOOLS_DIR)/python/requirements.txt | $(LOCALBIN)
+	rm -rf $(LOCALBIN)/python-sdk && mkdir -p $(LOCALBIN)/python-sdk
+	python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+		--target $(LOCALBIN)/python-sdk -r $(TOOLS_DIR)/python/requirements.txt
+	touch $@
+
 .PHONY: tools
-tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) $(OPENSHELL_WHEEL) ## Build every tool and control-plane binary the tests need into bin/ (cached).
+tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) $(OPENSHELL_WHEEL) $(PYTHON_SDK) ## Build every tool and control-plane binary the tests need into bin/ (cached).
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

@@ -71,21 +71,14 @@ func (l legacyClient) GetSandbox(ctx context.Context, in *v01.GetSandboxRequest,
 	return result(out, translated(ctx, in, &legacy.GetSandboxRequest{}, out, l.c.GetSandbox, opts))
 }
 
-// ListSandboxes pages by offset: the next page token is the offset of the
-// next page, issued while a page came back full.
+// ListSandboxes pages by offset (PagedByOffset).
 func (l legacyClient) ListSandboxes(ctx context.Context, in *v01.ListSandboxesRequest, opts ...grpc.CallOption) (*v01.ListSandboxesResponse, error) {
-	req := proto.Clone(in).(*v01.ListSandboxesRequest)
-	if req.PageSize <= 0 || req.PageSize > maxPageSize {
-		req.PageSize = defaultPageSize
-	}
+	req := PagedByOffset(in)
 	out := &v01.ListSandboxesResponse{}
 	if err := translated(ctx, req, &legacy.ListSandboxesRequest{}, out, l.c.ListSandboxes, opts); err != nil {
 		return nil, err
 	}
-	if len(out.Sandboxes) == int(req.PageSize) {
-		offset, _ := strconv.ParseUint(req.PageToken, 10, 32)
-		out.NextPageToken = strconv.FormatUint(offset+uint64(req.PageSize), 10)
-	}
+	out.NextPageToken = NextPageToken(req, len(out.Sandboxes))
 	return out, nil
 }
 
@@ -95,6 +88,27 @@ const (
 	defaultPageSize = 100
 	maxPageSize     = 1000
 )
+
+// PagedByOffset is a list request with 0.1's page size bounds applied, for
+// a 0.0.x list, which pages by offset: the page token is the offset of the
+// next page as a decimal number.
+func PagedByOffset(in *v01.ListSandboxesRequest) *v01.ListSandboxesRequest {
+	req := proto.Clone(in).(*v01.ListSandboxesRequest)
+	if req.PageSize <= 0 || req.PageSize > maxPageSize {
+		req.PageSize = defaultPageSize
+	}
+	return req
+}
+
+// NextPageToken is the token of the page after one of n items that req
+// (PagedByOffset) asked for: none when the page was not full.
+func NextPageToken(req *v01.ListSandboxesRequest, n int) string {
+	if n < int(req.PageSize) {
+		return ""
+	}
+	offset, _ := strconv.ParseUint(req.PageToken, 10, 32)
+	return strconv.FormatUint(offset+uint64(req.PageSize), 10)
+}
 
 // DeleteSandbox: 0.0.x answers deleted=true when its driver deleted the
 // runtime object (the row then stays DELETING until it is gone: 0.1's

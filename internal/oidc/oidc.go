@@ -41,6 +41,9 @@ const (
 	Subject = "system:openshell-operator"
 	// AdminRole is the role the gateway maps to platform admin.
 	AdminRole = "openshell-admin"
+	// UserRole is the role the gateway maps to a workspace user (its
+	// access to a workspace is then its membership there).
+	UserRole = "openshell-user"
 	// RolesClaim carries the roles (the gateway's roles_claim).
 	RolesClaim = "roles"
 
@@ -242,9 +245,16 @@ type Claims struct {
 	Roles []string `json:"roles"`
 }
 
-// Token mints a token for one audience.
+// Token mints the operator's own token for one audience (platform admin).
 func (i *Issuer) Token(audience string) (string, time.Time, error) {
-	tok, exp, _, err := i.token(audience)
+	tok, exp, _, err := i.token(audience, Subject, AdminRole)
+	return tok, exp, err
+}
+
+// UserToken mints a workspace user's token for one audience: subject is
+// whom the gateway's audit log names, and the role only UserRole.
+func (i *Issuer) UserToken(audience, subject string) (string, time.Time, error) {
+	tok, exp, _, err := i.token(audience, subject, UserRole)
 	return tok, exp, err
 }
 
@@ -258,7 +268,7 @@ func (i *Issuer) signingKID() string {
 	return i.current.kid
 }
 
-func (i *Issuer) token(audience string) (string, time.Time, string, error) {
+func (i *Issuer) token(audience, subject string, roles ...string) (string, time.Time, string, error) {
 	i.mu.RLock()
 	k := i.current
 	i.mu.RUnlock()
@@ -273,10 +283,10 @@ func (i *Issuer) token(audience string) (string, time.Time, string, error) {
 	now := i.now()
 	exp := now.Add(TokenTTL)
 	c := Claims{Claims: jwt.Claims{
-		Issuer: i.URL, Subject: Subject, Audience: jwt.Audience{audience},
+		Issuer: i.URL, Subject: subject, Audience: jwt.Audience{audience},
 		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)), Expiry: jwt.NewNumericDate(exp),
 		ID: hex.EncodeToString(randBytes(12)),
-	}, Roles: []string{AdminRole}}
+	}, Roles: roles}
 	tok, err := jwt.Signed(signer).Claims(c).Serialize()
 	if err != nil {
 		return "", time.Time{}, "", fmt.Errorf("sign token: %w", err)
@@ -352,7 +362,7 @@ func (t *TokenSource) Token(context.Context) (string, error) {
 	if t.tok != "" && t.Issuer.now().Add(RefreshBefore).Before(t.exp) && t.kid == t.Issuer.signingKID() {
 		return t.tok, nil
 	}
-	tok, exp, kid, err := t.Issuer.token(t.Audience)
+	tok, exp, kid, err := t.Issuer.token(t.Audience, Subject, AdminRole)
 	if err != nil {
 		return "", err
 	}

@@ -233,6 +233,18 @@ func (s *Stack) KillManager() error {
 	return s.startManager()
 }
 
+// UserToken mints, with the operator's issuer keys, the token of a
+// workspace user (oidc.UserRole) named subject for the stack's gateway, as
+// an identity provider the gateway trusts would issue it.
+func (s *Stack) UserToken(ctx context.Context, subject string) (string, error) {
+	issuer := &oidc.Issuer{Client: s.kube, SecretNamespace: s.opts.GatewayNamespace, SecretName: operator.OIDCKeySecret, URL: s.issuerURL}
+	if err := issuer.Load(ctx); err != nil {
+		return "", fmt.Errorf("load the issuer's keys: %w", err)
+	}
+	tok, _, err := issuer.UserToken(oidc.Audience(s.GatewayObj.Namespace, s.GatewayObj.Name), subject)
+	return tok, err
+}
+
 // IssuerAddress is the host:port gateways reach the OIDC issuer at.
 func (s *Stack) IssuerAddress() string { return strings.TrimPrefix(s.issuerURL, "https://") }
 

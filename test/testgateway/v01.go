@@ -159,9 +159,14 @@ func (s *v01Server) GetSandbox(ctx context.Context, in *v01.GetSandboxRequest) (
 	return out, serve0(ctx, in, &legacy.GetSandboxRequest{}, out, s.g.GetSandbox)
 }
 
+// ListSandboxes pages as 0.1 does, with page tokens over the 0.0.x offset.
 func (s *v01Server) ListSandboxes(ctx context.Context, in *v01.ListSandboxesRequest) (*v01.ListSandboxesResponse, error) {
-	out := &v01.ListSandboxesResponse{}
-	return out, serve0(ctx, in, &legacy.ListSandboxesRequest{}, out, s.g.ListSandboxes)
+	req, out := gatewayapi.PagedByOffset(in), &v01.ListSandboxesResponse{}
+	if err := serve0(ctx, req, &legacy.ListSandboxesRequest{}, out, s.g.ListSandboxes); err != nil {
+		return nil, err
+	}
+	out.NextPageToken = gatewayapi.NextPageToken(req, len(out.Sandboxes))
+	return out, nil
 }
 
 func (s *v01Server) DeleteSandbox(ctx context.Context, in *v01.DeleteSandboxRequest) (*v01.DeleteSandboxResponse, error) {

@@ -131,11 +131,6 @@ type sidecarOpts struct {
 	ProcessBinaryAwareNetworkPolicy bool `toml:"process_binary_aware_network_policy"`
 }
 
-// Role names the gateway's OIDC configuration maps. The claim and the
-// admin role are the ones the operator's issuer puts in its tokens
-// (internal/oidc); the user role is for tenants' own tokens.
-const OIDCUserRole = "openshell-user"
-
 // GatewayTOML renders gateway.toml. TLS is always on: there is no way to
 // render disable_tls.
 func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, error) {
@@ -176,7 +171,7 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 	}
 	if in.OIDC != nil {
 		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: OIDCUserRole}
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: oidc.UserRole}
 	}
 	k := kubernetesDriver{
 		WorkspaceMode:       strings.ToLower(string(WorkspaceMode(gw))),

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/operator"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// TestOpenShellPythonClient: the `openshell` Python SDK of the pinned
+// release (make tools: bin/openshell-wheel, its runtime in bin/python-sdk),
+// a real 0.1 client no one here wrote, reads as a workspace user what the
+// operator created on a 0.1 gateway: both sandboxes are listed (one per
+// page, so paging is exercised) and one is read, Ready, with the owner
+// label the operator set.
+func TestOpenShellPythonClient(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "sdk-platform"), framework.CreateNamespace(ctx, t, c, "sdk-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "sdk-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	st.Gateway.ReportVersion("0.1.5")
+	poke(ctx, g, st.GatewayObj)
+
+	var sandboxes []*openshellv1alpha1.OpenShellSandbox
+	for _, name := range []string{"first", "second"} {
+		sb := sandboxOn(tenant, name, st.GatewayObj)
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		sandboxes = append(sandboxes, sb)
+	}
+	for _, sb := range sandboxes {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.1 CreateSandbox"), "the sandboxes were not created over the 0.1 wire")
+	tenantNS := &corev1.Namespace{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
+	ws := sandboxspec.WorkspaceName(tenant, tenantNS.UID)
+
+	token, err := st.UserToken(ctx, "alice@example.com")
+	g.Expect(err).NotTo(HaveOccurred())
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	g.Expect(os.WriteFile(caFile, st.CA.CertPEM, 0o600)).To(Succeed())
+	bin := framework.BinDir()
+	cmd := exec.CommandContext(ctx, "python3", "testdata/openshell_client.py")
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+filepath.Join(bin, "python-sdk")+string(os.PathListSeparator)+filepath.Join(bin, "openshell-wheel"),
+		"OPENSHELL_ENDPOINT="+strings.TrimPrefix(st.Gateway.Endpoint(), "https://"), "OPENSHELL_CA="+caFile,
+		"OPENSHELL_TOKEN="+token, "OPENSHELL_WORKSPACE="+ws, "OPENSHELL_SANDBOX="+sandboxspec.SandboxName(tenant, "first"))
+	out, err := cmd.Output()
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		t.Fatalf("the openshell SDK failed: %v\n%s", err, exit.Stderr)
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	var seen struct {
+		Listed    []string          `json:"listed"`
+		Workspace string            `json:"workspace"`
+		Phase     int32             `json:"phase"`
+		Labels    map[string]string `json:"labels"`
+	}
+	g.Expect(json.Unmarshal(out, &seen)).To(Succeed(), string(out))
+	g.Expect(seen.Listed).To(ConsistOf(sandboxspec.SandboxName(tenant, "first"), sandboxspec.SandboxName(tenant, "second")))
+	g.Expect(seen.Workspace).To(Equal(ws))
+	g.Expect(seen.Phase).To(Equal(int32(openshellv1.SandboxPhase_SANDBOX_PHASE_READY)))
+	first := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sandboxes[0]))
+	g.Expect(seen.Labels).To(HaveKeyWithValue(sandboxspec.LabelOwnerUID, string(first.UID)))
+	calls := st.Gateway.LineCalls()
+	g.Expect(calls).To(HaveKey("0.1 ListSandboxes"))
+	g.Expect(calls).To(HaveKey("0.1 GetSandbox"))
+}

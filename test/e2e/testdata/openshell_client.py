@@ -1,0 +1,34 @@
+"""Reads the operator's sandboxes with the real `openshell` Python SDK.
+
+Run by test/e2e (TestOpenShellPythonClient) with the SDK of the pinned
+release (bin/openshell-wheel) and its runtime (bin/python-sdk) on
+PYTHONPATH: a client no one here wrote, speaking the release's wire, as a
+workspace user. Prints what it saw as one JSON object.
+"""
+
+import json
+import os
+import pathlib
+
+from openshell import SandboxClient, TlsConfig
+
+
+def main() -> None:
+    env = os.environ
+    tls = TlsConfig(ca_path=pathlib.Path(env["OPENSHELL_CA"]))
+    with SandboxClient(env["OPENSHELL_ENDPOINT"], tls=tls, bearer_token=env["OPENSHELL_TOKEN"]) as client:
+        workspace = env["OPENSHELL_WORKSPACE"]
+        listed = client.list_all(workspace=workspace, page_size=1)
+        got = client.get(env["OPENSHELL_SANDBOX"], workspace=workspace)
+        print(json.dumps({
+            "listed": sorted(s.name for s in listed),
+            "name": got.name,
+            "id": got.id,
+            "workspace": got.workspace,
+            "phase": got.phase,
+            "labels": dict(got.labels),
+        }))
+
+
+if __name__ == "__main__":
+    main()
