@@ -9,6 +9,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/oidc"
 )
 
@@ -131,43 +132,33 @@ type sidecarOpts struct {
 	ProcessBinaryAwareNetworkPolicy bool `toml:"process_binary_aware_network_policy"`
 }
 
-// GatewayTOML renders gateway.toml. TLS is always on: there is no way to
-// render disable_tls.
+// GatewayTOML renders gateway.toml in the schema of the gateway's release
+// line (in.Line): version 1 for 0.0.x, version 2 for 0.1.
 func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, error) {
-	n := NamesFor(gw)
-	logLevel := "info"
-	if m := gw.Spec.Managed; m != nil && m.LogLevel != "" {
-		logLevel = m.LogLevel
+	if in.Line == gatewayline.V01 {
+		return gatewayTOMLV2(gw, in)
 	}
+	return gatewayTOMLV1(gw, in)
+}
+
+// gatewayTOMLV1 renders schema version 1 for a 0.0.x gateway. TLS is
+// always on: there is no way to render disable_tls.
+func gatewayTOMLV1(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, error) {
+	n := NamesFor(gw)
 	g := gatewaySection{
 		BindAddress:                 fmt.Sprintf("0.0.0.0:%d", PortGRPC),
 		HealthBindAddress:           fmt.Sprintf("0.0.0.0:%d", PortHealth),
 		MetricsBindAddress:          fmt.Sprintf("0.0.0.0:%d", PortMetrics),
-		LogLevel:                    logLevel,
+		LogLevel:                    logLevel(gw),
 		ComputeDrivers:              []string{"kubernetes"},
 		SandboxNamespace:            n.SandboxNamespace,
 		DefaultImage:                in.Images.Sandbox,
 		SupervisorImage:             in.Images.Supervisor,
 		ClientTLSSecretName:         n.ClientTLS,
 		PolicyValidationFailureMode: "fail_closed",
-		TLS: tlsSection{
-			CertPath:     ServerTLSDir + "/tls.crt",
-			KeyPath:      ServerTLSDir + "/tls.key",
-			ClientCAPath: ClientCADir + "/ca.crt",
-		},
-		GatewayJWT: jwtSection{
-			SigningKeyPath: JWTDir + "/signing.pem",
-			PublicKeyPath:  JWTDir + "/public.pem",
-			KIDPath:        JWTDir + "/kid",
-			GatewayID:      n.GatewayID,
-			TTLSecs:        JWTTTLSeconds,
-		},
-		CredentialStorage: credentialStorage{KeyEncryptionKeyEnv: KEKEnv},
-	}
-	if ExternalIssuer(gw) != nil {
-		g.TLS.ExternalCertPath = ServerExternalDir + "/tls.crt"
-		g.TLS.ExternalKeyPath = ServerExternalDir + "/tls.key"
-		g.TLS.ExternalServerNames = ExternalDNSNames(gw)
+		TLS:                         serverTLS(gw),
+		GatewayJWT:                  gatewayJWT(n),
+		CredentialStorage:           credentialStorage{KeyEncryptionKeyEnv: KEKEnv},
 	}
 	if in.OIDC != nil {
 		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
@@ -179,7 +170,7 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		Namespace:           n.SandboxNamespace,
 		ServiceAccountName:  n.SandboxSA,
 		Topology:            strings.ToLower(string(Topology(gw))),
-		GRPCEndpoint:        fmt.Sprintf("https://%s.%s.svc.cluster.local:%d", n.Fullname, gw.Namespace, PortGRPC),
+		GRPCEndpoint:        grpcEndpoint(gw),
 		ClientTLSSecretName: n.ClientTLS,
 		// Image volumes need Kubernetes 1.35 and a volume type outside the
 		// narrow SCC; the init container copy works everywhere.
@@ -204,6 +195,37 @@ func GatewayTOML(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, err
 		return "", fmt.Errorf("render gateway.toml: %w", err)
 	}
 	return "# Rendered by openshell-operator from OpenShellGateway " + gw.Namespace + "/" + gw.Name + ". Do not edit.\n" + string(b), nil
+}
+
+// logLevel is the gateway's log level (info unless the spec names one).
+func logLevel(gw *openshellv1alpha1.OpenShellGateway) string {
+	if m := gw.Spec.Managed; m != nil && m.LogLevel != "" {
+		return m.LogLevel
+	}
+	return "info"
+}
+
+// serverTLS is the listener's certificate, the client CA, and with an
+// external issuer the certificate presented by SNI to external names.
+func serverTLS(gw *openshellv1alpha1.OpenShellGateway) tlsSection {
+	t := tlsSection{CertPath: ServerTLSDir + "/tls.crt", KeyPath: ServerTLSDir + "/tls.key", ClientCAPath: ClientCADir + "/ca.crt"}
+	if ExternalIssuer(gw) != nil {
+		t.ExternalCertPath = ServerExternalDir + "/tls.crt"
+		t.ExternalKeyPath = ServerExternalDir + "/tls.key"
+		t.ExternalServerNames = ExternalDNSNames(gw)
+	}
+	return t
+}
+
+// gatewayJWT is the gateway's own token signing (sandbox and session JWTs).
+func gatewayJWT(n Names) jwtSection {
+	return jwtSection{SigningKeyPath: JWTDir + "/signing.pem", PublicKeyPath: JWTDir + "/public.pem", KIDPath: JWTDir + "/kid",
+		GatewayID: n.GatewayID, TTLSecs: JWTTTLSeconds}
+}
+
+// grpcEndpoint is where sandboxes reach the gateway: its Service.
+func grpcEndpoint(gw *openshellv1alpha1.OpenShellGateway) string {
+	return fmt.Sprintf("https://%s.%s.svc.cluster.local:%d", NamesFor(gw).Fullname, gw.Namespace, PortGRPC)
 }
 
 // ExternalDNSNames are the names on the externally presented certificate.

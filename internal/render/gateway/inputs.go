@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 )
 
@@ -70,6 +71,9 @@ type OIDC struct {
 // Inputs are everything rendering needs besides the gateway itself,
 // resolved by the controller beforehand.
 type Inputs struct {
+	// Line is the gateway's release line, which decides the config schema
+	// (empty: gatewayline.Legacy, schema 1).
+	Line gatewayline.Line
 	// Images are the operand images (gateway spec overrides applied).
 	Images operatorenv.RelatedImages
 	// Route and SCC report the OpenShift APIs (from preflight).
