@@ -152,7 +152,9 @@ func TestV2ConfigGolden(t *testing.T) {
 // TestV2ConfigRefusesSidecarSettings: a setting of the 0.0.x sidecar
 // runtime that 0.1 has no key for is an error naming it, never dropped.
 func TestV2ConfigRefusesSidecarSettings(t *testing.T) {
-	gw := gateway(func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.Sandboxes.AppArmorProfile = "RuntimeDefault" })
+	gw := gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.Managed.Sandboxes.AppArmorProfile = "RuntimeDefault"
+	})
 	_, err := GatewayTOML(gw, Inputs{Images: images, Line: gatewayline.V01})
 	if err == nil || !strings.Contains(err.Error(), "appArmorProfile") {
 		t.Fatalf("err = %v, want a refusal naming appArmorProfile", err)
