@@ -209,7 +209,7 @@ $(OPENSHELL_WHEEL): | $(LOCALBIN)
 PYTHON_SDK := $(LOCALBIN)/python-sdk/.installed
 $(PYTHON_SDK): $(TOOLS_DIR)/python/requirements.txt | $(LOCALBIN)
 	rm -rf $(LOCALBIN)/python-sdk && mkdir -p $(LOCALBIN)/python-sdk
-	python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes \
 		--target $(LOCALBIN)/python-sdk -r $(TOOLS_DIR)/python/requirements.txt
 	touch $@
 

@@ -31,6 +31,7 @@ func TestRecordExit(t *testing.T) {
 		"an error with an exit code finished": {openshellv1alpha1.SandboxPhaseError, exited(3), nil, ptr.To[int32](3), &now},
 		"an error without one did not finish": {openshellv1alpha1.SandboxPhaseError, &openshellv1.Sandbox{}, nil, nil, nil},
 		"running again forgets the last exit": {openshellv1alpha1.SandboxPhaseReady, &openshellv1.Sandbox{}, &then, nil, nil},
+		"a transient phase keeps the record":  {openshellv1alpha1.SandboxPhaseProvisioning, &openshellv1.Sandbox{}, &then, ptr.To[int32](0), &then},
 	} {
 		sb := &openshellv1alpha1.OpenShellSandbox{Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: c.phase, CompletionTime: c.before}}
 		if c.before != nil {

@@ -24,7 +24,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/monitoring"
-	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -289,11 +288,7 @@ func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.O
 	if now.Sub(got.GetMetadata().GetCreatedTime().AsTime()) > createInFlightGrace {
 		return false, nil
 	}
-	ns := ""
-	if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
-		ns = render.NamesFor(gw).SandboxNamespace
-	}
-	n, known, err := r.agentSandboxes(ctx, sb, ns, got.GetMetadata().GetId())
+	n, known, err := r.agentSandboxes(ctx, sb, managedSandboxNamespace(gw), got.GetMetadata().GetId())
 	return known && n == 0, err
 }
 

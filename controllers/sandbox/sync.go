@@ -24,6 +24,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -398,7 +399,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
 	}
 	res := r.report(sb, obs, current)
-	if err := r.locateUpstream(ctx, sb, obs.preflight.AgentSandbox.Preferred); err != nil {
+	if err := r.locateUpstream(ctx, sb, obs.preflight.AgentSandbox.Preferred, managedSandboxNamespace(obs.gateway)); err != nil {
 		return ctrl.Result{}, err
 	}
 	if res = reportUpstream(sb, current, gone, res); gone {
@@ -409,10 +410,11 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	} else if requeue && (res.RequeueAfter == 0 || res.RequeueAfter > provisionPoll) {
 		res.RequeueAfter = provisionPoll
 	}
-	if mayFinish := sb.Status.Phase == openshellv1alpha1.SandboxPhaseReady && (len(sb.Spec.Command) > 0 || sb.Spec.TTLSecondsAfterFinished != nil); res.RequeueAfter > 0 || mayFinish {
+	if mayFinish := sb.Status.Phase == openshellv1alpha1.SandboxPhaseReady && len(sb.Spec.Command) > 0; res.RequeueAfter > 0 || mayFinish {
 		// Still moving, or running a command that will end: follow the
 		// gateway's stream so the next change is reported as it happens;
-		// the requeue is only a safety net.
+		// the requeue is only a safety net. (Streams past Ready are bounded
+		// per gateway: past the bound an exit is seen at the next reconcile.)
 		r.Gateways.Followers().Ensure(key, sb.Status.Gateway, conn, gwconn.Watched{ID: sb.Status.SandboxID, Name: d.name, Workspace: d.workspace,
 			PastReady: res.RequeueAfter == 0})
 	}
@@ -616,6 +618,15 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 	}
 }
 
+// managedSandboxNamespace is where a Managed gateway runs its sandboxes
+// ("" for an External gateway: the operator does not know).
+func managedSandboxNamespace(gw *openshellv1alpha1.OpenShellGateway) string {
+	if gw == nil || gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+		return ""
+	}
+	return render.NamesFor(gw).SandboxNamespace
+}
+
 // recordExit keeps what the gateway reports of an agent that exited: its
 // exit code, and when the operator first saw it finished (phase Completed,
 // or Error with an exit code), which spec.ttlSecondsAfterFinished counts
@@ -629,7 +640,10 @@ func recordExit(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.San
 	switch {
 	case finished && st.CompletionTime == nil:
 		st.CompletionTime = &now
-	case !finished:
+	case st.Phase == openshellv1alpha1.SandboxPhaseReady:
+		// Running again (the gateway restarted the agent): the last exit
+		// no longer counts, and no TTL may delete a running sandbox. Other
+		// phases (a transient UNKNOWN, DELETING) keep the record.
 		st.ExitCode, st.CompletionTime = nil, nil
 	}
 }

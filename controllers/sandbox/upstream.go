@@ -134,15 +134,18 @@ func (r *Reconciler) upstreamMissing(ctx context.Context, sb *openshellv1alpha1.
 // locateUpstream records which agents.x-k8s.io Sandbox runs the gateway
 // sandbox, once it is in this cluster's cache under the gateway's ID label
 // (gateways of every line set it; 0.1 no longer reports the object's
-// name), so that its loss can be noticed. One whose gateway runs its
-// sandboxes elsewhere is never found, and never reported missing.
-func (r *Reconciler) locateUpstream(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, version string) error {
+// name), so that its loss can be noticed: in the Managed gateway's sandbox
+// namespace (ns), or anywhere for an External gateway, whose placement the
+// operator does not know (then only a single match counts). One whose
+// gateway runs its sandboxes elsewhere is never found, and never reported
+// missing.
+func (r *Reconciler) locateUpstream(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, version, ns string) error {
 	if ref := sb.Status.AgentSandbox; (ref != nil && ref.Namespace != "") || sb.Status.SandboxID == "" || !r.upstream.started(version) {
 		return nil
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(agentSandboxGVK(version).GroupVersion().WithKind("SandboxList"))
-	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelSandboxID: sb.Status.SandboxID}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{LabelSandboxID: sb.Status.SandboxID}); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if len(list.Items) != 1 {

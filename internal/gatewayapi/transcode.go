@@ -377,6 +377,12 @@ func enumToString(name protoreflect.Name, values map[protoreflect.EnumNumber]str
 	}
 }
 
+// stringToEnum reads a 0.0.x policy string as its 0.1 enum. It reads
+// responses only (the policy a gateway holds, which another client may
+// have written): a spelling 0.1 has no value for is left unset, with the
+// gateway's default, rather than failing a whole sandbox the operator
+// only needs the status of. Requests never take this way: what the
+// operator sends is translated by enumToString, which refuses.
 func stringToEnum(name protoreflect.Name, values map[protoreflect.EnumNumber]string) func(protoreflect.Value, protoreflect.Message) error {
 	return func(v protoreflect.Value, dst protoreflect.Message) error {
 		for n, s := range values {
@@ -384,7 +390,7 @@ func stringToEnum(name protoreflect.Name, values map[protoreflect.EnumNumber]str
 				return set(dst, name, protoreflect.ValueOfEnum(n))
 			}
 		}
-		return fmt.Errorf("%s %q is not a value 0.1 knows", name, v.String())
+		return nil
 	}
 }
 

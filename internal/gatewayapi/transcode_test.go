@@ -160,22 +160,23 @@ func TestTranscodeFromLegacy(t *testing.T) {
 	check(t, fromLegacy, in, &v01.SandboxResponse{}, want)
 }
 
-// TestTranscodeRefusesWhatTheOtherLineCannotSay: a value with no twin is
-// an error, never dropped.
+// TestTranscodeRefusesWhatTheOtherLineCannotSay: a request value with no
+// twin is an error, never dropped; a policy spelling in a response that 0.1
+// has no value for reads as the default instead of failing the response.
 func TestTranscodeRefusesWhatTheOtherLineCannotSay(t *testing.T) {
 	for name, c := range map[string]struct{ src, dst proto.Message }{
 		"all workspaces where 0.0.x has no flag": {&v01.GetSandboxRequest{WorkspaceScope: AllWorkspaces()}, &legacy.GetSandboxRequest{}},
 		"a watch cursor":                         {&v01.WatchSandboxRequest{ResumeAfterCursor: "c1"}, &legacy.WatchSandboxRequest{}},
-		"an access preset 0.1 does not know":     {&legacysb.NetworkEndpoint{Access: "write-only"}, &sandboxv1.NetworkEndpoint{}},
 		"a foreign page token":                   {&v01.ListSandboxesRequest{PageToken: "opaque"}, &legacy.ListSandboxesRequest{}},
 	} {
-		d := toLegacy
-		if _, ok := c.src.(*legacysb.NetworkEndpoint); ok {
-			d = fromLegacy
-		}
-		if err := transcode(d, c.src.ProtoReflect(), c.dst.ProtoReflect()); err == nil {
+		if err := transcode(toLegacy, c.src.ProtoReflect(), c.dst.ProtoReflect()); err == nil {
 			t.Errorf("%s: translated without an error", name)
 		}
+	}
+	read := &sandboxv1.NetworkEndpoint{}
+	if err := transcode(fromLegacy, (&legacysb.NetworkEndpoint{Host: "h", Access: "write-only"}).ProtoReflect(), read.ProtoReflect()); err != nil ||
+		read.Host != "h" || read.Access != sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_UNSPECIFIED {
+		t.Errorf("an unknown access preset in a response: %v, %v; want it read as unset", read, err)
 	}
 }
 

@@ -1,10 +1,12 @@
 package gwconn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,28 +19,55 @@ import (
 )
 
 // Followers stream WatchSandbox for sandboxes that are still moving
-// (provisioning, recreating), keep the latest snapshot, and re-queue the
-// sandbox on every change: readiness is reported when the gateway sees it,
-// not at the next poll. A stream ends once the sandbox is Ready (the
-// gateway's stop_on_terminal) or fails; the next reconcile starts a new one
-// if the sandbox is still moving.
+// (provisioning, recreating), or running a command that will end, keep the
+// latest snapshot, and re-queue the sandbox on every change: readiness and
+// exits are reported when the gateway sees them, not at the next poll. A
+// stream ends once the sandbox is Ready (the gateway's stop_on_terminal),
+// or, past Ready, once it leaves Ready; or it fails, and is not started
+// again for that sandbox before a backoff. The next reconcile starts a new
+// one if the sandbox is still moving.
 type Followers struct {
 	mu     sync.Mutex
 	active map[types.NamespacedName]follow
 	latest map[types.NamespacedName]*openshellv1.Sandbox
 	events chan event.GenericEvent
+	// gen numbers the streams, so that an ending stream never forgets its
+	// successor.
+	gen uint64
+	// failed is when a sandbox's last stream failed, and how long to wait.
+	failed map[types.NamespacedName]retry
+	// MaxPastReady bounds, per gateway, the streams that follow Ready
+	// sandboxes to their end (0: DefaultMaxPastReady): a tenant's thousand
+	// long-running commands cost the gateway a thousand streams otherwise.
+	// Past the bound, an exit is seen at the sandbox's next reconcile.
+	MaxPastReady int
+}
+
+// DefaultMaxPastReady is the default bound on past-Ready streams per gateway.
+const DefaultMaxPastReady = 256
+
+// Backoff of a sandbox whose stream failed: from retryMin, doubling to retryMax.
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
+type retry struct {
+	at   time.Time
+	wait time.Duration
 }
 
 type follow struct {
 	id, gateway string
 	pastReady   bool
+	gen         uint64
 	cancel      context.CancelFunc
 }
 
 // NewFollowers returns an empty set of streams.
 func NewFollowers() *Followers {
 	return &Followers{active: map[types.NamespacedName]follow{}, latest: map[types.NamespacedName]*openshellv1.Sandbox{},
-		events: make(chan event.GenericEvent, 1024)}
+		events: make(chan event.GenericEvent, 1024), failed: map[types.NamespacedName]retry{}}
 }
 
 // Snapshot returns the latest streamed state of sandbox id, if any.
@@ -73,20 +102,41 @@ type Watched struct {
 	PastReady bool
 }
 
-// Ensure starts a stream for the sandbox unless one runs for its ID.
+// Ensure starts a stream for the sandbox unless one runs for its ID (one
+// that stops at Ready is replaced by one that follows past it when asked),
+// its last stream failed too recently, or the gateway has its bound of
+// past-Ready streams.
 func (f *Followers) Ensure(key types.NamespacedName, gatewayKey string, conn *gatewayapi.Client, w Watched) {
-	id := w.ID
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cur, ok := f.active[key]; ok {
-		if cur.id == id && (cur.pastReady || !w.PastReady) {
-			return
-		}
+	cur, running := f.active[key]
+	if running && cur.id == w.ID && (cur.pastReady || !w.PastReady) {
+		return
+	}
+	if r, ok := f.failed[key]; ok && time.Since(r.at) < r.wait {
+		return
+	}
+	if w.PastReady && f.pastReadyLocked(gatewayKey) >= cmp.Or(f.MaxPastReady, DefaultMaxPastReady) {
+		return
+	}
+	if running {
 		cur.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.active[key] = follow{id: id, gateway: gatewayKey, pastReady: w.PastReady, cancel: cancel}
-	go f.run(ctx, key, conn, w)
+	f.gen++
+	f.active[key] = follow{id: w.ID, gateway: gatewayKey, pastReady: w.PastReady, gen: f.gen, cancel: cancel}
+	go f.run(ctx, key, conn, w, f.gen)
+}
+
+// pastReadyLocked counts a gateway's past-Ready streams; f.mu is held.
+func (f *Followers) pastReadyLocked(gatewayKey string) int {
+	n := 0
+	for _, cur := range f.active {
+		if cur.pastReady && cur.gateway == gatewayKey {
+			n++
+		}
+	}
+	return n
 }
 
 // stopAll ends every stream (the manager is stopping).
@@ -123,20 +173,28 @@ func (f *Followers) Stop(key types.NamespacedName) {
 		delete(f.active, key)
 	}
 	delete(f.latest, key)
+	delete(f.failed, key)
 }
 
-func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, w Watched) {
-	id := w.ID
+func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gatewayapi.Client, w Watched, gen uint64) {
+	failed := false
 	defer func() {
 		f.mu.Lock()
-		if cur, ok := f.active[key]; ok && cur.id == id {
+		if cur, ok := f.active[key]; ok && cur.gen == gen {
 			delete(f.active, key)
+		}
+		if failed {
+			r := f.failed[key]
+			f.failed[key] = retry{at: time.Now(), wait: min(max(2*r.wait, retryMin), retryMax)}
+		} else {
+			delete(f.failed, key)
 		}
 		f.mu.Unlock()
 	}()
 	stream, err := conn.WatchSandbox(ctx, &openshellv1.WatchSandboxRequest{Sandbox: w.Name,
 		WorkspaceScope: gatewayapi.Workspace(w.Workspace), FollowStatus: true, StopOnTerminal: !w.PastReady})
 	if err != nil {
+		failed = ctx.Err() == nil
 		f.notify(key)
 		return
 	}
@@ -150,20 +208,30 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 		ev, err := stream.Recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				failed = true
 				f.notify(key) // the reconcile falls back to GetSandbox and follows again
 			}
 			return
 		}
-		if s := ev.GetSandbox(); s != nil {
-			f.mu.Lock()
+		s := ev.GetSandbox()
+		if s == nil {
+			continue
+		}
+		if s.GetMetadata().GetId() != w.ID {
+			// The name now belongs to another incarnation: not this stream's.
+			f.notify(key)
+			return
+		}
+		f.mu.Lock()
+		if cur, ok := f.active[key]; ok && cur.gen == gen {
 			f.latest[key] = proto.Clone(s).(*openshellv1.Sandbox)
-			f.mu.Unlock()
-			if phase := s.GetStatus().GetPhase(); phase != last {
-				last = phase
-				f.notify(key)
-				if w.PastReady && phase != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
-					return // it ended, or left Ready: the reconcile takes it from here
-				}
+		}
+		f.mu.Unlock()
+		if phase := s.GetStatus().GetPhase(); phase != last {
+			last = phase
+			f.notify(key)
+			if w.PastReady && phase != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+				return // it ended, or left Ready: the reconcile takes it from here
 			}
 		}
 	}

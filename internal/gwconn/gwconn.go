@@ -67,6 +67,9 @@ type Resolver struct {
 	mu     sync.Mutex
 	tokens map[string]*swappable
 	cas    map[string]cachedCA
+	// probed is the version an External gateway's Health reported, until
+	// its status has one.
+	probed map[string]string
 	// workspaces are the workspaces verified at each gateway.
 	workspaces workspaces
 	// follow streams the phase of sandboxes that are still moving.
@@ -99,31 +102,72 @@ type cachedCA struct {
 func Key(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }
 
 // Connect returns a client for the gateway that encodes calls for its
-// release line: the one of the version it last reported (status.version),
-// else of the version its Health RPC reports now (Health's wire is the
-// same on every line). A version on no line the operator speaks is a
+// release line (Line). A version on no line the operator speaks is a
 // *LineError: its messages would be misread, silently.
 func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
-	version := gw.Status.Version
-	if version == "" {
-		probe, err := r.Probe(ctx, gw)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := probe.Health(ctx, &openshellv1.HealthRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("ask the gateway its version: %w", err)
-		}
-		version = resp.GetVersion()
+	line, err := r.Line(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	return r.connect(ctx, gw, line)
+}
+
+// Line is the release line a gateway speaks. A Managed gateway runs what
+// the operator installs (0.0.111 in this build: the related images). An
+// External gateway's is the line of the version it last reported
+// (status.version); before the gateway reconciler has written one, its
+// Health RPC (the same wire on every line) is asked once and remembered
+// until status has it. A gateway that reports no version is taken for
+// 0.0.x, as before lines existed.
+func (r *Resolver) Line(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayline.Line, error) {
+	if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
+		return gatewayline.Legacy, nil
+	}
+	version, err := r.reportedVersion(ctx, gw)
+	if err != nil || version == "" {
+		return gatewayline.Legacy, err
 	}
 	line, err := gatewayline.Of(version)
 	if err == nil && !gatewayline.Spoken(line) {
 		err = errors.New(gatewayline.Check(version))
 	}
 	if err != nil {
-		return nil, &LineError{Gateway: Key(gw), Message: err.Error()}
+		return "", &LineError{Gateway: Key(gw), Message: err.Error()}
 	}
-	return r.connect(ctx, gw, line)
+	return line, nil
+}
+
+// reportedVersion is status.version, else what Health reports (asked once
+// per gateway until status has a version).
+func (r *Resolver) reportedVersion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	key := Key(gw)
+	if gw.Status.Version != "" {
+		r.mu.Lock()
+		delete(r.probed, key)
+		r.mu.Unlock()
+		return gw.Status.Version, nil
+	}
+	r.mu.Lock()
+	v, ok := r.probed[key]
+	r.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	probe, err := r.Probe(ctx, gw)
+	if err != nil {
+		return "", err
+	}
+	resp, err := probe.Health(ctx, &openshellv1.HealthRequest{})
+	if err != nil {
+		return "", fmt.Errorf("ask the gateway its version: %w", err)
+	}
+	r.mu.Lock()
+	if r.probed == nil {
+		r.probed = map[string]string{}
+	}
+	r.probed[key] = resp.GetVersion()
+	r.mu.Unlock()
+	return resp.GetVersion(), nil
 }
 
 // LineError refuses a gateway whose reported version is on a line this
@@ -159,6 +203,7 @@ func (r *Resolver) Forget(key string) {
 	r.Followers().stopGateway(key)
 	r.mu.Lock()
 	delete(r.tokens, key)
+	delete(r.probed, key)
 	for id := range r.cas {
 		if strings.HasPrefix(id, key+"/") {
 			delete(r.cas, id)

@@ -311,6 +311,12 @@ func TestConnectSpeaksTheLineOfTheReportedVersion(t *testing.T) {
 	if _, err := r.Probe(context.Background(), gw); err != nil {
 		t.Fatalf("Probe refused: %v", err)
 	}
+	// A Managed gateway runs what the operator installs: nothing is asked.
+	managed := &openshellv1alpha1.OpenShellGateway{ObjectMeta: gw.ObjectMeta, Spec: openshellv1alpha1.OpenShellGatewaySpec{
+		Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	if line, err := r.Line(context.Background(), managed); err != nil || line != gatewayline.Legacy {
+		t.Errorf("a Managed gateway's line: %s, %v; want %s without asking it", line, err, gatewayline.Legacy)
+	}
 	// Nothing reported yet: Connect asks the gateway (here unreachable).
 	gw.Status.Version = ""
 	if _, err := r.Connect(context.Background(), gw); err == nil || errors.As(err, &line) {

@@ -252,8 +252,12 @@ func (i *Issuer) Token(audience string) (string, time.Time, error) {
 }
 
 // UserToken mints a workspace user's token for one audience: subject is
-// whom the gateway's audit log names, and the role only UserRole.
+// whom the gateway's audit log names, and the role only UserRole. It never
+// speaks for the operator itself.
 func (i *Issuer) UserToken(audience, subject string) (string, time.Time, error) {
+	if subject == "" || subject == Subject {
+		return "", time.Time{}, fmt.Errorf("a user token needs a subject other than the operator's own (%q)", Subject)
+	}
 	tok, exp, _, err := i.token(audience, subject, UserRole)
 	return tok, exp, err
 }
