@@ -21,6 +21,7 @@ cp "$os/config/v1/zz_generated.crd-manifests/"*imagedigestmirrorsets.crd.yaml "$
 cp "$os/config/v1/zz_generated.crd-manifests/"*imagetagmirrorsets.crd.yaml "$out.tmp/crds/openshift/"
 cp "$os/console/v1/zz_generated.crd-manifests/"*consoleyamlsamples.crd.yaml "$out.tmp/crds/openshift/"
 cp "$os/config/v1/zz_generated.crd-manifests/"*apiservers-Default.crd.yaml "$out.tmp/crds/openshift/"
+cp "$os/config/v1/zz_generated.crd-manifests/"*networks-Default.crd.yaml "$out.tmp/crds/openshift/"
 
 cm=$(mainmod github.com/cert-manager/cert-manager)
 cp "$cm"/deploy/crds/cert-manager.io_*.yaml "$out.tmp/crds/cert-manager/"

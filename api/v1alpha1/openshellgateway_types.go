@@ -113,6 +113,27 @@ type OpenShellGatewaySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	SandboxControls SandboxControls `json:"sandboxControls,omitempty"`
+
+	// NetworkPolicyEnforcement is what the Platform Admin states about the
+	// cluster's network plugin, where the operator cannot read it (anywhere
+	// but OpenShift with OVN-Kubernetes or OpenShift SDN): condition
+	// NetworkPolicyEnforced.
+	// +optional
+	NetworkPolicyEnforcement NetworkPolicyEnforcement `json:"networkPolicyEnforcement,omitempty"`
+}
+
+// NetworkPolicyEnforcement is the Platform Admin's statement about
+// NetworkPolicy enforcement. OpenShell 0.1 fences every sandbox with
+// NetworkPolicies (only its supervisor may reach the workload, which may
+// reach nothing), and they are only a suggestion unless the network plugin
+// enforces ingress and egress; Kubernetes accepts them either way, and
+// upstream's chart refuses to install 0.1 until this is acknowledged.
+type NetworkPolicyEnforcement struct {
+	// Acknowledged states that the network plugin enforces NetworkPolicy
+	// ingress and egress (node-local and metadata destinations included) in
+	// every sandbox namespace of this gateway. Verify it before you set it.
+	// +optional
+	Acknowledged bool `json:"acknowledged,omitempty"`
 }
 
 // SandboxControls are what the Platform Admin allows a gateway's sandboxes.
@@ -628,6 +649,30 @@ const (
 	// GatewayConditionSCCReady is True when sandbox pods can be admitted
 	// without the privileged SCC (or the cluster has no SCCs).
 	GatewayConditionSCCReady = "SCCReady"
+	// GatewayConditionNetworkPolicyEnforced says whether NetworkPolicy
+	// ingress and egress are enforced for the gateway's sandboxes, as the
+	// OpenShell 0.1 runtime requires: True when the cluster's network
+	// plugin is known to (or the Platform Admin acknowledged it), False
+	// when it is known not to, Unknown otherwise.
+	GatewayConditionNetworkPolicyEnforced = "NetworkPolicyEnforced"
+)
+
+// Reasons of NetworkPolicyEnforced.
+const (
+	// GatewayReasonNetworkPluginEnforces (True): OpenShift reports a
+	// network plugin that enforces NetworkPolicy ingress and egress
+	// (OVN-Kubernetes).
+	GatewayReasonNetworkPluginEnforces = "NetworkPluginEnforces"
+	// GatewayReasonNetworkPluginLacksEgress (False): OpenShift reports
+	// OpenShift SDN, which does not enforce egress NetworkPolicy; migrate
+	// the cluster to OVN-Kubernetes.
+	GatewayReasonNetworkPluginLacksEgress = "NetworkPluginLacksEgress"
+	// GatewayReasonEnforcementAcknowledged (True): the Platform Admin set
+	// spec.networkPolicyEnforcement.acknowledged.
+	GatewayReasonEnforcementAcknowledged = "Acknowledged"
+	// GatewayReasonEnforcementNotVerified (Unknown): the operator cannot
+	// tell; verify the network plugin, then acknowledge it on the gateway.
+	GatewayReasonEnforcementNotVerified = "NotVerified"
 )
 
 // Reasons of an OpenShellGateway's Available, Progressing and Degraded.

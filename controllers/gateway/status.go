@@ -177,6 +177,8 @@ func setStatus(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, know
 		gw.Status.Phase = openshellv1alpha1.GatewayPhasePending
 		return
 	}
+	npStatus, npReason, npMessage := networkPolicyEnforced(gw, pf)
+	set(openshellv1alpha1.GatewayConditionNetworkPolicyEnforced, npStatus, npReason, npMessage)
 	var degraded []issue
 	if !pf.AgentSandbox.Available {
 		degraded = append(degraded, issue{openshellv1alpha1.GatewayReasonAgentSandboxUnavailable, "sandboxes cannot be created: " + pf.AgentSandbox.Message, openshellv1alpha1.GatewayPhasePending})
@@ -222,4 +224,31 @@ func phaseMessage(gw *openshellv1alpha1.OpenShellGateway) string {
 		}
 	}
 	return "gateway is " + string(gw.Status.Phase)
+}
+
+// networkPolicyEnforced says whether the gateway's sandboxes get the
+// NetworkPolicy enforcement the OpenShell 0.1 runtime relies on: read from
+// OpenShift's network plugin where it is known, else the Platform Admin's
+// acknowledgement (as upstream's chart requires), else Unknown.
+func networkPolicyEnforced(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (metav1.ConditionStatus, string, string) {
+	switch pf.NetworkType {
+	case "OVNKubernetes":
+		return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonNetworkPluginEnforces,
+			"the cluster's network plugin (OVNKubernetes) enforces NetworkPolicy ingress and egress"
+	case "OpenShiftSDN":
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonNetworkPluginLacksEgress,
+			"the cluster's network plugin (OpenShiftSDN) does not enforce egress NetworkPolicy, which the OpenShell 0.1 runtime's sandbox fence relies on: " +
+				"migrate the cluster to OVN-Kubernetes"
+	}
+	if gw.Spec.NetworkPolicyEnforcement.Acknowledged {
+		return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonEnforcementAcknowledged,
+			"the platform admin acknowledged that the network plugin enforces NetworkPolicy ingress and egress in the sandbox namespaces"
+	}
+	plugin := "this cluster's network plugin"
+	if pf.NetworkType != "" {
+		plugin = "the network plugin " + pf.NetworkType
+	}
+	return metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonEnforcementNotVerified,
+		"the operator cannot tell whether " + plugin + " enforces NetworkPolicy ingress and egress, which the OpenShell 0.1 runtime's sandbox fence relies on " +
+			"(Kubernetes accepts NetworkPolicies that nothing enforces): verify it, then set spec.networkPolicyEnforcement.acknowledged: true"
 }

@@ -201,3 +201,31 @@ func TestPodSecurityVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkPolicyEnforced: OpenShift's network plugin decides where it is
+// known (OVN-Kubernetes enforces ingress and egress, OpenShift SDN no
+// egress, whatever was acknowledged); elsewhere the Platform Admin's
+// acknowledgement, else Unknown with what to do.
+func TestNetworkPolicyEnforced(t *testing.T) {
+	acked := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{
+		NetworkPolicyEnforcement: openshellv1alpha1.NetworkPolicyEnforcement{Acknowledged: true}}}
+	plain := &openshellv1alpha1.OpenShellGateway{}
+	for name, c := range map[string]struct {
+		gw      *openshellv1alpha1.OpenShellGateway
+		network string
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+	}{
+		"OVN-Kubernetes":            {plain, "OVNKubernetes", metav1.ConditionTrue, openshellv1alpha1.GatewayReasonNetworkPluginEnforces, "OVNKubernetes"},
+		"OpenShift SDN":             {acked, "OpenShiftSDN", metav1.ConditionFalse, openshellv1alpha1.GatewayReasonNetworkPluginLacksEgress, "migrate the cluster to OVN-Kubernetes"},
+		"acknowledged elsewhere":    {acked, "", metav1.ConditionTrue, openshellv1alpha1.GatewayReasonEnforcementAcknowledged, "acknowledged"},
+		"another plugin, not acked": {plain, "Calico", metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonEnforcementNotVerified, "the network plugin Calico"},
+		"vanilla, not acknowledged": {plain, "", metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonEnforcementNotVerified, "spec.networkPolicyEnforcement.acknowledged: true"},
+	} {
+		st, reason, msg := networkPolicyEnforced(c.gw, preflight.Result{NetworkType: c.network})
+		if st != c.status || reason != c.reason || !strings.Contains(msg, c.message) {
+			t.Errorf("%s: %s %s %q; want %s %s containing %q", name, st, reason, msg, c.status, c.reason, c.message)
+		}
+	}
+}

@@ -54,6 +54,8 @@ const (
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// The network plugin OpenShift runs (NetworkPolicy enforcement), read by name.
+// +kubebuilder:rbac:groups=config.openshift.io,resources=networks,verbs=get,resourceNames=cluster
 
 // Reconciler probes the cluster and publishes the result.
 type Reconciler struct {

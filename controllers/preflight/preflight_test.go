@@ -3,6 +3,8 @@ package preflight_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,4 +257,38 @@ func boolStatus(b bool) metav1.ConditionStatus {
 		return metav1.ConditionTrue
 	}
 	return metav1.ConditionFalse
+}
+
+// TestProbeReadsTheNetworkPlugin: on OpenShift the probe reads the network
+// plugin from the cluster network configuration (NetworkPolicyEnforced on
+// gateways); where the API or the object is missing it is not known.
+func TestProbeReadsTheNetworkPlugin(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := env.Client
+	disc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	probe := func() string {
+		res, err := preflight.Probe(ctx, c, disc)
+		g.Expect(err).NotTo(HaveOccurred())
+		return res.NetworkType
+	}
+	g.Expect(probe()).To(BeEmpty(), "no OpenShift network API")
+	crd, err := framework.LoadCRD(filepath.Join(framework.UpstreamDir("crds", framework.CRDsOpenShift), "0000_10_config-operator_01_networks-Default.crd.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(framework.InstallCRD(ctx, c, crd)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), crd) })
+	g.Expect(framework.WaitCRDReady(ctx, c, crd)).To(Succeed())
+	g.Expect(probe()).To(BeEmpty(), "no cluster network configuration yet")
+
+	network := &unstructured.Unstructured{}
+	network.SetAPIVersion("config.openshift.io/v1")
+	network.SetKind("Network")
+	network.SetName("cluster")
+	g.Expect(unstructured.SetNestedField(network.Object, map[string]any{}, "spec")).To(Succeed())
+	// The CRD has no status subresource: status is written with the object.
+	g.Expect(unstructured.SetNestedField(network.Object, "OVNKubernetes", "status", "networkType")).To(Succeed())
+	g.Expect(c.Create(ctx, network)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), network) })
+	g.Expect(probe()).To(Equal("OVNKubernetes"))
 }

@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,9 @@ const (
 	ConsoleYAMLSampleCRD = "consoleyamlsamples.console.openshift.io"
 	SCCCRD               = "securitycontextconstraints.security.openshift.io"
 	IDMSCRD              = "imagedigestmirrorsets.config.openshift.io"
+	// NetworkCRD is OpenShift's cluster network configuration, whose
+	// status names the network plugin.
+	NetworkCRD = "networks.config.openshift.io"
 
 	// MinKubernetesVersion is the oldest Kubernetes the operator supports.
 	MinKubernetesVersion = "1.31.0"
@@ -48,7 +52,7 @@ const (
 // probe. Route and SCC may instead be aggregated APIs (OpenShift serves
 // Routes from openshift-apiserver); the periodic re-probe catches changes
 // of those.
-var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, PrometheusRuleCRD, ServiceMonitorCRD, ConsoleYAMLSampleCRD}
+var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, NetworkCRD, PrometheusRuleCRD, ServiceMonitorCRD, ConsoleYAMLSampleCRD}
 
 // Agent Sandbox API versions the operator can drive, most preferred first.
 var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
@@ -199,7 +203,11 @@ type Result struct {
 	// ConsoleYAMLSample is true when console.openshift.io/v1
 	// ConsoleYAMLSamples are served (the OpenShift console).
 	ConsoleYAMLSample bool
-	Kubernetes        KubernetesVersion
+	// NetworkType is the network plugin OpenShift reports
+	// (config.openshift.io/v1 Network "cluster", status.networkType), or
+	// "" where it is not known: not OpenShift, or not readable.
+	NetworkType string
+	Kubernetes  KubernetesVersion
 }
 
 // OpenShift reports whether the OpenShift APIs the operator uses are served.
@@ -254,12 +262,38 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		}
 		*api.served = served
 	}
+	network, err := networkType(ctx, reader, disc)
+	if err != nil {
+		return r, err
+	}
+	r.NetworkType = network
 	info, err := disc.ServerVersion()
 	if err != nil {
 		return r, fmt.Errorf("discover server version: %w", err)
 	}
 	r.Kubernetes = EvaluateKubernetesVersion(info.GitVersion)
 	return r, nil
+}
+
+// networkType reads the network plugin OpenShift's cluster network
+// configuration names; "" where that API is not served or the object is
+// absent or not readable (then the platform admin says, on the gateway).
+func networkType(ctx context.Context, reader client.Reader, disc discovery.DiscoveryInterface) (string, error) {
+	served, err := apiServed(ctx, reader, disc, "config.openshift.io/v1", NetworkCRD)
+	if err != nil || !served {
+		return "", err
+	}
+	n := &unstructured.Unstructured{}
+	n.SetAPIVersion("config.openshift.io/v1")
+	n.SetKind("Network")
+	switch err := reader.Get(ctx, client.ObjectKey{Name: "cluster"}, n); {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("get the cluster network configuration: %w", err)
+	}
+	t, _, _ := unstructured.NestedString(n.Object, "status", "networkType")
+	return t, nil
 }
 
 // apiServed reports whether every resource (named by its CRD name,
