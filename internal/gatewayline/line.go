@@ -57,6 +57,24 @@ func Of(version string) (Line, error) {
 	return "", fmt.Errorf("gateway version %s is not one the operator speaks (%s)", version, Supported)
 }
 
+// AtLeast says whether version is minimum or later (both major.minor.patch,
+// with the suffixes Of accepts): what a feature that a release introduced
+// within a line is decided by (0.1.5's pod label allowlist, 0.1.6's
+// suspend and resume).
+func AtLeast(version, minimum string) bool {
+	a1, a2, a3, err := parse(version)
+	b1, b2, b3, err2 := parse(minimum)
+	if err != nil || err2 != nil {
+		return false
+	}
+	return [3]int{a1, a2, a3} == [3]int{b1, b2, b3} || a1 > b1 || (a1 == b1 && (a2 > b2 || (a2 == b2 && a3 > b3)))
+}
+
+// PodLabelAllowlist is the first release that refuses SandboxTemplate
+// labels and annotations its driver does not allowlist
+// (allowed_pod_labels, allowed_pod_annotations).
+const PodLabelAllowlist = "0.1.5"
+
 // parse reads major.minor.patch, ignoring a "v" prefix and any "-" or "+"
 // suffix.
 func parse(v string) (major, minor, patch int, err error) {

@@ -53,3 +53,17 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		version, minimum string
+		want             bool
+	}{
+		{"0.1.5", "0.1.5", true}, {"0.1.10", "0.1.5", true}, {"v0.1.6-dev.1+g1", "0.1.5", true}, {"0.2.0", "0.1.5", true},
+		{"0.1.4", "0.1.5", false}, {"0.0.111", "0.1.5", false}, {"nonsense", "0.1.5", false}, {"", "0.1.5", false},
+	} {
+		if got := AtLeast(c.version, c.minimum); got != c.want {
+			t.Errorf("AtLeast(%q, %q) = %v, want %v", c.version, c.minimum, got, c.want)
+		}
+	}
+}

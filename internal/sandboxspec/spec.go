@@ -173,6 +173,13 @@ func SandboxSpec(sb *openshellv1alpha1.OpenShellSandbox, in SpecInputs) (*opensh
 	return spec, nil
 }
 
+// OperatorPodLabels are the label keys the operator puts on every sandbox
+// pod (through SandboxTemplate.labels), besides the sandbox's podLabels. A
+// gateway from 0.1.5 refuses template labels its driver does not allowlist:
+// its allowed_pod_labels must name these (and any podLabels key tenants
+// use; podAnnotations keys in allowed_pod_annotations).
+var OperatorPodLabels = []string{TemplateLabel, LabelTenantNamespace, LabelTenantNamespaceUID}
+
 // podLabels are the sandbox's pod labels plus the operator's template label
 // (reserved prefixes are refused by the CRD, so a user label never replaces
 // it).

@@ -18,6 +18,7 @@ import (
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 // TestGatewayOnALineNotSpoken: an External gateway upgraded in place to a
@@ -200,4 +201,45 @@ func TestRunToCompletion(t *testing.T) {
 	g.Expect(completed).To(BeTrue(), "the job was never reported Completed")
 	g.Expect(st.Gateway.SandboxNames(ws)).NotTo(ContainElement(sandboxspec.SandboxName(tenant, job.Name)))
 	g.Expect(sandboxStatus(ctx, g, client.ObjectKeyFromObject(failing)).Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError), "no TTL: it stays")
+}
+
+// TestPodLabelAllowlistOf015: a gateway from 0.1.5 refuses template labels
+// its driver does not allowlist. One whose allowed_pod_labels lacks the
+// operator's labels refuses the sandbox, and the sandbox says which label
+// and which setting (RejectedByGateway, not retried); the stack's gateways
+// list them as docs/gateway-lines.md tells platform admins to.
+func TestPodLabelAllowlistOf015(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "allow-platform"), framework.CreateNamespace(ctx, t, c, "allow-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, "allow-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	strict, strictObj, err := st.AddGatewayWith(ctx, c, "strict", sbNS, func(o *testgateway.Options, _ *openshellv1alpha1.OpenShellGateway) {
+		o.AllowedPodLabels = nil // not configured for the operator
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, gw := range []*testgateway.Gateway{st.Gateway, strict} {
+		gw.ReportVersion("0.1.5")
+	}
+	for _, obj := range []*openshellv1alpha1.OpenShellGateway{st.GatewayObj, strictObj} {
+		poke(ctx, g, obj)
+	}
+	allowed, refused := sandboxOn(tenant, "allowed", st.GatewayObj), sandboxOn(tenant, "refused", strictObj)
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{allowed, refused} {
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+	}
+	waitPhase(ctx, g, client.ObjectKeyFromObject(allowed), openshellv1alpha1.SandboxPhaseReady)
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(refused))
+		synced := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionSynced)
+		g.Expect(synced).NotTo(BeNil())
+		g.Expect(synced.Reason).To(Equal(openshellv1alpha1.SandboxReasonRejectedByGateway), "%+v", cur.Status.Conditions)
+		g.Expect(synced.Message).To(And(ContainSubstring(sandboxspec.TemplateLabel), ContainSubstring("allowed_pod_labels")))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(strict.LineCalls()["0.1 CreateSandbox"]).To(BeNumerically(">=", 1))
 }

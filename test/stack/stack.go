@@ -28,6 +28,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -451,6 +452,9 @@ func StartExternalGateway(ctx context.Context, c client.Client, kube client.With
 		Kube: kube, Namespace: e.SandboxNamespace, GatewayID: e.Name + "-test",
 		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
 		ClientTLSSecret: e.Name + "-client-tls", ServiceAccount: e.Name + "-sandbox",
+		// As the platform admin of a 0.1.5 or later gateway is told to
+		// (docs/gateway-lines.md): the operator's pod labels are allowed.
+		AllowedPodLabels: sandboxspec.OperatorPodLabels,
 	}
 	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
 	if e.Tenancy != nil {

@@ -47,6 +47,10 @@ type Options struct {
 	DefaultImage, SupervisorImage string
 	ClientTLSSecret               string
 	ServiceAccount                string
+	// AllowedPodLabels and AllowedPodAnnotations are the driver's
+	// allowed_pod_labels and allowed_pod_annotations: from 0.1.5 a template
+	// label or annotation not listed is refused.
+	AllowedPodLabels, AllowedPodAnnotations []string
 }
 
 // Gateway is a running test gateway.

@@ -3,6 +3,7 @@ package testgateway
 import (
 	"context"
 	"maps"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -149,9 +150,34 @@ func (s *v01Server) GetGatewayInfo(ctx context.Context, in *v01.GetGatewayInfoRe
 	return out, serve0(ctx, in, &legacy.GetGatewayInfoRequest{}, out, s.g.GetGatewayInfo)
 }
 
+// CreateSandbox plays 0.1.5's allowlist of template labels and annotations.
 func (s *v01Server) CreateSandbox(ctx context.Context, in *v01.CreateSandboxRequest) (*v01.SandboxResponse, error) {
+	if err := s.g.allowlisted(in.GetSpec().GetTemplate()); err != nil {
+		return nil, err
+	}
 	out := &v01.SandboxResponse{}
 	return out, serve0(ctx, in, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox)
+}
+
+// allowlisted refuses, from 0.1.5, template labels and annotations the
+// driver configuration does not list (Options.AllowedPodLabels and
+// AllowedPodAnnotations: allowed_pod_labels, allowed_pod_annotations).
+func (g *Gateway) allowlisted(t *v01.SandboxTemplate) error {
+	if !gatewayline.AtLeast(g.reportedVersion(), gatewayline.PodLabelAllowlist) {
+		return nil
+	}
+	for _, c := range []struct {
+		what, key string
+		got       map[string]string
+		allowed   []string
+	}{{"label", "allowed_pod_labels", t.GetLabels(), g.opts.AllowedPodLabels}, {"annotation", "allowed_pod_annotations", t.GetAnnotations(), g.opts.AllowedPodAnnotations}} {
+		for _, k := range slices.Sorted(maps.Keys(c.got)) {
+			if !slices.Contains(c.allowed, k) {
+				return status.Errorf(codes.InvalidArgument, "sandbox template %s %q is not allowed: add it to the Kubernetes driver's %s", c.what, k, c.key)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *v01Server) GetSandbox(ctx context.Context, in *v01.GetSandboxRequest) (*v01.SandboxResponse, error) {
