@@ -178,9 +178,21 @@ build: generate ## Build the manager binary.
 run: manifests generate ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd
 
+# What the demo runs, and only that: the control plane, kwok, the Agent
+# Sandbox controller, their CRDs, and the demo itself (the operator and the
+# test gateway). What only `make test` needs (OLM, cert-manager, opm,
+# promtool, the code generators, the Python SDK) is built by `make test`.
+DEMO_BINS := $(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler \
+	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(UPSTREAM_ASSETS) $(LOCALBIN)/demo
+BUILD_LOG ?= $(LOCALBIN)/build.log
+
+$(LOCALBIN)/demo: go.mod go.sum $(shell find api cmd controllers internal operator test -name '*.go' -not -name '*_test.go') | $(LOCALBIN)
+	go build -ldflags "-s -w" -o $@ ./test/demo
+
 .PHONY: demo
-demo: tools ## Bring up a local cluster, the operator and a test gateway, and show sandboxes.
-	go run ./test/demo
+demo: ## Bring up a local cluster, the operator and a test gateway, and show sandboxes.
+	@hack/build-with-progress.sh $(BUILD_LOG) $(DEMO_BINS)
+	$(LOCALBIN)/demo
 
 ##@ Tools
 
