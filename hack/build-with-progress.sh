@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds make targets one after another, printing a plain line per target
-# ("[2/7] kube-apiserver") and keeping the build's own output (the `go:
-# downloading` lines and compiler output) in a log file, which is printed
-# in full only when a build fails. Used by `make demo` so that the first,
+# Builds make targets, two at a time (a build waits on downloads as much
+# as on the two cores), printing a plain line per finished target ("[2/7]
+# kube-apiserver done in 186 s") and keeping the builds' own output (the
+# `go: downloading` lines, compiler output) in a log file, whose tail is
+# printed only when a build fails. Used by `make demo`, so that the first,
 # slow run says what it is doing instead of scrolling module downloads.
 #
 # usage: build-with-progress.sh LOGFILE TARGET...
@@ -20,18 +21,48 @@ for t in "$@"; do
 done
 n=${#todo[@]}
 [ "$n" -eq 0 ] && exit 0
-echo "Building ${n} component(s) from pinned Go modules into bin/ (the first run downloads and compiles"
-echo "them: expect several minutes on two cores; later runs reuse them). Build output: ${log}"
-i=0
-for t in "${todo[@]}"; do
-	i=$((i + 1))
-	start=$(date +%s)
-	printf '  [%d/%d] %s ... ' "$i" "$n" "$(basename "$t")"
-	if ! make "$t" >>"$log" 2>&1; then
-		echo "failed"
-		echo "--- ${log} (tail)"
-		tail -n 60 "$log"
-		exit 1
+echo "Building ${n} component(s) from pinned Go modules into bin/. The first run downloads and compiles"
+echo "them (about 11 minutes on two cores with empty caches); later runs reuse them. Build output: ${log}"
+
+# label names a target for people: its file, or for a stamp its folder.
+label() {
+	local b
+	b=$(basename "$1")
+	[ "${b#.}" != "$b" ] && b=$(basename "$(dirname "$1")")
+	echo "$b"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+declare -A running=() # pid of a running build → its index in todo
+declare -a started=()
+done_count=0
+failed=""
+# wait_one waits for one running build and reports it.
+wait_one() {
+	local pid i
+	wait -n -p pid
+	i=${running[$pid]}
+	unset "running[$pid]"
+	done_count=$((done_count + 1))
+	cat "$tmp/$i.log" >>"$log"
+	if [ "$(cat "$tmp/$i.rc" 2>/dev/null)" != 0 ]; then
+		echo "  [${done_count}/${n}] $(label "${todo[$i]}") failed"
+		failed=${todo[$i]}
+		return
 	fi
-	echo "done in $(($(date +%s) - start)) s"
+	echo "  [${done_count}/${n}] $(label "${todo[$i]}") done in $(($(date +%s) - started[i])) s"
+}
+for i in "${!todo[@]}"; do
+	while [ "${#running[@]}" -ge 2 ]; do wait_one; done
+	[ -n "$failed" ] && break
+	started[i]=$(date +%s)
+	(make "${todo[$i]}" >"$tmp/$i.log" 2>&1; echo $? >"$tmp/$i.rc") &
+	running[$!]=$i
 done
+while [ "${#running[@]}" -gt 0 ]; do wait_one; done
+if [ -n "$failed" ]; then
+	echo "--- ${log} (tail)"
+	tail -n 60 "$log"
+	exit 1
+fi

@@ -9,8 +9,11 @@ out=${1:?usage: upstream-crds.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+# moddir prints the folder of a module (path@version, or a path alone for
+# the version the current module requires), downloading it first: `go list
+# -m` prints no folder for a module not yet in the cache (a fresh machine).
 moddir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
-mainmod() { go list -m -f '{{.Dir}}' "$1"; }
+mainmod() { moddir "$1"; }
 
 rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm,monitoring}
 
@@ -40,7 +43,7 @@ for v in v0.4.6 v0.5.6 v1.0.3; do
 	mkdir -p "$out.tmp/crds/agent-sandbox/$v"
 	cp "$d"/k8s/crds/*.yaml "$out.tmp/crds/agent-sandbox/$v/"
 done
-kwok=$(cd hack/tools/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+kwok=$(cd hack/tools/kwok && moddir sigs.k8s.io/kwok)
 mkdir -p "$out.tmp/kwok-stages"
 cp "$kwok"/kustomize/stage/node/fast/node-*.yaml "$kwok"/kustomize/stage/pod/fast/pod-*.yaml "$out.tmp/kwok-stages/"
 

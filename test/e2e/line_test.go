@@ -31,12 +31,7 @@ func TestGatewayOnALineNotSpoken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "line-platform"), framework.CreateNamespace(ctx, t, c, "line-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "line-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	st, tenant, _ := startLineStack(ctx, t, g, "line")
 	degradedBy := func(g Gomega) *metav1.Condition {
 		gw := &openshellv1alpha1.OpenShellGateway{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
@@ -91,26 +86,17 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "wire-platform"), framework.CreateNamespace(ctx, t, c, "wire-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "wire-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	st, tenant, _ := startLineStack(ctx, t, g, "wire")
 
 	secret, first := createSampleTenant(ctx, t, tenant, "sk-before", client.ObjectKeyFromObject(st.GatewayObj))
 	waitPhase(ctx, g, client.ObjectKeyFromObject(first), openshellv1alpha1.SandboxPhaseReady)
 	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID
 	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
 
-	st.Gateway.ReportVersion("0.1.5")
-	poke(ctx, g, st.GatewayObj)
-	g.Eventually(func(g Gomega) {
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
-		g.Expect(gw.Status.Version).To(Equal("0.1.5"))
-		g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", gw.Status.Conditions)
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
+	g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", gw.Status.Conditions)
 
 	tenantNS := &corev1.Namespace{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
@@ -149,19 +135,8 @@ func TestRunToCompletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "done-platform"), framework.CreateNamespace(ctx, t, c, "done-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "done-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
-	st.Gateway.ReportVersion("0.1.5")
-	poke(ctx, g, st.GatewayObj)
-	g.Eventually(func(g Gomega) {
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
-		g.Expect(gw.Status.Version).To(Equal("0.1.5"))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	st, tenant, _ := startLineStack(ctx, t, g, "done")
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 
 	tenantNS := &corev1.Namespace{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
@@ -213,22 +188,13 @@ func TestPodLabelAllowlistOf015(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "allow-platform"), framework.CreateNamespace(ctx, t, c, "allow-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "allow-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	st, tenant, sbNS := startLineStack(ctx, t, g, "allow")
 	strict, strictObj, err := st.AddGatewayWith(ctx, c, "strict", sbNS, func(o *testgateway.Options, _ *openshellv1alpha1.OpenShellGateway) {
 		o.AllowedPodLabels = nil // not configured for the operator
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, gw := range []*testgateway.Gateway{st.Gateway, strict} {
-		gw.ReportVersion("0.1.5")
-	}
-	for _, obj := range []*openshellv1alpha1.OpenShellGateway{st.GatewayObj, strictObj} {
-		poke(ctx, g, obj)
-	}
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
+	upgradeInPlace(ctx, g, strict, strictObj, "0.1.5")
 	allowed, refused := sandboxOn(tenant, "allowed", st.GatewayObj), sandboxOn(tenant, "refused", strictObj)
 	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{allowed, refused} {
 		g.Expect(c.Create(ctx, sb)).To(Succeed())
@@ -242,4 +208,31 @@ func TestPodLabelAllowlistOf015(t *testing.T) {
 		g.Expect(synced.Message).To(And(ContainSubstring(sandboxspec.TemplateLabel), ContainSubstring("allowed_pod_labels")))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	g.Expect(strict.LineCalls()["0.1 CreateSandbox"]).To(BeNumerically(">=", 1))
+}
+
+// startLineStack starts a stack (the operator and a test gateway, at
+// 0.0.111) watching a platform, a sandbox and a tenant namespace named
+// after prefix; it stops with the test.
+func startLineStack(ctx context.Context, t *testing.T, g Gomega, prefix string) (st *stack.Stack, tenant, sandboxNS string) {
+	t.Helper()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, prefix+"-platform"), framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes")
+	tenant = framework.CreateNamespace(ctx, t, c, prefix+"-tenant")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	return st, tenant, sbNS
+}
+
+// upgradeInPlace makes a test gateway report version (and speak its line's
+// wire from its next call on), and waits until the operator has seen it.
+func upgradeInPlace(ctx context.Context, g Gomega, gw *testgateway.Gateway, obj *openshellv1alpha1.OpenShellGateway, version string) {
+	gw.ReportVersion(version)
+	poke(ctx, g, obj)
+	g.EventuallyWithOffset(1, func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+		g.Expect(cur.Status.Version).To(Equal(version))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }

@@ -18,9 +18,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
-	"github.com/openshell/openshell-operator/test/stack"
 )
 
 // TestOpenShellPythonClient: the `openshell` Python SDK of the pinned
@@ -34,14 +32,8 @@ func TestOpenShellPythonClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "sdk-platform"), framework.CreateNamespace(ctx, t, c, "sdk-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "sdk-tenant")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
-	st.Gateway.ReportVersion("0.1.5")
-	poke(ctx, g, st.GatewayObj)
+	st, tenant, _ := startLineStack(ctx, t, g, "sdk")
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 
 	var sandboxes []*openshellv1alpha1.OpenShellSandbox
 	for _, name := range []string{"first", "second"} {

@@ -158,11 +158,8 @@ func gatewayTOMLV1(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		PolicyValidationFailureMode: "fail_closed",
 		TLS:                         serverTLS(gw),
 		GatewayJWT:                  gatewayJWT(n),
+		OIDC:                        gatewayOIDC(in),
 		CredentialStorage:           credentialStorage{KeyEncryptionKeyEnv: KEKEnv},
-	}
-	if in.OIDC != nil {
-		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: oidc.UserRole}
 	}
 	k := kubernetesDriver{
 		WorkspaceMode:       strings.ToLower(string(WorkspaceMode(gw))),
@@ -183,10 +180,7 @@ func gatewayTOMLV1(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets
 		k.AppArmorProfile = m.Sandboxes.AppArmorProfile
 	}
-	if proxy, err := UpstreamProxy(in.Proxy); err == nil && proxy != "" {
-		k.HTTPSProxy = proxy
-		k.NoProxy = strings.TrimSpace(in.Proxy.NoProxy)
-	}
+	k.HTTPSProxy, k.NoProxy = driverProxy(in)
 	if Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar {
 		k.Sidecar = &sidecarOpts{ProxyUID: ProxyUID, ProcessBinaryAwareNetworkPolicy: true}
 	}
@@ -195,6 +189,26 @@ func gatewayTOMLV1(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		return "", fmt.Errorf("render gateway.toml: %w", err)
 	}
 	return "# Rendered by openshell-operator from OpenShellGateway " + gw.Namespace + "/" + gw.Name + ". Do not edit.\n" + string(b), nil
+}
+
+// gatewayOIDC is the identity provider the gateway trusts (nil until the
+// operator's identity is configured), with the roles the operator's issuer
+// puts in its tokens.
+func gatewayOIDC(in Inputs) *oidcSection {
+	if in.OIDC == nil {
+		return nil
+	}
+	return &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
+		RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: oidc.UserRole}
+}
+
+// driverProxy is the upstream proxy the sandboxes' policy-approved egress
+// goes through (the cluster's), and what bypasses it.
+func driverProxy(in Inputs) (proxy, noProxy string) {
+	if p, err := UpstreamProxy(in.Proxy); err == nil && p != "" {
+		return p, strings.TrimSpace(in.Proxy.NoProxy)
+	}
+	return "", ""
 }
 
 // logLevel is the gateway's log level (info unless the spec names one).

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/oidc"
 )
 
 // Schema version 2 of gateway.toml, which 0.1 gateways require: driver
@@ -91,11 +90,8 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		PolicyValidationFailureMode: "fail_closed",
 		TLS:                         serverTLS(gw),
 		GatewayJWT:                  gatewayJWT(n),
+		OIDC:                        gatewayOIDC(in),
 		CredentialStorage:           credentialStorage{KeyEncryptionKeyEnv: KEKEnv},
-	}
-	if in.OIDC != nil {
-		g.OIDC = &oidcSection{Issuer: in.OIDC.Issuer, Audience: in.OIDC.Audience,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, UserRole: oidc.UserRole}
 	}
 	k := kubernetesV2{
 		WorkspaceMode:       strings.ToLower(string(WorkspaceMode(gw))),
@@ -116,10 +112,7 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		k.ImagePullPolicy = pullPolicies[m.Sandboxes.ImagePullPolicy]
 		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets
 	}
-	if proxy, err := UpstreamProxy(in.Proxy); err == nil && proxy != "" {
-		k.HTTPSProxy = proxy
-		k.NoProxy = strings.TrimSpace(in.Proxy.NoProxy)
-	}
+	k.HTTPSProxy, k.NoProxy = driverProxy(in)
 	if !in.OpenShift() {
 		uid := SandboxUID
 		k.SandboxUID, k.SandboxGID = &uid, &uid
