@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,9 +97,7 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
 	g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", gw.Status.Conditions)
 
-	tenantNS := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
-	ws, name := sandboxspec.WorkspaceName(tenant, tenantNS.UID), sandboxspec.SandboxName(tenant, first.Name)
+	ws, name := sandboxWorkspace(ctx, g, tenant), sandboxspec.SandboxName(tenant, first.Name)
 	before := st.Gateway.SandboxPolicyVersion(ws, name)
 	addNetworkRule(ctx, g, tenant, "restricted", "github", "api.github.com")
 	g.Eventually(func() uint32 { return st.Gateway.SandboxPolicyVersion(ws, name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(before + 1))
@@ -138,9 +135,7 @@ func TestRunToCompletion(t *testing.T) {
 	st, tenant, _ := startLineStack(ctx, t, g, "done")
 	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 
-	tenantNS := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
-	ws := sandboxspec.WorkspaceName(tenant, tenantNS.UID)
+	ws := sandboxWorkspace(ctx, g, tenant)
 	job := sandboxOn(tenant, "job", st.GatewayObj)
 	job.Spec.Command, job.Spec.TTLSecondsAfterFinished = []string{"python", "train.py"}, ptr.To[int32](2)
 	failing := sandboxOn(tenant, "failing", st.GatewayObj)

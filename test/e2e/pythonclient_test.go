@@ -12,7 +12,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -45,9 +44,7 @@ func TestOpenShellPythonClient(t *testing.T) {
 		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
 	}
 	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.1 CreateSandbox"), "the sandboxes were not created over the 0.1 wire")
-	tenantNS := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: tenant}, tenantNS)).To(Succeed())
-	ws := sandboxspec.WorkspaceName(tenant, tenantNS.UID)
+	ws := sandboxWorkspace(ctx, g, tenant)
 
 	token, err := st.UserToken(ctx, "alice@example.com")
 	g.Expect(err).NotTo(HaveOccurred())
