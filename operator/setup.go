@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -39,11 +40,17 @@ type ControllerOptions struct {
 	// EnableWebhooks registers the admission webhooks on the manager's
 	// webhook server (off for out-of-cluster runs without certificates).
 	EnableWebhooks bool
-	// Images are the operand images (RELATED_IMAGE_*).
-	Images operatorenv.RelatedImages
+	// Images are the operand images of each release the operator ships
+	// (RELATED_IMAGE_*).
+	Images operatorenv.Releases
 	// Proxy is the cluster proxy from the operator's environment, passed
 	// on to managed gateways and their sandboxes.
 	Proxy operatorenv.Proxy
+	// DialGateway, when set, opens gateway connections by Service address
+	// instead of the network (the local test cluster routes a Managed
+	// gateway's Service to the process playing its pod); nil in
+	// production.
+	DialGateway func(ctx context.Context, addr string) (net.Conn, error)
 	// PKI and Clock tune the built-in PKI (tests exercise rotation).
 	PKI   gateway.PKIOptions
 	Clock func() time.Time
@@ -101,6 +108,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	pool := gatewayapi.NewPool()
 	// One slow gateway may hold at most half the sandbox workers.
 	pool.MaxInFlight = sandbox.MaxConcurrentReconciles / 2
+	pool.Dial = opts.DialGateway
 	gateways := &gwconn.Resolver{Client: c, APIReader: api, Pool: pool, Issuer: opts.Issuer, SecretMetadata: secretMeta,
 		TokenHTTPClient: opts.TokenHTTPClient}
 	if err := mgr.Add(gateways); err != nil {

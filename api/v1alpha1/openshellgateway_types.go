@@ -275,6 +275,18 @@ type AllowedNamespaces struct {
 // +kubebuilder:validation:XValidation:rule="has(self.sandboxes) && has(self.sandboxes.__namespace__) ? (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__) && oldSelf.sandboxes.__namespace__ == self.sandboxes.__namespace__) : !(has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__))",message="spec.managed.sandboxes.namespace is immutable: the gateway's grants and sandboxes live there; create a new OpenShellGateway instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 type ManagedGatewaySpec struct {
+	// Version is the OpenShell release the gateway runs, for example
+	// "0.1.5" or "0.0.111". Empty means the operator's default, which
+	// moves with operator upgrades (the operator then migrates the gateway
+	// by itself: docs/upgrading-gateways.md). The operator ships images for
+	// its default and for 0.0.111; any other version needs
+	// spec.managed.images. Moving from 0.1.x back to 0.0.x is refused: the
+	// 0.1 gateway has migrated its database.
+	// +kubebuilder:validation:Pattern=`^0\.(0|1)\.[0-9]{1,4}$`
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Version string `json:"version,omitempty"`
+
 	// Images overrides the operand images. Each defaults to the operator's
 	// digest-pinned RELATED_IMAGE_* value; overrides should be pinned by
 	// digest too so that disconnected mirrors keep working.
@@ -307,9 +319,11 @@ type ManagedGatewaySpec struct {
 	// +optional
 	Sandboxes SandboxPlacement `json:"sandboxes,omitempty"`
 
-	// SupervisorTopology selects how the supervisor runs beside the agent.
-	// Sidecar (the default) runs under the operator's narrow SCC; Combined
-	// requires the privileged SCC on OpenShift.
+	// SupervisorTopology selects how the supervisor runs beside the agent
+	// on 0.0.x gateways. Sidecar (the default) runs under the operator's
+	// narrow SCC; Combined requires the privileged SCC on OpenShift. 0.1
+	// gateways ignore it: they always run the two-pod runtime, without
+	// capabilities, under restricted-v2.
 	// +kubebuilder:default=Sidecar
 	// +optional
 	SupervisorTopology SupervisorTopology `json:"supervisorTopology,omitempty"`
@@ -352,6 +366,12 @@ type GatewayImages struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Sandbox string `json:"sandbox,omitempty"`
+
+	// SandboxRuntime is the image that provides openshell-sandbox, the
+	// agent container's first process, on OpenShell 0.1 gateways.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	SandboxRuntime string `json:"sandboxRuntime,omitempty"`
 }
 
 // GatewayPersistence selects exactly one database backend.
@@ -593,7 +613,9 @@ type OpenShellGatewayStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// Version is the gateway version it reports.
+	// Version is the gateway version: what an External gateway reports,
+	// or the release a Managed gateway's pods all run (during an upgrade,
+	// the one being left until every pod runs the next).
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -655,6 +677,11 @@ const (
 	// plugin is known to (or the Platform Admin acknowledged it), False
 	// when it is known not to, Unknown otherwise.
 	GatewayConditionNetworkPolicyEnforced = "NetworkPolicyEnforced"
+	// GatewayConditionVersionCurrent (Managed) is True when every gateway
+	// pod runs the release spec.managed.version (or the operator's
+	// default) asks for; False while it moves there (Upgrading), or with
+	// the reason that holds it on status.version.
+	GatewayConditionVersionCurrent = "VersionCurrent"
 )
 
 // Reasons of NetworkPolicyEnforced.
@@ -713,6 +740,24 @@ const (
 	// with its RBAC, until they are gone, so that their deletion can clean
 	// up at the gateway.
 	GatewayReasonDraining = "Draining"
+	// GatewayReasonVersionNotShipped (Degraded): spec.managed.version names a
+	// release the operator has no images for, and spec.managed.images does
+	// not name them.
+	GatewayReasonVersionNotShipped = "VersionNotShipped"
+	// GatewayReasonDowngradeRefused (Degraded): spec.managed.version would
+	// move a gateway that runs 0.1.x back to 0.0.x; the gateway keeps
+	// running its version.
+	GatewayReasonDowngradeRefused = "DowngradeRefused"
+	// GatewayReasonNetworkPolicyNotEnforced (Degraded): a 0.1 gateway is not
+	// installed, or not upgraded to, while NetworkPolicyEnforced is not
+	// True: its sandbox fence would not hold.
+	GatewayReasonNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
+	// GatewayReasonAtTarget (VersionCurrent=True): the gateway runs the
+	// release its spec asks for.
+	GatewayReasonAtTarget = "AtTarget"
+	// GatewayReasonUpgrading (Progressing): the gateway's pods are moving
+	// from status.version to spec.managed.version (or the default).
+	GatewayReasonUpgrading = "Upgrading"
 	// GatewayReasonImageOverrideNotAllowed (Degraded): spec.managed.images is
 	// set but the platform allows only the operator's RELATED_IMAGE_* images.
 	GatewayReasonImageOverrideNotAllowed = "ImageOverrideNotAllowed"
@@ -756,6 +801,12 @@ const (
 	// operator does not label namespaces (that would need the right to
 	// relabel every namespace), it says what to set.
 	GatewayConditionPodSecurityAdmitted = "PodSecurityAdmitted"
+	// GatewayReasonPodSecurityAnyLevel: the gateway's sandbox pods (0.1)
+	// meet the restricted level, which every level admits.
+	GatewayReasonPodSecurityAnyLevel = "RestrictedPods"
+	// GatewayReasonSCCRestrictedV2 (SCCReady=True): the gateway's sandbox
+	// pods (0.1) need no SCC beyond the default restricted-v2.
+	GatewayReasonSCCRestrictedV2 = "RestrictedV2"
 	// GatewayReasonPodSecurityPrivileged: enforce=privileged is set.
 	GatewayReasonPodSecurityPrivileged = "Privileged"
 	// GatewayReasonPodSecurityRestricted: enforce is baseline or restricted:

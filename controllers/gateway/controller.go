@@ -75,7 +75,7 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // ships (config/operand): it may bind them, by name, and holds none of
 // their rules itself (RBAC lets a subject bind a role it does not hold
 // only with `bind` on it).
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-sandbox-sidecar-scc-use,namespace=system
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-gateway-runtime;openshell-sandbox-sidecar-scc-use,namespace=system
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=list;watch;create;patch;delete
 //
@@ -94,8 +94,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	Preflight *preflight.Store
 	Recorder  events.EventRecorder
-	// Images are the operator's RELATED_IMAGE_* defaults.
-	Images operatorenv.RelatedImages
+	// Images are the operator's RELATED_IMAGE_* images of each release it
+	// ships.
+	Images operatorenv.Releases
 	// Proxy is the cluster proxy, passed on to the gateway and its sandboxes.
 	Proxy operatorenv.Proxy
 	// Issuer is the operator's OIDC issuer, configured into managed gateways.
@@ -237,12 +238,16 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 			return h, res, nil, err
 		}
 	default:
-		// Reported from the first reconcile on, whatever the install's
-		// progress, so that the status it is part of is written once.
-		if err := r.reportPodSecurity(ctx, gw, pf); err != nil {
+		plan, err := r.planManaged(ctx, gw, pf)
+		if err != nil {
 			return h, res, nil, err
 		}
-		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf)
+		// Reported from the first reconcile on, whatever the install's
+		// progress, so that the status it is part of is written once.
+		if err := r.reportPodSecurity(ctx, gw, pf, plan.Line()); err != nil {
+			return h, res, nil, err
+		}
+		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf, plan)
 		if errors.Is(applyErr, errNotNow) {
 			return h, res, nil, applyErr
 		}
@@ -268,7 +273,7 @@ func sanitize(err error) string {
 // render inputs, ensure the generated Secrets and the built-in PKI, render
 // and apply, then observe what the applied objects became and derive the
 // detail conditions from that observation.
-func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (health, ctrl.Result, error) {
+func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, plan versionPlan) (health, ctrl.Result, error) {
 	var h health
 	var res ctrl.Result
 	if refused, err := r.refusal(ctx, gw); err != nil || refused != nil {
@@ -277,6 +282,10 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 		}
 		return h, res, err
 	}
+	reportVersion(gw, plan)
+	if plan.Render == "" {
+		return notInstalled(plan), res, nil
+	}
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 		return h, res, err
 	}
@@ -284,7 +293,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if err != nil {
 		return h, res, err
 	}
-	in, blocked := r.resolveInputs(gw, pf, source)
+	in, blocked := r.resolveInputs(gw, pf, source, plan)
 	if blocked != nil {
 		return blockedBy(orig, h, *blocked)
 	}
@@ -314,7 +323,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if o.route.Admitted {
 		gw.Status.Endpoint = "https://" + o.route.Host + ":443"
 	}
-	h = managedHealth(gw, o, pf, in, rendered.UsesSCC)
+	h = managedHealth(gw, o, pf, in, rendered.UsesSCC, followVersion(gw, plan, o.workload))
 	return h, r.recheckSCC(res, render.UsesNarrowSCC(gw, in), o.scc), nil
 }
 
@@ -417,8 +426,9 @@ func pinnedTLSSource(ca *corev1.Secret, certManager bool) render.TLSSource {
 // source, the cluster and the operator's settings. A non-nil issue says
 // why nothing can be rendered yet (reason Installing: wait; otherwise the
 // gateway is degraded).
-func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, source render.TLSSource) (render.Inputs, *issue) {
-	in := render.Inputs{Images: render.ResolveImages(gw, r.Images), Route: pf.Route, SCC: pf.SCC, ServiceMonitor: pf.ServiceMonitor, Proxy: r.Proxy, TLS: source}
+func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, source render.TLSSource, plan versionPlan) (render.Inputs, *issue) {
+	in := render.Inputs{Line: plan.Line(), Version: plan.Render, Images: render.ResolveImages(gw, r.Images, plan.Render),
+		Route: pf.Route, SCC: pf.SCC, ServiceMonitor: pf.ServiceMonitor, Proxy: r.Proxy, TLS: source}
 	if source == render.TLSCertManager && !pf.CertManager {
 		return in, &issue{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
 			Message: "this gateway's certificates come from cert-manager, which is no longer installed: reinstall it. " +
@@ -431,9 +441,10 @@ func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf pr
 		}
 		in.OIDC = &render.OIDC{Issuer: r.Issuer.URL, Audience: oidc.Audience(gw.Namespace, gw.Name), CAPEM: ca}
 	}
-	if in.Images.Gateway == "" || in.Images.Supervisor == "" {
+	if missing := render.MissingImages(in.Images, in.Line); len(missing) > 0 {
+		// The release it runs, held there by a blocker, lacks images too.
 		return in, &issue{Reason: openshellv1alpha1.GatewayReasonRelatedImagesMissing,
-			Message: "the operator has no gateway or supervisor image: set RELATED_IMAGE_GATEWAY and RELATED_IMAGE_SUPERVISOR on its Deployment, or spec.managed.images"}
+			Message: fmt.Sprintf("the operator has no %s image for OpenShell %s: set its RELATED_IMAGE_* variables, or spec.managed.images", strings.Join(missing, ", "), plan.Render)}
 	}
 	return in, nil
 }

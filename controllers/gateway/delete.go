@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -52,7 +53,7 @@ func (r *Reconciler) deleteIfOurs(ctx context.Context, gw *openshellv1alpha1.Ope
 // prune deletes children that an earlier spec needed and this one does not:
 // the other workload kind, a disabled Route, the external Certificate once
 // spec.managed.tls.issuerRef is removed, the SCC binding after a switch to
-// Combined.
+// Combined, and what only the other release line uses.
 func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, rendered render.Rendered) error {
 	n := render.NamesFor(gw)
 	var stale []client.Object
@@ -79,6 +80,20 @@ func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 	if in.SCC && !rendered.UsesSCC {
 		rb := scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, nil, nil)
 		stale = append(stale, &rbacv1.RoleBinding{ObjectMeta: rb.ObjectMeta})
+	}
+	// The objects of the other release line: after an upgrade to 0.1, the
+	// 0.0.x sandbox NetworkPolicy (the gateway fences the namespace
+	// itself); on 0.0.x, the 0.1 runtime's grants.
+	if in.Line == gatewayline.V01 {
+		np := &networkingv1.NetworkPolicy{}
+		np.SetNamespace(n.SandboxNamespace)
+		np.SetName(n.SandboxPolicy)
+		stale = append(stale, np)
+	} else {
+		rb := &rbacv1.RoleBinding{}
+		rb.SetNamespace(n.SandboxNamespace)
+		rb.SetName(n.RuntimeBinding)
+		stale = append(stale, rb)
 	}
 	for _, o := range stale {
 		if err := r.deleteIfOurs(ctx, gw, o); err != nil {

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -73,8 +74,12 @@ func TestMain(m *testing.M) {
 }
 
 func newGateway(ns string, mutate func(*openshellv1alpha1.ManagedGatewaySpec)) *openshellv1alpha1.OpenShellGateway {
+	// The vanilla control plane has no network plugin to read: its
+	// platform admin states enforcement, as a real one would after
+	// checking theirs, so that the default (0.1) release installs.
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{},
+			NetworkPolicyEnforcement: openshellv1alpha1.NetworkPolicyEnforcement{Acknowledged: true}}}
 	if mutate != nil {
 		mutate(gw.Spec.Managed)
 	}
@@ -247,7 +252,12 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 	})
 	stop := framework.StartManager(t, asOperator, opts)
 
-	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Route.Host = "openshell.apps.example.com" })
+	// 0.0.111, whose sidecar topology needs the operator's narrow SCC
+	// (0.1 needs none: test/e2e TestManagedGatewayUpgradesTo01).
+	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) {
+		m.Route.Host = "openshell.apps.example.com"
+		m.Version = gatewayline.LegacyManaged
+	})
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
 	// The operator never creates the SCC: until a cluster admin applies
@@ -553,7 +563,8 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	clock := &fakeClock{now: time.Now()}
 	framework.StartManager(t, vanilla.Config, operator.Options{WatchNamespaces: []string{ns},
 		Controllers: operator.ControllerOptions{Clock: clock.Now, PKI: gateway.PKIOptions{CAValidity: 30 * 24 * time.Hour, LeafValidity: 3 * 24 * time.Hour}}})
-	gw := newGateway(ns, nil)
+	// 0.0.111 first: its sidecar capabilities need Pod Security's privileged level.
+	gw := newGateway(ns, func(m *openshellv1alpha1.ManagedGatewaySpec) { m.Version = gatewayline.LegacyManaged })
 	errorsBefore := framework.ReconcileErrors("openshellgateway")
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
@@ -585,6 +596,21 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	poke(ctx, g, c, gw)
 	g.Eventually(func(g Gomega) {
 		g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted).Status).To(Equal(metav1.ConditionTrue))
+	}).WithTimeout(15 * time.Second).Should(Succeed())
+	// OpenShell 0.1's pods meet the restricted level: whatever the
+	// namespace enforces admits them.
+	g.Eventually(func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Version = ""
+		return c.Update(ctx, cur)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		ps := cond(g, c, gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted)
+		g.Expect(ps.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(ps.Reason).To(Equal(openshellv1alpha1.GatewayReasonPodSecurityAnyLevel))
 	}).WithTimeout(15 * time.Second).Should(Succeed())
 	// Installing fails no reconcile: a status patch from a stale read is
 	// retried, not an error (status.RetryStale), and the finalizer write

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
@@ -26,24 +27,31 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	want := render.Replicas(gw)
 	var gen, observed int64
 	var ready, updated int32
+	var template map[string]string
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas
+		template = d.Spec.Template.Annotations
 	} else {
 		s := &appsv1.StatefulSet{}
 		if err := r.Client.Get(ctx, key, s); err != nil {
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas
+		template = s.Spec.Template.Annotations
+	}
+	version := template[render.AnnotationVersion]
+	if version == "" {
+		version = gatewayline.LegacyManaged
 	}
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	if observed < gen || updated < want || ready < want {
-		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)"}, nil
+		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
-	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg}, nil
+	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg, Version: version}, nil
 }
 
 // routeState is what the Route's status says.

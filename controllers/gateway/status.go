@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
@@ -19,8 +20,7 @@ import (
 // managedHealth derives the TLSReady, RouteAdmitted and SCCReady
 // conditions of a Managed gateway from what was observed, and the issues
 // the summary conditions (setStatus) are made of. Pure.
-func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf preflight.Result, in render.Inputs, usesSCC bool) health {
-	var h health
+func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf preflight.Result, in render.Inputs, usesSCC bool, h health) health {
 	if !o.workload.Ready {
 		h.waiting = append(h.waiting, issue{Reason: o.workload.Reason, Message: o.workload.Message})
 	}
@@ -62,6 +62,9 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 	case !pf.SCC:
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCNotApplicable,
 			"security.openshift.io/v1 is not served (not OpenShift): Pod Security admission applies instead (see PodSecurityAdmitted)")
+	case in.Line == gatewayline.V01:
+		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonSCCRestrictedV2,
+			"OpenShell 0.1 sandbox pods add no capabilities and run as the namespace's UID: the default restricted-v2 SCC admits them, no SCC is granted")
 	case !usesSCC:
 		msg := "the Combined supervisor topology needs the privileged SCC, which the operator never grants: use supervisorTopology Sidecar, or grant privileged to the sandbox ServiceAccount yourself"
 		status.SetCondition(gw, openshellv1alpha1.GatewayConditionSCCReady, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonPrivilegedRequired, msg)
@@ -80,7 +83,7 @@ func managedHealth(gw *openshellv1alpha1.OpenShellGateway, o observation, pf pre
 
 // reportPodSecurity sets PodSecurityAdmitted on a Managed gateway of a
 // cluster without SCCs, from its sandbox namespace's enforce label.
-func (r *Reconciler) reportPodSecurity(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) error {
+func (r *Reconciler) reportPodSecurity(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, line gatewayline.Line) error {
 	if pf.SCC {
 		return nil
 	}
@@ -93,6 +96,10 @@ func (r *Reconciler) reportPodSecurity(ctx context.Context, gw *openshellv1alpha
 		return fmt.Errorf("read the sandbox namespace: %w", err)
 	}
 	st, reason, msg := podSecurityVerdict(ns, meta.Labels[podSecurityEnforce])
+	if line == gatewayline.V01 {
+		st, reason, msg = metav1.ConditionTrue, openshellv1alpha1.GatewayReasonPodSecurityAnyLevel,
+			fmt.Sprintf("OpenShell 0.1 sandbox pods meet the restricted Pod Security level, which every level of namespace %s admits", ns)
+	}
 	status.SetCondition(gw, openshellv1alpha1.GatewayConditionPodSecurityAdmitted, st, reason, msg)
 	return nil
 }
@@ -158,6 +165,8 @@ type health struct {
 type workload struct {
 	Ready           bool
 	Reason, Message string
+	// Version is the release its pod template runs.
+	Version string
 }
 
 // setStatus renders the preflight conditions and the Available,

@@ -132,7 +132,7 @@ func TestManagedHealth(t *testing.T) {
 				tc.mutate(gw)
 			}
 			in := render.Inputs{Route: tc.pf.Route, SCC: tc.pf.SCC, TLS: render.TLSBuiltin}
-			h := managedHealth(gw, tc.o, tc.pf, in, tc.usesSCC)
+			h := managedHealth(gw, tc.o, tc.pf, in, tc.usesSCC, health{})
 			cond := func(typ string) *metav1.Condition {
 				c := meta.FindStatusCondition(gw.Status.Conditions, typ)
 				if c == nil {

@@ -75,6 +75,12 @@ type Pool struct {
 	// bound); the operator sets half its sandbox workers, so that one slow
 	// gateway cannot hold them all.
 	MaxInFlight int
+	// Dial, when set, opens the connections instead of the network, by
+	// the endpoint's host:port (no name resolution): the local test
+	// cluster has no Service network, so it routes a Managed gateway's
+	// Service address to the process that plays the gateway's pod, as its
+	// pod network does for the API server.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu       sync.Mutex
 	conns    map[string]*pooled  // by gateway name
@@ -194,7 +200,12 @@ func (p *Pool) dial(name string, t Target) (*grpc.ClientConn, error) {
 	if t.Tokens != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{t.Tokens}))
 	}
-	conn, err := grpc.NewClient(host, opts...)
+	target := host
+	if p.Dial != nil {
+		target = "passthrough:///" + host
+		opts = append(opts, grpc.WithContextDialer(p.Dial))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial gateway %s: %w", t.Endpoint, err)
 	}

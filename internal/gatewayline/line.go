@@ -32,8 +32,13 @@ const (
 	// protos are checked against, field for field (test/wire).
 	V01WireRelease = "0.1.5"
 	// DefaultManaged is the version a Managed gateway runs unless its
-	// spec names another: the newest release whose wire is verified.
+	// spec names another: the newest release whose wire is verified. The
+	// operator's RELATED_IMAGE_* images are this release's.
 	DefaultManaged = V01WireRelease
+	// LegacyManaged is the 0.0.x release the operator still ships images
+	// for (RELATED_IMAGE_LEGACY_*), so that gateways pinned to it keep
+	// running until their admin moves them.
+	LegacyManaged = "0.0.111"
 )
 
 // Supported says, for messages, which versions the operator speaks.

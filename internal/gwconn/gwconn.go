@@ -112,17 +112,15 @@ func (r *Resolver) Connect(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 	return r.connect(ctx, gw, line)
 }
 
-// Line is the release line a gateway speaks. A Managed gateway runs what
-// the operator installs (0.0.111 in this build: the related images). An
-// External gateway's is the line of the version it last reported
-// (status.version); before the gateway reconciler has written one, its
-// Health RPC (the same wire on every line) is asked once and remembered
-// until status has it. A gateway that reports no version is taken for
+// Line is the release line a gateway speaks: that of the version in its
+// status. A Managed gateway's is the release all its pods run (written by
+// the gateway reconciler once a roll completes, so during an upgrade the
+// old line is spoken until no old pod is left); an External gateway's is
+// what it last reported. Before either is written, the gateway's Health
+// RPC (the same wire on every line) is asked once and remembered until
+// status has a version. A gateway that reports no version is taken for
 // 0.0.x, as before lines existed.
 func (r *Resolver) Line(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayline.Line, error) {
-	if gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal {
-		return gatewayline.Legacy, nil
-	}
 	version, err := r.reportedVersion(ctx, gw)
 	if err != nil || version == "" {
 		return gatewayline.Legacy, err

@@ -311,11 +311,15 @@ func TestConnectSpeaksTheLineOfTheReportedVersion(t *testing.T) {
 	if _, err := r.Probe(context.Background(), gw); err != nil {
 		t.Fatalf("Probe refused: %v", err)
 	}
-	// A Managed gateway runs what the operator installs: nothing is asked.
+	// A Managed gateway speaks the line of the release all its pods run
+	// (status.version): mid-upgrade, still the old one.
 	managed := &openshellv1alpha1.OpenShellGateway{ObjectMeta: gw.ObjectMeta, Spec: openshellv1alpha1.OpenShellGatewaySpec{
-		Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
-	if line, err := r.Line(context.Background(), managed); err != nil || line != gatewayline.Legacy {
-		t.Errorf("a Managed gateway's line: %s, %v; want %s without asking it", line, err, gatewayline.Legacy)
+		Managed: &openshellv1alpha1.ManagedGatewaySpec{Version: "0.1.5"}}}
+	for version, want := range map[string]gatewayline.Line{"0.0.111": gatewayline.Legacy, "0.1.5": gatewayline.V01} {
+		managed.Status.Version = version
+		if line, err := r.Line(context.Background(), managed); err != nil || line != want {
+			t.Errorf("a Managed gateway running %s: line %s, %v; want %s without asking it", version, line, err, want)
+		}
 	}
 	// Nothing reported yet: Connect asks the gateway (here unreachable).
 	gw.Status.Version = ""

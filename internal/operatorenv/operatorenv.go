@@ -27,6 +27,13 @@ const (
 	EnvRelatedImageSupervisor = "RELATED_IMAGE_SUPERVISOR"
 	// EnvRelatedImageSandbox is the default agent sandbox image.
 	EnvRelatedImageSandbox = "RELATED_IMAGE_SANDBOX"
+	// EnvRelatedImageSandboxRuntime is the OpenShell 0.1 sandbox-runtime
+	// image (openshell-sandbox, the agent container's first process).
+	EnvRelatedImageSandboxRuntime = "RELATED_IMAGE_SANDBOX_RUNTIME"
+	// LegacyPrefix prefixes the variables of the 0.0.x release's images
+	// (gatewayline.LegacyManaged), e.g. RELATED_IMAGE_LEGACY_GATEWAY; the
+	// unprefixed ones are gatewayline.DefaultManaged's.
+	LegacyPrefix = "RELATED_IMAGE_LEGACY_"
 	// EnvGatewayNamespaces lists (comma-separated) further namespaces, besides
 	// the operator's own, whose OpenShellGateways the operator reconciles. A
 	// cluster admin sets it in the Subscription's spec.config.env; namespace
@@ -60,37 +67,66 @@ func Namespaces(env, v string) ([]string, error) {
 	return out, nil
 }
 
-// RelatedImages are the operand images the operator may deploy. They come
+// RelatedImages are one OpenShell release's operand images. They come
 // only from RELATED_IMAGE_* (never hard-coded tags) so that the CSV's
 // relatedImages, oc-mirror and ImageDigestMirrorSets cover them.
 type RelatedImages struct {
 	Gateway    string
 	Supervisor string
 	Sandbox    string
+	// SandboxRuntime is 0.1's; 0.0.x has none.
+	SandboxRuntime string
+}
+
+// Releases are the operand images of each release the operator installs:
+// its default (gatewayline.DefaultManaged) and the 0.0.x release gateways
+// pinned to it keep running (gatewayline.LegacyManaged).
+type Releases struct {
+	Default, Legacy RelatedImages
 }
 
 // RelatedImagesFromEnv reads RELATED_IMAGE_* with getenv (os.Getenv in
 // production). Missing values stay empty; callers report them as a condition.
-func RelatedImagesFromEnv(getenv func(string) string) RelatedImages {
+func RelatedImagesFromEnv(getenv func(string) string) Releases {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	return RelatedImages{
-		Gateway:    getenv(EnvRelatedImageGateway),
-		Supervisor: getenv(EnvRelatedImageSupervisor),
-		Sandbox:    getenv(EnvRelatedImageSandbox),
+	legacy := func(name string) string { return getenv(LegacyPrefix + strings.TrimPrefix(name, "RELATED_IMAGE_")) }
+	return Releases{
+		Default: RelatedImages{
+			Gateway:        getenv(EnvRelatedImageGateway),
+			Supervisor:     getenv(EnvRelatedImageSupervisor),
+			Sandbox:        getenv(EnvRelatedImageSandbox),
+			SandboxRuntime: getenv(EnvRelatedImageSandboxRuntime),
+		},
+		Legacy: RelatedImages{
+			Gateway:    legacy(EnvRelatedImageGateway),
+			Supervisor: legacy(EnvRelatedImageSupervisor),
+			Sandbox:    legacy(EnvRelatedImageSandbox),
+		},
+	}
+}
+
+// Env is the environment that RelatedImagesFromEnv reads back as r (what
+// a Deployment of the operator sets).
+func (r Releases) Env() []string {
+	legacy := func(name string) string { return LegacyPrefix + strings.TrimPrefix(name, "RELATED_IMAGE_") }
+	return []string{
+		EnvRelatedImageGateway + "=" + r.Default.Gateway,
+		EnvRelatedImageSupervisor + "=" + r.Default.Supervisor,
+		EnvRelatedImageSandbox + "=" + r.Default.Sandbox,
+		EnvRelatedImageSandboxRuntime + "=" + r.Default.SandboxRuntime,
+		legacy(EnvRelatedImageGateway) + "=" + r.Legacy.Gateway,
+		legacy(EnvRelatedImageSupervisor) + "=" + r.Legacy.Supervisor,
+		legacy(EnvRelatedImageSandbox) + "=" + r.Legacy.Sandbox,
 	}
 }
 
 // Missing lists the RELATED_IMAGE_* variables that are unset.
-func (r RelatedImages) Missing() []string {
+func (r Releases) Missing() []string {
 	var out []string
-	for name, v := range map[string]string{
-		EnvRelatedImageGateway:    r.Gateway,
-		EnvRelatedImageSupervisor: r.Supervisor,
-		EnvRelatedImageSandbox:    r.Sandbox,
-	} {
-		if v == "" {
+	for _, kv := range r.Env() {
+		if name, v, _ := strings.Cut(kv, "="); v == "" {
 			out = append(out, name)
 		}
 	}

@@ -43,14 +43,29 @@ func TestWatchNamespaces(t *testing.T) {
 
 func TestRelatedImagesFromEnv(t *testing.T) {
 	env := map[string]string{
-		EnvRelatedImageGateway: "registry.example/gw@sha256:" + strings.Repeat("a", 64),
-		EnvRelatedImageSandbox: "registry.example/sb@sha256:" + strings.Repeat("b", 64),
+		EnvRelatedImageGateway:         "registry.example/gw@sha256:" + strings.Repeat("a", 64),
+		EnvRelatedImageSandbox:         "registry.example/sb@sha256:" + strings.Repeat("b", 64),
+		EnvRelatedImageSandboxRuntime:  "registry.example/rt@sha256:" + strings.Repeat("c", 64),
+		"RELATED_IMAGE_LEGACY_GATEWAY": "registry.example/gw@sha256:" + strings.Repeat("d", 64),
 	}
 	got := RelatedImagesFromEnv(func(k string) string { return env[k] })
-	if got.Gateway != env[EnvRelatedImageGateway] || got.Sandbox != env[EnvRelatedImageSandbox] || got.Supervisor != "" {
-		t.Fatalf("RelatedImagesFromEnv = %+v", got)
+	want := Releases{
+		Default: RelatedImages{Gateway: env[EnvRelatedImageGateway], Sandbox: env[EnvRelatedImageSandbox], SandboxRuntime: env[EnvRelatedImageSandboxRuntime]},
+		Legacy:  RelatedImages{Gateway: env["RELATED_IMAGE_LEGACY_GATEWAY"]},
 	}
-	if m := got.Missing(); !slices.Equal(m, []string{EnvRelatedImageSupervisor}) {
-		t.Fatalf("Missing() = %v, want [%s]", m, EnvRelatedImageSupervisor)
+	if got != want {
+		t.Fatalf("RelatedImagesFromEnv = %+v, want %+v", got, want)
+	}
+	if m, want := got.Missing(), []string{"RELATED_IMAGE_LEGACY_SANDBOX", "RELATED_IMAGE_LEGACY_SUPERVISOR", EnvRelatedImageSupervisor}; !slices.Equal(m, want) {
+		t.Fatalf("Missing() = %v, want %v", m, want)
+	}
+	// Env is what RelatedImagesFromEnv reads back.
+	back := map[string]string{}
+	for _, kv := range got.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		back[k] = v
+	}
+	if again := RelatedImagesFromEnv(func(k string) string { return back[k] }); again != got {
+		t.Fatalf("Env does not round-trip: %+v", again)
 	}
 }

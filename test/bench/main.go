@@ -367,8 +367,8 @@ var rawPath = path{
 	create: func(ctx context.Context, c client.Client, ns string, i int) error {
 		name := fmt.Sprintf("raw-%d", i)
 		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-		pod := sandboxpod.Sidecar(sandboxpod.Inputs{ServiceAccount: "openshell-sandbox", AgentImage: framework.TestImages.Sandbox,
-			SupervisorImage: framework.TestImages.Supervisor, ClientTLSSecret: "openshell-client-tls", SandboxID: id, SandboxName: name,
+		pod := sandboxpod.Sidecar(sandboxpod.Inputs{ServiceAccount: "openshell-sandbox", AgentImage: framework.TestImages.Legacy.Sandbox,
+			SupervisorImage: framework.TestImages.Legacy.Supervisor, ClientTLSSecret: "openshell-client-tls", SandboxID: id, SandboxName: name,
 			GRPCEndpoint: "https://openshell.bench-gateway.svc:8080", BinaryAware: true})
 		sb, err := testgateway.RenderSandbox(sandboxGVK, testgateway.SandboxCR{Name: name, Namespace: ns, GatewayID: "bench",
 			SandboxID: id, SandboxName: name, Workspace: ns, Pod: pod})

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/scc"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
@@ -24,8 +29,9 @@ import (
 // TestManagedGatewayBecomesAvailable runs the operator against the local
 // cluster: the gateway StatefulSet is scheduled onto the kwok node with its
 // SQLite volume bound, becomes Ready, and the gateway reports Available.
-// The NetworkPolicies select the gateway pod and the pods the Agent
-// Sandbox controller creates.
+// On 0.0.111 the NetworkPolicies select the gateway pod and the pods the
+// Agent Sandbox controller creates (0.1 gateways fence their sandbox
+// namespace themselves: TestManagedGatewayUpgradesTo01).
 func TestManagedGatewayBecomesAvailable(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -36,7 +42,7 @@ func TestManagedGatewayBecomesAvailable(t *testing.T) {
 	framework.StartManager(t, cluster.Config, operator.Options{WatchNamespaces: []string{ns}})
 
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{Version: gatewayline.LegacyManaged}}}
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
@@ -108,4 +114,104 @@ func createVolume(ctx context.Context, t *testing.T, name string) {
 		t.Fatalf("create volume: %v", err)
 	}
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), pv) })
+}
+
+// TestManagedGatewayUpgradesTo01 moves a running 0.0.111 gateway to the
+// operator's default release by unpinning its version, as an operator
+// upgrade that moves the default does: the objects of the 0.0.x sidecar
+// runtime (narrow SCC binding, sandbox NetworkPolicy, schema-1 config)
+// give way to the 0.1 runtime's (its RBAC in the sandbox namespace, a
+// schema-2 config, the new images), status.version follows the pods once
+// they all run it, and a move back to 0.0 is refused with the gateway
+// left running 0.1.
+func TestManagedGatewayUpgradesTo01(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "upgrade")
+	createVolume(ctx, t, "pv-"+ns)
+	framework.StartManager(t, cluster.Config, operator.Options{WatchNamespaces: []string{ns}})
+
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{Version: gatewayline.LegacyManaged}}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	n := render.NamesFor(gw)
+	sccBinding := scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, nil, nil).Name
+	exists := func(g Gomega, o client.Object, ns, name string) bool {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
+		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+		return err == nil
+	}
+	runs := func(version string, images operatorenv.RelatedImages) func(g Gomega) {
+		return func(g Gomega) {
+			cur := &openshellv1alpha1.OpenShellGateway{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+			g.Expect(cur.Status.Version).To(Equal(version))
+			current := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
+			g.Expect(current).NotTo(BeNil())
+			g.Expect(current.Reason).To(Equal(openshellv1alpha1.GatewayReasonAtTarget), "VersionCurrent: %s", current.Message)
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "conditions: %+v", cur.Status.Conditions)
+			sts := &appsv1.StatefulSet{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, sts)).To(Succeed())
+			g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(render.AnnotationVersion, version))
+			g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal(images.Gateway))
+		}
+	}
+	g.Eventually(runs(gatewayline.LegacyManaged, framework.TestImages.Legacy)).WithContext(ctx).WithTimeout(2*time.Minute).
+		WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+	g.Expect(exists(g, &networkingv1.NetworkPolicy{}, n.SandboxNamespace, n.SandboxPolicy)).To(BeTrue(), "0.0.x sandbox NetworkPolicy")
+	g.Expect(exists(g, &rbacv1.RoleBinding{}, n.SandboxNamespace, sccBinding)).To(BeTrue(), "0.0.x narrow SCC binding")
+	g.Expect(exists(g, &rbacv1.RoleBinding{}, n.SandboxNamespace, n.RuntimeBinding)).To(BeFalse(), "0.1 runtime grants on a 0.0.x gateway")
+
+	// Unpinned: the operator's default, 0.1.
+	g.Eventually(func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Version = ""
+		return c.Update(ctx, cur)
+	}).WithContext(ctx).Should(Succeed())
+	g.Eventually(runs(gatewayline.DefaultManaged, framework.TestImages.Default)).WithContext(ctx).WithTimeout(2*time.Minute).
+		WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
+	g.Eventually(func(g Gomega) {
+		g.Expect(exists(g, &networkingv1.NetworkPolicy{}, n.SandboxNamespace, n.SandboxPolicy)).To(BeFalse(), "the 0.0.x sandbox NetworkPolicy outlives the upgrade")
+		g.Expect(exists(g, &rbacv1.RoleBinding{}, n.SandboxNamespace, sccBinding)).To(BeFalse(), "the narrow SCC binding outlives the upgrade")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	rb := &rbacv1.RoleBinding{}
+	g.Expect(exists(g, rb, n.SandboxNamespace, n.RuntimeBinding)).To(BeTrue(), "the 0.1 runtime's grants")
+	g.Expect(rb.RoleRef.Name).To(Equal(render.ClusterRoleGatewayRuntime))
+	cm := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Config}, cm)).To(Succeed())
+	g.Expect(cm.Data[render.ConfigFile]).To(And(ContainSubstring("version = 2"), ContainSubstring("sandbox_runtime_image = '"+framework.TestImages.Default.SandboxRuntime+"'")))
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+	sccReady := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionSCCReady)
+	g.Expect(sccReady).NotTo(BeNil())
+	g.Expect(sccReady.Reason).To(Equal(openshellv1alpha1.GatewayReasonSCCRestrictedV2))
+
+	// Back to 0.0: refused, and 0.1 keeps running.
+	g.Eventually(func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Version = gatewayline.LegacyManaged
+		return c.Update(ctx, cur)
+	}).WithContext(ctx).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		current := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
+		g.Expect(current).NotTo(BeNil())
+		g.Expect(current.Reason).To(Equal(openshellv1alpha1.GatewayReasonDowngradeRefused))
+		g.Expect(current.Message).To(ContainSubstring("docs/upgrading-gateways.md"))
+		g.Expect(cur.Status.Version).To(Equal(gatewayline.DefaultManaged))
+		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	sts := &appsv1.StatefulSet{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(render.AnnotationVersion, gatewayline.DefaultManaged))
 }

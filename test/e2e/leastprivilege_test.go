@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
@@ -292,30 +293,33 @@ func managedGatewayRefused(ctx context.Context, t *testing.T, ns string) {
 	g.Expect(c.Delete(ctx, gw)).To(Succeed())
 }
 
-// managedGatewayLifecycle drives a managed gateway to Available, through
-// the changes that prune (Route disabled, SQLite to PostgreSQL and back) and, when
-// asked, a certificate renewal, then deletes it: the finalizer is released
-// and the cluster-scoped binding and the children outside its namespace
-// are gone.
+// managedGatewayLifecycle drives a managed gateway to Available on
+// 0.0.111, upgrades it to the operator's default 0.1 release, takes it
+// through the changes that prune (Route disabled, SQLite to PostgreSQL and
+// back) and, when asked, a certificate renewal, then deletes it: the
+// finalizer is released and the cluster-scoped binding and the children
+// outside its namespace are gone. Both releases' objects, and the move
+// between them, are written with exactly the CSV's RBAC.
 func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS string, renewal bool) {
 	g := NewWithT(t)
 	c := cluster.Client
 	createVolume(ctx, t, "pv-"+ns)
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{
+			Version:   gatewayline.LegacyManaged,
 			Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: sandboxNS}}}}
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
-	available := func() {
+	available := func(version, sccReason string) {
 		g.Eventually(func(g Gomega) {
 			cur := &openshellv1alpha1.OpenShellGateway{}
 			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
 			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
 			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", cur.Status.Conditions)
-			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionSCCReady).Reason).
-				To(Equal(openshellv1alpha1.GatewayReasonSCCApplied))
+			g.Expect(cur.Status.Version).To(Equal(version))
+			g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionSCCReady).Reason).To(Equal(sccReason))
 		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), cluster.CheckProcessesMessage)
 	}
-	available()
+	available(gatewayline.LegacyManaged, openshellv1alpha1.GatewayReasonSCCApplied)
 	n := render.NamesFor(gw)
 	crb := &rbacv1.ClusterRoleBinding{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: n.ClusterScoped}, crb)).To(Succeed())
@@ -326,6 +330,27 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 		outside[i].SetName(name)
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(outside[i]), outside[i])).To(Succeed())
 	}
+
+	// The move to 0.1: the sidecar's SCC binding and sandbox
+	// NetworkPolicy go, the runtime's grants come.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Version = ""
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	available(gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonSCCRestrictedV2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: n.SandboxNamespace, Name: n.SandboxPolicy}, &networkingv1.NetworkPolicy{}))).To(BeTrue(), "sandbox NetworkPolicy not pruned")
+		rb := &rbacv1.RoleBinding{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: n.SandboxNamespace, Name: n.RuntimeBinding}, rb)).To(Succeed())
+		g.Expect(rb.RoleRef.Name).To(Equal(render.ClusterRoleGatewayRuntime))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	outside[1] = &rbacv1.RoleBinding{}
+	outside[1].SetNamespace(n.SandboxNamespace)
+	outside[1].SetName(n.RuntimeBinding)
 
 	if renewal {
 		tlsSecret := &corev1.Secret{}
@@ -356,7 +381,7 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.StatefulSet{}))).To(BeTrue(), "StatefulSet not pruned")
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.Deployment{})).To(Succeed())
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	available()
+	available(gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonSCCRestrictedV2)
 	// And back: the Deployment is pruned, the StatefulSet (and its claim) return.
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &openshellv1alpha1.OpenShellGateway{}
@@ -370,7 +395,7 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.Deployment{}))).To(BeTrue(), "Deployment not pruned")
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, &appsv1.StatefulSet{})).To(Succeed())
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	available()
+	available(gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonSCCRestrictedV2)
 
 	g.Expect(c.Delete(ctx, gw)).To(Succeed())
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,13 +97,22 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())
 	g.Expect(meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionAvailable)).To(BeTrue(), "%+v", gw.Status.Conditions)
+	keepsWorkingOn01(ctx, g, st.Gateway, tenant, secret, first, id)
+}
 
+// keepsWorkingOn01 requires a tenant's sample objects (createSampleTenant:
+// first, Ready before the upgrade with ID id, and its provider's Secret)
+// to work on the gateway gw plays, now on 0.1: a policy edit and a
+// credential rotation reach it in 0.1 messages, a new sandbox is created
+// and both are deleted there, and nothing was re-created.
+func keepsWorkingOn01(ctx context.Context, g Gomega, gw *testgateway.Gateway, tenant string, secret *corev1.Secret, first *openshellv1alpha1.OpenShellSandbox, id string) {
+	c := cluster.Client
 	ws, name := sandboxWorkspace(ctx, g, tenant), sandboxspec.SandboxName(tenant, first.Name)
-	before := st.Gateway.SandboxPolicyVersion(ws, name)
+	before := gw.SandboxPolicyVersion(ws, name)
 	addNetworkRule(ctx, g, tenant, "restricted", "github", "api.github.com")
-	g.Eventually(func() uint32 { return st.Gateway.SandboxPolicyVersion(ws, name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(before + 1))
+	g.Eventually(func() uint32 { return gw.SandboxPolicyVersion(ws, name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(before + 1))
 	setSecretValue(ctx, g, client.ObjectKeyFromObject(secret), "ANTHROPIC_API_KEY", "sk-after")
-	g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).
+	g.Eventually(func() map[string]string { return gw.StoredCredentials(ws, "anthropic") }).
 		WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-after"}))
 
 	second := first.DeepCopy()
@@ -116,8 +126,8 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 		g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(sb), sb) }).WithContext(ctx).WithTimeout(time.Minute).
 			Should(Satisfy(apierrors.IsNotFound))
 	}
-	g.Expect(st.Gateway.SandboxNames(ws)).To(BeEmpty())
-	calls := st.Gateway.LineCalls()
+	g.Expect(gw.SandboxNames(ws)).To(BeEmpty())
+	calls := gw.LineCalls()
 	for _, m := range []string{"UpdateConfig", "UpdateProvider", "CreateSandbox", "DeleteSandbox"} {
 		g.Expect(calls).To(HaveKey("0.1 "+m), "the 0.1 gateway was not sent %s in 0.1 messages", m)
 	}

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
@@ -131,7 +133,32 @@ func StartEnv(opts EnvOptions) (*Env, error) {
 		_ = te.Stop()
 		return nil, fmt.Errorf("build client: %w", err)
 	}
+	if opts.OpenShift {
+		if err := createClusterNetwork(c); err != nil {
+			_ = te.Stop()
+			return nil, err
+		}
+	}
 	return &Env{Environment: te, Config: cfg, Client: c, Scheme: s}, nil
+}
+
+// createClusterNetwork creates the cluster network configuration an
+// OpenShift cluster has (config.openshift.io/v1 Network "cluster", which
+// the Cluster Network Operator reports on), for the default plugin,
+// OVN-Kubernetes, which enforces NetworkPolicy ingress and egress: the
+// local control plane stands in for that cluster, as it does with the SCC
+// and Route APIs.
+func createClusterNetwork(c client.Client) error {
+	n := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "config.openshift.io/v1", "kind": "Network",
+		"metadata": map[string]any{"name": "cluster"},
+		"spec":     map[string]any{"networkType": "OVNKubernetes"},
+		"status":   map[string]any{"networkType": "OVNKubernetes"},
+	}}
+	if err := c.Create(context.Background(), n); err != nil {
+		return fmt.Errorf("create the cluster network configuration: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the control plane and removes its temporary files.

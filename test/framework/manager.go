@@ -11,10 +11,18 @@ import (
 )
 
 // TestImages are digest-pinned operand images for tests (nothing pulls them).
-var TestImages = operatorenv.RelatedImages{
-	Gateway:    "registry.example/openshell/gateway@sha256:1111111111111111111111111111111111111111111111111111111111111111",
-	Supervisor: "registry.example/openshell/supervisor@sha256:2222222222222222222222222222222222222222222222222222222222222222",
-	Sandbox:    "registry.example/openshell/sandbox@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+var TestImages = operatorenv.Releases{
+	Default: operatorenv.RelatedImages{
+		Gateway:        "registry.example/openshell/gateway@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+		Supervisor:     "registry.example/openshell/supervisor@sha256:2222222222222222222222222222222222222222222222222222222222222222",
+		Sandbox:        "registry.example/openshell/sandbox@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+		SandboxRuntime: "registry.example/openshell/sandbox-runtime@sha256:4444444444444444444444444444444444444444444444444444444444444444",
+	},
+	Legacy: operatorenv.RelatedImages{
+		Gateway:    "registry.example/openshell/gateway@sha256:5555555555555555555555555555555555555555555555555555555555555555",
+		Supervisor: "registry.example/openshell/supervisor@sha256:6666666666666666666666666666666666666666666666666666666666666666",
+		Sandbox:    "registry.example/openshell/sandbox@sha256:7777777777777777777777777777777777777777777777777777777777777777",
+	},
 }
 
 // StartManager runs the operator's manager until the returned stop
@@ -28,7 +36,7 @@ func StartManager(t testing.TB, cfg *rest.Config, opts operator.Options) (stop f
 	if opts.ProbeAddr == "" {
 		opts.ProbeAddr = "0"
 	}
-	if opts.Controllers.Images == (operatorenv.RelatedImages{}) {
+	if opts.Controllers.Images == (operatorenv.Releases{}) {
 		opts.Controllers.Images = TestImages
 	}
 	if opts.Controllers.Platform.GatewayNamespaces == nil && len(opts.WatchNamespaces) == 1 {

@@ -48,10 +48,8 @@ func (s *Stack) startProcess() error {
 		operatorenv.EnvOperatorNamespace + "=" + o.OIDC.Namespace,
 		operatorenv.EnvWatchNamespace + "=" + strings.Join(o.WatchNamespaces, ","),
 		operatorenv.EnvGatewayNamespaces + "=" + strings.Join(o.Controllers.Platform.GatewayNamespaces, ","),
-		operatorenv.EnvRelatedImageGateway + "=" + o.Controllers.Images.Gateway,
-		operatorenv.EnvRelatedImageSupervisor + "=" + o.Controllers.Images.Supervisor,
-		operatorenv.EnvRelatedImageSandbox + "=" + o.Controllers.Images.Sandbox,
 	}
+	env = append(env, o.Controllers.Images.Env()...)
 	env = append(env, s.procOpts.Env...)
 	p, err := framework.StartProcessEnv(s.procOpts.Dir, "operator", s.procOpts.Binary, env, args...)
 	if err != nil {

@@ -63,6 +63,11 @@ type Options struct {
 	// Tenancy is the gateway's access control; nil admits every namespace
 	// (the e2e tests' and the demo's tenants).
 	Tenancy *openshellv1alpha1.GatewayTenancy
+	// PlayManagedGateways routes the operator's connections to Managed
+	// gateways' Services to the test gateways that play their pods
+	// (AddManagedGateway). Only for an operator run in this process; the
+	// routes bypass a proxy from the environment.
+	PlayManagedGateways bool
 	// Process runs the operator as its own process, as deployed (cmd/,
 	// with its flags and client settings), so the kernel accounts its
 	// memory and CPU apart from the test; metrics then come from its
@@ -104,6 +109,11 @@ type Stack struct {
 	issuerURL string
 	opts      Options
 	kube      client.WithWatch
+
+	// routes send gateway connections by Service address to the local
+	// processes playing Managed gateways' pods (dialGateway).
+	routesMu sync.Mutex
+	routes   map[string]string
 
 	// Process mode.
 	procOpts   *ProcessOptions
@@ -335,7 +345,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if mopts.ProbeAddr == "" {
 		mopts.ProbeAddr = "0"
 	}
-	if mopts.Controllers.Images.Gateway == "" {
+	if mopts.Controllers.Images.Default.Gateway == "" {
 		mopts.Controllers.Images = framework.TestImages
 	}
 	// The gateway's namespace plays the operator's own: gateways are served there.
@@ -346,6 +356,9 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		mopts.Controllers.Platform.GatewayNamespaces = append(slices.Clone(mopts.Controllers.Platform.GatewayNamespaces), opts.GatewayNamespace)
 	}
 	mopts.SkipControllerNameValidation = true
+	if opts.PlayManagedGateways && mopts.Controllers.DialGateway == nil {
+		mopts.Controllers.DialGateway = s.dialGateway
+	}
 	issuer := operator.OIDCOptions{}
 	if opts.Manager.OIDC != nil {
 		issuer = *opts.Manager.OIDC // its intervals
@@ -450,7 +463,7 @@ func StartExternalGateway(ctx context.Context, c client.Client, kube client.With
 		OIDC: testgateway.OIDC{Issuer: e.IssuerURL, Audience: oidc.Audience(e.Namespace, e.Name), CAPEM: e.CA.CertPEM,
 			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: e.JWKSTTL},
 		Kube: kube, Namespace: e.SandboxNamespace, GatewayID: e.Name + "-test",
-		DefaultImage: framework.TestImages.Sandbox, SupervisorImage: framework.TestImages.Supervisor,
+		DefaultImage: framework.TestImages.Default.Sandbox, SupervisorImage: framework.TestImages.Default.Supervisor,
 		ClientTLSSecret: e.Name + "-client-tls", ServiceAccount: e.Name + "-sandbox",
 		// As the platform admin of a 0.1.5 or later gateway is told to
 		// (docs/gateway-lines.md): the operator's pod labels are allowed.

@@ -80,6 +80,9 @@ func (g *Gateway) ReportVersion(v string) {
 	g.version = v
 }
 
+// ReportedVersion is the version the gateway reports.
+func (g *Gateway) ReportedVersion() string { return g.reportedVersion() }
+
 func (g *Gateway) reportedVersion() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
 // Schema version 2 of gateway.toml, which 0.1 gateways require: driver
@@ -51,6 +53,7 @@ type kubernetesV2 struct {
 	ServiceAccountName  string     `toml:"service_account_name"`
 	DefaultImage        string     `toml:"default_image,omitempty"`
 	SupervisorImage     string     `toml:"supervisor_image,omitempty"`
+	SandboxRuntimeImage string     `toml:"sandbox_runtime_image,omitempty"`
 	GRPCEndpoint        string     `toml:"grpc_endpoint"`
 	ClientTLSSecretName string     `toml:"client_tls_secret_name"`
 	SATokenTTLSecs      int        `toml:"sa_token_ttl_secs"`
@@ -65,6 +68,13 @@ type kubernetesV2 struct {
 	// which restricted-v2 requires.
 	SandboxUID *int `toml:"sandbox_uid,omitempty"`
 	SandboxGID *int `toml:"sandbox_gid,omitempty"`
+	// AllowedPodLabels (from 0.1.5) names the template label keys the
+	// driver accepts: the operator's tenant labels
+	// (sandboxspec.OperatorPodLabels). The release notes give the key but
+	// not its type; a list of keys is assumed (docs/gateway-lines.md). A
+	// wrong guess stops the gateway at startup, visibly; it never widens
+	// what pods may carry.
+	AllowedPodLabels []string `toml:"allowed_pod_labels,omitempty"`
 }
 
 // SandboxUID is the sandbox pods' UID and GID off OpenShift.
@@ -100,6 +110,7 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		ServiceAccountName:  n.SandboxSA,
 		DefaultImage:        in.Images.Sandbox,
 		SupervisorImage:     in.Images.Supervisor,
+		SandboxRuntimeImage: in.Images.SandboxRuntime,
 		GRPCEndpoint:        grpcEndpoint(gw),
 		ClientTLSSecretName: n.ClientTLS,
 		SATokenTTLSecs:      3600,
@@ -113,6 +124,9 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets
 	}
 	k.HTTPSProxy, k.NoProxy = driverProxy(in)
+	if in.Version != "" && gatewayline.AtLeast(in.Version, gatewayline.PodLabelAllowlist) {
+		k.AllowedPodLabels = sandboxspec.OperatorPodLabels
+	}
 	if !in.OpenShift() {
 		uid := SandboxUID
 		k.SandboxUID, k.SandboxGID = &uid, &uid

@@ -11,7 +11,6 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayline"
 )
 
 // v2Keys are the keys schema version 2 defines, table by table, as the
@@ -42,7 +41,10 @@ var v2Keys = map[string][]string{
 		"supervisor_image_pull_policy", "sandbox_runtime", "https_proxy", "no_proxy", "proxy_auth_secret_name", "proxy_auth_secret_key",
 		"proxy_auth_allow_insecure", "proxy_connect_by_hostname", "proxy_ca_bundle", "grpc_endpoint", "client_tls_secret_name",
 		"enable_user_namespaces", "workspace_default_storage_size", "workspace_storage_class", "default_runtime_class_name",
-		"ssh_socket_path", "host_gateway_ip", "sa_token_ttl_secs", "provider_spiffe_workload_api_socket_path", "sandbox_uid", "sandbox_gid"},
+		"ssh_socket_path", "host_gateway_ip", "sa_token_ttl_secs", "provider_spiffe_workload_api_socket_path", "sandbox_uid", "sandbox_gid",
+		// 0.1.5 (#4497, release notes; its type is assumed, see
+		// gatewayline.PodLabelAllowlist and docs/gateway-lines.md).
+		"allowed_pod_labels"},
 	"openshell.drivers.kubernetes.managed_ssh_ingress": {"enabled", "gateway_namespace", "gateway_pod_selector"},
 	// A map of label key to value: any key.
 	"openshell.drivers.kubernetes.managed_ssh_ingress.gateway_pod_selector": nil,
@@ -53,8 +55,7 @@ var v2Keys = map[string][]string{
 // stops the gateway) fails here.
 func TestV2ConfigHasOnlyKeysTheReleaseAccepts(t *testing.T) {
 	for name, v := range variants {
-		in := v.in
-		in.Line = gatewayline.V01
+		in := v01(v.in)
 		gw := v.gw.DeepCopy()
 		if gw.Spec.Managed != nil {
 			gw.Spec.Managed.Sandboxes.AppArmorProfile = "" // refused in schema 2 (TestV2ConfigRefusesSidecarSettings)
@@ -121,8 +122,7 @@ func TestV2KeyCheckFindsWhatV1Renders(t *testing.T) {
 // (testdata/v2/<variant>.toml; -update rewrites them).
 func TestV2ConfigGolden(t *testing.T) {
 	for name, v := range variants {
-		in := v.in
-		in.Line = gatewayline.V01
+		in := v01(v.in)
 		gw := v.gw.DeepCopy()
 		gw.Spec.Managed.Sandboxes.AppArmorProfile = ""
 		cfg, err := GatewayTOML(gw, in)
@@ -155,7 +155,7 @@ func TestV2ConfigRefusesSidecarSettings(t *testing.T) {
 	gw := gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
 		gw.Spec.Managed.Sandboxes.AppArmorProfile = "RuntimeDefault"
 	})
-	_, err := GatewayTOML(gw, Inputs{Images: images, Line: gatewayline.V01})
+	_, err := GatewayTOML(gw, v01(Inputs{}))
 	if err == nil || !strings.Contains(err.Error(), "appArmorProfile") {
 		t.Fatalf("err = %v, want a refusal naming appArmorProfile", err)
 	}

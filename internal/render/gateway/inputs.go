@@ -39,6 +39,11 @@ const (
 	// AnnotationConfigHash on the pod template rolls the gateway when its
 	// configuration changes, and only then.
 	AnnotationConfigHash = "openshell.ai/config-hash"
+	// AnnotationVersion on the pod template records the OpenShell release
+	// it runs: once every pod runs the template, that is the gateway's
+	// version (status.version). Templates without it are 0.0.111's, the
+	// only release operators before it installed.
+	AnnotationVersion = "openshell.ai/gateway-version"
 
 	// AgentSandboxPodLabel is set by the Agent Sandbox controller on every
 	// pod it creates; the sandbox NetworkPolicy selects on it.
@@ -71,9 +76,14 @@ type OIDC struct {
 // Inputs are everything rendering needs besides the gateway itself,
 // resolved by the controller beforehand.
 type Inputs struct {
-	// Line is the gateway's release line, which decides the config schema
-	// (empty: gatewayline.Legacy, schema 1).
+	// Line is the gateway's release line, which decides the config schema,
+	// the gateway's RBAC, the sandbox NetworkPolicy and the SCC (empty:
+	// gatewayline.Legacy).
 	Line gatewayline.Line
+	// Version is the release rendered (its images are Images); the pod
+	// template records it, and features a release added within its line
+	// (0.1.5's pod label allowlist) follow it.
+	Version string
 	// Images are the operand images (gateway spec overrides applied).
 	Images operatorenv.RelatedImages
 	// Route and SCC report the OpenShift APIs (from preflight).
@@ -100,20 +110,54 @@ type Inputs struct {
 // leave UIDs and fsGroup to the restricted-v2 SCC.
 func (in Inputs) OpenShift() bool { return in.SCC }
 
-// ResolveImages applies the gateway's image overrides to the operator's
-// RELATED_IMAGE_* defaults.
-func ResolveImages(gw *openshellv1alpha1.OpenShellGateway, defaults operatorenv.RelatedImages) operatorenv.RelatedImages {
-	out := defaults
+// DesiredVersion is the release a Managed gateway should run: its
+// spec.managed.version, else the operator's default.
+func DesiredVersion(gw *openshellv1alpha1.OpenShellGateway) string {
+	if m := gw.Spec.Managed; m != nil && m.Version != "" {
+		return m.Version
+	}
+	return gatewayline.DefaultManaged
+}
+
+// ResolveImages are the operand images of a release: the operator's own
+// for the releases it ships (RELATED_IMAGE_* for its default,
+// RELATED_IMAGE_LEGACY_* for gatewayline.LegacyManaged), none for any
+// other, with the gateway's image overrides applied over either.
+func ResolveImages(gw *openshellv1alpha1.OpenShellGateway, releases operatorenv.Releases, version string) operatorenv.RelatedImages {
+	var out operatorenv.RelatedImages
+	switch version {
+	case gatewayline.DefaultManaged:
+		out = releases.Default
+	case gatewayline.LegacyManaged:
+		out = releases.Legacy
+	}
 	if m := gw.Spec.Managed; m != nil {
-		if m.Images.Gateway != "" {
-			out.Gateway = m.Images.Gateway
+		for _, o := range []struct {
+			dst *string
+			v   string
+		}{
+			{&out.Gateway, m.Images.Gateway}, {&out.Supervisor, m.Images.Supervisor},
+			{&out.Sandbox, m.Images.Sandbox}, {&out.SandboxRuntime, m.Images.SandboxRuntime},
+		} {
+			if o.v != "" {
+				*o.dst = o.v
+			}
 		}
-		if m.Images.Supervisor != "" {
-			out.Supervisor = m.Images.Supervisor
+	}
+	return out
+}
+
+// MissingImages names the images a release's gateway needs that images
+// lacks (0.1 also needs the sandbox runtime).
+func MissingImages(images operatorenv.RelatedImages, line gatewayline.Line) []string {
+	var out []string
+	for _, i := range []struct{ name, v string }{{"gateway", images.Gateway}, {"supervisor", images.Supervisor}} {
+		if i.v == "" {
+			out = append(out, i.name)
 		}
-		if m.Images.Sandbox != "" {
-			out.Sandbox = m.Images.Sandbox
-		}
+	}
+	if line == gatewayline.V01 && images.SandboxRuntime == "" {
+		out = append(out, "sandboxRuntime")
 	}
 	return out
 }
@@ -136,8 +180,9 @@ type Names struct {
 	ClientTLS      string
 	SandboxSA      string
 	// GatewayBinding binds the gateway to ClusterRoleGatewaySandboxes in
-	// the sandbox namespace.
-	GatewayBinding string
+	// the sandbox namespace; RuntimeBinding (0.1) to
+	// ClusterRoleGatewayRuntime.
+	GatewayBinding, RuntimeBinding string
 	// SandboxPolicy names the NetworkPolicy of the sandbox pods.
 	SandboxPolicy    string
 	SandboxNamespace string
@@ -177,6 +222,7 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 		ClientTLS:        n + "-client-tls",
 		SandboxSA:        sandboxPrefix + "-sandbox",
 		GatewayBinding:   sandboxPrefix + "-gateway",
+		RuntimeBinding:   sandboxPrefix + "-gateway-runtime",
 		SandboxPolicy:    sandboxPrefix + "-sandboxes",
 		SandboxNamespace: sandboxNS,
 		// Namespaces hold no dots, so "<namespace>.<name>" is unambiguous

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 )
 
 // meta builds object metadata. Objects in the gateway's namespace are owned
@@ -68,6 +69,11 @@ const (
 	// ClusterRoleGatewaySandboxes is bound in the sandbox namespace only:
 	// the driver's Sandbox objects, their events, and pod reads.
 	ClusterRoleGatewaySandboxes = "openshell-gateway-sandboxes"
+	// ClusterRoleGatewayRuntime is bound in the sandbox namespace only, for
+	// 0.1 gateways: the two-pod runtime's objects the gateway creates there
+	// (supervisor Pods, boundary Services, the namespace's NetworkPolicy
+	// fence, bootstrap Secrets).
+	ClusterRoleGatewayRuntime = "openshell-gateway-runtime"
 )
 
 // OperandClusterRoles are the static ClusterRoles gateways are bound to.
@@ -78,6 +84,11 @@ func OperandClusterRoles() []*rbacv1.ClusterRole {
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			// 0.1's resource admission reads the RuntimeClass and
+			// PriorityClass a sandbox template names (cluster-scoped,
+			// nothing secret in them).
+			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"get"}},
 		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGatewaySandboxes, Labels: l}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes", "sandboxes/status"},
@@ -87,23 +98,39 @@ func OperandClusterRoles() []*rbacv1.ClusterRole {
 			// annotation is the sandbox identity anchor).
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		}},
+		// Narrower than upstream's chart, which the reference (§4) infers
+		// for shared mode: Secrets create and delete only (the gateway
+		// never reads them back: they are immutable and Pod-owned), no
+		// Secret list or watch, Services and NetworkPolicies create and
+		// get only (the fence is namespace-wide and kept).
+		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGatewayRuntime, Labels: l}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "delete", "get", "list", "patch", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"create", "get"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
+		}},
 	}
 }
 
 // RBAC binds the gateway's ServiceAccount to the static ClusterRoles: in
-// the sandbox namespace with a RoleBinding, cluster-wide with a
+// the sandbox namespace with RoleBindings, cluster-wide with a
 // ClusterRoleBinding of a name unique to the gateway. Only the Shared
 // workspace mode exists (the CRD refuses Managed and Operator), so the
-// gateway never creates namespaces or Secrets.
-func RBAC(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
+// gateway never creates namespaces, and Secrets (0.1) only in its sandbox
+// namespace.
+func RBAC(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []client.Object {
 	n := NamesFor(gw)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
-	return []client.Object{
+	out := []client.Object{
 		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.GatewayBinding, n.SandboxNamespace, "rbac"), Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewaySandboxes}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(gw, n.ClusterScoped, "", "rbac"), Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGateway}},
 	}
+	if in.Line == gatewayline.V01 {
+		out = append(out, &rbacv1.RoleBinding{ObjectMeta: meta(gw, n.RuntimeBinding, n.SandboxNamespace, "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewayRuntime}})
+	}
+	return append(out, &rbacv1.ClusterRoleBinding{ObjectMeta: meta(gw, n.ClusterScoped, "", "rbac"), Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGateway}})
 }
 
 // ConfigMap holds gateway.toml.
@@ -238,7 +265,7 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      mergeLabels(SelectorLabels(gw), Labels(gw, "gateway")),
-			Annotations: map[string]string{AnnotationConfigHash: configHash},
+			Annotations: map[string]string{AnnotationConfigHash: configHash, AnnotationVersion: in.Version},
 		},
 		Spec: corev1.PodSpec{
 			ServiceAccountName:            n.Fullname,
@@ -338,13 +365,18 @@ func MonitoringPeers() []networkingv1.NetworkPolicyPeer {
 // filter); sandbox pods accept ingress only from gateway pods, on SSH.
 // Sandbox pods are selected by the label the Agent Sandbox controller puts
 // on every pod it creates, so the policy matches what actually runs.
-func NetworkPolicies(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
+//
+// A 0.1 gateway fences its sandbox namespace itself (workload Pods reach
+// nothing, only their supervisor reaches them): a policy of the operator's
+// selecting those Pods would only add to what they accept, so none is
+// rendered.
+func NetworkPolicies(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []client.Object {
 	n := NamesFor(gw)
 	tcp := corev1.ProtocolTCP
 	port := func(p int) networkingv1.NetworkPolicyPort {
 		return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt(p))}
 	}
-	return []client.Object{
+	out := []client.Object{
 		&networkingv1.NetworkPolicy{
 			ObjectMeta: meta(gw, n.Fullname+"-gateway", gw.Namespace, "network-policy"),
 			Spec: networkingv1.NetworkPolicySpec{
@@ -359,22 +391,25 @@ func NetworkPolicies(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 				},
 			},
 		},
-		&networkingv1.NetworkPolicy{
-			ObjectMeta: meta(gw, n.SandboxPolicy, n.SandboxNamespace, "network-policy"),
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: AgentSandboxPodLabel, Operator: metav1.LabelSelectorOpExists}}},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{
-					From: []networkingv1.NetworkPolicyPeer{{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: gw.Namespace}},
-						PodSelector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(gw)},
-					}},
-					Ports: []networkingv1.NetworkPolicyPort{port(SandboxSSHPort)},
-				}},
-			},
-		},
 	}
+	if in.Line == gatewayline.V01 {
+		return out
+	}
+	return append(out, &networkingv1.NetworkPolicy{
+		ObjectMeta: meta(gw, n.SandboxPolicy, n.SandboxNamespace, "network-policy"),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: AgentSandboxPodLabel, Operator: metav1.LabelSelectorOpExists}}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: gw.Namespace}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(gw)},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{port(SandboxSSHPort)},
+			}},
+		},
+	})
 }
 
 // Route exposes the gateway with passthrough TLS, so that end-to-end TLS

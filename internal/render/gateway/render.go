@@ -4,6 +4,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/scc"
 )
 
@@ -32,7 +33,7 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 	r := Rendered{Config: config, ConfigHash: ConfigHash(config, in.TrustBundle)}
 	add := func(objs ...client.Object) { r.Objects = append(r.Objects, objs...) }
 	add(ServiceAccounts(gw)...)
-	add(RBAC(gw)...)
+	add(RBAC(gw, in)...)
 	if in.TLS == TLSCertManager {
 		add(CertManagerObjects(gw, in)...)
 	}
@@ -41,7 +42,7 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 		add(TrustedCAConfigMap(gw))
 	}
 	add(Service(gw), Workload(gw, in, r.ConfigHash), PodDisruptionBudget(gw))
-	add(NetworkPolicies(gw)...)
+	add(NetworkPolicies(gw, in)...)
 	if RouteEnabled(gw, in) {
 		add(Route(gw))
 	}
@@ -58,7 +59,9 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 }
 
 // UsesNarrowSCC reports whether the gateway needs the operator's SCC: on
-// OpenShift, in the sidecar topology.
+// OpenShift, for a 0.0.x gateway in the sidecar topology. 0.1's pods have
+// no capabilities and restricted-v2 admits them (internal/scc
+// TestRestrictedV2AdmitsThe01Runtime).
 func UsesNarrowSCC(gw *openshellv1alpha1.OpenShellGateway, in Inputs) bool {
-	return in.SCC && Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar
+	return in.SCC && in.Line != gatewayline.V01 && Topology(gw) == openshellv1alpha1.SupervisorTopologySidecar
 }

@@ -18,6 +18,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/apply"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
@@ -28,6 +29,28 @@ var images = operatorenv.RelatedImages{
 	Gateway:    "ghcr.io/nvidia/openshell/gateway@sha256:1111111111111111111111111111111111111111111111111111111111111111",
 	Supervisor: "ghcr.io/nvidia/openshell/supervisor@sha256:2222222222222222222222222222222222222222222222222222222222222222",
 	Sandbox:    "ghcr.io/nvidia/openshell-community/sandboxes/base@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+}
+
+// v01Images are a 0.1 release's: the sandbox runtime is new.
+var v01Images = operatorenv.RelatedImages{
+	Gateway:        "ghcr.io/nvidia/openshell/gateway@sha256:4444444444444444444444444444444444444444444444444444444444444444",
+	Supervisor:     "ghcr.io/nvidia/openshell/supervisor@sha256:5555555555555555555555555555555555555555555555555555555555555555",
+	Sandbox:        "nvcr.io/nvidia/base/ubuntu@sha256:6666666666666666666666666666666666666666666666666666666666666666",
+	SandboxRuntime: "ghcr.io/nvidia/openshell/sandbox@sha256:7777777777777777777777777777777777777777777777777777777777777777",
+}
+
+// legacy and v01 complete a variant's inputs for a release.
+func legacy(in Inputs) Inputs {
+	in.Line, in.Version = gatewayline.Legacy, gatewayline.LegacyManaged
+	if in.Images == (operatorenv.RelatedImages{}) {
+		in.Images = images
+	}
+	return in
+}
+
+func v01(in Inputs) Inputs {
+	in.Line, in.Version, in.Images = gatewayline.V01, gatewayline.DefaultManaged, v01Images
+	return in
 }
 
 func gateway(mutate func(*openshellv1alpha1.OpenShellGateway)) *openshellv1alpha1.OpenShellGateway {
@@ -52,14 +75,16 @@ var variants = map[string]struct {
 	in Inputs
 }{
 	// Vanilla Kubernetes: built-in PKI, no Route, no SCC.
-	"vanilla": {gateway(nil), Inputs{Images: images, TLS: TLSBuiltin}},
+	"vanilla": {gateway(nil), legacy(Inputs{TLS: TLSBuiltin})},
 	// OpenShift with cert-manager: Route, narrow SCC, OIDC configured.
 	"openshift": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
 		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
-	}), Inputs{Images: images, Route: true, SCC: true, ServiceMonitor: true, TLS: TLSCertManager,
-		OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8444", Audience: "openshell-gateway/openshell-system/openshell",
-			CAPEM: []byte(operatorCA)},
-		TrustBundle: []byte(operatorCA + clusterCA)}},
+	}), legacy(openshiftInputs)},
+	// The same on OpenShell 0.1: the runtime's RBAC, no sandbox
+	// NetworkPolicy (the gateway fences its namespace), no SCC binding.
+	"openshift-v01": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.Managed.Route.Host = "openshell.apps.example.com"
+	}), v01(openshiftInputs)},
 	// Postgres, three replicas, external issuer, sandboxes in another
 	// namespace, combined topology.
 	"postgres-external-issuer": {gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
@@ -76,12 +101,19 @@ var variants = map[string]struct {
 			ImagePullPolicy: corev1.PullIfNotPresent, ImagePullSecrets: []string{"mirror-pull"}, AppArmorProfile: "RuntimeDefault"}
 		gw.Spec.Managed.SupervisorTopology = openshellv1alpha1.SupervisorTopologyCombined
 		gw.Spec.Managed.LogLevel = "debug"
-	}), Inputs{Images: images, Route: true, SCC: true, TLS: TLSCertManager,
+	}), legacy(Inputs{Route: true, SCC: true, TLS: TLSCertManager,
 		// A cluster proxy, as OLM injects it: passed to the gateway and, as
 		// the upstream proxy, to its sandboxes.
 		Proxy: operatorenv.Proxy{HTTPProxy: "http://proxy.corp.example:3128", HTTPSProxy: "http://proxy.corp.example:3128",
-			NoProxy: ".cluster.local,.svc,10.0.0.0/16,172.30.0.0/16"}}},
+			NoProxy: ".cluster.local,.svc,10.0.0.0/16,172.30.0.0/16"}})},
 }
+
+// openshiftInputs: OpenShift with cert-manager, monitoring and the
+// operator's OIDC issuer.
+var openshiftInputs = Inputs{Route: true, SCC: true, ServiceMonitor: true, TLS: TLSCertManager,
+	OIDC: &OIDC{Issuer: "https://openshell-operator-oidc.openshell-operator.svc:8444", Audience: "openshell-gateway/openshell-system/openshell",
+		CAPEM: []byte(operatorCA)},
+	TrustBundle: []byte(operatorCA + clusterCA)}
 
 // TestGolden renders every variant and compares each object with its
 // golden file (go test ./internal/render/gateway -update rewrites them).

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// versionPlan is which OpenShell release a Managed gateway's objects are
+// rendered for, and what holds it back from the release its spec asks for.
+type versionPlan struct {
+	// Running is the release every gateway pod runs (status.version, else
+	// read from the workload); empty before the first install.
+	Running string
+	// Target is the release the spec asks for (spec.managed.version, else
+	// the operator's default).
+	Target string
+	// Render is the release to render; empty renders nothing.
+	Render string
+	// Blocked says why Render is not Target (nil when it is).
+	Blocked *issue
+}
+
+// Line is the release line of what is rendered.
+func (p versionPlan) Line() gatewayline.Line {
+	l, _ := gatewayline.Of(p.Render)
+	return l
+}
+
+// Upgrading reports that the pods are moving from Running to Render.
+func (p versionPlan) Upgrading() bool {
+	return p.Running != "" && p.Render != "" && p.Running != p.Render
+}
+
+// planVersion decides the release to render. Pure: a gateway moves to the
+// target unless that would move a 0.1 gateway back to 0.0 (its database has
+// migrated), or put a 0.1 gateway where NetworkPolicy enforcement is not
+// established (its sandbox fence would not hold); then it keeps running
+// what it runs, and a gateway not installed yet is not installed.
+func planVersion(running, target string, enforced metav1.ConditionStatus) versionPlan {
+	p := versionPlan{Running: running, Target: target, Render: target}
+	targetLine, err := gatewayline.Of(target)
+	if err != nil {
+		return p.hold(openshellv1alpha1.GatewayReasonVersionNotSupported, "spec.managed.version: "+err.Error())
+	}
+	runningLine, _ := gatewayline.Of(running)
+	switch {
+	case running != "" && runningLine == gatewayline.V01 && targetLine == gatewayline.Legacy:
+		return p.hold(openshellv1alpha1.GatewayReasonDowngradeRefused, fmt.Sprintf(
+			"the gateway runs %s and will not be moved back to %s: 0.1 migrated its database. Set spec.managed.version to a 0.1 release; to go back, see docs/upgrading-gateways.md (Rollback)",
+			running, target))
+	case targetLine == gatewayline.V01 && enforced != metav1.ConditionTrue && runningLine != gatewayline.V01:
+		what := "installed"
+		if running != "" {
+			what = "upgraded from " + running
+		}
+		return p.hold(openshellv1alpha1.GatewayReasonNetworkPolicyNotEnforced, fmt.Sprintf(
+			"OpenShell %s is not %s until NetworkPolicyEnforced is True: its sandboxes are fenced only by NetworkPolicies, which this cluster may not enforce (see the NetworkPolicyEnforced condition for what to do)",
+			target, what))
+	}
+	return p
+}
+
+// hold keeps the gateway on what it runs (nothing, before its first
+// install), for reason.
+func (p versionPlan) hold(reason, msg string) versionPlan {
+	p.Render = p.Running
+	p.Blocked = &issue{Reason: reason, Message: msg}
+	return p
+}
+
+// withImages holds the plan when the operator has no images for the
+// release it would render: a release it does not ship needs
+// spec.managed.images.
+func (p versionPlan) withImages(gw *openshellv1alpha1.OpenShellGateway, releases operatorenv.Releases) versionPlan {
+	if p.Blocked != nil || p.Render == "" {
+		return p
+	}
+	missing := render.MissingImages(render.ResolveImages(gw, releases, p.Render), p.Line())
+	if len(missing) == 0 {
+		return p
+	}
+	if p.Render == gatewayline.DefaultManaged || p.Render == gatewayline.LegacyManaged {
+		return p.hold(openshellv1alpha1.GatewayReasonRelatedImagesMissing, fmt.Sprintf(
+			"the operator has no %s image for OpenShell %s: set its RELATED_IMAGE_* variables (docs/releasing.md), or spec.managed.images", strings.Join(missing, ", "), p.Render))
+	}
+	return p.hold(openshellv1alpha1.GatewayReasonVersionNotShipped, fmt.Sprintf(
+		"the operator ships images for OpenShell %s and %s only: to run %s, set spec.managed.images (%s), digest-pinned and mirrored, which the platform must allow (%s=true)",
+		gatewayline.DefaultManaged, gatewayline.LegacyManaged, p.Render, strings.Join(missing, ", "), operatorenv.EnvAllowImageOverrides))
+}
+
+// versionCondition says whether the gateway runs the release its spec asks
+// for, is moving to it, or what holds it back.
+func versionCondition(p versionPlan) (metav1.ConditionStatus, string, string) {
+	switch {
+	case p.Blocked != nil:
+		return metav1.ConditionFalse, p.Blocked.Reason, p.Blocked.Message
+	case p.Upgrading():
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonUpgrading, fmt.Sprintf("moving from OpenShell %s to %s", p.Running, p.Render)
+	case p.Running == "":
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonInstalling, "installing OpenShell " + p.Render
+	}
+	return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonAtTarget, "runs OpenShell " + p.Render + ", the release its spec asks for"
+}
+
+// runningVersion is the release every pod of the gateway runs: its status,
+// else the version its workload's template records (a template without one
+// was rendered by an operator that installed only 0.0.111), else "" (not
+// installed).
+func (r *Reconciler) runningVersion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	if gw.Status.Version != "" {
+		return gw.Status.Version, nil
+	}
+	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}
+	var annotations map[string]string
+	sts, dep := &appsv1.StatefulSet{}, &appsv1.Deployment{}
+	switch err := r.Client.Get(ctx, key, sts); {
+	case err == nil:
+		annotations = sts.Spec.Template.Annotations
+	case client.IgnoreNotFound(err) != nil:
+		return "", fmt.Errorf("read the gateway StatefulSet: %w", err)
+	default:
+		switch err := r.Client.Get(ctx, key, dep); {
+		case err == nil:
+			annotations = dep.Spec.Template.Annotations
+		case client.IgnoreNotFound(err) != nil:
+			return "", fmt.Errorf("read the gateway Deployment: %w", err)
+		default:
+			return "", nil
+		}
+	}
+	if v := annotations[render.AnnotationVersion]; v != "" {
+		return v, nil
+	}
+	return gatewayline.LegacyManaged, nil
+}
+
+// planManaged observes what a Managed gateway runs and plans its release.
+func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (versionPlan, error) {
+	running, err := r.runningVersion(ctx, gw)
+	if err != nil {
+		return versionPlan{}, err
+	}
+	enforced, _, _ := networkPolicyEnforced(gw, pf)
+	return planVersion(running, render.DesiredVersion(gw), enforced).withImages(gw, r.Images), nil
+}
+
+// reportVersion sets VersionCurrent from the plan.
+func reportVersion(gw *openshellv1alpha1.OpenShellGateway, p versionPlan) {
+	st, reason, msg := versionCondition(p)
+	status.SetCondition(gw, openshellv1alpha1.GatewayConditionVersionCurrent, st, reason, msg)
+}
+
+// notInstalled is the health of a gateway with nothing to install yet:
+// what it waits for is a prerequisite.
+func notInstalled(p versionPlan) health {
+	b := *p.Blocked
+	b.Phase = openshellv1alpha1.GatewayPhasePending
+	return health{degraded: []issue{b}}
+}
+
+// followVersion records the release once every pod runs the rendered one
+// (then the operator's clients speak its line: gwconn.Resolver.Line), and
+// reports an upgrade under way as progress.
+func followVersion(gw *openshellv1alpha1.OpenShellGateway, p versionPlan, w workload) health {
+	var h health
+	if w.Ready && w.Version == p.Render && gw.Status.Version != p.Render {
+		gw.Status.Version = p.Render
+		p.Running = p.Render
+		reportVersion(gw, p)
+	}
+	if p.Upgrading() {
+		h.waiting = append(h.waiting, issue{Reason: openshellv1alpha1.GatewayReasonUpgrading,
+			Message: fmt.Sprintf("moving from OpenShell %s to %s: %s", p.Running, p.Render, w.Message)})
+	}
+	return h
+}

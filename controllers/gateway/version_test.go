@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+)
+
+// TestPlanVersion: a gateway moves to the release its spec asks for,
+// except back from 0.1 to 0.0 or onto 0.1 where NetworkPolicy enforcement
+// is not established; then it stays on what it runs, and a new one is not
+// installed.
+func TestPlanVersion(t *testing.T) {
+	const legacy, current, later = gatewayline.LegacyManaged, gatewayline.DefaultManaged, "0.1.9"
+	T, F, U := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
+	for name, tc := range map[string]struct {
+		running, target string
+		enforced        metav1.ConditionStatus
+		render, reason  string
+		upgrading       bool
+	}{
+		"new 0.1 gateway":                         {"", current, T, current, "", false},
+		"new 0.1 gateway, enforcement unknown":    {"", current, U, "", openshellv1alpha1.GatewayReasonNetworkPolicyNotEnforced, false},
+		"new 0.1 gateway, enforcement absent":     {"", current, F, "", openshellv1alpha1.GatewayReasonNetworkPolicyNotEnforced, false},
+		"new 0.0 gateway needs no enforcement":    {"", legacy, U, legacy, "", false},
+		"0.0 to 0.1":                              {legacy, current, T, current, "", true},
+		"0.0 to 0.1 held: enforcement unknown":    {legacy, current, U, legacy, openshellv1alpha1.GatewayReasonNetworkPolicyNotEnforced, false},
+		"0.1 to a later 0.1":                      {current, later, T, later, "", true},
+		"0.1 stays 0.1 if enforcement is revoked": {current, later, F, later, "", true},
+		"0.1 back to 0.0 refused":                 {current, legacy, T, current, openshellv1alpha1.GatewayReasonDowngradeRefused, false},
+		"at target":                               {current, current, T, current, "", false},
+		"0.2 refused, 0.1 kept":                   {current, "0.2.0", T, current, openshellv1alpha1.GatewayReasonVersionNotSupported, false},
+		"too old a 0.0":                           {"", "0.0.50", T, "", openshellv1alpha1.GatewayReasonVersionNotSupported, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := planVersion(tc.running, tc.target, tc.enforced)
+			reason := ""
+			if p.Blocked != nil {
+				reason = p.Blocked.Reason
+			}
+			if p.Render != tc.render || reason != tc.reason || p.Upgrading() != tc.upgrading {
+				t.Fatalf("plan = render %q, blocked %q, upgrading %v; want %q, %q, %v", p.Render, reason, p.Upgrading(), tc.render, tc.reason, tc.upgrading)
+			}
+			st, why, msg := versionCondition(p)
+			if want := tc.reason == "" && !tc.upgrading && tc.running != ""; (st == metav1.ConditionTrue) != want {
+				t.Errorf("VersionCurrent = %s (%s: %s), want True=%v", st, why, msg, want)
+			}
+			if tc.reason != "" && why != tc.reason {
+				t.Errorf("VersionCurrent reason %s, want %s", why, tc.reason)
+			}
+		})
+	}
+}
+
+// TestPlanWithImages: a release the operator ships renders with its
+// images; another needs spec.managed.images, complete for its line (0.1
+// needs the sandbox runtime), and is otherwise held with a reason that
+// says what to set.
+func TestPlanWithImages(t *testing.T) {
+	releases := operatorenv.Releases{
+		Default: operatorenv.RelatedImages{Gateway: "gw:0.1", Supervisor: "sup:0.1", SandboxRuntime: "rt:0.1", Sandbox: "agent"},
+		Legacy:  operatorenv.RelatedImages{Gateway: "gw:0.0", Supervisor: "sup:0.0", Sandbox: "agent:0.0"},
+	}
+	gw := func(version string, images openshellv1alpha1.GatewayImages) *openshellv1alpha1.OpenShellGateway {
+		return &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{Version: version, Images: images}}}
+	}
+	for name, tc := range map[string]struct {
+		gw             *openshellv1alpha1.OpenShellGateway
+		releases       operatorenv.Releases
+		running        string
+		render, reason string
+		mentions       string
+	}{
+		"default":                 {gw("", openshellv1alpha1.GatewayImages{}), releases, "", gatewayline.DefaultManaged, "", ""},
+		"legacy":                  {gw(gatewayline.LegacyManaged, openshellv1alpha1.GatewayImages{}), releases, "", gatewayline.LegacyManaged, "", ""},
+		"not shipped":             {gw("0.1.9", openshellv1alpha1.GatewayImages{}), releases, gatewayline.DefaultManaged, gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonVersionNotShipped, "spec.managed.images"},
+		"not shipped, no runtime": {gw("0.1.9", openshellv1alpha1.GatewayImages{Gateway: "gw:0.1.9", Supervisor: "sup:0.1.9"}), releases, "", "", openshellv1alpha1.GatewayReasonVersionNotShipped, "sandboxRuntime"},
+		"not shipped, overridden": {gw("0.1.9", openshellv1alpha1.GatewayImages{Gateway: "gw:0.1.9", Supervisor: "sup:0.1.9", SandboxRuntime: "rt:0.1.9"}), releases, "", "0.1.9", "", ""},
+		"operator lacks its own":  {gw("", openshellv1alpha1.GatewayImages{}), operatorenv.Releases{Legacy: releases.Legacy}, gatewayline.LegacyManaged, gatewayline.LegacyManaged, openshellv1alpha1.GatewayReasonRelatedImagesMissing, "RELATED_IMAGE_"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			target := tc.gw.Spec.Managed.Version
+			if target == "" {
+				target = gatewayline.DefaultManaged
+			}
+			p := planVersion(tc.running, target, metav1.ConditionTrue).withImages(tc.gw, tc.releases)
+			reason, msg := "", ""
+			if p.Blocked != nil {
+				reason, msg = p.Blocked.Reason, p.Blocked.Message
+			}
+			if p.Render != tc.render || reason != tc.reason || !strings.Contains(msg, tc.mentions) {
+				t.Fatalf("plan = render %q, blocked %q (%s); want %q, %q mentioning %q", p.Render, reason, msg, tc.render, tc.reason, tc.mentions)
+			}
+		})
+	}
+}

@@ -1,0 +1,151 @@
+package stack
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// ManagedGateway is a Managed OpenShellGateway whose pod a test gateway
+// plays: the operator installs the gateway as usual (kwok runs its pod,
+// which does nothing), and its connections to the gateway's Service are
+// routed to a test gateway serving the certificate the operator issued
+// for that Service, trusting the operator's OIDC issuer. The test gateway
+// plays the release the test says the pods run.
+type ManagedGateway struct {
+	// Gateway is the test gateway playing the pod now.
+	Gateway *testgateway.Gateway
+	Object  *openshellv1alpha1.OpenShellGateway
+
+	stack *Stack
+	opts  testgateway.Options
+}
+
+// AddManagedGateway creates a Managed gateway ns/name running version ("":
+// the operator's default) and, once the operator has issued its serving
+// certificate, starts the test gateway that plays its pod. ns must be a
+// platform namespace the stack serves (Manager.Controllers.Platform) other
+// than the stack's own, where Managed gateways are refused; the test
+// provides the gateway's volume.
+func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name, version string) (*ManagedGateway, error) {
+	if s.procOpts != nil || !s.opts.PlayManagedGateways {
+		return nil, fmt.Errorf("a Managed gateway's pod is played only for an operator run in this process, with Options.PlayManagedGateways")
+	}
+	obj := &openshellv1alpha1.OpenShellGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+			Managed:     &openshellv1alpha1.ManagedGatewaySpec{Version: version},
+			ImagePolicy: s.opts.ImagePolicy,
+			Tenancy:     openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
+			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}},
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		return nil, fmt.Errorf("create managed gateway: %w", err)
+	}
+	s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
+	cert, err := servingCert(ctx, c, obj)
+	if err != nil {
+		return nil, err
+	}
+	n := render.NamesFor(obj)
+	m := &ManagedGateway{Object: obj, stack: s, opts: testgateway.Options{
+		Cert: cert,
+		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
+		Kube: s.kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
+		DefaultImage: framework.TestImages.Default.Sandbox, SupervisorImage: framework.TestImages.Default.Supervisor,
+		ClientTLSSecret: n.ClientTLS, ServiceAccount: n.SandboxSA,
+		// What the operator renders into a 0.1.5 gateway's config.
+		AllowedPodLabels: sandboxspec.OperatorPodLabels,
+	}}
+	if version == "" {
+		version = render.DesiredVersion(obj)
+	}
+	if _, err := m.Replace(ctx, version); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Replace stops the test gateway playing the pod, if any, and starts a new
+// one with empty state reporting version: a pod that restarted on another
+// release, or one whose database was lost.
+func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgateway.Gateway, error) {
+	if m.Gateway != nil {
+		m.Gateway.Stop()
+	}
+	gw, err := testgateway.Start(ctx, m.opts)
+	if err != nil {
+		return nil, fmt.Errorf("start the test gateway for %s/%s: %w", m.Object.Namespace, m.Object.Name, err)
+	}
+	gw.ReportVersion(version)
+	m.Gateway = gw
+	m.stack.extra = append(m.stack.extra, gw)
+	u, err := url.Parse(render.InternalEndpoint(m.Object))
+	if err != nil {
+		return nil, err
+	}
+	served, _ := url.Parse(gw.Endpoint())
+	m.stack.route(u.Host, served.Host)
+	return gw, nil
+}
+
+// servingCert waits for the certificate the operator (its built-in PKI, or
+// cert-manager) issued for the gateway's Service.
+func servingCert(ctx context.Context, c client.Client, gw *openshellv1alpha1.OpenShellGateway) (tls.Certificate, error) {
+	var cert tls.Certificate
+	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).ServerTLS}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, key, s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		var err error
+		cert, err = tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+		return err == nil, nil
+	})
+	if err != nil {
+		return cert, fmt.Errorf("wait for the serving certificate %s: %w", key, err)
+	}
+	return cert, nil
+}
+
+// route sends the operator's connections to a Service address (host:port)
+// to a local address.
+func (s *Stack) route(service, local string) {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	if s.routes == nil {
+		s.routes = map[string]string{}
+	}
+	s.routes[service] = local
+}
+
+// dialGateway opens the operator's gateway connections: routed Service
+// addresses go to the process playing the pod, anything else to the
+// address itself (External gateways listen on loopback).
+func (s *Stack) dialGateway(ctx context.Context, addr string) (net.Conn, error) {
+	s.routesMu.Lock()
+	if local, ok := s.routes[addr]; ok {
+		addr = local
+	}
+	s.routesMu.Unlock()
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
