@@ -82,7 +82,9 @@ func cacheOptions(cfg *rest.Config, s scope) (cache.Options, error) {
 		&rbacv1.RoleBinding{}:           child,
 		&networkingv1.NetworkPolicy{}:   child,
 		&policyv1.PodDisruptionBudget{}: child,
-		&rbacv1.ClusterRoleBinding{}:    {Label: ours},
+		// Metadata only: the gateway pods' UIDs (status.instance).
+		&corev1.Pod{}:                child,
+		&rbacv1.ClusterRoleBinding{}: {Label: ours},
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {

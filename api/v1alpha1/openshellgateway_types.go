@@ -619,6 +619,15 @@ type OpenShellGatewayStatus struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 
+	// Instance identifies the pods of a Managed gateway that serve (a hash
+	// of their UIDs, recorded when all are ready). It changes when a pod is
+	// replaced, which may come back with another database (a new volume, a
+	// restored backup): the operator then checks that the gateway still
+	// holds every provider, policy and sandbox declared for it, and puts
+	// back what it lost.
+	// +optional
+	Instance string `json:"instance,omitempty"`
+
 	// ObservedGeneration is the spec generation the operator last acted on fully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -27,11 +27,13 @@ type ProviderCredentialsReference struct {
 // see the credentials: the gateway injects them at the network proxy.
 type OpenShellProviderSpec struct {
 	// Type is the provider profile, for example claude-code or github.
-	// Immutable.
+	// Immutable. Aliases (claude, gh, glab, gcp) are refused: OpenShell 0.1
+	// removed them (0.0.x resolves the canonical ids alike).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.type is immutable; create a new provider instead"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['claude', 'gh', 'glab', 'gcp'])",messageExpression="'spec.type ' + self + ' is an alias that OpenShell 0.1 removed: use the profile id ' + {'claude': 'claude-code', 'gh': 'github', 'glab': 'gitlab', 'gcp': 'google-cloud'}[self]"
 	// +required
 	Type string `json:"type"`
 
@@ -67,6 +69,11 @@ type ProviderGatewayStatus struct {
 	// +listType=set
 	// +optional
 	CredentialKeys []string `json:"credentialKeys,omitempty"`
+	// GatewayInstance is the gateway's status.instance at the last push: a
+	// gateway whose pods were replaced since is checked (and given the
+	// provider again if it lost it).
+	// +optional
+	GatewayInstance string `json:"gatewayInstance,omitempty"`
 }
 
 // OpenShellProviderStatus is the observed state of a provider.

@@ -70,6 +70,7 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // +kubebuilder:rbac:groups=cert-manager.io,resources=issuers;certificates,verbs=list;watch;create;patch,namespace=system
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=delete,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=system
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch,namespace=system
 //
 // The operator grants gateways only the static ClusterRoles the bundle
 // ships (config/operand): it may bind them, by name, and holds none of
@@ -565,6 +566,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byGatewayLabels, managedByUs).
+		// A replaced gateway pod changes status.instance.
+		WatchesMetadata(&corev1.Pod{}, byGatewayLabels, managedByUs).
 		// A deleting gateway waits for its last sandbox to go (drain).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)

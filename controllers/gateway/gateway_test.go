@@ -38,8 +38,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/controllers/gateway"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"

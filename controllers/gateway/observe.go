@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	routev1 "github.com/openshift/api/route/v1"
@@ -10,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -51,7 +56,30 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	if observed < gen || updated < want || ready < want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
-	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg, Version: version}, nil
+	instance, err := r.instance(ctx, gw)
+	if err != nil {
+		return workload{}, err
+	}
+	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg, Version: version, Instance: instance}, nil
+}
+
+// instance hashes the UIDs of the gateway's pods (read by metadata from
+// the cache): it changes exactly when a pod is replaced.
+func (r *Reconciler) instance(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := r.Client.List(ctx, pods, client.InNamespace(gw.Namespace), client.MatchingLabels(render.SelectorLabels(gw))); err != nil {
+		return "", fmt.Errorf("list the gateway pods: %w", err)
+	}
+	uids := make([]string, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp.IsZero() {
+			uids = append(uids, string(p.UID))
+		}
+	}
+	slices.Sort(uids)
+	sum := sha256.Sum256([]byte(strings.Join(uids, ",")))
+	return hex.EncodeToString(sum[:6]), nil
 }
 
 // routeState is what the Route's status says.

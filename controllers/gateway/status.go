@@ -167,6 +167,8 @@ type workload struct {
 	Reason, Message string
 	// Version is the release its pod template runs.
 	Version string
+	// Instance identifies the ready pods (status.instance).
+	Instance string
 }
 
 // setStatus renders the preflight conditions and the Available,

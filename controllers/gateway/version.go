@@ -170,11 +170,15 @@ func notInstalled(p versionPlan) health {
 	return health{degraded: []issue{b}}
 }
 
-// followVersion records the release once every pod runs the rendered one
-// (then the operator's clients speak its line: gwconn.Resolver.Line), and
-// reports an upgrade under way as progress.
+// followVersion records, once every pod is ready, which pods serve
+// (status.instance) and, when they all run the rendered release, that
+// release (then the operator's clients speak its line:
+// gwconn.Resolver.Line); an upgrade under way is reported as progress.
 func followVersion(gw *openshellv1alpha1.OpenShellGateway, p versionPlan, w workload) health {
 	var h health
+	if w.Ready {
+		gw.Status.Instance = w.Instance
+	}
 	if w.Ready && w.Version == p.Render && gw.Status.Version != p.Render {
 		gw.Status.Version = p.Render
 		p.Running = p.Render

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -263,7 +264,8 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	nsUID types.UID, creds map[string]string, secretRV string) (conflictReason, failure string) {
 	key := gwconn.Key(gw)
 	i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
-	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation {
+	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation &&
+		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance {
 		return "", ""
 	}
 	// An entry without a Secret version is only an intent (recordTargets):
@@ -283,7 +285,7 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	if err != nil {
 		return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
 	}
-	entry.SecretResourceVersion, entry.ObservedGeneration = secretRV, p.Generation
+	entry.SecretResourceVersion, entry.ObservedGeneration, entry.GatewayInstance = secretRV, p.Generation, gw.Status.Instance
 	if i >= 0 {
 		p.Status.Gateways[i] = entry
 	} else {
@@ -319,6 +321,11 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		Credentials: creds, Config: p.Spec.Config}
 	if !known {
 		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
+		if grpcstatus.Code(err) == codes.NotFound {
+			// The gateway lost the workspace (a new database): the retry
+			// creates it again.
+			r.Gateways.ForgetWorkspace(gwconn.Key(gw), ws)
+		}
 		if grpcstatus.Code(err) != codes.AlreadyExists {
 			return entry, err
 		}
@@ -472,8 +479,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return providersOf(o.(*openshellv1alpha1.OpenShellSandbox))
 		})).
 		// Access decisions: a gateway's tenancy, a namespace's labels.
+		// A replaced gateway pod (status.instance) may have lost them.
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.providersOnGateway),
-			builder.WithPredicates(index.SpecOrDeletionChanged)).
+			builder.WithPredicates(predicate.Or[client.Object](index.SpecOrDeletionChanged, instanceChanged))).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -511,3 +519,10 @@ func (r *Reconciler) providersOnGateway(ctx context.Context, o client.Object) []
 	}
 	return reqs
 }
+
+// instanceChanged passes a gateway whose serving pods were replaced.
+var instanceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellGateway)
+	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
+	return ok1 && ok2 && o.Status.Instance != n.Status.Instance
+}}

@@ -280,7 +280,7 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		}
 	}
 	if obs.gateway != nil {
-		obs.unsyncedProviders = unsynced(obs.providers, gwconn.Key(obs.gateway))
+		obs.unsyncedProviders = unsynced(obs.providers, obs.gateway)
 	}
 	obs.env, obs.envRefusal = r.resolveEnv(ctx, sb)
 	return obs, nil

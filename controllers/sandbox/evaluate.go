@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -194,16 +195,18 @@ func imageGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 }
 
 // unsynced lists providers not yet pushed to the gateway: their status has
-// no entry for it with a push that succeeded (ObservedGeneration set). An
-// entry without one is only the provider controller's intent, recorded
-// before its first push, and it stays so when that push met another
-// owner's provider of the same name: a sandbox created then would be given
-// that provider's credentials.
-func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gatewayKey string) []string {
+// no entry for it with a push that succeeded (ObservedGeneration set) to
+// the gateway's current pods (GatewayInstance: a replaced pod may have
+// lost them). An entry without a push is only the provider controller's
+// intent, recorded before its first push, and it stays so when that push
+// met another owner's provider of the same name: a sandbox created then
+// would be given that provider's credentials.
+func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gw *openshellv1alpha1.OpenShellGateway) []string {
+	gatewayKey := gwconn.Key(gw)
 	var out []string
 	for _, p := range providers {
 		if !slices.ContainsFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool {
-			return g.Gateway == gatewayKey && g.ObservedGeneration > 0
+			return g.Gateway == gatewayKey && g.ObservedGeneration > 0 && g.GatewayInstance == gw.Status.Instance
 		}) {
 			out = append(out, p.Name)
 		}

@@ -70,12 +70,16 @@ func TestEvaluate(t *testing.T) {
 // when the push meets another owner's provider of the same name.
 func TestUnsynced(t *testing.T) {
 	const key = "gw-ns/gw"
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "gw-ns", Name: "gw"}}
+	gw.Status.Instance = "pods-now"
 	provider := func(name string, entries ...openshellv1alpha1.ProviderGatewayStatus) *openshellv1alpha1.OpenShellProvider {
 		p := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		p.Status.Gateways = entries
 		return p
 	}
-	pushed := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1}
+	pushed := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1, GatewayInstance: "pods-now"}
+	// Pushed to pods since replaced, which may have lost it.
+	beforeRestart := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1, GatewayInstance: "pods-before"}
 	intent := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws"}
 	elsewhere := openshellv1alpha1.ProviderGatewayStatus{Gateway: "other/gw", Name: "x", Workspace: "ws", ObservedGeneration: 3}
 	got := unsynced([]*openshellv1alpha1.OpenShellProvider{
@@ -86,8 +90,9 @@ func TestUnsynced(t *testing.T) {
 		provider("intent-only", intent),
 		provider("other-gateway", elsewhere),
 		provider("none"),
-	}, key)
-	if want := []string{"intent-only", "other-gateway", "none"}; !slices.Equal(got, want) {
+		provider("before-restart", beforeRestart),
+	}, gw)
+	if want := []string{"intent-only", "other-gateway", "none", "before-restart"}; !slices.Equal(got, want) {
 		t.Fatalf("unsynced = %v, want %v", got, want)
 	}
 }

@@ -74,6 +74,12 @@ func NewFollowers() *Followers {
 func (f *Followers) Snapshot(key types.NamespacedName, id string) *openshellv1.Sandbox {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Only a live stream vouches for its last event: once it ended (the
+	// sandbox is Ready, or the gateway went away), the gateway may have
+	// lost the sandbox since, and only a read can tell.
+	if _, live := f.active[key]; !live {
+		return nil
+	}
 	if s, ok := f.latest[key]; ok && s.GetMetadata().GetId() == id {
 		return s
 	}

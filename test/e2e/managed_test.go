@@ -2,18 +2,21 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -96,4 +99,66 @@ func restartedOn(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellG
 		g.Expect(pod.Annotations).To(HaveKeyWithValue(render.AnnotationVersion, version))
 		g.Expect(pod.DeletionTimestamp).To(BeNil())
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// rebuildSandboxes is how many sandboxes TestManagedGatewayRebuildsAfterStateLoss
+// puts on the gateway before it loses its state.
+const rebuildSandboxes = 6
+
+// TestManagedGatewayRebuildsAfterStateLoss: a Managed gateway's pod is
+// replaced and comes back with an empty database (its volume lost). With
+// no human involved, the operator notices the replaced pod
+// (status.instance), gives the gateway back the tenant's provider with its
+// credentials and re-creates every sandbox, with its policy, until all are
+// Ready again: the cluster's objects are the gateway's backup. The time it
+// takes is logged (docs/reliability.md records it).
+func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	_, m, tenant := startManagedStack(ctx, t, g, "rebuild", "")
+	gwKey := client.ObjectKeyFromObject(m.Object)
+	_, first := createSampleTenant(ctx, t, tenant, "sk-kept", gwKey)
+	sandboxes := []*openshellv1alpha1.OpenShellSandbox{first}
+	for i := 1; i < rebuildSandboxes; i++ {
+		sb := first.DeepCopy()
+		sb.ObjectMeta = metav1.ObjectMeta{Name: fmt.Sprintf("agent-%d", i), Namespace: tenant}
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		sandboxes = append(sandboxes, sb)
+	}
+	ids := map[string]string{}
+	for _, sb := range sandboxes {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+		ids[sb.Name] = sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb)).Status.SandboxID
+	}
+	ws := sandboxWorkspace(ctx, g, tenant)
+	instance := func(g Gomega) string {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, gwKey, cur)).To(Succeed())
+		return cur.Status.Instance
+	}
+	before := instance(g)
+	g.Expect(before).NotTo(BeEmpty())
+
+	// The pod comes back with nothing: a new test gateway, empty state.
+	lost := time.Now()
+	fresh, err := m.Replace(ctx, gatewayline.DefaultManaged)
+	g.Expect(err).NotTo(HaveOccurred())
+	pod := &corev1.Pod{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: m.Object.Namespace, Name: render.NamesFor(m.Object).Fullname + "-0"}, pod)).To(Succeed())
+	g.Expect(c.Delete(ctx, pod)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(instance(g)).NotTo(Equal(before))
+		g.Expect(fresh.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-kept"}))
+		for _, sb := range sandboxes {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+			g.Expect(cur.Status.SandboxID).NotTo(Equal(ids[sb.Name]), "%s still names the lost sandbox: %+v", sb.Name, cur.Status.Conditions)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%s: %+v", sb.Name, cur.Status.Conditions)
+			g.Expect(fresh.SandboxPolicyVersion(ws, sandboxspec.SandboxName(tenant, sb.Name))).To(BeNumerically(">", 0), "%s has no policy (rows %v, calls %v, ws %s)", sb.Name, fresh.SandboxNames(ws), fresh.LineCalls(), ws)
+		}
+		g.Expect(fresh.SandboxNames(ws)).To(HaveLen(rebuildSandboxes))
+	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed())
+	t.Logf("rebuilt a gateway that lost its state: 1 provider and %d sandboxes with their policy back and Ready in %s", rebuildSandboxes, time.Since(lost).Round(100*time.Millisecond))
 }

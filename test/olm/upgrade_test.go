@@ -78,8 +78,11 @@ func TestUpgrade(t *testing.T) {
 
 	// A managed gateway whose CA is due: its rotation begins, and the
 	// operator tells OLM an upgrade must wait.
+	// (This cluster has no network plugin to read: its platform admin
+	// acknowledges NetworkPolicy enforcement, which 0.1 gateways need.)
 	managed := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: platform},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{},
+			NetworkPolicyEnforcement: openshellv1alpha1.NetworkPolicyEnforcement{Acknowledged: true}}}
 	oldCA, err := pki.NewCA(render.CACommonName, 100*24*time.Hour, time.Now().Add(-90*24*time.Hour))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.NamesFor(managed).CA, Namespace: platform,

@@ -50,9 +50,9 @@ func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name
 	obj := &openshellv1alpha1.OpenShellGateway{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
-			Managed:     &openshellv1alpha1.ManagedGatewaySpec{Version: version},
-			ImagePolicy: s.opts.ImagePolicy,
-			Tenancy:     openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
+			Managed:         &openshellv1alpha1.ManagedGatewaySpec{Version: version},
+			ImagePolicy:     s.opts.ImagePolicy,
+			Tenancy:         openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
 			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}},
 	}
 	if err := c.Create(ctx, obj); err != nil {

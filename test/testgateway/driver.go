@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
@@ -151,13 +152,36 @@ func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sa
 	if err != nil {
 		return err
 	}
-	if err := o.Kube.Create(ctx, cr); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return status.Error(codes.AlreadyExists, "sandbox already exists")
-		}
-		return err
+	err = o.Kube.Create(ctx, cr)
+	if apierrors.IsAlreadyExists(err) && d.replaceStale(ctx, cr) {
+		err = o.Kube.Create(ctx, cr)
 	}
-	return nil
+	if apierrors.IsAlreadyExists(err) {
+		return status.Error(codes.AlreadyExists, "sandbox already exists")
+	}
+	return err
+}
+
+// replaceStale deletes the Sandbox of cr's name when it is a sandbox this
+// gateway's database does not know (its row was lost with the database)
+// and reports whether it did. What a real 0.1 gateway does with such
+// runtime objects is not established (docs/real-components.md); a driver
+// that owns the sandbox namespace replacing its own stale object is the
+// reading this plays.
+func (d *driver) replaceStale(ctx context.Context, cr *unstructured.Unstructured) bool {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(d.gvk)
+	if err := d.g.opts.Kube.Get(ctx, client.ObjectKeyFromObject(cr), cur); err != nil {
+		return false
+	}
+	id := cur.GetLabels()[LabelSandboxID]
+	d.g.mu.Lock()
+	_, known := d.g.byID[id]
+	d.g.mu.Unlock()
+	if known || cur.GetLabels()[LabelGatewayID] != d.g.opts.GatewayID {
+		return false
+	}
+	return d.g.opts.Kube.Delete(ctx, cur, client.Preconditions{UID: ptr.To(cur.GetUID())}) == nil
 }
 
 // delete removes the CR; false means it was already gone.
