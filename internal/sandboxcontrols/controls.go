@@ -268,7 +268,10 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 // CheckQuantities refuses a negative request or limit: the API's quantity
 // syntax allows a sign, and a negative request would lower what the
 // namespace's other sandboxes are charged (a "-100" CPU request let three
-// 2-CPU sandboxes into a 2-CPU budget). Whatever the gateway's controls.
+// 2-CPU sandboxes into a 2-CPU budget). It also refuses a limit of zero:
+// the kubelet sets no CPU quota and no memory maximum for it, so "0" is no
+// limit at all, while it passes every ceiling (0 is within any
+// maxResources). Whatever the gateway's controls.
 func CheckQuantities(sb *openshellv1alpha1.OpenShellSandbox) *Violation {
 	r := sb.Spec.Resources
 	if r == nil {
@@ -279,10 +282,16 @@ func CheckQuantities(sb *openshellv1alpha1.OpenShellSandbox) *Violation {
 		list  corev1.ResourceList
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
 		for _, n := range sortedNames(kind.list) {
-			if q := kind.list[n]; q.Sign() < 0 {
+			q := kind.list[n]
+			if q.Sign() < 0 {
 				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources." + kind.field + "." + string(n),
 					Message: fmt.Sprintf("%s: spec.resources.%s.%s is %s: requests and limits cannot be negative",
 						openshellv1alpha1.SandboxReasonInvalidResources, kind.field, n, q.String())}
+			}
+			if q.IsZero() && kind.field == "limits" {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources.limits." + string(n),
+					Message: fmt.Sprintf("%s: spec.resources.limits.%s is 0, which the kubelet treats as no limit at all: set a positive limit, or leave it out",
+						openshellv1alpha1.SandboxReasonInvalidResources, n)}
 			}
 		}
 	}

@@ -764,7 +764,7 @@ func (tn *tenancySuite) podAnnotationsCannotChangeTheRuntime(t *testing.T) {
 }
 
 // negativeQuantity (N8): an editor cannot lower the namespace's budget with
-// a negative request.
+// a negative request, nor run unbounded with a zero limit.
 func (tn *tenancySuite) negativeQuantity(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -774,6 +774,9 @@ func (tn *tenancySuite) negativeQuantity(t *testing.T) {
 	sb := tn.sandbox(ns, "sponge")
 	sb.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100")}}
 	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "cannot be negative")
+	// Nor escape a CPU ceiling with a limit of 0, which is no limit.
+	sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0")}}
+	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "treats as no limit at all")
 }
 
 // workspaceAndProviderConflict injects, through the gateway itself, a
