@@ -5,10 +5,12 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
@@ -95,5 +97,43 @@ func TestSweepDeletesOnlyOurOrphans(t *testing.T) {
 	}
 	if !slices.Contains(f.gw.SandboxNames(ws), sandboxspec.SandboxName("team-a", "kept")) {
 		t.Error("the live sandbox went")
+	}
+}
+
+// TestSweepGivesUpOnlyWhereItMayNotList: a gateway that refuses to list
+// every workspace to the operator (PermissionDenied: its identity there is
+// not the gateway's admin) is not asked again, since asking again would
+// not change that; any other failure keeps the gateway marked, so that the
+// sweep runs once it answers.
+func TestSweepGivesUpOnlyWhereItMayNotList(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	s := &Sweeper{Client: f.r.Client, APIReader: f.r.Client, Gateways: f.r.Gateways, Recorder: events.NewFakeRecorder(10)}
+	if err := f.r.Client.Create(ctx, f.obs.gateway.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(f.obs.gateway)
+	pending := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.pending[key]
+		return ok
+	}
+	s.Mark(key)
+	f.gw.FailNext("ListSandboxes", codes.Internal)
+	if left := s.sweepPending(ctx); !left || !pending() {
+		t.Fatalf("after a failed list: left %v, still marked %v; want the gateway kept for the next round", left, pending())
+	}
+	f.gw.FailNext("ListSandboxes", codes.PermissionDenied)
+	if left := s.sweepPending(ctx); left || pending() {
+		t.Fatalf("after PermissionDenied: left %v, still marked %v; want it given up", left, pending())
+	}
+	// Marked again (the next release there), it is swept as usual.
+	s.Mark(key)
+	if left := s.sweepPending(ctx); left || pending() {
+		t.Fatalf("a sweep that succeeds: left %v, still marked %v", left, pending())
+	}
+	if got := f.gw.Calls()["ListSandboxes"]; got != 3 {
+		t.Errorf("ListSandboxes called %d times, want 3 (one per round)", got)
 	}
 }
