@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
@@ -69,9 +70,12 @@ func run() error {
 		}
 	}
 
-	step("Starting the operator (with its OIDC issuer) and a test OpenShell gateway")
+	step("Starting the operator (with its OIDC issuer) and a test OpenShell gateway playing %s", gatewayline.DefaultManaged)
+	// The release a Managed gateway runs by default: the operator reads it
+	// from the gateway's Health and speaks its (0.1) wire.
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gatewayNS, SandboxNamespace: sandboxNS,
-		ImagePolicy: openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}})
+		GatewayVersion: gatewayline.DefaultManaged,
+		ImagePolicy:    openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce, WhenNoPolicy: openshellv1alpha1.NoPolicyDeny}})
 	if err != nil {
 		return err
 	}

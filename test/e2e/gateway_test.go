@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -165,14 +166,7 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 	g.Expect(exists(g, &rbacv1.RoleBinding{}, n.SandboxNamespace, n.RuntimeBinding)).To(BeFalse(), "0.1 runtime grants on a 0.0.x gateway")
 
 	// Unpinned: the operator's default, 0.1.
-	g.Eventually(func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.Version = ""
-		return c.Update(ctx, cur)
-	}).WithContext(ctx).Should(Succeed())
+	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), "")
 	g.Eventually(runs(gatewayline.DefaultManaged, framework.TestImages.Default)).WithContext(ctx).WithTimeout(2*time.Minute).
 		WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 	g.Eventually(func(g Gomega) {
@@ -192,14 +186,7 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 	g.Expect(sccReady.Reason).To(Equal(openshellv1alpha1.GatewayReasonSCCRestrictedV2))
 
 	// Back to 0.0: refused, and 0.1 keeps running.
-	g.Eventually(func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.Version = gatewayline.LegacyManaged
-		return c.Update(ctx, cur)
-	}).WithContext(ctx).Should(Succeed())
+	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), gatewayline.LegacyManaged)
 	g.Eventually(func(g Gomega) {
 		cur := &openshellv1alpha1.OpenShellGateway{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
@@ -214,4 +201,17 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 	sts := &appsv1.StatefulSet{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, sts)).To(Succeed())
 	g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(render.AnnotationVersion, gatewayline.DefaultManaged))
+}
+
+// setManagedVersion sets a Managed gateway's spec.managed.version (""
+// unpins it: the operator's default).
+func setManagedVersion(ctx context.Context, g Gomega, key client.ObjectKey, version string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.Version = version
+		return cluster.Client.Update(ctx, cur)
+	})).To(Succeed())
 }

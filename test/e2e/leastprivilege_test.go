@@ -333,14 +333,7 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 
 	// The move to 0.1: the sidecar's SCC binding and sandbox
 	// NetworkPolicy go, the runtime's grants come.
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.Version = ""
-		return c.Update(ctx, cur)
-	})).To(Succeed())
+	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), "")
 	available(gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonSCCRestrictedV2)
 	g.Eventually(func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: n.SandboxNamespace, Name: n.SandboxPolicy}, &networkingv1.NetworkPolicy{}))).To(BeTrue(), "sandbox NetworkPolicy not pruned")

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -43,14 +42,7 @@ func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID
 	g.Expect(m.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
 
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := c.Get(ctx, gwKey, cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.Version = ""
-		return c.Update(ctx, cur)
-	})).To(Succeed())
+	setManagedVersion(ctx, g, gwKey, "")
 	// The pod restarts on the 0.1 template: from then on it speaks 0.1.
 	restartedOn(ctx, g, m.Object, gatewayline.DefaultManaged)
 	m.Gateway.ReportVersion(gatewayline.DefaultManaged)
@@ -159,6 +151,6 @@ func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
 			g.Expect(fresh.SandboxPolicyVersion(ws, sandboxspec.SandboxName(tenant, sb.Name))).To(BeNumerically(">", 0), "%s has no policy (rows %v, calls %v, ws %s)", sb.Name, fresh.SandboxNames(ws), fresh.LineCalls(), ws)
 		}
 		g.Expect(fresh.SandboxNames(ws)).To(HaveLen(rebuildSandboxes))
-	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 	t.Logf("rebuilt a gateway that lost its state: 1 provider and %d sandboxes with their policy back and Ready in %s", rebuildSandboxes, time.Since(lost).Round(100*time.Millisecond))
 }

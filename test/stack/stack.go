@@ -60,6 +60,9 @@ type Options struct {
 	GatewayConfig *rest.Config
 	// ImagePolicy is the gateway's enforcement.
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
+	// GatewayVersion is the release the test gateways report (and whose
+	// wire they speak) from the start ("": 0.0.111).
+	GatewayVersion string
 	// Tenancy is the gateway's access control; nil admits every namespace
 	// (the e2e tests' and the demo's tenants).
 	Tenancy *openshellv1alpha1.GatewayTenancy
@@ -424,7 +427,8 @@ func (s *Stack) AddGatewayWith(ctx context.Context, c client.Client, name, sandb
 
 func (s *Stack) startGateway(ctx context.Context, c client.Client, name, sandboxNS string, edit GatewayEdit) (*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, error) {
 	gw, obj, err := StartExternalGateway(ctx, c, s.kube, ExternalGateway{Namespace: s.opts.GatewayNamespace, Name: name, SandboxNamespace: sandboxNS,
-		IssuerURL: s.issuerURL, CA: s.CA, Tenancy: s.opts.Tenancy, ImagePolicy: s.opts.ImagePolicy, JWKSTTL: s.opts.JWKSTTL, Edit: edit})
+		IssuerURL: s.issuerURL, CA: s.CA, Tenancy: s.opts.Tenancy, ImagePolicy: s.opts.ImagePolicy, JWKSTTL: s.opts.JWKSTTL, Edit: edit,
+		Version: s.opts.GatewayVersion})
 	if err == nil {
 		s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
 	}
@@ -447,6 +451,8 @@ type ExternalGateway struct {
 	ImagePolicy openshellv1alpha1.ImagePolicyEnforcement
 	JWKSTTL     time.Duration
 	Edit        GatewayEdit
+	// Version is what the gateway reports ("": 0.0.111).
+	Version string
 }
 
 // StartExternalGateway starts a test gateway that creates Sandboxes with
@@ -468,6 +474,7 @@ func StartExternalGateway(ctx context.Context, c client.Client, kube client.With
 		// As the platform admin of a 0.1.5 or later gateway is told to
 		// (docs/gateway-lines.md): the operator's pod labels are allowed.
 		AllowedPodLabels: sandboxspec.OperatorPodLabels,
+		Version:          e.Version,
 	}
 	tenancy := openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}
 	if e.Tenancy != nil {

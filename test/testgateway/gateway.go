@@ -51,6 +51,9 @@ type Options struct {
 	// allowed_pod_labels and allowed_pod_annotations: from 0.1.5 a template
 	// label or annotation not listed is refused.
 	AllowedPodLabels, AllowedPodAnnotations []string
+	// Version is what Health reports from the start ("": Version); see
+	// ReportVersion.
+	Version string
 }
 
 // Gateway is a running test gateway.
@@ -111,7 +114,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
-		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}}
+		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
