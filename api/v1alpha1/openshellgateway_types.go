@@ -764,6 +764,11 @@ const (
 	// GatewayReasonAtTarget (VersionCurrent=True): the gateway runs the
 	// release its spec asks for.
 	GatewayReasonAtTarget = "AtTarget"
+	// GatewayReasonProviderProfilesRequired (VersionCurrent=False): the
+	// operator's default moved to 0.1, but sandboxes on the gateway attach
+	// providers whose profiles a 0.1 gateway would need imported; the
+	// gateway stays on 0.0.x until its admin sets spec.managed.version.
+	GatewayReasonProviderProfilesRequired = "ProviderProfilesRequired"
 	// GatewayReasonUpgrading (Progressing): the gateway's pods are moving
 	// from status.version to spec.managed.version (or the default).
 	GatewayReasonUpgrading = "Upgrading"

@@ -287,6 +287,12 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if plan.Render == "" {
 		return notInstalled(plan), res, nil
 	}
+	if gw.Status.Version == "" {
+		// What runs (read from a workload an earlier operator rendered) is
+		// recorded before a new release is rendered over it: the next
+		// reconcile would read the new template instead.
+		gw.Status.Version = plan.Running
+	}
 	if _, err := status.AddFinalizer(ctx, r.Client, orig, gw, Finalizer); err != nil {
 		return h, res, err
 	}
@@ -428,7 +434,14 @@ func pinnedTLSSource(ca *corev1.Secret, certManager bool) render.TLSSource {
 // why nothing can be rendered yet (reason Installing: wait; otherwise the
 // gateway is degraded).
 func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result, source render.TLSSource, plan versionPlan) (render.Inputs, *issue) {
-	in := render.Inputs{Line: plan.Line(), Version: plan.Render, Images: render.ResolveImages(gw, r.Images, plan.Render),
+	images := gw
+	if plan.Render != plan.Target {
+		// spec.managed.images name the target's images, not those of the
+		// release the gateway is held on.
+		images = gw.DeepCopy()
+		images.Spec.Managed.Images = openshellv1alpha1.GatewayImages{}
+	}
+	in := render.Inputs{Line: plan.Line(), Version: plan.Render, Images: render.ResolveImages(images, r.Images, plan.Render),
 		Route: pf.Route, SCC: pf.SCC, ServiceMonitor: pf.ServiceMonitor, Proxy: r.Proxy, TLS: source}
 	if source == render.TLSCertManager && !pf.CertManager {
 		return in, &issue{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,
@@ -566,8 +579,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byGatewayLabels, managedByUs).
-		// A replaced gateway pod changes status.instance.
-		WatchesMetadata(&corev1.Pod{}, byGatewayLabels, managedByUs).
+		// A replaced gateway pod changes status.instance (its readiness
+		// reaches the reconciler through the workload's status).
+		WatchesMetadata(&corev1.Pod{}, byGatewayLabels, managedByUs, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp())
+			}})).
 		// A deleting gateway waits for its last sandbox to go (drain).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)

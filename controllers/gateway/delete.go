@@ -77,23 +77,29 @@ func (r *Reconciler) prune(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 		c.SetName(n.Fullname + "-server-external")
 		stale = append(stale, c)
 	}
-	if in.SCC && !rendered.UsesSCC {
-		rb := scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, nil, nil)
-		stale = append(stale, &rbacv1.RoleBinding{ObjectMeta: rb.ObjectMeta})
-	}
-	// The objects of the other release line: after an upgrade to 0.1, the
-	// 0.0.x sandbox NetworkPolicy (the gateway fences the namespace
-	// itself); on 0.0.x, the 0.1 runtime's grants.
-	if in.Line == gatewayline.V01 {
+	// The objects of the other release line go only once every pod runs
+	// the rendered one (status.version): until then the old pods and their
+	// sandboxes still need their SCC binding and NetworkPolicy. After an
+	// upgrade to 0.1, the 0.0.x sandbox NetworkPolicy goes (the gateway
+	// fences the namespace itself); on 0.0.x, the 0.1 runtime's grants.
+	running, _ := gatewayline.Of(gw.Status.Version)
+	settled := running == in.Line
+	switch {
+	case !settled:
+	case in.Line == gatewayline.V01:
 		np := &networkingv1.NetworkPolicy{}
 		np.SetNamespace(n.SandboxNamespace)
 		np.SetName(n.SandboxPolicy)
 		stale = append(stale, np)
-	} else {
+	default:
 		rb := &rbacv1.RoleBinding{}
 		rb.SetNamespace(n.SandboxNamespace)
 		rb.SetName(n.RuntimeBinding)
 		stale = append(stale, rb)
+	}
+	if in.SCC && !rendered.UsesSCC && settled {
+		rb := scc.RoleBinding(n.SandboxNamespace, n.SandboxSA, nil, nil)
+		stale = append(stale, &rbacv1.RoleBinding{ObjectMeta: rb.ObjectMeta})
 	}
 	for _, o := range stale {
 		if err := r.deleteIfOurs(ctx, gw, o); err != nil {

@@ -401,6 +401,7 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 		objs := append(append(children(ns), clusterChildren(ns)...), &openshellv1alpha1.OpenShellGateway{ObjectMeta: gw.ObjectMeta})
 		stop()
 		before := resourceVersions(ctx, g, c, objs)
+		beforeStatus := gatewayStatusJSON(ctx, c, gw)
 		count := framework.ReconcileCount("openshellgateway")
 		written := writes.Load()
 		framework.StartManager(outer, asOperator, opts)
@@ -414,7 +415,9 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 			last = now
 			return settled
 		}).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(BeTrue())
-		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before))
+		// A write to the gateway is most likely its status: say which field.
+		g.Expect(resourceVersions(ctx, g, c, objs)).To(Equal(before), "gateway status before the restart:\n%s\nafter:\n%s",
+			beforeStatus, gatewayStatusJSON(ctx, c, gw))
 		g.Expect(writes.Load()-written).To(BeZero(), "API write requests after the restart")
 	})
 
@@ -777,4 +780,14 @@ func TestManagedGatewayTrustsTheOperatorIssuer(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell"}, sts)).To(Succeed())
 		g.Expect(sts.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/etc/openshell-tls/trust/ca-bundle.crt"}))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
+}
+
+// gatewayStatusJSON is the gateway's status, for a failure message.
+func gatewayStatusJSON(ctx context.Context, c client.Client, gw *openshellv1alpha1.OpenShellGateway) string {
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+		return err.Error()
+	}
+	b, _ := json.MarshalIndent(cur.Status, "", " ")
+	return string(b)
 }

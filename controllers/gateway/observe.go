@@ -26,26 +26,27 @@ import (
 )
 
 // observeWorkload reads the StatefulSet or Deployment and says whether the
-// gateway serves: every replica updated and ready for the current spec.
+// gateway serves: every replica updated and ready for the current spec,
+// and no other left.
 func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (workload, error) {
 	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}
 	want := render.Replicas(gw)
 	var gen, observed int64
-	var ready, updated int32
+	var ready, updated, total int32
 	var template map[string]string
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
 		}
-		gen, observed, ready, updated = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas
+		gen, observed, ready, updated, total = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas
 		template = d.Spec.Template.Annotations
 	} else {
 		s := &appsv1.StatefulSet{}
 		if err := r.Client.Get(ctx, key, s); err != nil {
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
 		}
-		gen, observed, ready, updated = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas
+		gen, observed, ready, updated, total = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas, s.Status.Replicas
 		template = s.Spec.Template.Annotations
 	}
 	version := template[render.AnnotationVersion]
@@ -53,7 +54,9 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 		version = gatewayline.LegacyManaged
 	}
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
-	if observed < gen || updated < want || ready < want {
+	// A Deployment counts the pods of its old ReplicaSets as ready too:
+	// until none is left (total), an old release may still serve.
+	if observed < gen || updated < want || ready < want || total > want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
 	instance, err := r.instance(ctx, gw)

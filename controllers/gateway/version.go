@@ -11,6 +11,8 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -153,7 +155,52 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 		return versionPlan{}, err
 	}
 	enforced, _, _ := networkPolicyEnforced(gw, pf)
-	return planVersion(running, render.DesiredVersion(gw), enforced).withImages(gw, r.Images), nil
+	p := planVersion(running, render.DesiredVersion(gw), enforced)
+	if p.crossesToV01() && gw.Spec.Managed.Version == "" {
+		attaching, err := r.sandboxesWithProviders(ctx, gw)
+		if err != nil {
+			return versionPlan{}, err
+		}
+		p = p.holdForProviders(attaching)
+	}
+	return p.withImages(gw, r.Images), nil
+}
+
+// crossesToV01 reports that the plan moves a running 0.0.x gateway to 0.1.
+func (p versionPlan) crossesToV01() bool {
+	running, _ := gatewayline.Of(p.Running)
+	return p.Blocked == nil && running == gatewayline.Legacy && p.Line() == gatewayline.V01
+}
+
+// holdForProviders keeps a 0.0.x gateway there when only the operator's
+// default (not its admin) would move it to 0.1 while sandboxes on it
+// attach providers: a 0.1 gateway starts with an empty provider-profile
+// catalog, the operator does not import profiles yet, and those providers
+// would stop working. An admin who has planned the profiles sets
+// spec.managed.version.
+func (p versionPlan) holdForProviders(attaching []string) versionPlan {
+	if len(attaching) == 0 {
+		return p
+	}
+	return p.hold(openshellv1alpha1.GatewayReasonProviderProfilesRequired, fmt.Sprintf(
+		"the operator's default moved to OpenShell %s, but %d sandboxes on this gateway attach providers (for example %s), and 0.1 serves a provider only once its "+
+			"profile is imported, which the operator does not do yet: import the profiles after the move, then set spec.managed.version: %q to move "+
+			"(docs/upgrading-gateways.md), or pin %q", p.Target, len(attaching), attaching[0], p.Target, p.Running))
+}
+
+// sandboxesWithProviders names the sandboxes on gw that attach providers.
+func (r *Reconciler) sandboxesWithProviders(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.SandboxGateway: gwconn.Key(gw)}); err != nil {
+		return nil, fmt.Errorf("list sandboxes of the gateway: %w", err)
+	}
+	var out []string
+	for _, sb := range list.Items {
+		if len(sb.Spec.Providers) > 0 {
+			out = append(out, sb.Namespace+"/"+sb.Name)
+		}
+	}
+	return out, nil
 }
 
 // reportVersion sets VersionCurrent from the plan.

@@ -99,3 +99,31 @@ func TestPlanWithImages(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldForProviders: when only the operator's default would move a
+// 0.0.x gateway to 0.1, sandboxes that attach providers hold it (0.1
+// serves a provider only once its profile is imported); without them, or
+// between 0.1 releases, nothing is held.
+func TestHoldForProviders(t *testing.T) {
+	up := planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionTrue)
+	if !up.crossesToV01() {
+		t.Fatal("0.0.111 -> 0.1.5 does not cross to 0.1")
+	}
+	held := up.holdForProviders([]string{"team-a/agent"})
+	if held.Render != gatewayline.LegacyManaged || held.Blocked == nil || held.Blocked.Reason != openshellv1alpha1.GatewayReasonProviderProfilesRequired ||
+		!strings.Contains(held.Blocked.Message, "team-a/agent") || !strings.Contains(held.Blocked.Message, `spec.managed.version: "`+gatewayline.DefaultManaged+`"`) {
+		t.Fatalf("held = %+v %+v", held, held.Blocked)
+	}
+	if p := up.holdForProviders(nil); p.Blocked != nil || p.Render != gatewayline.DefaultManaged {
+		t.Fatalf("no providers: %+v", p)
+	}
+	for name, p := range map[string]versionPlan{
+		"0.1 to 0.1":      planVersion(gatewayline.DefaultManaged, "0.1.9", metav1.ConditionTrue),
+		"new 0.1 gateway": planVersion("", gatewayline.DefaultManaged, metav1.ConditionTrue),
+		"already held":    planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionUnknown),
+	} {
+		if p.crossesToV01() {
+			t.Errorf("%s: crosses to 0.1", name)
+		}
+	}
+}

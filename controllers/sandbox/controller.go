@@ -107,6 +107,9 @@ type observed struct {
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
 	unsyncedProviders []string
+	// providersBehind are not pushed to the gateway's current pods
+	// (status.instance): a create waits for them.
+	providersBehind []string
 	// env holds resolved values; envRefusal names what could not be read
 	// (never a value).
 	env        map[string]string
@@ -280,7 +283,8 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		}
 	}
 	if obs.gateway != nil {
-		obs.unsyncedProviders = unsynced(obs.providers, obs.gateway)
+		obs.unsyncedProviders = unsynced(obs.providers, obs.gateway, "")
+		obs.providersBehind = unsynced(obs.providers, obs.gateway, obs.gateway.Status.Instance)
 	}
 	obs.env, obs.envRefusal = r.resolveEnv(ctx, sb)
 	return obs, nil

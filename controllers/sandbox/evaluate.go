@@ -40,7 +40,7 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonWaitingForGateway,
 			"waiting for the sandbox to be created at the gateway")
 	}
-	return len(obs.unsyncedProviders) == 0 || sb.Status.SandboxID != ""
+	return len(obs.providersBehind) == 0 || sb.Status.SandboxID != ""
 }
 
 // setResolutionConditions reports ImageAllowed, PolicyResolved and
@@ -70,10 +70,11 @@ func setResolutionConditions(sb *openshellv1alpha1.OpenShellSandbox, obs observe
 		Message: fmt.Sprintf("%d providers resolved", len(sb.Spec.Providers))}
 	if r := providersGate(sb, obs); r != nil {
 		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: r.reason, Message: r.message}
-	} else if len(obs.unsyncedProviders) > 0 {
+	} else if behind := slices.Concat(obs.unsyncedProviders, obs.providersBehind); len(behind) > 0 {
+		slices.Sort(behind)
 		prov = metav1.Condition{Status: metav1.ConditionFalse, Reason: openshellv1alpha1.SandboxReasonProviderSyncing,
 			Message: fmt.Sprintf("waiting for OpenShellProvider %s to be pushed to the gateway (its Ready condition says what holds it)",
-				strings.Join(obs.unsyncedProviders, ", "))}
+				strings.Join(slices.Compact(behind), ", "))}
 	}
 	status.SetCondition(sb, openshellv1alpha1.SandboxConditionProvidersResolved, prov.Status, prov.Reason, prov.Message)
 }
@@ -195,18 +196,21 @@ func imageGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 }
 
 // unsynced lists providers not yet pushed to the gateway: their status has
-// no entry for it with a push that succeeded (ObservedGeneration set) to
-// the gateway's current pods (GatewayInstance: a replaced pod may have
-// lost them). An entry without a push is only the provider controller's
-// intent, recorded before its first push, and it stays so when that push
-// met another owner's provider of the same name: a sandbox created then
-// would be given that provider's credentials.
-func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gw *openshellv1alpha1.OpenShellGateway) []string {
+// no entry for it with a push that succeeded (ObservedGeneration set). An
+// entry without a push is only the provider controller's intent, recorded
+// before its first push, and it stays so when that push met another
+// owner's provider of the same name: a sandbox created then would be given
+// that provider's credentials. With instance set, a push to pods since
+// replaced (GatewayInstance: a replaced pod may have lost it) counts as
+// not pushed; pushes recorded before instances were (none recorded) count.
+// That stricter reading only gates a create: attachments of a running
+// sandbox follow the plain one, so a pod replacement detaches nothing.
+func unsynced(providers []*openshellv1alpha1.OpenShellProvider, gw *openshellv1alpha1.OpenShellGateway, instance string) []string {
 	gatewayKey := gwconn.Key(gw)
 	var out []string
 	for _, p := range providers {
 		if !slices.ContainsFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool {
-			return g.Gateway == gatewayKey && g.ObservedGeneration > 0 && g.GatewayInstance == gw.Status.Instance
+			return g.Gateway == gatewayKey && g.ObservedGeneration > 0 && (instance == "" || g.GatewayInstance == "" || g.GatewayInstance == instance)
 		}) {
 			out = append(out, p.Name)
 		}

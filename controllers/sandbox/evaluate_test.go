@@ -80,9 +80,11 @@ func TestUnsynced(t *testing.T) {
 	pushed := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1, GatewayInstance: "pods-now"}
 	// Pushed to pods since replaced, which may have lost it.
 	beforeRestart := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1, GatewayInstance: "pods-before"}
+	// Pushed before instances were recorded (an operator upgrade).
+	unrecorded := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws", ObservedGeneration: 1}
 	intent := openshellv1alpha1.ProviderGatewayStatus{Gateway: key, Name: "x", Workspace: "ws"}
 	elsewhere := openshellv1alpha1.ProviderGatewayStatus{Gateway: "other/gw", Name: "x", Workspace: "ws", ObservedGeneration: 3}
-	got := unsynced([]*openshellv1alpha1.OpenShellProvider{
+	providers := []*openshellv1alpha1.OpenShellProvider{
 		provider("pushed", pushed),
 		// A provider without a credentials Secret has no Secret version
 		// once pushed either: the generation is what says it was.
@@ -91,8 +93,15 @@ func TestUnsynced(t *testing.T) {
 		provider("other-gateway", elsewhere),
 		provider("none"),
 		provider("before-restart", beforeRestart),
-	}, gw)
-	if want := []string{"intent-only", "other-gateway", "none", "before-restart"}; !slices.Equal(got, want) {
+		provider("unrecorded", unrecorded),
+	}
+	// Attachments of a running sandbox: any push counts, so a pod
+	// replacement detaches nothing.
+	if got, want := unsynced(providers, gw, ""), []string{"intent-only", "other-gateway", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("unsynced = %v, want %v", got, want)
+	}
+	// A create: only a push to the current pods counts.
+	if got, want := unsynced(providers, gw, gw.Status.Instance), []string{"intent-only", "other-gateway", "none", "before-restart"}; !slices.Equal(got, want) {
+		t.Fatalf("unsynced to the current pods = %v, want %v", got, want)
 	}
 }

@@ -78,7 +78,8 @@ func (p Platform) ImageOverride(gw *openshellv1alpha1.OpenShellGateway) string {
 	}
 	var set []string
 	im := gw.Spec.Managed.Images
-	for _, f := range []struct{ name, v string }{{"gateway", im.Gateway}, {"supervisor", im.Supervisor}, {"sandbox", im.Sandbox}} {
+	for _, f := range []struct{ name, v string }{{"gateway", im.Gateway}, {"supervisor", im.Supervisor}, {"sandbox", im.Sandbox},
+		{"sandboxRuntime", im.SandboxRuntime}} {
 		if f.v != "" {
 			set = append(set, "spec.managed.images."+f.name)
 		}

@@ -118,6 +118,12 @@ func TestImageOverride(t *testing.T) {
 	if msg := (Platform{AllowImageOverrides: true}).ImageOverride(gw); msg != "" {
 		t.Fatalf("overrides allowed by the platform: %q", msg)
 	}
+	// The 0.1 sandbox runtime is every agent container's first process,
+	// the one that enforces its policy: overriding it is refused alike.
+	gw.Spec.Managed.Images = openshellv1alpha1.GatewayImages{SandboxRuntime: "evil.example/sandbox-runtime:latest"}
+	if msg := (Platform{}).ImageOverride(gw); !strings.Contains(msg, "spec.managed.images.sandboxRuntime") {
+		t.Fatalf("a sandbox runtime override: %q", msg)
+	}
 }
 
 func managedIn(ns, name, sandboxNS string, created time.Time) *openshellv1alpha1.OpenShellGateway {

@@ -24,11 +24,13 @@ import (
 
 // TestManagedGatewayUpgradeKeepsTenants upgrades a Managed gateway that
 // holds a tenant's sandbox, policy and provider from 0.0.111 to the
-// operator's default 0.1 release, by unpinning its version, with a test
-// gateway playing its pod at each release: when the pod restarts on the
-// new template it speaks 0.1, the operator follows once the roll is over
-// (status.version), and the tenant's objects keep working through the 0.1
-// wire, nothing re-created.
+// operator's default 0.1 release, with a test gateway playing its pod at
+// each release. Unpinned, the gateway stays on 0.0.111
+// (ProviderProfilesRequired: its sandbox attaches a provider, whose profile
+// a 0.1 gateway would need); its admin then names the release. When the
+// pod restarts on the new template it speaks 0.1, the operator follows once
+// the roll is over (status.version), and the tenant's objects keep working
+// through the 0.1 wire, nothing re-created.
 func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -43,6 +45,17 @@ func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 	g.Expect(m.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
 
 	setManagedVersion(ctx, g, gwKey, "")
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, gwKey, cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		current := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
+		g.Expect(current).NotTo(BeNil())
+		g.Expect(current.Reason).To(Equal(openshellv1alpha1.GatewayReasonProviderProfilesRequired))
+		g.Expect(current.Message).To(ContainSubstring(tenant + "/" + first.Name))
+		g.Expect(cur.Status.Version).To(Equal(gatewayline.LegacyManaged))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	setManagedVersion(ctx, g, gwKey, gatewayline.DefaultManaged)
 	// The pod restarts on the 0.1 template: from then on it speaks 0.1.
 	restartedOn(ctx, g, m.Object, gatewayline.DefaultManaged)
 	m.Gateway.ReportVersion(gatewayline.DefaultManaged)

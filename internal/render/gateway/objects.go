@@ -265,7 +265,7 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      mergeLabels(SelectorLabels(gw), Labels(gw, "gateway")),
-			Annotations: map[string]string{AnnotationConfigHash: configHash, AnnotationVersion: in.Version},
+			Annotations: podAnnotations(configHash, in.Version),
 		},
 		Spec: corev1.PodSpec{
 			ServiceAccountName:            n.Fullname,
@@ -277,6 +277,18 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 			Tolerations:                   m.Tolerations,
 		},
 	}
+}
+
+// podAnnotations are the gateway pod template's: the config hash, and the
+// release unless it is 0.0.111, which a template without one means (so
+// that gateways pinned to it do not roll when the operator that added the
+// annotation is installed).
+func podAnnotations(configHash, version string) map[string]string {
+	a := map[string]string{AnnotationConfigHash: configHash}
+	if version != "" && version != gatewayline.LegacyManaged {
+		a[AnnotationVersion] = version
+	}
+	return a
 }
 
 // KEKSecretKey is the key of the credential KEK in its Secret.
