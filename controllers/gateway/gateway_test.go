@@ -662,18 +662,22 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 	steps := []struct {
 		advance time.Duration
 		reason  string
-		check   func(g Gomega, caNow *x509.Certificate, server *corev1.Secret)
+		check   func(g Gomega, caNow *x509.Certificate, server, clientTLS *corev1.Secret)
 	}{
-		{2 * time.Hour, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+		{2 * time.Hour, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server, _ *corev1.Secret) {
 			g.Expect(caNow.SerialNumber).To(Equal(ca.SerialNumber), "the next CA signs before everyone trusts it")
 			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(2), "the next CA is not trusted yet")
 		}},
-		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCARotating, func(g Gomega, caNow *x509.Certificate, server, clientTLS *corev1.Secret) {
 			g.Expect(caNow.SerialNumber).NotTo(Equal(ca.SerialNumber), "the next CA was not promoted")
-			g.Expect(parseCert(g, server.Data["tls.crt"]).CheckSignatureFrom(caNow)).To(Succeed(), "the leaves were not reissued")
+			// Both leaves: the operator writes them one after the other,
+			// and the next step's check pairs this step's client leaf with
+			// a server that trusts only the new CA.
+			g.Expect(parseCert(g, server.Data["tls.crt"]).CheckSignatureFrom(caNow)).To(Succeed(), "the server leaf was not reissued")
+			g.Expect(parseCert(g, clientTLS.Data["tls.crt"]).CheckSignatureFrom(caNow)).To(Succeed(), "the client leaf was not reissued")
 			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(2), "the previous CA is no longer trusted")
 		}},
-		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCertificatesReady, func(g Gomega, caNow *x509.Certificate, server *corev1.Secret) {
+		{gateway.DefaultCAOverlap, openshellv1alpha1.GatewayReasonCertificatesReady, func(g Gomega, caNow *x509.Certificate, server, _ *corev1.Secret) {
 			g.Expect(bytes.Count(server.Data["ca.crt"], []byte("BEGIN CERTIFICATE"))).To(Equal(1), "the previous CA is still trusted")
 		}},
 	}
@@ -682,8 +686,8 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		poke(ctx, g, c, gw)
 		g.Eventually(func(g Gomega) {
 			g.Expect(cond(g, c, gw, openshellv1alpha1.GatewayConditionTLSReady).Reason).To(Equal(step.reason))
-			server, _ := secrets(g)
-			step.check(g, read(g, "openshell-ca-tls"), server)
+			server, clientTLS := secrets(g)
+			step.check(g, read(g, "openshell-ca-tls"), server, clientTLS)
 		}).WithTimeout(10*time.Second).Should(Succeed(), "CA rotation step %d", i+1)
 		newServer, newClient := secrets(g)
 		expectMutualTLS(g, newServer, oldClient, "openshell."+ns+".svc", clock.Now)
