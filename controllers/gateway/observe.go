@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
@@ -49,10 +48,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 		gen, observed, ready, updated, total = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas, s.Status.Replicas
 		template = s.Spec.Template.Annotations
 	}
-	version := template[render.AnnotationVersion]
-	if version == "" {
-		version = gatewayline.LegacyManaged
-	}
+	version := render.TemplateVersion(template)
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	// A Deployment counts the pods of its old ReplicaSets as ready too:
 	// until none is left (total), an old release may still serve.

@@ -142,10 +142,7 @@ func (r *Reconciler) runningVersion(ctx context.Context, gw *openshellv1alpha1.O
 			return "", nil
 		}
 	}
-	if v := annotations[render.AnnotationVersion]; v != "" {
-		return v, nil
-	}
-	return gatewayline.LegacyManaged, nil
+	return render.TemplateVersion(annotations), nil
 }
 
 // planManaged observes what a Managed gateway runs and plans its release.

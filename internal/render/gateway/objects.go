@@ -291,6 +291,15 @@ func podAnnotations(configHash, version string) map[string]string {
 	return a
 }
 
+// TemplateVersion is the release a gateway pod template runs, as
+// podAnnotations recorded it (none: 0.0.111).
+func TemplateVersion(annotations map[string]string) string {
+	if v := annotations[AnnotationVersion]; v != "" {
+		return v
+	}
+	return gatewayline.LegacyManaged
+}
+
 // KEKSecretKey is the key of the credential KEK in its Secret.
 const KEKSecretKey = "key-encryption-key"
 

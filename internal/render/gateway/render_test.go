@@ -252,3 +252,14 @@ func TestUpstreamProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateVersionReadsWhatIsRendered: the release the pod template
+// records is read back as rendered, 0.0.111 included (recorded by leaving
+// the annotation out).
+func TestTemplateVersionReadsWhatIsRendered(t *testing.T) {
+	for _, v := range []string{gatewayline.LegacyManaged, gatewayline.DefaultManaged, "0.1.9"} {
+		if got := TemplateVersion(podAnnotations("hash", v)); got != v {
+			t.Errorf("rendered %s, read back %s", v, got)
+		}
+	}
+}
