@@ -19,6 +19,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
+	"github.com/openshell/openshell-operator/controllers/providerprofile"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
@@ -136,6 +137,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
+		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
 		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
 			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter}},
 	} {

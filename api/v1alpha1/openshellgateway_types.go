@@ -120,6 +120,18 @@ type OpenShellGatewaySpec struct {
 	// NetworkPolicyEnforced.
 	// +optional
 	NetworkPolicyEnforcement NetworkPolicyEnforcement `json:"networkPolicyEnforcement,omitempty"`
+
+	// ProviderProfiles names OpenShellProviderProfiles in this gateway's
+	// namespace to import into the gateway's platform catalog (0.1
+	// gateways; 0.0.x builds its profiles in). Every workspace's providers
+	// of such a type use the platform's profile: a tenant namespace's
+	// profile of the same id is not imported here (ShadowedByPlatform).
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	ProviderProfiles []string `json:"providerProfiles,omitempty"`
 }
 
 // NetworkPolicyEnforcement is the Platform Admin's statement about
@@ -765,9 +777,10 @@ const (
 	// release its spec asks for.
 	GatewayReasonAtTarget = "AtTarget"
 	// GatewayReasonProviderProfilesRequired (VersionCurrent=False): the
-	// operator's default moved to 0.1, but sandboxes on the gateway attach
-	// providers whose profiles a 0.1 gateway would need imported; the
-	// gateway stays on 0.0.x until its admin sets spec.managed.version.
+	// gateway would move to 0.1, but sandboxes on it attach providers whose
+	// type no OpenShellProviderProfile declares (0.1 has no built-in
+	// profiles); it stays on 0.0.x until each is declared, then moves and
+	// has them imported before its providers are given again.
 	GatewayReasonProviderProfilesRequired = "ProviderProfilesRequired"
 	// GatewayReasonUpgrading (Progressing): the gateway's pods are moving
 	// from status.version to spec.managed.version (or the default).

@@ -74,6 +74,16 @@ type ProviderGatewayStatus struct {
 	// provider again if it lost it).
 	// +optional
 	GatewayInstance string `json:"gatewayInstance,omitempty"`
+	// Line is the gateway's release line at the last push (empty: 0.0): a
+	// gateway upgraded in place to 0.1 is given the provider again, naming
+	// the catalog of its profile.
+	// +optional
+	Line string `json:"line,omitempty"`
+	// ProfileWorkspace is the provider's profile_workspace at the last
+	// push (0.1): empty for the gateway's platform catalog, else the
+	// workspace whose catalog holds its type's profile.
+	// +optional
+	ProfileWorkspace string `json:"profileWorkspace,omitempty"`
 }
 
 // OpenShellProviderStatus is the observed state of a provider.

@@ -79,3 +79,18 @@ func (o *OpenShellProvider) StatusValue() any { return *o.Status.DeepCopy() }
 
 // StatusValue returns a copy of the status, for change detection.
 func (o *OpenShellImagePolicy) StatusValue() any { return *o.Status.DeepCopy() }
+
+// GetConditions returns the status conditions.
+func (o *OpenShellProviderProfile) GetConditions() []metav1.Condition { return o.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (o *OpenShellProviderProfile) SetConditions(c []metav1.Condition) { o.Status.Conditions = c }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (o *OpenShellProviderProfile) GetObservedGeneration() int64 { return o.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (o *OpenShellProviderProfile) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+// StatusValue returns a copy of the status, for change detection.
+func (o *OpenShellProviderProfile) StatusValue() any { return *o.Status.DeepCopy() }

@@ -602,6 +602,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithSandboxesIn),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false }})).
+		// A declared provider profile may release a gateway held on 0.0.x
+		// for want of one (ProviderProfilesRequired): re-queue only those.
+		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		// A namespace's labels concern the gateways in it (served) and those
 		// whose sandboxes run in it (PodSecurityAdmitted).

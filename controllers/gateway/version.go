@@ -3,11 +3,16 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
@@ -153,12 +158,12 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 	}
 	enforced, _, _ := networkPolicyEnforced(gw, pf)
 	p := planVersion(running, render.DesiredVersion(gw), enforced)
-	if p.crossesToV01() && gw.Spec.Managed.Version == "" {
-		attaching, err := r.sandboxesWithProviders(ctx, gw)
+	if p.crossesToV01() {
+		missing, err := r.undeclaredProfiles(ctx, gw)
 		if err != nil {
 			return versionPlan{}, err
 		}
-		p = p.holdForProviders(attaching)
+		p = p.holdForProviders(missing)
 	}
 	return p.withImages(gw, r.Images), nil
 }
@@ -169,34 +174,55 @@ func (p versionPlan) crossesToV01() bool {
 	return p.Blocked == nil && running == gatewayline.Legacy && p.Line() == gatewayline.V01
 }
 
-// holdForProviders keeps a 0.0.x gateway there when only the operator's
-// default (not its admin) would move it to 0.1 while sandboxes on it
-// attach providers: a 0.1 gateway starts with an empty provider-profile
-// catalog, the operator does not import profiles yet, and those providers
-// would stop working. An admin who has planned the profiles sets
-// spec.managed.version.
-func (p versionPlan) holdForProviders(attaching []string) versionPlan {
-	if len(attaching) == 0 {
+// holdForProviders keeps a 0.0.x gateway there while sandboxes on it
+// attach providers whose profile nobody declared: a 0.1 gateway starts
+// with an empty provider-profile catalog and refuses to attach a provider
+// whose profile it lacks, so the roll would break those sandboxes. Each
+// entry of missing is "namespace/provider (type)". Once every type is
+// declared (an OpenShellProviderProfile in the provider's namespace, or
+// one this gateway names in spec.providerProfiles), the gateway rolls and
+// the profiles are imported into it before its providers are given again.
+func (p versionPlan) holdForProviders(missing []string) versionPlan {
+	if len(missing) == 0 {
 		return p
 	}
 	return p.hold(openshellv1alpha1.GatewayReasonProviderProfilesRequired, fmt.Sprintf(
-		"the operator's default moved to OpenShell %s, but %d sandboxes on this gateway attach providers (for example %s), and 0.1 serves a provider only once its "+
-			"profile is imported, which the operator does not do yet: import the profiles after the move, then set spec.managed.version: %q to move "+
-			"(docs/upgrading-gateways.md), or pin %q", p.Target, len(attaching), attaching[0], p.Target, p.Running))
+		"moving to OpenShell %s needs a provider profile for every provider its sandboxes attach (0.1 has no built-in profiles), and %d have none, "+
+			"for example %s: create an OpenShellProviderProfile named after the provider's type in its namespace, or list one of this namespace in "+
+			"spec.providerProfiles (docs/upgrading-gateways.md); the gateway stays on %s until then", p.Target, len(missing), missing[0], p.Running))
 }
 
-// sandboxesWithProviders names the sandboxes on gw that attach providers.
-func (r *Reconciler) sandboxesWithProviders(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
+// undeclaredProfiles names the providers attached by sandboxes on gw
+// whose type has no declared profile for gw, as "namespace/name (type)".
+func (r *Reconciler) undeclaredProfiles(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
 	list := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{index.SandboxGateway: gwconn.Key(gw)}); err != nil {
 		return nil, fmt.Errorf("list sandboxes of the gateway: %w", err)
 	}
 	var out []string
 	for _, sb := range list.Items {
-		if len(sb.Spec.Providers) > 0 {
-			out = append(out, sb.Namespace+"/"+sb.Name)
+		for _, name := range sb.Spec.Providers {
+			prov := &openshellv1alpha1.OpenShellProvider{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, prov); apierrors.IsNotFound(err) {
+				continue // the sandbox waits for it on any release
+			} else if err != nil {
+				return nil, err
+			}
+			profileNS := prov.Namespace
+			if slices.Contains(gw.Spec.ProviderProfiles, prov.Spec.Type) {
+				profileNS = gw.Namespace
+			}
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: profileNS, Name: prov.Spec.Type}, &openshellv1alpha1.OpenShellProviderProfile{})
+			if apierrors.IsNotFound(err) {
+				if e := fmt.Sprintf("%s/%s (%s)", prov.Namespace, prov.Name, prov.Spec.Type); !slices.Contains(out, e) {
+					out = append(out, e)
+				}
+			} else if err != nil {
+				return nil, err
+			}
 		}
 	}
+	sort.Strings(out)
 	return out, nil
 }
 
@@ -233,4 +259,21 @@ func followVersion(gw *openshellv1alpha1.OpenShellGateway, p versionPlan, w work
 			Message: fmt.Sprintf("moving from OpenShell %s to %s: %s", p.Running, p.Render, w.Message)})
 	}
 	return h
+}
+
+// gatewaysHeldForProfiles lists the gateways whose move to 0.1 waits for
+// provider profiles to be declared.
+func (r *Reconciler) gatewaysHeldForProfiles(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		c := meta.FindStatusCondition(list.Items[i].Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
+		if c != nil && c.Reason == openshellv1alpha1.GatewayReasonProviderProfilesRequired {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
 }

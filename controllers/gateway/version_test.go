@@ -100,18 +100,18 @@ func TestPlanWithImages(t *testing.T) {
 	}
 }
 
-// TestHoldForProviders: when only the operator's default would move a
-// 0.0.x gateway to 0.1, sandboxes that attach providers hold it (0.1
-// serves a provider only once its profile is imported); without them, or
-// between 0.1 releases, nothing is held.
+// TestHoldForProviders: a 0.0.x gateway moving to 0.1 is held while
+// sandboxes on it attach providers whose profile nobody declared (0.1
+// has no built-in profiles); without them, or between 0.1 releases,
+// nothing is held.
 func TestHoldForProviders(t *testing.T) {
 	up := planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionTrue)
 	if !up.crossesToV01() {
 		t.Fatal("0.0.111 -> 0.1.5 does not cross to 0.1")
 	}
-	held := up.holdForProviders([]string{"team-a/agent"})
+	held := up.holdForProviders([]string{"team-a/anthropic (claude-code)"})
 	if held.Render != gatewayline.LegacyManaged || held.Blocked == nil || held.Blocked.Reason != openshellv1alpha1.GatewayReasonProviderProfilesRequired ||
-		!strings.Contains(held.Blocked.Message, "team-a/agent") || !strings.Contains(held.Blocked.Message, `spec.managed.version: "`+gatewayline.DefaultManaged+`"`) {
+		!strings.Contains(held.Blocked.Message, "team-a/anthropic (claude-code)") || !strings.Contains(held.Blocked.Message, "OpenShellProviderProfile") {
 		t.Fatalf("held = %+v %+v", held, held.Blocked)
 	}
 	if p := up.holdForProviders(nil); p.Blocked != nil || p.Render != gatewayline.DefaultManaged {

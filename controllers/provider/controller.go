@@ -39,6 +39,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -220,8 +221,13 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		}
 	}
 	switch {
+	case conflict == openshellv1alpha1.ProviderReasonProfileMissing:
+		// A gateway admin may import it out of band, which no watch sees.
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
+		return ctrl.Result{RequeueAfter: profileRecheck}, true
 	case conflict != "":
-		// Not retried on a timer: it needs a gateway admin or a rename.
+		// Not retried on a timer: it needs a gateway admin, a rename, or a
+		// profile's import (whose status change re-queues the provider).
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
 		return ctrl.Result{}, true
 	case len(failed) > 0:
@@ -241,6 +247,9 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 const (
 	pushRetry   = 5 * time.Second
 	deleteRetry = 2 * time.Second
+	// profileRecheck is how soon a gateway is asked again for a profile
+	// that no OpenShellProviderProfile declares.
+	profileRecheck = time.Minute
 )
 
 // credentialsError says why the credentials Secret could not be used, never
@@ -263,9 +272,14 @@ func credentialsError(p *openshellv1alpha1.OpenShellProvider, err error) string 
 func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
 	nsUID types.UID, creds map[string]string, secretRV string) (conflictReason, failure string) {
 	key := gwconn.Key(gw)
+	line, err := r.Gateways.Line(ctx, gw)
+	if err != nil {
+		return "", fmt.Sprintf("%s: %s", key, err)
+	}
 	i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
 	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation &&
-		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance {
+		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance && pushedLine(p.Status.Gateways[i]) == line &&
+		p.Status.Gateways[i].ProfileWorkspace == r.declaredCatalog(ctx, line, gw, p, nsUID) {
 		return "", ""
 	}
 	// An entry without a Secret version is only an intent (recordTargets):
@@ -276,6 +290,9 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		prevKeys = p.Status.Gateways[i].CredentialKeys
 	}
 	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, known)
+	if pe := (*profileError)(nil); errors.As(err, &pe) {
+		return pe.reason, pe.Error()
+	}
 	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
 		if c.Kind == "workspace" {
 			return openshellv1alpha1.ReasonWorkspaceConflict, c.Error()
@@ -286,6 +303,10 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
 	}
 	entry.SecretResourceVersion, entry.ObservedGeneration, entry.GatewayInstance = secretRV, p.Generation, gw.Status.Instance
+	if line != gatewayline.Legacy {
+		entry.Line = string(line)
+	}
+	entry.ProfileWorkspace = r.declaredCatalog(ctx, line, gw, p, nsUID)
 	if i >= 0 {
 		p.Status.Gateways[i] = entry
 	} else {
@@ -316,9 +337,15 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		return entry, err
 	}
 	entry.Workspace = ws
+	profileWS := ""
+	if gatewayline.ImportsProfiles(conn.Line) {
+		if profileWS, err = r.profileCatalog(ctx, conn, gw, p, ws); err != nil {
+			return entry, err
+		}
+	}
 	owner := ownerLabels(p, nsUID)
 	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name, Labels: owner}, Type: p.Spec.Type,
-		Credentials: creds, Config: p.Spec.Config}
+		Credentials: creds, Config: p.Spec.Config, ProfileWorkspace: profileWS}
 	if !known {
 		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
 		if grpcstatus.Code(err) == codes.NotFound {
@@ -339,7 +366,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		}
 	}
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
-		Credentials: map[string]string{}, Config: p.Spec.Config}
+		Credentials: map[string]string{}, Config: p.Spec.Config, ProfileWorkspace: profileWS}
 	for k, v := range creds {
 		upd.Credentials[k] = v
 	}
@@ -354,6 +381,86 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		return r.pushTo(ctx, gw, p, nsUID, creds, nil, false)
 	}
 	return entry, err
+}
+
+// declaredCatalog is the profile_workspace the declared profiles give a
+// provider at gw (what profileCatalog decides, without asking the
+// gateway): its namespace's workspace when the namespace declares its
+// type and the gateway's platform does not, else the platform catalog.
+// A change (a profile declared, a platform profile added) pushes again.
+func (r *Reconciler) declaredCatalog(ctx context.Context, line gatewayline.Line, gw *openshellv1alpha1.OpenShellGateway,
+	p *openshellv1alpha1.OpenShellProvider, nsUID types.UID) string {
+	if !gatewayline.ImportsProfiles(line) || slices.Contains(gw.Spec.ProviderProfiles, p.Spec.Type) {
+		return ""
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.Type}, &openshellv1alpha1.OpenShellProviderProfile{})
+	if err != nil {
+		return ""
+	}
+	return sandboxspec.WorkspaceName(p.Namespace, nsUID)
+}
+
+// pushedLine is the line an entry was pushed in (none recorded: 0.0.x).
+func pushedLine(e openshellv1alpha1.ProviderGatewayStatus) gatewayline.Line {
+	if e.Line == "" {
+		return gatewayline.Legacy
+	}
+	return gatewayline.Line(e.Line)
+}
+
+// profileError says why a provider cannot be pushed to a 0.1 gateway yet:
+// its type's profile is missing there, or declared but not imported.
+type profileError struct {
+	reason, msg string
+}
+
+func (e *profileError) Error() string { return e.msg }
+
+// profileCatalog decides which catalog of a 0.1 gateway holds the
+// profile of the provider's type, and returns the provider's
+// profile_workspace for it ("" for the platform's). The platform's
+// declared profile wins over the namespace's (a tenant cannot replace
+// what the platform defines); a declared profile must be imported at this
+// gateway incarnation first; an undeclared one must already be in the
+// platform catalog (imported there by the gateway's admin).
+func (r *Reconciler) profileCatalog(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway,
+	p *openshellv1alpha1.OpenShellProvider, ws string) (string, error) {
+	id := p.Spec.Type
+	scope, profileNS, catalog := openshellv1alpha1.ProfileScopeWorkspace, p.Namespace, ws
+	if slices.Contains(gw.Spec.ProviderProfiles, id) {
+		scope, profileNS, catalog = openshellv1alpha1.ProfileScopePlatform, gw.Namespace, ""
+	}
+	prof := &openshellv1alpha1.OpenShellProviderProfile{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: profileNS, Name: id}, prof)
+	switch {
+	case err == nil:
+		if imported(prof, gw, scope) {
+			return catalog, nil
+		}
+		return "", &profileError{reason: openshellv1alpha1.ProviderReasonProfilePending, msg: fmt.Sprintf(
+			"waiting for OpenShellProviderProfile %s/%s to be imported at gateway %s (see its status)", profileNS, id, gwconn.Key(gw))}
+	case !apierrors.IsNotFound(err):
+		return "", err
+	case scope == openshellv1alpha1.ProfileScopePlatform:
+		return "", &profileError{reason: openshellv1alpha1.ProviderReasonProfileMissing, msg: fmt.Sprintf(
+			"gateway %s lists provider profile %s in spec.providerProfiles, but namespace %s has no OpenShellProviderProfile %s: "+
+				"the platform admin must create it", gwconn.Key(gw), id, gw.Namespace, id)}
+	}
+	_, err = conn.GetProviderProfile(ctx, &openshellv1.GetProviderProfileRequest{Id: id})
+	if grpcstatus.Code(err) == codes.NotFound {
+		return "", &profileError{reason: openshellv1alpha1.ProviderReasonProfileMissing, msg: fmt.Sprintf(
+			"gateway %s (OpenShell 0.1) has no provider profile %s: create an OpenShellProviderProfile named %s in namespace %s, "+
+				"or ask the platform admin to provide it (the gateway's spec.providerProfiles)", gwconn.Key(gw), id, id, p.Namespace)}
+	}
+	return "", err
+}
+
+// imported says whether a profile is in a gateway's catalog of scope at
+// the gateway's current incarnation.
+func imported(prof *openshellv1alpha1.OpenShellProviderProfile, gw *openshellv1alpha1.OpenShellGateway, scope openshellv1alpha1.ProfileScope) bool {
+	return slices.ContainsFunc(prof.Status.Gateways, func(e openshellv1alpha1.ProviderProfileGatewayStatus) bool {
+		return e.Gateway == gwconn.Key(gw) && e.Scope == scope && e.ObservedGeneration > 0 && e.GatewayInstance == gw.Status.Instance
+	})
 }
 
 // ownerLabels mark a gateway provider as created for this OpenShellProvider
@@ -485,6 +592,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// A profile's import (or its removal) decides whether providers
+		// of its type may be pushed; a platform profile serves every
+		// namespace.
+		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.MatchingFields{index.ProviderType: o.GetName()})
+		})).
 		WatchesRawSource(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},

@@ -23,6 +23,8 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/fakeclient"
@@ -511,4 +513,78 @@ func TestAProviderTheGatewayLostIsCreatedAgain(t *testing.T) {
 		t.Fatalf("stored credentials %v", got)
 	}
 	wantReady(t, f.provider(t), metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+}
+
+// TestProfileGateOn01: a 0.1 gateway builds no profiles in. A provider
+// whose type nobody declared and the gateway's platform catalog lacks is
+// not pushed (ProfileMissing, naming the id); a declared profile not yet
+// imported at this gateway holds it (ProfilePending); once imported, the
+// provider is pushed naming its namespace's catalog, and a platform
+// profile the gateway lists wins over the namespace's (pushed again,
+// naming the platform catalog).
+func TestProfileGateOn01(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, options{})
+	f.env.Gateway.ReportVersion(gatewayline.V01WireRelease)
+	gw := f.env.Object.DeepCopy()
+	gw.Status.Version = gatewayline.V01WireRelease
+	if err := f.env.Client.Status().Update(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	c := wantReady(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.ProviderReasonProfileMissing)
+	if !strings.Contains(c.Message, "provider profile anthropic") || f.pushes() != 0 {
+		t.Fatalf("message %q, %d pushes", c.Message, f.pushes())
+	}
+
+	prof := &openshellv1alpha1.OpenShellProviderProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anthropic", Generation: 1}}
+	if err := f.env.Client.Create(ctx, prof); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	wantReady(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.ProviderReasonProfilePending)
+	if f.pushes() != 0 {
+		t.Fatal("pushed before its profile was imported")
+	}
+
+	// What the profile controller records once it imported the profile.
+	prof.Status.Gateways = []openshellv1alpha1.ProviderProfileGatewayStatus{{Gateway: gatewayKey, Scope: openshellv1alpha1.ProfileScopeWorkspace,
+		Workspace: workspace, ObservedGeneration: 1}}
+	if err := f.env.Client.Status().Update(ctx, prof); err != nil {
+		t.Fatal(err)
+	}
+	f.env.Gateway.ImportProfile(workspace, &v01.ProviderProfile{Id: "anthropic"})
+	f.reconcile(t)
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	if pw, _ := f.env.Gateway.ProviderProfileWorkspace(workspace, provName); pw != workspace || p.Status.Gateways[0].ProfileWorkspace != workspace {
+		t.Fatalf("profile_workspace %q, status %+v", pw, p.Status.Gateways)
+	}
+
+	// The platform defines anthropic for this gateway: pushed again,
+	// naming the platform catalog.
+	platform := &openshellv1alpha1.OpenShellProviderProfile{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "anthropic", Generation: 1}}
+	if err := f.env.Client.Create(ctx, platform); err != nil {
+		t.Fatal(err)
+	}
+	platform.Status.Gateways = []openshellv1alpha1.ProviderProfileGatewayStatus{{Gateway: gatewayKey, Scope: openshellv1alpha1.ProfileScopePlatform, ObservedGeneration: 1}}
+	if err := f.env.Client.Status().Update(ctx, platform); err != nil {
+		t.Fatal(err)
+	}
+	f.env.Gateway.ImportProfile("", &v01.ProviderProfile{Id: "anthropic"})
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	if err := f.env.Client.Get(ctx, client.ObjectKeyFromObject(f.env.Object), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.ProviderProfiles = []string{"anthropic"}
+	if err := f.env.Client.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	before := f.pushes()
+	f.reconcile(t)
+	p = f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	if pw, _ := f.env.Gateway.ProviderProfileWorkspace(workspace, provName); pw != "" || f.pushes() == before {
+		t.Fatalf("profile_workspace %q after the platform took over (%d pushes)", pw, f.pushes()-before)
+	}
 }

@@ -227,6 +227,14 @@ func (legacyClient) ImportProviderProfiles(context.Context, *v01.ImportProviderP
 	return nil, unimplemented("ImportProviderProfiles")
 }
 
+func (legacyClient) UpdateProviderProfiles(context.Context, *v01.UpdateProviderProfilesRequest, ...grpc.CallOption) (*v01.UpdateProviderProfilesResponse, error) {
+	return nil, unimplemented("UpdateProviderProfiles")
+}
+
+func (legacyClient) DeleteProviderProfile(context.Context, *v01.DeleteProviderProfileRequest, ...grpc.CallOption) (*v01.DeleteProviderProfileResponse, error) {
+	return nil, unimplemented("DeleteProviderProfile")
+}
+
 func (l legacyClient) UpdateConfig(ctx context.Context, in *v01.UpdateConfigRequest, opts ...grpc.CallOption) (*v01.UpdateConfigResponse, error) {
 	out := &v01.UpdateConfigResponse{}
 	return result(out, translated(ctx, in, &legacy.UpdateConfigRequest{}, out, l.c.UpdateConfig, opts))

@@ -80,6 +80,11 @@ func AtLeast(version, minimum string) bool {
 // (allowed_pod_labels, allowed_pod_annotations).
 const PodLabelAllowlist = "0.1.5"
 
+// ImportsProfiles says whether a line's gateways take provider profiles by
+// import (0.1: an empty catalog until profiles are imported) rather than
+// building them in (0.0.x).
+func ImportsProfiles(l Line) bool { return l == V01 }
+
 // parse reads major.minor.patch, ignoring a "v" prefix and any "-" or "+"
 // suffix.
 func parse(v string) (major, minor, patch int, err error) {

@@ -20,7 +20,7 @@ import (
 // never adopted: adopting would hand one tenant another's sandboxes or
 // credentials.
 type ConflictError struct {
-	// Kind is "workspace" or "provider".
+	// Kind is "workspace", "provider" or "provider profile".
 	Kind, Name, Workspace, Gateway string
 }
 
@@ -34,8 +34,11 @@ func (e *ConflictError) Error() string {
 }
 
 func owner(kind string) string {
-	if kind == "workspace" {
+	switch kind {
+	case "workspace":
 		return "namespace"
+	case "provider profile":
+		return "OpenShellProviderProfile"
 	}
 	return "OpenShellProvider"
 }

@@ -34,6 +34,8 @@ const (
 	SandboxID = "status.sandboxID"
 	// ProviderSecret indexes providers by their credentials Secret.
 	ProviderSecret = "spec.credentialsSecretRef.name"
+	// ProviderType indexes providers by their type (the profile id).
+	ProviderType = "spec.type"
 )
 
 // Register adds every index to the manager's field indexer.
@@ -60,6 +62,9 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		}},
 		{&openshellv1alpha1.OpenShellSandbox{}, SandboxProviders, func(o client.Object) []string {
 			return o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers
+		}},
+		{&openshellv1alpha1.OpenShellProvider{}, ProviderType, func(o client.Object) []string {
+			return []string{o.(*openshellv1alpha1.OpenShellProvider).Spec.Type}
 		}},
 		{&openshellv1alpha1.OpenShellProvider{}, ProviderSecret, func(o client.Object) []string {
 			if ref := o.(*openshellv1alpha1.OpenShellProvider).Spec.CredentialsSecretRef; ref != nil {

@@ -69,32 +69,71 @@ func Policy(spec openshellv1alpha1.OpenShellPolicySpec) *sandboxv1.SandboxPolicy
 		p.NetworkPolicies = map[string]*sandboxv1.NetworkPolicyRule{}
 	}
 	for _, r := range spec.NetworkPolicies {
-		rule := &sandboxv1.NetworkPolicyRule{Name: r.Name}
-		for _, e := range r.Endpoints {
-			ep := &sandboxv1.NetworkEndpoint{Host: e.Host, Protocol: e.Protocol, Enforcement: enforcement[e.Enforcement],
-				Access: access[e.Access], AllowedIps: e.AllowedIPs, Path: e.Path}
-			if e.Port != nil {
-				ep.Port = uint32(*e.Port)
-			}
-			for _, port := range e.Ports {
-				ep.Ports = append(ep.Ports, uint32(port))
-			}
-			for _, l7 := range e.Rules {
-				ep.Rules = append(ep.Rules, &sandboxv1.L7Rule{Allow: &sandboxv1.L7Allow{Method: l7.Method, Path: l7.Path,
-					Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName}})
-			}
-			for _, l7 := range e.DenyRules {
-				ep.DenyRules = append(ep.DenyRules, &sandboxv1.L7DenyRule{Method: l7.Method, Path: l7.Path,
-					Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName})
-			}
-			rule.Endpoints = append(rule.Endpoints, ep)
-		}
-		for _, b := range r.Binaries {
-			rule.Binaries = append(rule.Binaries, &sandboxv1.NetworkBinary{Path: b.Path})
-		}
-		p.NetworkPolicies[r.Name] = rule
+		p.NetworkPolicies[r.Name] = &sandboxv1.NetworkPolicyRule{Name: r.Name, Endpoints: endpoints(r.Endpoints), Binaries: binaries(r.Binaries)}
 	}
 	return p
+}
+
+// endpoints renders the API's network endpoints (a policy rule's, a
+// provider profile's) as the gateway's.
+func endpoints(in []openshellv1alpha1.NetworkEndpoint) []*sandboxv1.NetworkEndpoint {
+	var out []*sandboxv1.NetworkEndpoint
+	for _, e := range in {
+		ep := &sandboxv1.NetworkEndpoint{Host: e.Host, Protocol: e.Protocol, Enforcement: enforcement[e.Enforcement],
+			Access: access[e.Access], AllowedIps: e.AllowedIPs, Path: e.Path}
+		if e.Port != nil {
+			ep.Port = uint32(*e.Port)
+		}
+		for _, port := range e.Ports {
+			ep.Ports = append(ep.Ports, uint32(port))
+		}
+		for _, l7 := range e.Rules {
+			ep.Rules = append(ep.Rules, &sandboxv1.L7Rule{Allow: &sandboxv1.L7Allow{Method: l7.Method, Path: l7.Path,
+				Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName}})
+		}
+		for _, l7 := range e.DenyRules {
+			ep.DenyRules = append(ep.DenyRules, &sandboxv1.L7DenyRule{Method: l7.Method, Path: l7.Path,
+				Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName})
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+func binaries(in []openshellv1alpha1.NetworkBinary) []*sandboxv1.NetworkBinary {
+	var out []*sandboxv1.NetworkBinary
+	for _, b := range in {
+		out = append(out, &sandboxv1.NetworkBinary{Path: b.Path})
+	}
+	return out
+}
+
+// profileCategory spells the API's categories as the gateway's enum.
+var profileCategory = map[openshellv1alpha1.ProviderProfileCategory]openshellv1.ProviderProfileCategory{
+	"":              openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_OTHER,
+	"Other":         openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_OTHER,
+	"Inference":     openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_INFERENCE,
+	"Agent":         openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_AGENT,
+	"SourceControl": openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_SOURCE_CONTROL,
+	"Messaging":     openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_MESSAGING,
+	"Data":          openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_DATA,
+	"Knowledge":     openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_KNOWLEDGE,
+}
+
+// Profile renders an OpenShellProviderProfile as the gateway's profile,
+// marked with owner (annotations: the profile message has no labels) so
+// that a profile of the same id found at the gateway is recognised as
+// this object's or not.
+func Profile(p *openshellv1alpha1.OpenShellProviderProfile, owner map[string]string) *openshellv1.ProviderProfile {
+	out := &openshellv1.ProviderProfile{Id: p.Name, DisplayName: p.Spec.DisplayName, Description: p.Spec.Description,
+		Category: profileCategory[p.Spec.Category], Endpoints: endpoints(p.Spec.Endpoints), Binaries: binaries(p.Spec.Binaries),
+		InferenceCapable: p.Spec.InferenceCapable, Annotations: maps.Clone(owner)}
+	for _, c := range p.Spec.Credentials {
+		out.Credentials = append(out.Credentials, &openshellv1.ProviderProfileCredential{Name: c.Name, Description: c.Description,
+			EnvVars: c.EnvVars, Required: c.Required, AuthStyle: c.AuthStyle, HeaderName: c.HeaderName, QueryParam: c.QueryParam,
+			PathTemplate: c.PathTemplate})
+	}
+	return out
 }
 
 // Hash is a stable hash of a message (deterministic encoding).

@@ -578,3 +578,44 @@ func TestImmutableHashFollowsTheRenderedSpec(t *testing.T) {
 		})
 	}
 }
+
+// TestProfile: a provider profile carries every field the CRD offers to
+// its gateway twin, the category defaults to Other, endpoints are rendered
+// as a policy's are, and the owner marks are a copy (never the caller's
+// map, which the caller may reuse).
+func TestProfile(t *testing.T) {
+	port := int32(443)
+	p := &openshellv1alpha1.OpenShellProviderProfile{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: "team-a"},
+		Spec: openshellv1alpha1.OpenShellProviderProfileSpec{DisplayName: "GitHub", Description: "Source control", InferenceCapable: true,
+			Credentials: []openshellv1alpha1.ProviderProfileCredential{{Name: "TOKEN", Description: "PAT", EnvVars: []string{"GITHUB_TOKEN"},
+				Required: true, AuthStyle: "bearer", HeaderName: "Authorization", QueryParam: "t", PathTemplate: "/x/{token}"}},
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "api.github.com", Port: &port, Access: "read-only", Enforcement: "audit"}},
+			Binaries:  []openshellv1alpha1.NetworkBinary{{Path: "/usr/bin/gh"}}}}
+	owner := map[string]string{LabelOwnerUID: "u1"}
+	got := Profile(p, owner)
+	owner["later"] = "x"
+	want := &openshellv1.ProviderProfile{Id: "github", DisplayName: "GitHub", Description: "Source control", InferenceCapable: true,
+		Category: openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_OTHER,
+		Credentials: []*openshellv1.ProviderProfileCredential{{Name: "TOKEN", Description: "PAT", EnvVars: []string{"GITHUB_TOKEN"},
+			Required: true, AuthStyle: "bearer", HeaderName: "Authorization", QueryParam: "t", PathTemplate: "/x/{token}"}},
+		Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "api.github.com", Port: 443,
+			Access: sandboxv1.NetworkAccessPreset_NETWORK_ACCESS_PRESET_READ_ONLY, Enforcement: sandboxv1.NetworkEnforcementMode_NETWORK_ENFORCEMENT_MODE_AUDIT}},
+		Binaries:    []*sandboxv1.NetworkBinary{{Path: "/usr/bin/gh"}},
+		Annotations: map[string]string{LabelOwnerUID: "u1"}}
+	if !proto.Equal(got, want) {
+		t.Fatalf("Profile =\n%v\nwant\n%v", got, want)
+	}
+	for cat, enum := range map[openshellv1alpha1.ProviderProfileCategory]openshellv1.ProviderProfileCategory{
+		"Inference": openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_INFERENCE,
+		"Knowledge": openshellv1.ProviderProfileCategory_PROVIDER_PROFILE_CATEGORY_KNOWLEDGE,
+	} {
+		p.Spec.Category = cat
+		if got := Profile(p, nil).GetCategory(); got != enum {
+			t.Errorf("category %s = %v, want %v", cat, got, enum)
+		}
+	}
+	// Every category the CRD admits has its enum value.
+	if len(profileCategory) != 8 {
+		t.Errorf("profileCategory has %d entries: the CRD's enum has 7 values plus the default", len(profileCategory))
+	}
+}

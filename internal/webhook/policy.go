@@ -3,8 +3,10 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +19,7 @@ import (
 
 // +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellpolicies,verbs=create;update;delete,versions=v1alpha1,name=vopenshellpolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellimagepolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellimagepolicies,verbs=create;update;delete,versions=v1alpha1,name=vopenshellimagepolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellproviderprofile,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellproviderprofiles,verbs=create;update;delete,versions=v1alpha1,name=vopenshellproviderprofile.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellprovider,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellproviders,verbs=create;update;delete,versions=v1alpha1,name=vopenshellprovider.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 
 // PolicyValidator lets only Tenant Admins write policies, and refuses to
@@ -93,5 +96,45 @@ func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) e
 			Spec: func(p *openshellv1alpha1.OpenShellProvider) any { return p.Spec }, Extra: a.providerSecretReadable}).Complete(); err != nil {
 		return fmt.Errorf("OpenShellProvider webhook: %w", err)
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellProviderProfile{}).WithValidator(
+		tenantAdminCheck[*openshellv1alpha1.OpenShellProviderProfile]{Authorizer: a, Reader: r, Resource: "openshellproviderprofiles",
+			Spec: func(p *openshellv1alpha1.OpenShellProviderProfile) any { return p.Spec }, Extra: a.platformProfileEditable(r)}).Complete(); err != nil {
+		return fmt.Errorf("OpenShellProviderProfile webhook: %w", err)
+	}
 	return nil
+}
+
+// ReasonGatewayAdminRequired is the cause type of a refused write to a
+// profile that a gateway imports into its platform catalog.
+const ReasonGatewayAdminRequired = "GatewayAdminRequired"
+
+// platformProfileEditable refuses to create or change a profile that a
+// gateway of its namespace names in spec.providerProfiles unless the user
+// may also update that gateway: the platform catalog serves every tenant
+// of the gateway, so its content is the gateway admin's, not merely the
+// namespace's Tenant Admin's.
+func (a Authorizer) platformProfileEditable(r client.Reader) func(ctx context.Context, _, p *openshellv1alpha1.OpenShellProviderProfile) error {
+	return func(ctx context.Context, _, p *openshellv1alpha1.OpenShellProviderProfile) error {
+		gws := &openshellv1alpha1.OpenShellGatewayList{}
+		if err := r.List(ctx, gws, client.InNamespace(p.Namespace)); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		for _, gw := range gws.Items {
+			if !slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
+				continue
+			}
+			ok, user, err := a.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: "update",
+				Group: openshellv1alpha1.GroupVersion.Group, Resource: "openshellgateways", Name: gw.Name})
+			if err != nil {
+				return apierrors.NewInternalError(err)
+			}
+			if !ok {
+				msg := fmt.Sprintf("%s: user %q may not write OpenShellProviderProfile %s: gateway %s imports it into its platform catalog "+
+					"(spec.providerProfiles), which serves every tenant of the gateway; only who may update that gateway may change it",
+					ReasonGatewayAdminRequired, user, p.Name, gw.Name)
+				return forbidden("openshellproviderprofiles", p.Name, ReasonGatewayAdminRequired, msg, "")
+			}
+		}
+		return nil
+	}
 }

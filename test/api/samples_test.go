@@ -18,8 +18,8 @@ import (
 func TestSamplesAreValid(t *testing.T) {
 	ctx := context.Background()
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "samples", "openshell_*.yaml"))
-	if err != nil || len(files) != 5 {
-		t.Fatalf("want one sample per kind (5), found %d (%v)", len(files), err)
+	if err != nil || len(files) != 6 {
+		t.Fatalf("want one sample per kind (6), found %d (%v)", len(files), err)
 	}
 	ns := createNamespace(ctx, t, "samples")
 	for _, f := range files {

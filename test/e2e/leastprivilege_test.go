@@ -113,11 +113,12 @@ func TestLeastPrivilege(t *testing.T) {
 var authorizationOnly = map[string]string{
 	"openshell.ai/openshellgateways/finalizers update": "OwnerReferencesPermissionEnforcement (OpenShift): " +
 		"the gateway's children set blockOwnerDeletion on their owner reference",
-	"openshell.ai/openshellsandboxes/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
-	"openshell.ai/openshellproviders/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
-	"openshell.ai/openshellpolicies/finalizers update":  "the FinalizerProtected admission check lets the operator release its finalizer",
-	"route.openshift.io/routes/custom-host create":      "OpenShift's Route admission, when spec.managed.route.host is set",
-	"route.openshift.io/routes/custom-host update":      "OpenShift's Route admission, when spec.managed.route.host changes",
+	"openshell.ai/openshellsandboxes/finalizers update":        "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellproviders/finalizers update":        "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellpolicies/finalizers update":         "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellproviderprofiles/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
+	"route.openshift.io/routes/custom-host create":             "OpenShift's Route admission, when spec.managed.route.host is set",
+	"route.openshift.io/routes/custom-host update":             "OpenShift's Route admission, when spec.managed.route.host changes",
 	// cert-manager is not installed in this cluster; controllers/gateway
 	// TestManagedGatewayOnOpenShift runs with the CSV's RBAC against its CRDs and
 	// fails if one of these rules goes unused there.
@@ -304,8 +305,11 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 	g := NewWithT(t)
 	c := cluster.Client
 	createVolume(ctx, t, "pv-"+ns)
+	// A platform provider profile: ignored on 0.0.111, imported into the
+	// gateway's platform catalog once it runs 0.1.
+	prof := declareSampleProfile(ctx, t, ns)
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns},
-		Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{ProviderProfiles: []string{prof.Name}, Managed: &openshellv1alpha1.ManagedGatewaySpec{
 			Version:   gatewayline.LegacyManaged,
 			Sandboxes: openshellv1alpha1.SandboxPlacement{Namespace: sandboxNS}}}}
 	g.Expect(c.Create(ctx, gw)).To(Succeed())
@@ -344,6 +348,15 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 	outside[1] = &rbacv1.RoleBinding{}
 	outside[1].SetNamespace(n.SandboxNamespace)
 	outside[1].SetName(n.RuntimeBinding)
+	// On 0.1 the platform profile is taken in hand: finalized, its
+	// catalog recorded (nothing plays this gateway's pod here, so the
+	// import itself keeps failing and is retried).
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellProviderProfile{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(prof), cur)).To(Succeed())
+		g.Expect(cur.Finalizers).NotTo(BeEmpty())
+		g.Expect(cur.Status.Gateways).To(ContainElement(HaveField("Scope", openshellv1alpha1.ProfileScopePlatform)))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
 	if renewal {
 		tlsSecret := &corev1.Secret{}
@@ -394,6 +407,10 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).
 		Should(Satisfy(apierrors.IsNotFound), "the gateway finalizer was not released")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(crb), crb))).To(BeTrue(), "the ClusterRoleBinding outlived the gateway")
+	// With its gateway gone the profile holds nothing: its finalizer goes.
+	g.Expect(c.Delete(ctx, prof)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(prof), prof) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the profile finalizer was not released")
 	if n.SandboxNamespace != ns {
 		for _, o := range outside {
 			g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(o), o))).To(BeTrue(), "%T %s outlived the gateway", o, o.GetName())

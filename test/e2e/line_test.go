@@ -78,9 +78,11 @@ func poke(ctx context.Context, g Gomega, obj client.Object) {
 
 // TestGatewayUpgradedInPlaceTo01: sandboxes, their policy and provider made
 // on a 0.0.111 gateway keep working when the gateway is upgraded in place to
-// 0.1 (it reports 0.1.5 and from then on speaks only the 0.1 wire): a policy
-// edit and a credential rotation reach it in 0.1 messages, a new sandbox is
-// created and deleted there, and nothing is re-created.
+// 0.1 (it reports 0.1.5 and from then on speaks only the 0.1 wire): the
+// provider's profile is imported into the tenant's catalog and the provider
+// given again naming it, a policy edit and a credential rotation reach it
+// in 0.1 messages, a new sandbox is created and deleted there, and nothing
+// is re-created.
 func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -93,6 +95,9 @@ func TestGatewayUpgradedInPlaceTo01(t *testing.T) {
 	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID
 	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
 
+	// 0.1 has no built-in profiles: the Tenant Admin declares the one the
+	// provider needs (unused on 0.0.111, imported once the gateway is 0.1).
+	declareSampleProfile(ctx, t, tenant)
 	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), gw)).To(Succeed())

@@ -26,11 +26,13 @@ import (
 // holds a tenant's sandbox, policy and provider from 0.0.111 to the
 // operator's default 0.1 release, with a test gateway playing its pod at
 // each release. Unpinned, the gateway stays on 0.0.111
-// (ProviderProfilesRequired: its sandbox attaches a provider, whose profile
-// a 0.1 gateway would need); its admin then names the release. When the
-// pod restarts on the new template it speaks 0.1, the operator follows once
-// the roll is over (status.version), and the tenant's objects keep working
-// through the 0.1 wire, nothing re-created.
+// (ProviderProfilesRequired: its sandbox attaches a provider whose type no
+// OpenShellProviderProfile declares, and 0.1 builds none in); once the
+// Tenant Admin declares it, the gateway moves by itself. When the pod
+// restarts on the new template it speaks 0.1, the operator follows once
+// the roll is over (status.version), imports the profile into the
+// tenant's catalog, gives the provider again naming it, and the tenant's
+// objects keep working through the 0.1 wire, nothing re-created.
 func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -52,10 +54,14 @@ func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 		current := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
 		g.Expect(current).NotTo(BeNil())
 		g.Expect(current.Reason).To(Equal(openshellv1alpha1.GatewayReasonProviderProfilesRequired))
-		g.Expect(current.Message).To(ContainSubstring(tenant + "/" + first.Name))
+		g.Expect(current.Message).To(ContainSubstring(tenant + "/anthropic (claude-code)"))
 		g.Expect(cur.Status.Version).To(Equal(gatewayline.LegacyManaged))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	setManagedVersion(ctx, g, gwKey, gatewayline.DefaultManaged)
+	g.Expect(m.Gateway.LineCalls()).NotTo(HaveKey(HavePrefix("0.1 ")), "a held gateway was spoken to in 0.1")
+
+	// The Tenant Admin declares the profile: nothing else holds the
+	// gateway, which moves by itself.
+	prof := declareSampleProfile(ctx, t, tenant)
 	// The pod restarts on the 0.1 template: from then on it speaks 0.1.
 	restartedOn(ctx, g, m.Object, gatewayline.DefaultManaged)
 	m.Gateway.ReportVersion(gatewayline.DefaultManaged)
@@ -65,6 +71,12 @@ func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 		g.Expect(cur.Status.Version).To(Equal(gatewayline.DefaultManaged))
 		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)).To(BeTrue(), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	// The profile is imported into the tenant's catalog at the new pod
+	// before the provider is given again, naming that catalog.
+	ws := sandboxWorkspace(ctx, g, tenant)
+	expectProfileReason(ctx, g, client.ObjectKeyFromObject(prof), openshellv1alpha1.ProfileReasonImported)
+	g.Expect(m.Gateway.Profile(ws, prof.Name)).NotTo(BeNil())
+	g.Eventually(func() string { return profileWorkspaceOf(m.Gateway, ws, "anthropic") }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(ws))
 	keepsWorkingOn01(ctx, g, m.Gateway, tenant, secret, first, id)
 }
 
@@ -113,8 +125,8 @@ const rebuildSandboxes = 6
 // TestManagedGatewayRebuildsAfterStateLoss: a Managed gateway's pod is
 // replaced and comes back with an empty database (its volume lost). With
 // no human involved, the operator notices the replaced pod
-// (status.instance), gives the gateway back the tenant's provider with its
-// credentials and re-creates every sandbox, with its policy, until all are
+// (status.instance), gives the gateway back the tenant's provider profile,
+// then its provider with its credentials, and re-creates every sandbox, with its policy, until all are
 // Ready again: the cluster's objects are the gateway's backup. The time it
 // takes is logged (docs/reliability.md records it).
 func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
@@ -124,6 +136,7 @@ func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
 	c := cluster.Client
 	_, m, tenant := startManagedStack(ctx, t, g, "rebuild", "")
 	gwKey := client.ObjectKeyFromObject(m.Object)
+	prof := declareSampleProfile(ctx, t, tenant)
 	_, first := createSampleTenant(ctx, t, tenant, "sk-kept", gwKey)
 	sandboxes := []*openshellv1alpha1.OpenShellSandbox{first}
 	for i := 1; i < rebuildSandboxes; i++ {
@@ -156,6 +169,7 @@ func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(instance(g)).NotTo(Equal(before))
+		g.Expect(fresh.Profile(ws, prof.Name)).NotTo(BeNil(), "the provider profile was not imported again")
 		g.Expect(fresh.StoredCredentials(ws, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-kept"}))
 		for _, sb := range sandboxes {
 			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
@@ -165,5 +179,5 @@ func TestManagedGatewayRebuildsAfterStateLoss(t *testing.T) {
 		}
 		g.Expect(fresh.SandboxNames(ws)).To(HaveLen(rebuildSandboxes))
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	t.Logf("rebuilt a gateway that lost its state: 1 provider and %d sandboxes with their policy back and Ready in %s", rebuildSandboxes, time.Since(lost).Round(100*time.Millisecond))
+	t.Logf("rebuilt a gateway that lost its state: 1 provider profile, 1 provider and %d sandboxes with their policy back and Ready in %s", rebuildSandboxes, time.Since(lost).Round(100*time.Millisecond))
 }

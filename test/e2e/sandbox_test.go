@@ -282,6 +282,18 @@ func setSecretValue(ctx context.Context, g Gomega, key client.ObjectKey, name, v
 // createSampleTenant creates, in ns, what the samples give a tenant: the
 // credentials Secret (with value), the policy, provider and image policy,
 // and the sample sandbox on gateway gw. It returns the Secret and sandbox.
+// declareSampleProfile creates the sample OpenShellProviderProfile (the
+// sample provider's type) in ns: what a 0.1 gateway needs imported before
+// it serves that provider.
+func declareSampleProfile(ctx context.Context, t *testing.T, ns string) *openshellv1alpha1.OpenShellProviderProfile {
+	t.Helper()
+	p := &openshellv1alpha1.OpenShellProviderProfile{}
+	loadSample(t, "openshell_v1alpha1_openshellproviderprofile.yaml", p)
+	p.Namespace = ns
+	NewWithT(t).Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+	return p
+}
+
 func createSampleTenant(ctx context.Context, t *testing.T, ns, value string, gw client.ObjectKey) (*corev1.Secret, *openshellv1alpha1.OpenShellSandbox) {
 	t.Helper()
 	g := NewWithT(t)

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -101,6 +102,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("TenantAdminVsEditor", tn.tenantAdminVsEditor)
 	t.Run("SecretReference", tn.secretReference)
 	t.Run("ProviderSecretReference", tn.providerSecretReference)
+	t.Run("ProviderProfileWriters", tn.providerProfileWriters)
 	t.Run("NegativeQuantity", tn.negativeQuantity)
 	t.Run("PodLabelsCannotClaimATenant", tn.podLabelsCannotClaimATenant)
 	t.Run("PodAnnotationsCannotChangeTheRuntime", tn.podAnnotationsCannotChangeTheRuntime)
@@ -596,6 +598,63 @@ func (tn *tenancySuite) tenantAdminVsEditor(t *testing.T) {
 	sb.Spec.Providers = []string{"anthropic"}
 	g.Expect(editor.Create(ctx, sb)).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+}
+
+// providerProfileWriters: a provider profile decides where a provider's
+// credentials go and what its sandboxes may reach, so only Tenant Admins
+// write it (an editor is refused, TenantAdminRequired); and a profile that
+// a gateway imports into its platform catalog, which serves every tenant
+// of the gateway, takes the right to update that gateway too: an explicit
+// openshell-tenant-admin of the gateway's namespace may write other
+// profiles there but not that one (GatewayAdminRequired), while the
+// namespace admin (OLM's aggregated admin covers gateways) may.
+func (tn *tenancySuite) providerProfileWriters(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	ns := tenancyNamespace(ctx, t, "team-a", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "bob", "edit")
+	bind(ctx, t, ns, "erin", "openshell-tenant-admin")
+	profile := func(ns, name string) *openshellv1alpha1.OpenShellProviderProfile {
+		return &openshellv1alpha1.OpenShellProviderProfile{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: openshellv1alpha1.OpenShellProviderProfileSpec{Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "exfil.example.com", Port: ptr.To[int32](443)}}}}
+	}
+	g.Expect(canI(ctx, g, "bob", ns, "create", "openshellproviderprofiles")).To(BeTrue(), "OLM's aggregated edit role grants create")
+	expectForbidden(g, as(t, "bob").Create(ctx, profile(ns, "github")), "TenantAdminRequired", "may not create openshellproviderprofiles")
+	mine := profile(ns, "github")
+	g.Expect(as(t, "erin").Create(ctx, mine)).To(Succeed())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellProviderProfile{}
+		if err := as(t, "bob").Get(ctx, client.ObjectKeyFromObject(mine), cur); err != nil {
+			return err
+		}
+		cur.Spec.Endpoints = append(cur.Spec.Endpoints, openshellv1alpha1.NetworkEndpoint{Host: "*.example.org", Port: ptr.To[int32](443)})
+		return as(t, "bob").Update(ctx, cur)
+	})
+	expectForbidden(g, err, "TenantAdminRequired", "may not change openshellproviderprofiles")
+
+	// A gateway's namespace whose gateway imports "github" platform-wide.
+	gwNS := tenancyNamespace(ctx, t, "gw-profiles", nil)
+	bind(ctx, t, gwNS, "erin", "openshell-tenant-admin")
+	bind(ctx, t, gwNS, "alice", "admin")
+	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: gwNS},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal, ProviderProfiles: []string{"github"}, External: &openshellv1alpha1.ExternalGatewaySpec{
+			Endpoint: "https://gateway.example.com:443", CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "ca", Key: "ca.crt"}}}})).To(Succeed())
+	g.Expect(canI(ctx, g, "erin", gwNS, "update", "openshellgateways")).To(BeFalse())
+	expectForbidden(g, as(t, "erin").Create(ctx, profile(gwNS, "github")), "GatewayAdminRequired", "gateway shared imports it into its platform catalog")
+	g.Expect(as(t, "erin").Create(ctx, profile(gwNS, "gitlab"))).To(Succeed(), "a profile no gateway imports platform-wide is the Tenant Admin's")
+	platform := profile(gwNS, "github")
+	g.Expect(as(t, "alice").Create(ctx, platform)).To(Succeed(), "the namespace admin may update the gateway")
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellProviderProfile{}
+		if err := as(t, "erin").Get(ctx, client.ObjectKeyFromObject(platform), cur); err != nil {
+			return err
+		}
+		cur.Spec.Endpoints = append(cur.Spec.Endpoints, openshellv1alpha1.NetworkEndpoint{Host: "*.example.org", Port: ptr.To[int32](443)})
+		return as(t, "erin").Update(ctx, cur)
+	})
+	expectForbidden(g, err, "GatewayAdminRequired", "only who may update that gateway may change it")
 }
 
 // secretReference: a user who may create sandboxes but not read Secrets

@@ -25,6 +25,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
 // Version is what Health reports.
@@ -84,6 +85,11 @@ type Gateway struct {
 	byID       map[string]*sandboxRow
 	providers  map[wsName]*datamodelv1.Provider
 	watchers   map[string][]chan struct{}
+	// profiles is the 0.1 provider-profile catalog; profileRefs the
+	// profile_workspace of each provider stored through the 0.1 wire (a
+	// provider from 0.0.x has none: the platform catalog).
+	profiles    map[catalogKey]*v01.ProviderProfile
+	profileRefs map[wsName]string
 }
 
 type wsName struct{ ws, name string }
@@ -114,7 +120,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
-		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version}
+		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
+		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

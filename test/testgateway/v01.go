@@ -155,6 +155,9 @@ func (s *v01Server) CreateSandbox(ctx context.Context, in *v01.CreateSandboxRequ
 	if err := s.g.allowlisted(in.GetSpec().GetTemplate()); err != nil {
 		return nil, err
 	}
+	if err := s.g.checkProfiles(in.GetWorkspaceScope(), in.GetSpec().GetProviders()); err != nil {
+		return nil, err
+	}
 	out := &v01.SandboxResponse{}
 	return out, serve0(ctx, in, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox)
 }
@@ -246,6 +249,9 @@ func (e legacyEvents) Send(ev *legacy.SandboxStreamEvent) error {
 }
 
 func (s *v01Server) AttachSandboxProvider(ctx context.Context, in *v01.AttachSandboxProviderRequest) (*v01.AttachSandboxProviderResponse, error) {
+	if err := s.g.checkProfiles(in.GetWorkspaceScope(), []string{in.GetProvider()}); err != nil {
+		return nil, err
+	}
 	out := &v01.AttachSandboxProviderResponse{}
 	return out, serve0(ctx, in, &legacy.AttachSandboxProviderRequest{}, out, s.g.AttachSandboxProvider)
 }
@@ -261,8 +267,17 @@ func (s *v01Server) ListSandboxProviders(ctx context.Context, in *v01.ListSandbo
 }
 
 func (s *v01Server) CreateProvider(ctx context.Context, in *v01.CreateProviderRequest) (*v01.ProviderResponse, error) {
+	in = proto.Clone(in).(*v01.CreateProviderRequest)
+	record, err := s.g.setProfileWorkspace(in.GetWorkspaceScope(), in.GetProvider())
+	if err != nil {
+		return nil, err
+	}
 	out := &v01.ProviderResponse{}
-	return out, serve0(ctx, in, &legacy.CreateProviderRequest{}, out, s.g.CreateProvider)
+	if err := serve0(ctx, in, &legacy.CreateProviderRequest{}, out, s.g.CreateProvider); err != nil {
+		return nil, err
+	}
+	record()
+	return out, nil
 }
 
 func (s *v01Server) GetProvider(ctx context.Context, in *v01.GetProviderRequest) (*v01.ProviderResponse, error) {
@@ -271,8 +286,17 @@ func (s *v01Server) GetProvider(ctx context.Context, in *v01.GetProviderRequest)
 }
 
 func (s *v01Server) UpdateProvider(ctx context.Context, in *v01.UpdateProviderRequest) (*v01.ProviderResponse, error) {
+	in = proto.Clone(in).(*v01.UpdateProviderRequest)
+	record, err := s.g.setProfileWorkspace(in.GetWorkspaceScope(), in.GetProvider())
+	if err != nil {
+		return nil, err
+	}
 	out := &v01.ProviderResponse{}
-	return out, serve0(ctx, in, &legacy.UpdateProviderRequest{}, out, s.g.UpdateProvider)
+	if err := serve0(ctx, in, &legacy.UpdateProviderRequest{}, out, s.g.UpdateProvider); err != nil {
+		return nil, err
+	}
+	record()
+	return out, nil
 }
 
 func (s *v01Server) DeleteProvider(ctx context.Context, in *v01.DeleteProviderRequest) (*v01.DeleteProviderResponse, error) {
@@ -280,6 +304,9 @@ func (s *v01Server) DeleteProvider(ctx context.Context, in *v01.DeleteProviderRe
 	err := serve0(ctx, in, &legacy.DeleteProviderRequest{}, out, func(ctx context.Context, r *legacy.DeleteProviderRequest) (*legacy.DeleteProviderResponse, error) {
 		resp, err := s.g.DeleteProvider(ctx, r)
 		out.Outcome = gatewayapi.LegacyOutcome(resp.GetDeleted(), v01.DeletionOutcome_DELETION_OUTCOME_COMPLETED)
+		if resp.GetDeleted() {
+			s.g.forgetProfileRef(in.GetWorkspaceScope(), in.GetName())
+		}
 		return resp, err
 	})
 	return allowMissing(out, err, in.GetAllowMissing(), &out.Outcome)

@@ -50,7 +50,7 @@ func TestBundleAppliesToAnAPIServer(t *testing.T) {
 		}
 		kinds[u.GetKind()]++
 	}
-	if kinds["ClusterServiceVersion"] != 1 || kinds["CustomResourceDefinition"] != 5 {
-		t.Fatalf("bundle kinds = %v: want one CSV and five CRDs", kinds)
+	if kinds["ClusterServiceVersion"] != 1 || kinds["CustomResourceDefinition"] != 6 {
+		t.Fatalf("bundle kinds = %v: want one CSV and six CRDs", kinds)
 	}
 }

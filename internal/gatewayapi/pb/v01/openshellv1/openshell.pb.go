@@ -3757,6 +3757,255 @@ func (x *ProviderProfileDiagnostic) GetSeverity() string {
 	return ""
 }
 
+// Replaces one profile, compare-and-swap on its resource_version.
+type UpdateProviderProfilesRequest struct {
+	state                   protoimpl.MessageState         `protogen:"open.v1"`
+	Profile                 *ProviderProfileImportItem     `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	ExpectedResourceVersion uint64                         `protobuf:"varint,2,opt,name=expected_resource_version,json=expectedResourceVersion,proto3" json:"expected_resource_version,omitempty"`
+	Id                      string                         `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	WorkspaceScope          *datamodelv1.WorkspaceSelector `protobuf:"bytes,4,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	RequestId               string                         `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *UpdateProviderProfilesRequest) Reset() {
+	*x = UpdateProviderProfilesRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderProfilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderProfilesRequest) ProtoMessage() {}
+
+func (x *UpdateProviderProfilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderProfilesRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProviderProfilesRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *UpdateProviderProfilesRequest) GetProfile() *ProviderProfileImportItem {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+func (x *UpdateProviderProfilesRequest) GetExpectedResourceVersion() uint64 {
+	if x != nil {
+		return x.ExpectedResourceVersion
+	}
+	return 0
+}
+
+func (x *UpdateProviderProfilesRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateProviderProfilesRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *UpdateProviderProfilesRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type UpdateProviderProfilesResponse struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Diagnostics   []*ProviderProfileDiagnostic `protobuf:"bytes,1,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	Profile       *ProviderProfile             `protobuf:"bytes,2,opt,name=profile,proto3" json:"profile,omitempty"`
+	Updated       bool                         `protobuf:"varint,3,opt,name=updated,proto3" json:"updated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProviderProfilesResponse) Reset() {
+	*x = UpdateProviderProfilesResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderProfilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderProfilesResponse) ProtoMessage() {}
+
+func (x *UpdateProviderProfilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderProfilesResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProviderProfilesResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *UpdateProviderProfilesResponse) GetDiagnostics() []*ProviderProfileDiagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *UpdateProviderProfilesResponse) GetProfile() *ProviderProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+func (x *UpdateProviderProfilesResponse) GetUpdated() bool {
+	if x != nil {
+		return x.Updated
+	}
+	return false
+}
+
+type DeleteProviderProfileRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Id             string                         `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,2,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	AllowMissing   bool                           `protobuf:"varint,3,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	RequestId      string                         `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteProviderProfileRequest) Reset() {
+	*x = DeleteProviderProfileRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProviderProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProviderProfileRequest) ProtoMessage() {}
+
+func (x *DeleteProviderProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProviderProfileRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProviderProfileRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DeleteProviderProfileRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteProviderProfileRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *DeleteProviderProfileRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+func (x *DeleteProviderProfileRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteProviderProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       DeletionOutcome        `protobuf:"varint,2,opt,name=outcome,proto3,enum=openshell.v1.DeletionOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProviderProfileResponse) Reset() {
+	*x = DeleteProviderProfileResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProviderProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProviderProfileResponse) ProtoMessage() {}
+
+func (x *DeleteProviderProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProviderProfileResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProviderProfileResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *DeleteProviderProfileResponse) GetOutcome() DeletionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
+}
+
 type UpdateConfigRequest struct {
 	state                   protoimpl.MessageState   `protogen:"open.v1"`
 	Sandbox                 string                   `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -3775,7 +4024,7 @@ type UpdateConfigRequest struct {
 
 func (x *UpdateConfigRequest) Reset() {
 	*x = UpdateConfigRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[52]
+	mi := &file_v01_openshell_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +4036,7 @@ func (x *UpdateConfigRequest) String() string {
 func (*UpdateConfigRequest) ProtoMessage() {}
 
 func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[52]
+	mi := &file_v01_openshell_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +4049,7 @@ func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{52}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateConfigRequest) GetSandbox() string {
@@ -3879,7 +4128,7 @@ type UpdateConfigResponse struct {
 
 func (x *UpdateConfigResponse) Reset() {
 	*x = UpdateConfigResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[53]
+	mi := &file_v01_openshell_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3891,7 +4140,7 @@ func (x *UpdateConfigResponse) String() string {
 func (*UpdateConfigResponse) ProtoMessage() {}
 
 func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[53]
+	mi := &file_v01_openshell_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3904,7 +4153,7 @@ func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{53}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateConfigResponse) GetVersion() uint32 {
@@ -3953,7 +4202,7 @@ type CreateWorkspaceRequest struct {
 
 func (x *CreateWorkspaceRequest) Reset() {
 	*x = CreateWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[54]
+	mi := &file_v01_openshell_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4214,7 @@ func (x *CreateWorkspaceRequest) String() string {
 func (*CreateWorkspaceRequest) ProtoMessage() {}
 
 func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[54]
+	mi := &file_v01_openshell_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4227,7 @@ func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{54}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateWorkspaceRequest) GetName() string {
@@ -4011,7 +4260,7 @@ type CreateWorkspaceResponse struct {
 
 func (x *CreateWorkspaceResponse) Reset() {
 	*x = CreateWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[55]
+	mi := &file_v01_openshell_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4272,7 @@ func (x *CreateWorkspaceResponse) String() string {
 func (*CreateWorkspaceResponse) ProtoMessage() {}
 
 func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[55]
+	mi := &file_v01_openshell_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4285,7 @@ func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{55}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -4055,7 +4304,7 @@ type GetWorkspaceRequest struct {
 
 func (x *GetWorkspaceRequest) Reset() {
 	*x = GetWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[56]
+	mi := &file_v01_openshell_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4316,7 @@ func (x *GetWorkspaceRequest) String() string {
 func (*GetWorkspaceRequest) ProtoMessage() {}
 
 func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[56]
+	mi := &file_v01_openshell_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4329,7 @@ func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{56}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetWorkspaceRequest) GetName() string {
@@ -4099,7 +4348,7 @@ type GetWorkspaceResponse struct {
 
 func (x *GetWorkspaceResponse) Reset() {
 	*x = GetWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[57]
+	mi := &file_v01_openshell_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4360,7 @@ func (x *GetWorkspaceResponse) String() string {
 func (*GetWorkspaceResponse) ProtoMessage() {}
 
 func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[57]
+	mi := &file_v01_openshell_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4373,7 @@ func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{57}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -4145,7 +4394,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[58]
+	mi := &file_v01_openshell_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4406,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[58]
+	mi := &file_v01_openshell_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4419,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{58}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteWorkspaceRequest) GetName() string {
@@ -4203,7 +4452,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[59]
+	mi := &file_v01_openshell_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4215,7 +4464,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[59]
+	mi := &file_v01_openshell_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4228,7 +4477,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{59}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteWorkspaceResponse) GetOutcome() DeletionOutcome {
@@ -4250,7 +4499,7 @@ type GetSandboxPolicyStatusRequest struct {
 
 func (x *GetSandboxPolicyStatusRequest) Reset() {
 	*x = GetSandboxPolicyStatusRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[60]
+	mi := &file_v01_openshell_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4511,7 @@ func (x *GetSandboxPolicyStatusRequest) String() string {
 func (*GetSandboxPolicyStatusRequest) ProtoMessage() {}
 
 func (x *GetSandboxPolicyStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[60]
+	mi := &file_v01_openshell_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4524,7 @@ func (x *GetSandboxPolicyStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxPolicyStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxPolicyStatusRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{60}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSandboxPolicyStatusRequest) GetSandbox() string {
@@ -4316,7 +4565,7 @@ type GetSandboxPolicyStatusResponse struct {
 
 func (x *GetSandboxPolicyStatusResponse) Reset() {
 	*x = GetSandboxPolicyStatusResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[61]
+	mi := &file_v01_openshell_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4577,7 @@ func (x *GetSandboxPolicyStatusResponse) String() string {
 func (*GetSandboxPolicyStatusResponse) ProtoMessage() {}
 
 func (x *GetSandboxPolicyStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[61]
+	mi := &file_v01_openshell_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4590,7 @@ func (x *GetSandboxPolicyStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxPolicyStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxPolicyStatusResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{61}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetSandboxPolicyStatusResponse) GetRevision() *SandboxPolicyRevision {
@@ -4374,7 +4623,7 @@ type SandboxPolicyRevision struct {
 
 func (x *SandboxPolicyRevision) Reset() {
 	*x = SandboxPolicyRevision{}
-	mi := &file_v01_openshell_proto_msgTypes[62]
+	mi := &file_v01_openshell_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4386,7 +4635,7 @@ func (x *SandboxPolicyRevision) String() string {
 func (*SandboxPolicyRevision) ProtoMessage() {}
 
 func (x *SandboxPolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[62]
+	mi := &file_v01_openshell_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4399,7 +4648,7 @@ func (x *SandboxPolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxPolicyRevision.ProtoReflect.Descriptor instead.
 func (*SandboxPolicyRevision) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{62}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SandboxPolicyRevision) GetVersion() uint32 {
@@ -4773,7 +5022,26 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"profile_id\x18\x02 \x01(\tR\tprofileId\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1a\n" +
-	"\bseverity\x18\x05 \x01(\tR\bseverity\"\x91\x04\n" +
+	"\bseverity\x18\x05 \x01(\tR\bseverity\"\xa1\x02\n" +
+	"\x1dUpdateProviderProfilesRequest\x12A\n" +
+	"\aprofile\x18\x01 \x01(\v2'.openshell.v1.ProviderProfileImportItemR\aprofile\x12:\n" +
+	"\x19expected_resource_version\x18\x02 \x01(\x04R\x17expectedResourceVersion\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12R\n" +
+	"\x0fworkspace_scope\x18\x04 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xbe\x01\n" +
+	"\x1eUpdateProviderProfilesResponse\x12I\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2'.openshell.v1.ProviderProfileDiagnosticR\vdiagnostics\x127\n" +
+	"\aprofile\x18\x02 \x01(\v2\x1d.openshell.v1.ProviderProfileR\aprofile\x12\x18\n" +
+	"\aupdated\x18\x03 \x01(\bR\aupdated\"\xc6\x01\n" +
+	"\x1cDeleteProviderProfileRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12R\n" +
+	"\x0fworkspace_scope\x18\x02 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12#\n" +
+	"\rallow_missing\x18\x03 \x01(\bR\fallowMissing\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"X\n" +
+	"\x1dDeleteProviderProfileResponse\x127\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\x91\x04\n" +
 	"\x13UpdateConfigRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12;\n" +
 	"\x06policy\x18\x02 \x01(\v2#.openshell.sandbox.v1.SandboxPolicyR\x06policy\x12\x1f\n" +
@@ -4881,7 +5149,7 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"(PROVIDER_PROFILE_CATEGORY_SOURCE_CONTROL\x10\x04\x12'\n" +
 	"#PROVIDER_PROFILE_CATEGORY_MESSAGING\x10\x05\x12\"\n" +
 	"\x1ePROVIDER_PROFILE_CATEGORY_DATA\x10\x06\x12'\n" +
-	"#PROVIDER_PROFILE_CATEGORY_KNOWLEDGE\x10\a2\xb5\x12\n" +
+	"#PROVIDER_PROFILE_CATEGORY_KNOWLEDGE\x10\a2\x9c\x14\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -4903,7 +5171,9 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x0eDeleteProvider\x12#.openshell.v1.DeleteProviderRequest\x1a$.openshell.v1.DeleteProviderResponse\x12m\n" +
 	"\x14ListProviderProfiles\x12).openshell.v1.ListProviderProfilesRequest\x1a*.openshell.v1.ListProviderProfilesResponse\x12d\n" +
 	"\x12GetProviderProfile\x12'.openshell.v1.GetProviderProfileRequest\x1a%.openshell.v1.ProviderProfileResponse\x12s\n" +
-	"\x16ImportProviderProfiles\x12+.openshell.v1.ImportProviderProfilesRequest\x1a,.openshell.v1.ImportProviderProfilesResponse\x12U\n" +
+	"\x16ImportProviderProfiles\x12+.openshell.v1.ImportProviderProfilesRequest\x1a,.openshell.v1.ImportProviderProfilesResponse\x12s\n" +
+	"\x16UpdateProviderProfiles\x12+.openshell.v1.UpdateProviderProfilesRequest\x1a,.openshell.v1.UpdateProviderProfilesResponse\x12p\n" +
+	"\x15DeleteProviderProfile\x12*.openshell.v1.DeleteProviderProfileRequest\x1a+.openshell.v1.DeleteProviderProfileResponse\x12U\n" +
 	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12s\n" +
 	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
@@ -4923,7 +5193,7 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 }
 
 var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_v01_openshell_proto_goTypes = []any{
 	(ServiceStatus)(0),                     // 0: openshell.v1.ServiceStatus
 	(PolicyStatus)(0),                      // 1: openshell.v1.PolicyStatus
@@ -4982,187 +5252,201 @@ var file_v01_openshell_proto_goTypes = []any{
 	(*ProviderProfileImportItem)(nil),      // 54: openshell.v1.ProviderProfileImportItem
 	(*ImportProviderProfilesResponse)(nil), // 55: openshell.v1.ImportProviderProfilesResponse
 	(*ProviderProfileDiagnostic)(nil),      // 56: openshell.v1.ProviderProfileDiagnostic
-	(*UpdateConfigRequest)(nil),            // 57: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),           // 58: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),         // 59: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 60: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 61: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 62: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),         // 63: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),        // 64: openshell.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),  // 65: openshell.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil), // 66: openshell.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),          // 67: openshell.v1.SandboxPolicyRevision
-	nil,                                    // 68: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                    // 69: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                    // 70: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                    // 71: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                    // 72: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                    // 73: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                    // 74: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                    // 75: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                    // 76: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                    // 77: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                    // 78: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                    // 79: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                    // 80: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                    // 81: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                    // 82: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	(*datamodelv1.ObjectMeta)(nil),         // 83: openshell.datamodel.v1.ObjectMeta
-	(*sandboxv1.SandboxPolicy)(nil),        // 84: openshell.sandbox.v1.SandboxPolicy
-	(*structpb.Struct)(nil),                // 85: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 86: google.protobuf.Timestamp
-	(*datamodelv1.WorkspaceSelector)(nil),  // 87: openshell.datamodel.v1.WorkspaceSelector
-	(*datamodelv1.Provider)(nil),           // 88: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),      // 89: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),        // 90: openshell.sandbox.v1.NetworkBinary
-	(*datamodelv1.Workspace)(nil),          // 91: openshell.datamodel.v1.Workspace
+	(*UpdateProviderProfilesRequest)(nil),  // 57: openshell.v1.UpdateProviderProfilesRequest
+	(*UpdateProviderProfilesResponse)(nil), // 58: openshell.v1.UpdateProviderProfilesResponse
+	(*DeleteProviderProfileRequest)(nil),   // 59: openshell.v1.DeleteProviderProfileRequest
+	(*DeleteProviderProfileResponse)(nil),  // 60: openshell.v1.DeleteProviderProfileResponse
+	(*UpdateConfigRequest)(nil),            // 61: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),           // 62: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),         // 63: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 64: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 65: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 66: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),         // 67: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),        // 68: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),  // 69: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil), // 70: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),          // 71: openshell.v1.SandboxPolicyRevision
+	nil,                                    // 72: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                    // 73: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                    // 74: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                    // 75: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                    // 76: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                    // 77: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                    // 78: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                    // 79: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                    // 80: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                    // 81: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                    // 82: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                    // 83: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                    // 84: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                    // 85: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                    // 86: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	(*datamodelv1.ObjectMeta)(nil),         // 87: openshell.datamodel.v1.ObjectMeta
+	(*sandboxv1.SandboxPolicy)(nil),        // 88: openshell.sandbox.v1.SandboxPolicy
+	(*structpb.Struct)(nil),                // 89: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 90: google.protobuf.Timestamp
+	(*datamodelv1.WorkspaceSelector)(nil),  // 91: openshell.datamodel.v1.WorkspaceSelector
+	(*datamodelv1.Provider)(nil),           // 92: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),      // 93: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),        // 94: openshell.sandbox.v1.NetworkBinary
+	(*datamodelv1.Workspace)(nil),          // 95: openshell.datamodel.v1.Workspace
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
 	9,   // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
 	10,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	83,  // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	87,  // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	14,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
 	18,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	68,  // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	72,  // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
 	17,  // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	84,  // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	88,  // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
 	15,  // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
 	16,  // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	69,  // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	70,  // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	71,  // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	85,  // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	85,  // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	73,  // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	74,  // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	75,  // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	89,  // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	89,  // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
 	19,  // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
 	2,   // 18: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	86,  // 19: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	90,  // 19: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
 	14,  // 20: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	72,  // 21: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	73,  // 22: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	87,  // 23: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 24: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 25: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	76,  // 21: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	77,  // 22: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	91,  // 23: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 24: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 25: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	13,  // 26: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	87,  // 27: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 27: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 28: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	87,  // 29: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 30: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 29: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 30: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	13,  // 31: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	74,  // 32: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	87,  // 33: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	86,  // 34: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	78,  // 32: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	91,  // 33: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	90,  // 34: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
 	13,  // 35: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
 	31,  // 36: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
 	32,  // 37: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
 	33,  // 38: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	75,  // 39: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	86,  // 40: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	76,  // 41: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	86,  // 42: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	87,  // 43: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	79,  // 39: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	90,  // 40: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	80,  // 41: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	90,  // 42: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	91,  // 43: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	13,  // 44: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	87,  // 45: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 45: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	13,  // 46: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	87,  // 47: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	88,  // 48: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	88,  // 49: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	87,  // 50: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 51: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	88,  // 52: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	87,  // 53: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	77,  // 54: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	87,  // 55: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	88,  // 56: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	91,  // 47: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	92,  // 48: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	92,  // 49: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	91,  // 50: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 51: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	92,  // 52: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	91,  // 53: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	81,  // 54: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	91,  // 55: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	92,  // 56: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
 	3,   // 57: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
 	4,   // 58: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
 	47,  // 59: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	89,  // 60: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	90,  // 61: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	93,  // 60: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	94,  // 61: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
 	48,  // 62: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	78,  // 63: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	87,  // 64: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	82,  // 63: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	91,  // 64: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	46,  // 65: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	87,  // 66: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 66: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	46,  // 67: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
 	54,  // 68: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	87,  // 69: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	91,  // 69: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	46,  // 70: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
 	56,  // 71: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
 	46,  // 72: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	84,  // 73: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	79,  // 74: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	87,  // 75: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	80,  // 76: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	81,  // 77: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	91,  // 78: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	91,  // 79: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	3,   // 80: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	87,  // 81: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	67,  // 82: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
-	1,   // 83: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	84,  // 84: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	82,  // 85: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	86,  // 86: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	86,  // 87: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	86,  // 88: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	5,   // 89: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	7,   // 90: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	11,  // 91: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	20,  // 92: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	21,  // 93: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	22,  // 94: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	24,  // 95: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	29,  // 96: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	26,  // 97: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	27,  // 98: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	34,  // 99: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	36,  // 100: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	38,  // 101: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	40,  // 102: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	41,  // 103: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	42,  // 104: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	43,  // 105: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	49,  // 106: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	51,  // 107: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	53,  // 108: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	57,  // 109: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	65,  // 110: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	59,  // 111: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	61,  // 112: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	63,  // 113: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	6,   // 114: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	8,   // 115: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	12,  // 116: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	28,  // 117: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	28,  // 118: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	23,  // 119: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	25,  // 120: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	30,  // 121: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	28,  // 122: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	28,  // 123: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	35,  // 124: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	37,  // 125: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	39,  // 126: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	44,  // 127: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	44,  // 128: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	44,  // 129: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	45,  // 130: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	50,  // 131: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	52,  // 132: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	55,  // 133: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	58,  // 134: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	66,  // 135: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	60,  // 136: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	62,  // 137: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	64,  // 138: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	114, // [114:139] is the sub-list for method output_type
-	89,  // [89:114] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	54,  // 73: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
+	91,  // 74: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	56,  // 75: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	46,  // 76: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
+	91,  // 77: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 78: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	88,  // 79: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	83,  // 80: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	91,  // 81: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	84,  // 82: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	85,  // 83: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	95,  // 84: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	95,  // 85: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	3,   // 86: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	91,  // 87: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	71,  // 88: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	1,   // 89: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
+	88,  // 90: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	86,  // 91: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	90,  // 92: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	90,  // 93: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	90,  // 94: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	5,   // 95: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	7,   // 96: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	11,  // 97: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	20,  // 98: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	21,  // 99: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	22,  // 100: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	24,  // 101: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	29,  // 102: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	26,  // 103: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	27,  // 104: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	34,  // 105: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	36,  // 106: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	38,  // 107: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	40,  // 108: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	41,  // 109: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	42,  // 110: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	43,  // 111: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	49,  // 112: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	51,  // 113: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	53,  // 114: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	57,  // 115: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	59,  // 116: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	61,  // 117: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	69,  // 118: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	63,  // 119: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	65,  // 120: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	67,  // 121: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	6,   // 122: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	8,   // 123: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	12,  // 124: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	28,  // 125: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	28,  // 126: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	23,  // 127: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	25,  // 128: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	30,  // 129: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	28,  // 130: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	28,  // 131: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	35,  // 132: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	37,  // 133: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	39,  // 134: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	44,  // 135: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	44,  // 136: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	44,  // 137: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	45,  // 138: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	50,  // 139: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	52,  // 140: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	55,  // 141: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	58,  // 142: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	60,  // 143: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	62,  // 144: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	70,  // 145: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	64,  // 146: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	66,  // 147: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	68,  // 148: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	122, // [122:149] is the sub-list for method output_type
+	95,  // [95:122] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -5185,7 +5469,7 @@ func file_v01_openshell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   78,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
