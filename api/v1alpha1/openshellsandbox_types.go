@@ -251,6 +251,14 @@ type OpenShellSandboxStatus struct {
 	// +optional
 	SandboxID string `json:"sandboxID,omitempty"`
 
+	// ReplacedSandboxID is the gateway sandbox the next (or current) one
+	// replaces: one the gateway lost, or one recreated after an immutable
+	// change. It makes each incarnation's create idempotency key
+	// (request_id) its own, so that a create is never answered with the
+	// replayed result of an earlier incarnation's.
+	// +optional
+	ReplacedSandboxID string `json:"replacedSandboxID,omitempty"`
+
 	// GatewaySandboxName is the sandbox's name at the gateway, derived from
 	// namespace and name so that two namespaces never collide.
 	// +optional

@@ -559,6 +559,23 @@ var managedByUs = builder.WithPredicates(predicate.NewPredicateFuncs(func(o clie
 	return o.GetLabels()[render.LabelManagedBy] == render.ManagedByValue
 }))
 
+// Event filters of the watches.
+var (
+	onlyDeletes = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }}
+	createsAndDeletes = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false }}
+)
+
+// gatewayOfSandbox names the gateway a sandbox uses.
+func gatewayOfSandbox(_ context.Context, o client.Object) []reconcile.Request {
+	sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: sb.GatewayKey()}}
+}
+
 // SetupWithManager registers the reconciler with watches on every kind it
 // owns; cluster-scoped children map back to their gateway by label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -586,27 +603,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp())
 			}})).
 		// A deleting gateway waits for its last sandbox to go (drain).
-		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)
-			if !ok {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: sb.GatewayKey()}}
-		}), builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }})).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(gatewayOfSandbox), builder.WithPredicates(onlyDeletes)).
 		// A gateway created in (or deleted from) a namespace another gateway
 		// places its sandboxes in changes that gateway's verdict
 		// (tenancy.SandboxNamespaceServed): re-queue only those. Tenants may
 		// create gateways without limit (OLM's aggregated roles), so one
 		// must not re-queue every other.
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithSandboxesIn),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false }})).
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithSandboxesIn), builder.WithPredicates(createsAndDeletes)).
 		// A declared provider profile may release a gateway held on 0.0.x
 		// for want of one (ProviderProfilesRequired): re-queue only those.
-		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false }})).
+		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles), builder.WithPredicates(createsAndDeletes)).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		// A namespace's labels concern the gateways in it (served) and those
 		// whose sandboxes run in it (PodSecurityAdmitted).

@@ -337,11 +337,9 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		return entry, err
 	}
 	entry.Workspace = ws
-	profileWS := ""
-	if gatewayline.ImportsProfiles(conn.Line) {
-		if profileWS, err = r.profileCatalog(ctx, conn, gw, p, ws); err != nil {
-			return entry, err
-		}
+	profileWS, err := r.profileCatalog(ctx, conn, gw, p, ws)
+	if err != nil {
+		return entry, err
 	}
 	owner := ownerLabels(p, nsUID)
 	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name, Labels: owner}, Type: p.Spec.Type,
@@ -425,6 +423,9 @@ func (e *profileError) Error() string { return e.msg }
 // platform catalog (imported there by the gateway's admin).
 func (r *Reconciler) profileCatalog(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway,
 	p *openshellv1alpha1.OpenShellProvider, ws string) (string, error) {
+	if !gatewayline.ImportsProfiles(conn.Line) {
+		return "", nil // 0.0.x builds its profiles in
+	}
 	id := p.Spec.Type
 	scope, profileNS, catalog := openshellv1alpha1.ProfileScopeWorkspace, p.Namespace, ws
 	if slices.Contains(gw.Spec.ProviderProfiles, id) {

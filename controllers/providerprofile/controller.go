@@ -133,59 +133,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // need finds the gateway catalogs the profile belongs in: the platform
-// catalog of each gateway in its namespace that names it, and its
-// namespace's workspace catalog at each gateway (that the namespace may
-// use) where a sandbox attaches a provider of its type — unless that
-// gateway's platform defines the id. Only 0.1 gateways import profiles.
+// catalogs that name it, and its namespace's workspace catalogs where its
+// type is used (see the two candidate lists). Only 0.1 gateways import
+// profiles, and one whose line cannot be learnt keeps what it has.
 func (r *Reconciler) need(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile, ns tenancy.Namespace) (needs, error) {
 	var n needs
-	var candidates []target
-	gws := &openshellv1alpha1.OpenShellGatewayList{}
-	if err := r.Client.List(ctx, gws, client.InNamespace(p.Namespace)); err != nil {
-		return n, fmt.Errorf("list gateways: %w", err)
-	}
-	for i := range gws.Items {
-		gw := &gws.Items[i]
-		if !gw.DeletionTimestamp.IsZero() || !slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
-			continue
-		}
-		// A gateway the operator does not serve (one a tenant created in its
-		// own namespace, say) is never called: it could point anywhere.
-		if msg, err := r.Platform.Served(ctx, r.Client, gw); err != nil {
-			return n, err
-		} else if msg != "" {
-			continue
-		}
-		candidates = append(candidates, target{gw: gw, scope: openshellv1alpha1.ProfileScopePlatform})
-	}
-	keys, err := r.gatewaysUsingType(ctx, p.Namespace, p.Name)
+	platform, err := r.platformCandidates(ctx, p)
 	if err != nil {
 		return n, err
 	}
-	for _, key := range keys {
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		if err := r.Client.Get(ctx, key, gw); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return n, err
-		}
-		if !gw.DeletionTimestamp.IsZero() {
-			continue
-		}
-		// A gateway the namespace may not use gets nothing of it (its
-		// providers and sandboxes report why).
-		if msg, err := r.Platform.Access(ctx, r.Client, gw, ns); err != nil {
-			return n, err
-		} else if msg != "" {
-			continue
-		}
-		if slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
-			n.shadowed = append(n.shadowed, gwconn.Key(gw))
-			continue
-		}
-		candidates = append(candidates, target{gw: gw, scope: openshellv1alpha1.ProfileScopeWorkspace})
+	workspace, shadowed, err := r.workspaceCandidates(ctx, p, ns)
+	if err != nil {
+		return n, err
 	}
-	for _, t := range candidates {
+	n.shadowed = shadowed
+	for _, t := range append(platform, workspace...) {
 		line, err := r.Gateways.Line(ctx, t.gw)
 		switch {
 		case err != nil:
@@ -198,6 +160,67 @@ func (r *Reconciler) need(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 		return gwconn.Key(n.targets[i].gw)+string(n.targets[i].scope) < gwconn.Key(n.targets[j].gw)+string(n.targets[j].scope)
 	})
 	return n, nil
+}
+
+// platformCandidates are the platform catalogs of the served gateways in
+// the profile's namespace that name it in spec.providerProfiles.
+func (r *Reconciler) platformCandidates(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile) ([]target, error) {
+	gws := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, gws, client.InNamespace(p.Namespace)); err != nil {
+		return nil, fmt.Errorf("list gateways: %w", err)
+	}
+	var out []target
+	for i := range gws.Items {
+		gw := &gws.Items[i]
+		if !gw.DeletionTimestamp.IsZero() || !slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
+			continue
+		}
+		// A gateway the operator does not serve (one a tenant created in its
+		// own namespace, say) is never called: it could point anywhere.
+		if msg, err := r.Platform.Served(ctx, r.Client, gw); err != nil {
+			return nil, err
+		} else if msg != "" {
+			continue
+		}
+		out = append(out, target{gw: gw, scope: openshellv1alpha1.ProfileScopePlatform})
+	}
+	return out, nil
+}
+
+// workspaceCandidates are the namespace's workspace catalogs at each
+// gateway (that the namespace may use) where a sandbox attaches a provider
+// of the profile's type, except at gateways whose platform defines the id
+// (shadowed, by gateway key).
+func (r *Reconciler) workspaceCandidates(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile, ns tenancy.Namespace) (
+	out []target, shadowed []string, err error) {
+	keys, err := r.gatewaysUsingType(ctx, p.Namespace, p.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, key := range keys {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if err := r.Client.Get(ctx, key, gw); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, nil, err
+		}
+		if !gw.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// A gateway the namespace may not use gets nothing of it (its
+		// providers and sandboxes report why).
+		if msg, err := r.Platform.Access(ctx, r.Client, gw, ns); err != nil {
+			return nil, nil, err
+		} else if msg != "" {
+			continue
+		}
+		if slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
+			shadowed = append(shadowed, gwconn.Key(gw))
+			continue
+		}
+		out = append(out, target{gw: gw, scope: openshellv1alpha1.ProfileScopeWorkspace})
+	}
+	return out, shadowed, nil
 }
 
 // gatewaysUsingType lists the gateways of the sandboxes in namespace that

@@ -133,6 +133,9 @@ func stopWith(res ctrl.Result) outcome { return outcome{res: res, stop: true} }
 // reconcile creates it anew.
 func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
 	st := &sb.Status
+	if st.SandboxID != "" {
+		st.ReplacedSandboxID = st.SandboxID
+	}
 	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
 	st.AgentSandbox, st.ExitCode, st.CompletionTime = nil, nil, nil
 }
@@ -241,9 +244,14 @@ func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *
 // createOrAdopt creates the gateway sandbox, or adopts the one of its name
 // that carries this object's UID (a create whose status write was lost).
 func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (*openshellv1.Sandbox, outcome, error) {
-	resp, err := conn.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Spec: d.spec,
+	req := &openshellv1.CreateSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Spec: d.spec,
 		Labels:      map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)},
-		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}})
+		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}}
+	// The same create (after a timeout, or a status write lost with the
+	// operator) carries the same key, and 0.1 replays its result; another
+	// incarnation (ReplacedSandboxID) or another request gets its own.
+	req.RequestId = sandboxspec.RequestID(req, string(sb.UID), sb.Status.ReplacedSandboxID)
+	resp, err := conn.CreateSandbox(ctx, req)
 	var current *openshellv1.Sandbox
 	switch code := grpcstatus.Code(err); {
 	case err == nil:

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -82,4 +84,23 @@ func shortName(prefix, key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return p + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// requestIDSpace is the UUID namespace of the operator's idempotency keys.
+var requestIDSpace = uuid.MustParse("5b2f6a7e-2c1d-4f0b-9a51-0e6c7d3f8a14")
+
+// RequestID is the request_id (a name-based UUID, version 5) of a
+// mutation: derived from the request (request_id unset, encoded
+// deterministically) and parts that tell its incarnations apart, so that
+// a retry of the same request carries the same key and 0.1 gateways
+// replay its result for 24 hours, while any other request gets its own.
+func RequestID(req proto.Message, parts ...string) string {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return uuid.NewString() // unencodable: no replay, as without a key
+	}
+	for _, p := range parts {
+		b = append(append(b, 0), p...)
+	}
+	return uuid.NewSHA1(requestIDSpace, b).String()
 }

@@ -4,7 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
 func TestNamesObeyGatewayLimits(t *testing.T) {
@@ -63,5 +67,32 @@ func TestOwnedBy(t *testing.T) {
 		if got := OwnedBy(tc.labels, want); got != tc.owned {
 			t.Errorf("OwnedBy(%v) = %v, want %v", tc.labels, got, tc.owned)
 		}
+	}
+}
+
+// TestRequestID: the same request and parts give the same key (a retry
+// replays), any change of either another; the key is a non-zero UUID.
+func TestRequestID(t *testing.T) {
+	req := &openshellv1.CreateSandboxRequest{Name: "s", Spec: &openshellv1.SandboxSpec{LogLevel: "info"}}
+	id := RequestID(req, "uid-1", "")
+	if _, err := uuid.Parse(id); err != nil || id == (uuid.UUID{}).String() {
+		t.Fatalf("RequestID = %q: not a non-zero UUID (%v)", id, err)
+	}
+	if again := RequestID(proto.Clone(req).(*openshellv1.CreateSandboxRequest), "uid-1", ""); again != id {
+		t.Fatalf("same request, another key: %s, %s", id, again)
+	}
+	other := proto.Clone(req).(*openshellv1.CreateSandboxRequest)
+	other.Spec.LogLevel = "debug"
+	for name, got := range map[string]string{
+		"another request":     RequestID(other, "uid-1", ""),
+		"another object":      RequestID(req, "uid-2", ""),
+		"another incarnation": RequestID(req, "uid-1", "lost-sandbox-id"),
+	} {
+		if got == id {
+			t.Errorf("%s: same key %s", name, id)
+		}
+	}
+	if RequestID(req, "uid-1", "lost-sandbox-id") == RequestID(req, "uid-1lost-sandbox-id") {
+		t.Error("parts run together: (a, b) and (ab) give one key")
 	}
 }

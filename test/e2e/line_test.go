@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	legacyopenshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -245,4 +246,42 @@ func upgradeInPlace(ctx context.Context, g Gomega, gw *testgateway.Gateway, obj 
 		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
 		g.Expect(cur.Status.Version).To(Equal(version))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// TestCreateIsIdempotentOn01: on a 0.1 gateway a sandbox create carries a
+// request_id. When the gateway created the sandbox but its answer was
+// lost, the operator's retry carries the same key and is answered with
+// the same sandbox (replayed, not a second create nor an adoption); when
+// the gateway later loses that sandbox, the create that replaces it
+// carries a key of its own (status.replacedSandboxID), so it is not
+// answered with the replay of the first — which names a sandbox that no
+// longer exists — and the sandbox is Ready again under a new ID.
+func TestCreateIsIdempotentOn01(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	st, tenant, _ := startLineStack(ctx, t, g, "reqid")
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
+	gw := st.Gateway
+
+	gw.LoseNextResponse("CreateSandbox")
+	sb := sandboxOn(tenant, "agent", st.GatewayObj)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	first := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb)).Status.SandboxID
+	g.Expect(gw.Replayed()).To(Equal(1), "the retry after the lost answer was not answered from the replay")
+	ws, name := sandboxWorkspace(ctx, g, tenant), sandboxspec.SandboxName(tenant, sb.Name)
+	g.Expect(gw.SandboxNames(ws)).To(Equal([]string{name}))
+
+	// The gateway loses it (its admin deletes it): re-created, new key.
+	_, err := gw.DeleteSandbox(ctx, &legacyopenshellv1.DeleteSandboxRequest{Name: name, Workspace: ws})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first))
+		g.Expect(cur.Status.ReplacedSandboxID).To(Equal(first))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(gw.Replayed()).To(Equal(1), "the replacement was answered with the first incarnation's replay")
 }

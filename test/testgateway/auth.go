@@ -238,7 +238,13 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 	if held {
 		delete(g.holdNext, method)
 	}
+	lose := g.loseNext[method]
+	delete(g.loseNext, method)
 	g.mu.Unlock()
+	if lose && err == nil {
+		// Done, but the caller never hears of it (a timeout on the way back).
+		return nil, status.Error(codes.Unavailable, "response lost (injected)")
+	}
 	if held {
 		// Done, but the caller does not know yet (a response in flight).
 		close(h.reached)

@@ -78,7 +78,12 @@ type Gateway struct {
 	delay        time.Duration
 	failNext     map[string]codes.Code
 	holdNext     map[string]hold
-	trace        func(event, sandbox string)
+	loseNext     map[string]bool
+	// replays are the 0.1 idempotency keys seen (request_id), with what
+	// they answered; replayed counts the answers given again.
+	replays  map[string]replay
+	replayed int
+	trace    func(event, sandbox string)
 
 	workspaces map[string]*datamodelv1.Workspace
 	sandboxes  map[wsName]*sandboxRow
@@ -118,7 +123,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{},
+	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{}, loseNext: map[string]bool{}, replays: map[string]replay{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
 		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}}
@@ -168,6 +173,15 @@ func (g *Gateway) SetDelay(d time.Duration) { g.mu.Lock(); g.delay = d; g.mu.Unl
 func (g *Gateway) FailNext(method string, code codes.Code) {
 	g.mu.Lock()
 	g.failNext["/openshell.v1.OpenShell/"+method] = code
+	g.mu.Unlock()
+}
+
+// LoseNextResponse lets the next call of method do its work and then
+// answers UNAVAILABLE: the outcome is uncertain to the caller, whose retry
+// meets what the first call did.
+func (g *Gateway) LoseNextResponse(method string) {
+	g.mu.Lock()
+	g.loseNext["/openshell.v1.OpenShell/"+method] = true
 	g.mu.Unlock()
 }
 

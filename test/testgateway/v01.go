@@ -158,8 +158,65 @@ func (s *v01Server) CreateSandbox(ctx context.Context, in *v01.CreateSandboxRequ
 	if err := s.g.checkProfiles(in.GetWorkspaceScope(), in.GetSpec().GetProviders()); err != nil {
 		return nil, err
 	}
-	out := &v01.SandboxResponse{}
-	return out, serve0(ctx, in, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox)
+	return idempotent(s.g, in, func() (*v01.SandboxResponse, error) {
+		out := &v01.SandboxResponse{}
+		return out, serve0(ctx, in, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox)
+	})
+}
+
+// replay is what a request_id answered, and the request it came with.
+type replay struct {
+	request  []byte
+	response proto.Message
+}
+
+// idempotent plays 0.1's request_id: a key seen before with the same
+// request is answered with the first result again (for 24 hours, longer
+// than any test), whatever happened since — the sandbox it created may be
+// gone; the same key with another request is refused. A failed call
+// records nothing.
+func idempotent[T proto.Message](g *Gateway, in interface {
+	proto.Message
+	GetRequestId() string
+}, call func() (T, error)) (T, error) {
+	var zero T
+	id := in.GetRequestId()
+	if id == "" {
+		return call()
+	}
+	req := proto.Clone(in)
+	req.ProtoReflect().Clear(req.ProtoReflect().Descriptor().Fields().ByName("request_id"))
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return zero, status.Errorf(codes.Internal, "%v", err)
+	}
+	g.mu.Lock()
+	prev, seen := g.replays[id]
+	if seen && string(prev.request) == string(b) {
+		g.replayed++
+	}
+	g.mu.Unlock()
+	if seen {
+		if string(prev.request) != string(b) {
+			return zero, status.Errorf(codes.InvalidArgument, "request_id %s was used for a different request", id)
+		}
+		return proto.Clone(prev.response).(T), nil
+	}
+	resp, err := call()
+	if err != nil {
+		return resp, err
+	}
+	g.mu.Lock()
+	g.replays[id] = replay{request: b, response: proto.Clone(resp)}
+	g.mu.Unlock()
+	return resp, nil
+}
+
+// Replayed counts the calls answered from the request_id replay cache.
+func (g *Gateway) Replayed() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.replayed
 }
 
 // allowlisted refuses, from 0.1.5, template labels and annotations the
