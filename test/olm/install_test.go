@@ -18,6 +18,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -219,6 +221,7 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 	g.Expect(env).To(HaveKeyWithValue("OPERATOR_CONDITION_NAME", csv.Name))
 	g.Expect(dep.Spec.Template.Annotations).To(HaveKeyWithValue("olm.targetNamespaces", strings.Join(targets, ",")))
+	expectOperatorNetworkPolicy(ctx, g, dep)
 
 	// The ServiceAccount reaches its target namespaces, and only those.
 	sa := "system:serviceaccount:" + opNS + ":" + dep.Spec.Template.Spec.ServiceAccountName
@@ -485,4 +488,34 @@ func catalogBundleImage(t *testing.T, configs, bundle string) string {
 	}
 	t.Fatalf("bundle %s not in the catalog", bundle)
 	return ""
+}
+
+// expectOperatorNetworkPolicy: OLM created the bundle's NetworkPolicy next
+// to the operator. It selects the operator's pods and admits each of their
+// ports and nothing else; the metrics port only from the monitoring stack.
+// A port added to the Deployment and forgotten here fails this test.
+func expectOperatorNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Deployment) {
+	np := &networkingv1.NetworkPolicy{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: deploymentName}, np)).To(Succeed(),
+		"OLM did not create the operator's NetworkPolicy")
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sel.Matches(labels.Set(dep.Spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the operator's pods")
+	g.Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress))
+	admitted := map[int32][]networkingv1.NetworkPolicyPeer{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			g.Expect(p.Port).NotTo(BeNil())
+			admitted[p.Port.IntVal] = rule.From
+		}
+	}
+	var ports []int32
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		ports = append(ports, p.ContainerPort)
+		g.Expect(admitted).To(HaveKey(p.ContainerPort), "container port %s (%d) is not admitted", p.Name, p.ContainerPort)
+		if p.Name == "metrics" {
+			g.Expect(admitted[p.ContainerPort]).NotTo(BeEmpty(), "the metrics port is open to every peer")
+		}
+	}
+	g.Expect(admitted).To(HaveLen(len(ports)), "the NetworkPolicy admits a port the operator does not serve")
 }
