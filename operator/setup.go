@@ -175,7 +175,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := (&webhook.PolicyValidator{Reader: c, Authorizer: authz}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
 	}
-	if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz); err != nil {
+	if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz, opts.Platform); err != nil {
 		return fmt.Errorf("set up tenant admin webhooks: %w", err)
 	}
 	return nil

@@ -777,10 +777,11 @@ const (
 	// release its spec asks for.
 	GatewayReasonAtTarget = "AtTarget"
 	// GatewayReasonProviderProfilesRequired (VersionCurrent=False): the
-	// gateway would move to 0.1, but sandboxes on it attach providers whose
-	// type no OpenShellProviderProfile declares (0.1 has no built-in
-	// profiles); it stays on 0.0.x until each is declared, then moves and
-	// has them imported before its providers are given again.
+	// operator's default would move the gateway to 0.1, but sandboxes on it
+	// attach providers whose type no OpenShellProviderProfile declares (0.1
+	// has no built-in profiles); it stays on 0.0.x until each is declared
+	// (then moves and has them imported before its providers are given
+	// again), or until spec.managed.version names the release.
 	GatewayReasonProviderProfilesRequired = "ProviderProfilesRequired"
 	// GatewayReasonUpgrading (Progressing): the gateway's pods are moving
 	// from status.version to spec.managed.version (or the default).

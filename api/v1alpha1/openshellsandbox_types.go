@@ -456,7 +456,9 @@ const (
 	// it is never adopted.
 	SandboxReasonNameConflict = "NameConflict"
 	// SandboxReasonRejectedByGateway (Synced False): the gateway refused the
-	// sandbox or policy as invalid; not retried until the spec changes.
+	// sandbox or policy: as invalid (not retried until the spec changes), or
+	// for a precondition it lacks now, such as a provider's profile (asked
+	// again every 30 s).
 	SandboxReasonRejectedByGateway = "RejectedByGateway"
 	// SandboxReasonReady (Ready=True): the agent runs under its policy.
 	SandboxReasonReady = "SandboxReady"

@@ -610,9 +610,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// create gateways without limit (OLM's aggregated roles), so one
 		// must not re-queue every other.
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithSandboxesIn), builder.WithPredicates(createsAndDeletes)).
-		// A declared provider profile may release a gateway held on 0.0.x
-		// for want of one (ProviderProfilesRequired): re-queue only those.
+		// A declared provider profile, a provider deleted or a sandbox's
+		// providers changed may release a gateway held on 0.0.x for want
+		// of a profile (ProviderProfilesRequired): re-queue only those.
 		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles), builder.WithPredicates(createsAndDeletes)).
+		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles), builder.WithPredicates(onlyDeletes)).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysHeldForProfiles), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		// A namespace's labels concern the gateways in it (served) and those
 		// whose sandboxes run in it (PodSecurityAdmitted).

@@ -22,6 +22,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // versionPlan is which OpenShell release a Managed gateway's objects are
@@ -158,7 +159,7 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 	}
 	enforced, _, _ := networkPolicyEnforced(gw, pf)
 	p := planVersion(running, render.DesiredVersion(gw), enforced)
-	if p.crossesToV01() {
+	if p.crossesToV01() && gw.Spec.Managed.Version == "" {
 		missing, err := r.undeclaredProfiles(ctx, gw)
 		if err != nil {
 			return versionPlan{}, err
@@ -174,14 +175,17 @@ func (p versionPlan) crossesToV01() bool {
 	return p.Blocked == nil && running == gatewayline.Legacy && p.Line() == gatewayline.V01
 }
 
-// holdForProviders keeps a 0.0.x gateway there while sandboxes on it
-// attach providers whose profile nobody declared: a 0.1 gateway starts
-// with an empty provider-profile catalog and refuses to attach a provider
-// whose profile it lacks, so the roll would break those sandboxes. Each
-// entry of missing is "namespace/provider (type)". Once every type is
-// declared (an OpenShellProviderProfile in the provider's namespace, or
-// one this gateway names in spec.providerProfiles), the gateway rolls and
-// the profiles are imported into it before its providers are given again.
+// holdForProviders keeps a 0.0.x gateway there, when only the operator's
+// default would move it, while sandboxes on it attach providers whose
+// profile nobody declared: a 0.1 gateway starts with an empty
+// provider-profile catalog and refuses to attach a provider whose profile
+// it lacks, so the roll would break those sandboxes. Each entry of missing
+// is "namespace/provider (type)". Once every type is declared (an
+// OpenShellProviderProfile in the provider's namespace, or one this
+// gateway names in spec.providerProfiles), the gateway rolls and the
+// profiles are imported into it before its providers are given again. An
+// admin who sets spec.managed.version moves it regardless: tenants who may
+// create providers must not be able to hold the platform's upgrade.
 func (p versionPlan) holdForProviders(missing []string) versionPlan {
 	if len(missing) == 0 {
 		return p
@@ -189,7 +193,8 @@ func (p versionPlan) holdForProviders(missing []string) versionPlan {
 	return p.hold(openshellv1alpha1.GatewayReasonProviderProfilesRequired, fmt.Sprintf(
 		"moving to OpenShell %s needs a provider profile for every provider its sandboxes attach (0.1 has no built-in profiles), and %d have none, "+
 			"for example %s: create an OpenShellProviderProfile named after the provider's type in its namespace, or list one of this namespace in "+
-			"spec.providerProfiles (docs/upgrading-gateways.md); the gateway stays on %s until then", p.Target, len(missing), missing[0], p.Running))
+			"spec.providerProfiles (docs/upgrading-gateways.md); the gateway stays on %s until then, or until spec.managed.version names the "+
+			"release (those providers then fail until their profiles are declared)", p.Target, len(missing), missing[0], p.Running))
 }
 
 // undeclaredProfiles names the providers attached by sandboxes on gw
@@ -201,6 +206,20 @@ func (r *Reconciler) undeclaredProfiles(ctx context.Context, gw *openshellv1alph
 	}
 	var out []string
 	for _, sb := range list.Items {
+		if !sb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// Only namespaces the gateway admits count: anyone else's sandbox
+		// never reaches it.
+		ns, _, err := tenancy.ReadNamespace(ctx, r.Client, sb.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if msg, err := r.Platform.Access(ctx, r.Client, gw, ns); err != nil {
+			return nil, err
+		} else if msg != "" {
+			continue
+		}
 		for _, name := range sb.Spec.Providers {
 			prov := &openshellv1alpha1.OpenShellProvider{}
 			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, prov); apierrors.IsNotFound(err) {
@@ -212,8 +231,9 @@ func (r *Reconciler) undeclaredProfiles(ctx context.Context, gw *openshellv1alph
 			if slices.Contains(gw.Spec.ProviderProfiles, prov.Spec.Type) {
 				profileNS = gw.Namespace
 			}
-			err := r.Client.Get(ctx, client.ObjectKey{Namespace: profileNS, Name: prov.Spec.Type}, &openshellv1alpha1.OpenShellProviderProfile{})
-			if apierrors.IsNotFound(err) {
+			prof := &openshellv1alpha1.OpenShellProviderProfile{}
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: profileNS, Name: prov.Spec.Type}, prof)
+			if apierrors.IsNotFound(err) || (err == nil && !prof.DeletionTimestamp.IsZero()) {
 				if e := fmt.Sprintf("%s/%s (%s)", prov.Namespace, prov.Name, prov.Spec.Type); !slices.Contains(out, e) {
 					out = append(out, e)
 				}

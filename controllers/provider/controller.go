@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -391,8 +392,8 @@ func (r *Reconciler) declaredCatalog(ctx context.Context, line gatewayline.Line,
 	if !gatewayline.ImportsProfiles(line) || slices.Contains(gw.Spec.ProviderProfiles, p.Spec.Type) {
 		return ""
 	}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.Type}, &openshellv1alpha1.OpenShellProviderProfile{})
-	if err != nil {
+	prof := &openshellv1alpha1.OpenShellProviderProfile{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.Type}, prof); err != nil || !prof.DeletionTimestamp.IsZero() {
 		return ""
 	}
 	return sandboxspec.WorkspaceName(p.Namespace, nsUID)
@@ -459,7 +460,7 @@ func (r *Reconciler) profileCatalog(ctx context.Context, conn *gatewayapi.Client
 // imported says whether a profile is in a gateway's catalog of scope at
 // the gateway's current incarnation.
 func imported(prof *openshellv1alpha1.OpenShellProviderProfile, gw *openshellv1alpha1.OpenShellGateway, scope openshellv1alpha1.ProfileScope) bool {
-	return slices.ContainsFunc(prof.Status.Gateways, func(e openshellv1alpha1.ProviderProfileGatewayStatus) bool {
+	return prof.DeletionTimestamp.IsZero() && slices.ContainsFunc(prof.Status.Gateways, func(e openshellv1alpha1.ProviderProfileGatewayStatus) bool {
 		return e.Gateway == gwconn.Key(gw) && e.Scope == scope && e.ObservedGeneration > 0 && e.GatewayInstance == gw.Status.Instance
 	})
 }
@@ -596,9 +597,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A profile's import (or its removal) decides whether providers
 		// of its type may be pushed; a platform profile serves every
 		// namespace.
-		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.MatchingFields{index.ProviderType: o.GetName()})
-		})).
+		Watches(&openshellv1alpha1.OpenShellProviderProfile{}, handler.EnqueueRequestsFromMapFunc(r.providersOfProfile), builder.WithPredicates(profileChanged)).
 		WatchesRawSource(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
@@ -640,3 +639,28 @@ var instanceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
 	return ok1 && ok2 && o.Status.Instance != n.Status.Instance
 }}
+
+// profileChanged passes a profile whose spec, deletion or imports changed:
+// what decides whether its providers may be pushed, and where.
+var profileChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellProviderProfile)
+	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellProviderProfile)
+	return ok1 && ok2 && (o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(o.Status.Gateways, n.Status.Gateways))
+}}
+
+// providersOfProfile lists the providers a profile serves: those of its
+// type in its namespace, and, when a gateway of its namespace lists it for
+// its platform catalog, those of its type everywhere.
+func (r *Reconciler) providersOfProfile(ctx context.Context, o client.Object) []reconcile.Request {
+	gws := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, gws, client.InNamespace(o.GetNamespace())); err == nil {
+		for _, gw := range gws.Items {
+			if slices.Contains(gw.Spec.ProviderProfiles, o.GetName()) {
+				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.MatchingFields{index.ProviderType: o.GetName()})
+			}
+		}
+	}
+	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{}, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{index.ProviderType: o.GetName()})
+}

@@ -489,6 +489,14 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 		} else if err != nil {
 			return nil, err
 		}
+		// A gateway no longer served (its namespace unlisted, or gone and
+		// re-created by someone else with a gateway of the same name) is
+		// never dialled: it could point anywhere.
+		if msg, err := r.Platform.Served(ctx, r.Client, gw); err != nil {
+			return nil, err
+		} else if msg != "" {
+			continue
+		}
 		conn, err := r.Gateways.Connect(ctx, gw)
 		if err == nil {
 			err = deleteAt(ctx, conn, p, e, ownerLabels(p, nsUID))
@@ -538,9 +546,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.profilesOfSandbox),
 			builder.WithPredicates(index.SpecOrDeletionChanged)).
-		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderProfileList{})
-		}), builder.WithPredicates(predicate.Or[client.Object](index.SpecOrDeletionChanged, releaseOrInstanceChanged))).
+		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.profilesOfGateway), builder.WithPredicates(gatewayChanged)).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderProfileList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -564,10 +570,39 @@ func (r *Reconciler) profilesOfSandbox(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// releaseOrInstanceChanged passes a gateway whose release or serving pods
-// changed: a gateway now on 0.1, or one that may have lost its catalog.
-var releaseOrInstanceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+// gatewayChanged passes a gateway whose spec (its profile list, tenancy)
+// or deletion changed, or whose release or serving pods did (a gateway now
+// on 0.1, or one that may have lost its catalog); not label or annotation
+// edits, which a tenant may repeat at will on a gateway of its own.
+var gatewayChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellGateway)
 	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
-	return ok1 && ok2 && (o.Status.Instance != n.Status.Instance || o.Status.Version != n.Status.Version)
+	return ok1 && ok2 && (o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		o.Status.Instance != n.Status.Instance || o.Status.Version != n.Status.Version)
 }}
+
+// profilesOfGateway names the profiles a gateway's change may concern: the
+// ones it lists for its platform catalog, and those of the provider types
+// its sandboxes attach (in their namespaces) — never every profile.
+func (r *Reconciler) profilesOfGateway(ctx context.Context, o client.Object) []reconcile.Request {
+	gw := o.(*openshellv1alpha1.OpenShellGateway)
+	var reqs []reconcile.Request
+	add := func(ns, id string) {
+		if req := (reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: id}}); !slices.Contains(reqs, req) {
+			reqs = append(reqs, req)
+		}
+	}
+	for _, id := range gw.Spec.ProviderProfiles {
+		add(gw.Namespace, id)
+	}
+	sbs := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, sbs, client.MatchingFields{index.SandboxGateway: gwconn.Key(gw)}); err != nil {
+		return reqs
+	}
+	for i := range sbs.Items {
+		for _, req := range r.profilesOfSandbox(ctx, &sbs.Items[i]) {
+			add(req.Namespace, req.Name)
+		}
+	}
+	return reqs
+}

@@ -226,6 +226,10 @@ func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *ope
 	return r.observePhase(ctx, conn, sb, obs, d, current)
 }
 
+// preconditionRetry is how soon a create the gateway refused for a
+// precondition (FailedPrecondition) is tried again.
+const preconditionRetry = 30 * time.Second
+
 // recreate deletes the gateway sandbox after an immutable change; the next
 // reconciles wait until the name is free and create it anew.
 func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (ctrl.Result, error) {
@@ -261,9 +265,14 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 		if current, o, err = r.adopt(ctx, conn, sb, d); err != nil || o.stop {
 			return nil, o, err
 		}
-	case code == codes.InvalidArgument || code == codes.FailedPrecondition:
+	case code == codes.InvalidArgument:
 		setSyncFailure(sb, openshellv1alpha1.SandboxReasonRejectedByGateway, "the gateway refused the sandbox: "+grpcstatus.Convert(err).Message())
 		return nil, stopWith(ctrl.Result{}), nil
+	case code == codes.FailedPrecondition:
+		// What the gateway lacks now (a provider's profile being imported
+		// again, say) may be there soon: asked again, not given up.
+		setSyncFailure(sb, openshellv1alpha1.SandboxReasonRejectedByGateway, "the gateway refused the sandbox for now: "+grpcstatus.Convert(err).Message())
+		return nil, stopWith(ctrl.Result{RequeueAfter: preconditionRetry}), nil
 	case code == codes.NotFound:
 		// The gateway lost the workspace (a new database): create it again.
 		r.Gateways.ForgetWorkspace(sb.Status.Gateway, d.workspace)
@@ -366,6 +375,7 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 	if grpcstatus.Code(err) == codes.NotFound {
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
 		forgetGatewaySandbox(sb)
+		r.settling.forget(key) // a held create's answer names the lost sandbox: never restore it
 		return nil, gone, true, nil
 	}
 	if err != nil {

@@ -186,12 +186,12 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 			t.Fatalf("not created anew: id %q", sb.Status.SandboxID)
 		}
 	})
-	t.Run("a refused sandbox is RejectedByGateway and not retried", func(t *testing.T) {
+	t.Run("a sandbox refused for a precondition is RejectedByGateway and asked again later, not at once", func(t *testing.T) {
 		f := newGatewayFixture(t)
 		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.Providers = []string{"missing"} })
 		res, err := f.run(t, sb)
-		if err != nil || res.RequeueAfter != 0 {
-			t.Fatalf("want no error and no requeue, got %v, %v", res, err)
+		if err != nil || res.RequeueAfter != preconditionRetry {
+			t.Fatalf("want no error and a requeue after %s, got %v, %v", preconditionRetry, res, err)
 		}
 		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseError || reason(sb, openshellv1alpha1.ConditionSynced) != openshellv1alpha1.SandboxReasonRejectedByGateway {
 			t.Fatalf("phase %s, Synced %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionSynced))

@@ -15,6 +15,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // +kubebuilder:webhook:path=/validate-openshell-ai-v1alpha1-openshellpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=openshell.ai,resources=openshellpolicies,verbs=create;update;delete,versions=v1alpha1,name=vopenshellpolicy.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
@@ -85,7 +86,7 @@ func (a Authorizer) providerSecretReadable(ctx context.Context, _, p *openshellv
 
 // SetupTenantAdminWebhooks registers the Tenant Admin check for image
 // policies and providers (policies have PolicyValidator).
-func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) error {
+func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer, platform tenancy.Platform) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellImagePolicy{}).WithValidator(
 		tenantAdminCheck[*openshellv1alpha1.OpenShellImagePolicy]{Authorizer: a, Reader: r, Resource: "openshellimagepolicies",
 			Spec: func(p *openshellv1alpha1.OpenShellImagePolicy) any { return p.Spec }}).Complete(); err != nil {
@@ -96,9 +97,10 @@ func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) e
 			Spec: func(p *openshellv1alpha1.OpenShellProvider) any { return p.Spec }, Extra: a.providerSecretReadable}).Complete(); err != nil {
 		return fmt.Errorf("OpenShellProvider webhook: %w", err)
 	}
+	profiles := profileChecks{Authorizer: a, Reader: r, Platform: platform}
 	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellProviderProfile{}).WithValidator(
 		tenantAdminCheck[*openshellv1alpha1.OpenShellProviderProfile]{Authorizer: a, Reader: r, Resource: "openshellproviderprofiles",
-			Spec: func(p *openshellv1alpha1.OpenShellProviderProfile) any { return p.Spec }, Extra: a.platformProfileEditable(r)}).Complete(); err != nil {
+			Spec: func(p *openshellv1alpha1.OpenShellProviderProfile) any { return p.Spec }, Extra: profiles.onWrite, OnDelete: profiles.gatewayAdmin}).Complete(); err != nil {
 		return fmt.Errorf("OpenShellProviderProfile webhook: %w", err)
 	}
 	return nil
@@ -108,33 +110,89 @@ func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer) e
 // profile that a gateway imports into its platform catalog.
 const ReasonGatewayAdminRequired = "GatewayAdminRequired"
 
-// platformProfileEditable refuses to create or change a profile that a
-// gateway of its namespace names in spec.providerProfiles unless the user
-// may also update that gateway: the platform catalog serves every tenant
-// of the gateway, so its content is the gateway admin's, not merely the
-// namespace's Tenant Admin's.
-func (a Authorizer) platformProfileEditable(r client.Reader) func(ctx context.Context, _, p *openshellv1alpha1.OpenShellProviderProfile) error {
-	return func(ctx context.Context, _, p *openshellv1alpha1.OpenShellProviderProfile) error {
-		gws := &openshellv1alpha1.OpenShellGatewayList{}
-		if err := r.List(ctx, gws, client.InNamespace(p.Namespace)); err != nil {
-			return apierrors.NewInternalError(err)
+// profileChecks are what a provider profile's writer must also be allowed:
+// a profile decides where the credentials of the namespace's providers of
+// its type are sent, and one in a gateway namespace may serve every tenant
+// of the gateway.
+type profileChecks struct {
+	Authorizer Authorizer
+	Reader     client.Reader
+	Platform   tenancy.Platform
+}
+
+// onWrite runs on create and on a spec change.
+func (c profileChecks) onWrite(ctx context.Context, _, p *openshellv1alpha1.OpenShellProviderProfile) error {
+	if err := c.gatewayAdmin(ctx, p); err != nil {
+		return err
+	}
+	return c.credentialsReadable(ctx, p)
+}
+
+// credentialsReadable refuses unless the user may get the credentials
+// Secret of every provider in the namespace of the profile's type: the
+// profile's endpoints and credential placement decide where those values
+// go, so without it a Tenant Admin without Secret access (the
+// openshell-tenant-admin role holds none) could route a provider's token to
+// a host of their choosing.
+func (c profileChecks) credentialsReadable(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile) error {
+	provs := &openshellv1alpha1.OpenShellProviderList{}
+	if err := c.Reader.List(ctx, provs, client.InNamespace(p.Namespace), client.MatchingFields{index.ProviderType: p.Name}); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	for _, prov := range provs.Items {
+		ref := prov.Spec.CredentialsSecretRef
+		if ref == nil {
+			continue
 		}
-		for _, gw := range gws.Items {
-			if !slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
-				continue
-			}
-			ok, user, err := a.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: "update",
-				Group: openshellv1alpha1.GroupVersion.Group, Resource: "openshellgateways", Name: gw.Name})
-			if err != nil {
-				return apierrors.NewInternalError(err)
-			}
-			if !ok {
-				msg := fmt.Sprintf("%s: user %q may not write OpenShellProviderProfile %s: gateway %s imports it into its platform catalog "+
-					"(spec.providerProfiles), which serves every tenant of the gateway; only who may update that gateway may change it",
-					ReasonGatewayAdminRequired, user, p.Name, gw.Name)
-				return forbidden("openshellproviderprofiles", p.Name, ReasonGatewayAdminRequired, msg, "")
-			}
+		if err := c.Authorizer.SecretReadable(ctx, "OpenShellProviderProfile", p.Name, p.Namespace, ref.Name, "spec",
+			fmt.Sprintf("which OpenShellProvider %s (type %s) sends, and this profile decides where: ask whoever may read it to write the profile", prov.Name, p.Name)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// gatewayAdmin refuses a write (or deletion) of a profile in a namespace
+// whose gateways are served, or that a gateway there names in
+// spec.providerProfiles, unless the user may update the namespace's
+// gateways: such a profile is, or may become with one edit of a gateway,
+// its platform catalog, which serves every tenant of the gateway.
+func (c profileChecks) gatewayAdmin(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile) error {
+	platform, why, err := c.platformProfile(ctx, p)
+	if err != nil || !platform {
+		return err
+	}
+	ok, user, err := c.Authorizer.Allowed(ctx, authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: "update",
+		Group: openshellv1alpha1.GroupVersion.Group, Resource: "openshellgateways"})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if ok {
 		return nil
 	}
+	msg := fmt.Sprintf("%s: user %q may not write OpenShellProviderProfile %s: %s, whose platform catalog serves every tenant of the "+
+		"gateway; only who may update the namespace's OpenShellGateways may change it", ReasonGatewayAdminRequired, user, p.Name, why)
+	return forbidden("openshellproviderprofiles", p.Name, ReasonGatewayAdminRequired, msg, "")
+}
+
+// platformProfile says whether p is, or may become, a platform profile,
+// and why.
+func (c profileChecks) platformProfile(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile) (bool, string, error) {
+	gws := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := c.Reader.List(ctx, gws, client.InNamespace(p.Namespace)); err != nil {
+		return false, "", apierrors.NewInternalError(err)
+	}
+	for _, gw := range gws.Items {
+		if slices.Contains(gw.Spec.ProviderProfiles, p.Name) {
+			return true, fmt.Sprintf("gateway %s imports it into its platform catalog (spec.providerProfiles)", gw.Name), nil
+		}
+	}
+	ns, err := index.GetNamespace(ctx, c.Reader, p.Namespace)
+	if err != nil {
+		return false, "", apierrors.NewInternalError(err)
+	}
+	if c.Platform.GatewayServed(tenancy.Namespace{Name: ns.Name, Labels: ns.Labels}) == "" {
+		return true, fmt.Sprintf("namespace %s is a gateway namespace, where a gateway may import it into its platform catalog", p.Namespace), nil
+	}
+	return false, "", nil
 }

@@ -138,6 +138,8 @@ type tenantAdminCheck[T client.Object] struct {
 	// Extra, if set, runs after the manage check on create and on a spec
 	// change (old is nil on create).
 	Extra func(ctx context.Context, old, o T) error
+	// OnDelete, if set, runs after the manage check on a deletion.
+	OnDelete func(ctx context.Context, o T) error
 }
 
 func (c tenantAdminCheck[T]) ValidateCreate(ctx context.Context, o T) (admission.Warnings, error) {
@@ -184,7 +186,10 @@ func (c tenantAdminCheck[T]) ValidateDelete(ctx context.Context, o T) (admission
 	if ns == nil || !ns.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	return nil, c.check(ctx, o, "delete")
+	if err := c.check(ctx, o, "delete"); err != nil || c.OnDelete == nil {
+		return nil, err
+	}
+	return nil, c.OnDelete(ctx, o)
 }
 
 func (c tenantAdminCheck[T]) check(ctx context.Context, o T, action string) error {

@@ -602,12 +602,15 @@ func (tn *tenancySuite) tenantAdminVsEditor(t *testing.T) {
 
 // providerProfileWriters: a provider profile decides where a provider's
 // credentials go and what its sandboxes may reach, so only Tenant Admins
-// write it (an editor is refused, TenantAdminRequired); and a profile that
-// a gateway imports into its platform catalog, which serves every tenant
-// of the gateway, takes the right to update that gateway too: an explicit
-// openshell-tenant-admin of the gateway's namespace may write other
-// profiles there but not that one (GatewayAdminRequired), while the
-// namespace admin (OLM's aggregated admin covers gateways) may.
+// write it (an editor is refused, TenantAdminRequired), and only those who
+// may read the credentials Secret of a provider of its type
+// (SecretAccessDenied). A profile that a gateway imports into its platform
+// catalog, which serves every tenant of the gateway, or any profile in a
+// namespace where gateways are served, takes the right to update the
+// namespace's gateways too, to write or delete (GatewayAdminRequired): an
+// explicit openshell-tenant-admin may write other profiles in an unserved
+// namespace but not those, while the namespace admin (OLM's aggregated
+// admin covers gateways) may.
 func (tn *tenancySuite) providerProfileWriters(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -654,7 +657,25 @@ func (tn *tenancySuite) providerProfileWriters(t *testing.T) {
 		cur.Spec.Endpoints = append(cur.Spec.Endpoints, openshellv1alpha1.NetworkEndpoint{Host: "*.example.org", Port: ptr.To[int32](443)})
 		return as(t, "erin").Update(ctx, cur)
 	})
-	expectForbidden(g, err, "GatewayAdminRequired", "only who may update that gateway may change it")
+	expectForbidden(g, err, "GatewayAdminRequired", "only who may update the namespace's OpenShellGateways may change it")
+	expectForbidden(g, as(t, "erin").Delete(ctx, platform), "GatewayAdminRequired", "imports it into its platform catalog")
+
+	// In a namespace where gateways are served, any profile may become a
+	// platform profile with one edit of a gateway: the same rule.
+	bind(ctx, t, tn.placementNS, "erin", "openshell-tenant-admin")
+	expectForbidden(g, as(t, "erin").Create(ctx, profile(tn.placementNS, "claimed-early")), "GatewayAdminRequired", "is a gateway namespace")
+
+	// A profile decides where a provider's credentials go: writing one for
+	// a type whose provider sends a Secret takes the right to read it,
+	// which openshell-tenant-admin does not hold.
+	bind(ctx, t, ns, "alice", "admin")
+	g.Expect(as(t, "alice").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-token", Namespace: ns},
+		StringData: map[string]string{"TOKEN": "glpat-secret"}})).To(Succeed())
+	g.Expect(as(t, "alice").Create(ctx, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "gitlab", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "lab-token"}}})).To(Succeed())
+	g.Expect(canI(ctx, g, "erin", ns, "get", "secrets")).To(BeFalse())
+	expectForbidden(g, as(t, "erin").Create(ctx, profile(ns, "gitlab")), "SecretAccessDenied", "may not get Secret lab-token")
+	g.Expect(as(t, "alice").Create(ctx, profile(ns, "gitlab"))).To(Succeed(), "the namespace admin may read the Secret")
 }
 
 // secretReference: a user who may create sandboxes but not read Secrets
