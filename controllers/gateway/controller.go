@@ -203,13 +203,22 @@ func (r *Reconciler) gatewaysWithSandboxesIn(ctx context.Context, o client.Objec
 	}
 	its := ""
 	if gw, ok := o.(*openshellv1alpha1.OpenShellGateway); ok {
+		// A gateway that is not served never counts in another's verdict
+		// (tenancy.SandboxNamespaceServed): tenants' inert gateways, which
+		// they may create without limit, re-queue nothing.
+		if msg, err := r.Platform.Served(ctx, r.Client, gw); err != nil || msg != "" {
+			return nil
+		}
 		its = tenancy.SandboxNamespace(gw)
 	}
 	var out []reconcile.Request
 	for i := range all.Items {
 		gw := &all.Items[i]
 		ns := tenancy.SandboxNamespace(gw)
-		if ns != "" && (ns == o.GetNamespace() || ns == its) && client.ObjectKeyFromObject(gw) != client.ObjectKeyFromObject(o) {
+		if ns == "" || (ns != o.GetNamespace() && ns != its) || client.ObjectKeyFromObject(gw) == client.ObjectKeyFromObject(o) {
+			continue
+		}
+		if msg, err := r.Platform.Served(ctx, r.Client, gw); err == nil && msg == "" {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
 		}
 	}

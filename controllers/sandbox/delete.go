@@ -146,6 +146,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 		return ctrl.Result{}, fmt.Errorf("delete sandbox at gateway %s: %w", sb.GatewayKey(), l.err)
 	case deletionWait:
 		sb.Status.Phase = openshellv1alpha1.SandboxPhaseDeleting
+		// The gateway answered: an outage recorded earlier is over, and
+		// must not count towards a force-release's grace any more.
+		status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 		if perr := status.Patch(ctx, r.Client, orig, sb); perr != nil {
 			return ctrl.Result{}, perr
 		}
@@ -216,6 +219,9 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 			// The gateway and its database are gone; nothing is left to delete there.
 			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "GatewayGone", "Delete",
 				"OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey())
+			if sb.Status.SandboxID != "" {
+				monitoring.SandboxForceReleased(sb.GatewayKey().String())
+			}
 			return lookup{gone: true, id: sb.Status.SandboxID}
 		}
 		return lookup{err: err}
@@ -224,9 +230,16 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 		return lookup{err: err}
 	} else if why != "" {
 		// The operator never connects to a gateway it does not serve (a
-		// tenant's own OpenShellGateway), so it created nothing there; and
-		// dialling an endpoint a tenant chose is not something a deletion
-		// may make it do.
+		// tenant's own OpenShellGateway), and dialling an endpoint a tenant
+		// chose is not something a deletion may make it do. What it created
+		// there while the gateway was served (its namespace since unlisted
+		// or unlabelled) is left, and said so: never silently.
+		if sb.Status.SandboxID != "" {
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+				"released without deleting sandbox %s at gateway %s, which the operator no longer serves (%s): delete it there by hand",
+				sb.Status.SandboxID, sb.GatewayKey(), why)
+			monitoring.SandboxForceReleased(sb.GatewayKey().String())
+		}
 		return lookup{gone: true}
 	}
 	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)

@@ -1,6 +1,6 @@
 // Package operatorenv reads the operator's environment: the namespaces it
 // watches (WATCH_NAMESPACE, wired by OLM from olm.targetNamespaces), its own
-// namespace, and the digest-pinned operand images (RELATED_IMAGE_*).
+// namespace, and the operand images it ships (RELATED_IMAGE_*, pinned to digests at release time).
 package operatorenv
 
 import (

@@ -265,13 +265,20 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	return slices.Sorted(maps.Keys(l))
 }
 
+// MaxDevices bounds what one sandbox may ask for of one extended resource:
+// far above any node's devices, and low enough that no sum of a sandbox's
+// or a namespace's counts can overflow.
+const MaxDevices = 1 << 16
+
 // CheckQuantities refuses a negative request or limit: the API's quantity
 // syntax allows a sign, and a negative request would lower what the
 // namespace's other sandboxes are charged (a "-100" CPU request let three
 // 2-CPU sandboxes into a 2-CPU budget). It also refuses a limit of zero:
 // the kubelet sets no CPU quota and no memory maximum for it, so "0" is no
 // limit at all, while it passes every ceiling (0 is within any
-// maxResources). Whatever the gateway's controls.
+// maxResources). And it refuses a device count that is not a whole number
+// up to MaxDevices: a huge one would overflow the GPU sums and lower the
+// namespace's charge. Whatever the gateway's controls.
 func CheckQuantities(sb *openshellv1alpha1.OpenShellSandbox) *Violation {
 	r := sb.Spec.Resources
 	if r == nil {
@@ -287,6 +294,11 @@ func CheckQuantities(sb *openshellv1alpha1.OpenShellSandbox) *Violation {
 				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources." + kind.field + "." + string(n),
 					Message: fmt.Sprintf("%s: spec.resources.%s.%s is %s: requests and limits cannot be negative",
 						openshellv1alpha1.SandboxReasonInvalidResources, kind.field, n, q.String())}
+			}
+			if v, ok := q.AsInt64(); extended(n) && (!ok || v > MaxDevices) {
+				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources." + kind.field + "." + string(n),
+					Message: fmt.Sprintf("%s: spec.resources.%s.%s is %s: a sandbox asks for at most %d of a device (an extended resource), as a whole number",
+						openshellv1alpha1.SandboxReasonInvalidResources, kind.field, n, q.String(), MaxDevices)}
 			}
 			if q.IsZero() && kind.field == "limits" {
 				return &Violation{Reason: openshellv1alpha1.SandboxReasonInvalidResources, Field: "spec.resources.limits." + string(n),
@@ -322,7 +334,11 @@ func GPUs(sb *openshellv1alpha1.OpenShellSandbox) int64 {
 		for _, l := range []corev1.ResourceList{r.Limits, r.Requests} {
 			for k, v := range l {
 				if extended(k) {
-					asked[k] = max(asked[k], v.Value(), 0)
+					n, ok := v.AsInt64()
+					if !ok || n > MaxDevices {
+						n = MaxDevices // refused at admission; counted as the most, never wrapped
+					}
+					asked[k] = max(asked[k], n, 0)
 				}
 			}
 		}

@@ -48,7 +48,11 @@ func TestCheck(t *testing.T) {
 		"kvm beside a gpu":               {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "devices.kubevirt.io/kvm": resource.MustParse("1")}}, GPU: &openshellv1alpha1.SandboxGPU{Count: 1}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "2 GPUs and devices"},
 		"gpu field and resource are one": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("1")}}, GPU: &openshellv1alpha1.SandboxGPU{Count: 1}}},
 		"hugepages are not devices":      {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("64Mi")}}}},
-		"huge counts do not wrap":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("4294967296")}}}, reason: "ResourceLimitExceeded", field: "spec.gpu.count", msg: "4294967296 GPUs"},
+		"huge counts do not wrap":        {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("4294967296")}}}, reason: "InvalidResources", field: "spec.resources.limits.nvidia.com/gpu", msg: "a sandbox asks for at most 65536 of a device"},
+		// Two counts that would wrap int64 when added (a negative sum would
+		// lower the namespace's GPU charge): refused, never summed.
+		"overflowing devices are refused": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("4611686018427387904"), "rdma/hca": resource.MustParse("4611686018427387904")}}}, reason: "InvalidResources", field: "spec.resources.limits.nvidia.com/gpu", msg: "at most 65536"},
+		"beyond int64 is refused":         {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "rdma/hca": resource.MustParse("1e19")}}}, reason: "InvalidResources", field: "spec.resources.limits.rdma/hca", msg: "at most 65536"},
 		// N8: a negative request is refused whatever the ceilings.
 		"negative request": {spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}, reason: "InvalidResources", field: "spec.resources.requests.cpu", msg: "spec.resources.requests.cpu is -100: requests and limits cannot be negative"},
 		// A limit of 0 is no limit to the kubelet, yet within any ceiling.
@@ -228,5 +232,16 @@ func TestCheckBudget(t *testing.T) {
 		Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw", Namespace: "p"}}}
 	if v := CheckBudget(gw, &noRequest, nil); v == nil || !strings.Contains(v.Message, "set spec.resources.requests.cpu") {
 		t.Errorf("a sandbox without a cpu request under a cpu budget: %+v", v)
+	}
+}
+
+// TestGPUsNeverWrap: counts the admission check refuses (beyond
+// MaxDevices, beyond int64) still count as the most, so that a sandbox
+// that got past admission some other way can never lower a budget's sum.
+func TestGPUsNeverWrap(t *testing.T) {
+	sb := &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		"nvidia.com/gpu": resource.MustParse("4611686018427387904"), "rdma/hca": resource.MustParse("4611686018427387904"), "example.com/fpga": resource.MustParse("1e19")}}}}
+	if got := GPUs(sb); got != 3*MaxDevices {
+		t.Fatalf("GPUs = %d, want %d (each refused count as MaxDevices)", got, 3*MaxDevices)
 	}
 }

@@ -87,7 +87,7 @@ func (p Platform) ImageOverride(gw *openshellv1alpha1.OpenShellGateway) string {
 	if len(set) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s would replace the operator's digest-pinned operand images: remove it, or have a cluster admin set %s=true "+
+	return fmt.Sprintf("%s would replace the operand images the operator ships (its RELATED_IMAGE_* images): remove it, or have a cluster admin set %s=true "+
 		"in the operator's Subscription (spec.config.env)", strings.Join(set, ", "), operatorenv.EnvAllowImageOverrides)
 }
 

@@ -407,7 +407,7 @@ func (tn *tenancySuite) managedGatewayInTenantNamespace(t *testing.T) {
 }
 
 // imageOverrideRefused: even in the platform namespace, spec.managed.images
-// cannot replace the digest-pinned operand images unless the cluster admin
+// cannot replace the operand images the operator ships unless the cluster admin
 // allows it.
 func (tn *tenancySuite) imageOverrideRefused(t *testing.T) {
 	g := NewWithT(t)
@@ -857,6 +857,11 @@ func (tn *tenancySuite) negativeQuantity(t *testing.T) {
 	// Nor escape a CPU ceiling with a limit of 0, which is no limit.
 	sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0")}}
 	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "treats as no limit at all")
+	// Nor wrap the GPU sums: two device counts whose sum overflows would
+	// count negative and lower the namespace's GPU charge.
+	sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"),
+		"nvidia.com/gpu": resource.MustParse("4611686018427387904"), "rdma/hca": resource.MustParse("4611686018427387904")}}
+	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "asks for at most 65536 of a device")
 }
 
 // workspaceAndProviderConflict injects, through the gateway itself, a
