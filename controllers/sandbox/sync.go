@@ -253,8 +253,13 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}}
 	// The same create (after a timeout, or a status write lost with the
 	// operator) carries the same key, and 0.1 replays its result; another
-	// incarnation (ReplacedSandboxID) or another request gets its own.
-	req.RequestId = sandboxspec.RequestID(req, string(sb.UID), sb.Status.ReplacedSandboxID)
+	// incarnation (ReplacedSandboxID) or another request gets its own. A
+	// create the gateway refused outright is asked again without a key:
+	// its outcome was certain, and a gateway that replayed refusals would
+	// answer the retry with the old one for a day.
+	if c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionSynced); c == nil || c.Reason != openshellv1alpha1.SandboxReasonRejectedByGateway {
+		req.RequestId = sandboxspec.RequestID(req, string(sb.UID), sb.Status.ReplacedSandboxID)
+	}
 	resp, err := conn.CreateSandbox(ctx, req)
 	var current *openshellv1.Sandbox
 	switch code := grpcstatus.Code(err); {

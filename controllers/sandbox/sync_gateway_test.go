@@ -197,6 +197,21 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 			t.Fatalf("phase %s, Synced %q", sb.Status.Phase, reason(sb, openshellv1alpha1.ConditionSynced))
 		}
 	})
+	t.Run("on 0.1 a create carries a request_id, and a retry after a refusal none", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		f.gw.ReportVersion("0.1.4") // before 0.1.5's template-label allowlist: refused for the provider
+		sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.Providers = []string{"missing"} })
+		if _, err := f.run(t, sb); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.run(t, sb); err != nil {
+			t.Fatal(err)
+		}
+		keys := f.gw.RequestKeys()
+		if len(keys) != 2 || keys[0] == "" || keys[1] != "" {
+			t.Fatalf("request_id of the first create and of its retry after the refusal = %q, want a key, then none (calls %v)", keys, f.gw.LineCalls())
+		}
+	})
 	t.Run("a sandbox the gateway lost is forgotten and created again", func(t *testing.T) {
 		f := newGatewayFixture(t)
 		sb := sandboxWith(nil)

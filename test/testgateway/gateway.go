@@ -83,6 +83,7 @@ type Gateway struct {
 	// they answered; replayed counts the answers given again.
 	replays  map[string]replay
 	replayed int
+	keys     []string
 	trace    func(event, sandbox string)
 
 	workspaces map[string]*datamodelv1.Workspace

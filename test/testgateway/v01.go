@@ -152,6 +152,9 @@ func (s *v01Server) GetGatewayInfo(ctx context.Context, in *v01.GetGatewayInfoRe
 
 // CreateSandbox plays 0.1.5's allowlist of template labels and annotations.
 func (s *v01Server) CreateSandbox(ctx context.Context, in *v01.CreateSandboxRequest) (*v01.SandboxResponse, error) {
+	s.g.mu.Lock()
+	s.g.keys = append(s.g.keys, in.GetRequestId())
+	s.g.mu.Unlock()
 	if err := s.g.allowlisted(in.GetSpec().GetTemplate()); err != nil {
 		return nil, err
 	}
@@ -210,6 +213,14 @@ func idempotent[T proto.Message](g *Gateway, in interface {
 	g.replays[id] = replay{request: b, response: proto.Clone(resp)}
 	g.mu.Unlock()
 	return resp, nil
+}
+
+// RequestKeys are the request_id values of the 0.1 sandbox creates
+// received, in order ("" for a create without one).
+func (g *Gateway) RequestKeys() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.keys)
 }
 
 // Replayed counts the calls answered from the request_id replay cache.
