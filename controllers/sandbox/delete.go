@@ -180,6 +180,16 @@ func (r *Reconciler) forceRelease(sb *openshellv1alpha1.OpenShellSandbox, err er
 	}
 }
 
+// releasedUnconfirmed says that a sandbox is released without the gateway
+// confirming its deletion there: a Warning event, and the force-release
+// metric when the gateway may hold something of it.
+func (r *Reconciler) releasedUnconfirmed(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) {
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, reason, "Delete", "%s", msg)
+	if sb.Status.SandboxID != "" {
+		monitoring.SandboxForceReleased(sb.GatewayKey().String())
+	}
+}
+
 // forceReleaseAfter is ForceReleaseAfter, or its default.
 func (r *Reconciler) forceReleaseAfter() time.Duration {
 	if r.ForceReleaseAfter > 0 {
@@ -209,25 +219,21 @@ func (r *Reconciler) connectForDeletion(ctx context.Context, gw *openshellv1alph
 	return conn, err
 }
 
-// deleteAtGateway asks the gateway for the sandbox of this object by the
-// names the operator derives and deletes it when it carries this object's
-// UID.
-func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) lookup {
+// gatewayForDeletion is the served gateway a deletion asks, or the lookup
+// that ends the deletion without asking any (the gateway is gone, or no
+// longer served).
+func (r *Reconciler) gatewayForDeletion(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (*openshellv1alpha1.OpenShellGateway, *lookup) {
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	if err := r.Client.Get(ctx, sb.GatewayKey(), gw); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The gateway and its database are gone; nothing is left to delete there.
-			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "GatewayGone", "Delete",
-				"OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey())
-			if sb.Status.SandboxID != "" {
-				monitoring.SandboxForceReleased(sb.GatewayKey().String())
-			}
-			return lookup{gone: true, id: sb.Status.SandboxID}
+			r.releasedUnconfirmed(sb, "GatewayGone", fmt.Sprintf("OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey()))
+			return nil, &lookup{gone: true, id: sb.Status.SandboxID}
 		}
-		return lookup{err: err}
+		return nil, &lookup{err: err}
 	}
 	if why, err := r.Platform.Served(ctx, r.Client, gw); err != nil {
-		return lookup{err: err}
+		return nil, &lookup{err: err}
 	} else if why != "" {
 		// The operator never connects to a gateway it does not serve (a
 		// tenant's own OpenShellGateway), and dialling an endpoint a tenant
@@ -235,12 +241,22 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 		// there while the gateway was served (its namespace since unlisted
 		// or unlabelled) is left, and said so: never silently.
 		if sb.Status.SandboxID != "" {
-			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+			r.releasedUnconfirmed(sb, openshellv1alpha1.SandboxReasonForceReleased, fmt.Sprintf(
 				"released without deleting sandbox %s at gateway %s, which the operator no longer serves (%s): delete it there by hand",
-				sb.Status.SandboxID, sb.GatewayKey(), why)
-			monitoring.SandboxForceReleased(sb.GatewayKey().String())
+				sb.Status.SandboxID, sb.GatewayKey(), why))
 		}
-		return lookup{gone: true}
+		return nil, &lookup{gone: true}
+	}
+	return gw, nil
+}
+
+// deleteAtGateway asks the gateway for the sandbox of this object by the
+// names the operator derives and deletes it when it carries this object's
+// UID.
+func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) lookup {
+	gw, done := r.gatewayForDeletion(ctx, sb)
+	if done != nil {
+		return *done
 	}
 	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
 	if err != nil {
