@@ -872,4 +872,10 @@ const (
 	// gateway, sandboxes it created whose OpenShellSandbox is gone (left by
 	// a force-release, or a create that landed after its object went).
 	GatewayReasonOrphansSwept = "OrphansSwept"
+	// GatewayReasonSweepNotPermitted (event, Warning): a sweep was due (a
+	// sandbox was released without the gateway confirming) but the
+	// operator's identity at this External gateway is not its platform
+	// admin, so what the release left there cannot be listed or deleted
+	// by the operator: the event names it for a gateway admin.
+	GatewayReasonSweepNotPermitted = "SweepNotPermitted"
 )

@@ -486,6 +486,10 @@ const (
 	SandboxConditionUpstreamSandboxReady = "UpstreamSandboxReady"
 	// SandboxReasonUpstreamSandboxMissing: see SandboxConditionUpstreamSandboxReady.
 	SandboxReasonUpstreamSandboxMissing = "UpstreamSandboxMissing"
+	// SandboxReasonGatewayGone (event, Warning): the sandbox was released
+	// without asking its gateway because the OpenShellGateway object is
+	// gone (an External gateway's sandbox may still run there).
+	SandboxReasonGatewayGone = "GatewayGone"
 	// SandboxReasonSuspended: the runtime is stopped, the workspace kept.
 	SandboxReasonSuspended = "Suspended"
 	// SandboxReasonSuspending: the gateway is stopping the runtime.

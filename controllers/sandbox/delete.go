@@ -52,6 +52,9 @@ type lookup struct {
 	// waited for ("" when there is none to wait for).
 	id  string
 	err error
+	// rollingOut: the call failed while the operator rolls out the
+	// Managed gateway's pods; a failure then says nothing of an outage.
+	rollingOut bool
 }
 
 // deletion is what reconcileDelete does next. Decided by decideDeletion.
@@ -78,21 +81,40 @@ const (
 // the names the operator derives, whatever status recorded: a create may
 // have been sent by an earlier reconcile or an earlier process without its
 // status write landing), or by an authorised force-release after the
-// gateway stayed unreachable for forceAfter. A busy gateway, a failed call
-// or an open circuit breaker alone never releases.
+// gateway stayed unreachable for forceAfter and a call made now finds it
+// so. A busy gateway, a rollout of its pods, a gateway that answers with a
+// refusal (PermissionDenied, FailedPrecondition, …), an error of the
+// Kubernetes API or an open circuit breaker (no call made) never releases.
 func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.Time, forceAfter time.Duration) deletion {
 	switch {
 	case l.err == nil && l.gone:
 		return deletionFinish
 	case l.err == nil:
 		return deletionWait
-	case gwconn.NotNow(l.err):
+	case gwconn.NotNow(l.err), l.rollingOut:
 		return deletionBusy
-	case sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableFor(sb, now) >= forceAfter:
+	case sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableNow(l.err) && unreachableFor(sb, now) >= forceAfter:
 		return deletionForce
 	default:
 		return deletionRetry
 	}
+}
+
+// unreachableNow says whether a call made for this deletion found the
+// gateway unreachable (no answer, or no answer in time); the breaker's
+// memory of other calls' failures is not such a call.
+func unreachableNow(err error) bool {
+	switch grpcstatus.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return !gatewayapi.BreakerOpen(err)
+	}
+	return false
+}
+
+// rollingOut says whether the operator is rolling out a Managed gateway's
+// pods (its Progressing condition is True).
+func rollingOut(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw.Spec.Managed != nil && meta.IsStatusConditionTrue(gw.Status.Conditions, openshellv1alpha1.ConditionProgressing)
 }
 
 // unreachableFor is how long the sandbox's GatewayReachable condition has
@@ -181,13 +203,12 @@ func (r *Reconciler) forceRelease(sb *openshellv1alpha1.OpenShellSandbox, err er
 }
 
 // releasedUnconfirmed says that a sandbox is released without the gateway
-// confirming its deletion there: a Warning event, and the force-release
-// metric when the gateway may hold something of it.
+// confirming its deletion there: a Warning event and the force-release
+// metric, every time (a create may have been sent even when status
+// recorded none).
 func (r *Reconciler) releasedUnconfirmed(sb *openshellv1alpha1.OpenShellSandbox, reason, msg string) {
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, reason, "Delete", "%s", msg)
-	if sb.Status.SandboxID != "" {
-		monitoring.SandboxForceReleased(sb.GatewayKey().String())
-	}
+	monitoring.SandboxForceReleased(sb.GatewayKey().String())
 }
 
 // forceReleaseAfter is ForceReleaseAfter, or its default.
@@ -227,7 +248,7 @@ func (r *Reconciler) gatewayForDeletion(ctx context.Context, sb *openshellv1alph
 	if err := r.Client.Get(ctx, sb.GatewayKey(), gw); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The gateway and its database are gone; nothing is left to delete there.
-			r.releasedUnconfirmed(sb, "GatewayGone", fmt.Sprintf("OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey()))
+			r.releasedUnconfirmed(sb, openshellv1alpha1.SandboxReasonGatewayGone, fmt.Sprintf("OpenShellGateway %s no longer exists; releasing the sandbox without deleting it there", sb.GatewayKey()))
 			return nil, &lookup{gone: true, id: sb.Status.SandboxID}
 		}
 		return nil, &lookup{err: err}
@@ -240,10 +261,16 @@ func (r *Reconciler) gatewayForDeletion(ctx context.Context, sb *openshellv1alph
 		// chose is not something a deletion may make it do. What it created
 		// there while the gateway was served (its namespace since unlisted
 		// or unlabelled) is left, and said so: never silently.
-		if sb.Status.SandboxID != "" {
+		if sb.Status.SandboxID != "" || sb.Status.Gateway != "" {
 			r.releasedUnconfirmed(sb, openshellv1alpha1.SandboxReasonForceReleased, fmt.Sprintf(
-				"released without deleting sandbox %s at gateway %s, which the operator no longer serves (%s): delete it there by hand",
-				sb.Status.SandboxID, sb.GatewayKey(), why))
+				"released without deleting sandbox %s (ID %q) at gateway %s, which the operator no longer serves (%s): delete it there by hand",
+				sandboxspec.SandboxName(sb.Namespace, sb.Name), sb.Status.SandboxID, sb.GatewayKey(), why))
+		} else {
+			// Nothing recorded: most likely never sent (a gateway refused
+			// from the start), but a status write may have been lost.
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
+				"released without asking gateway %s, which the operator does not serve (%s); if a sandbox %s was created there while "+
+					"it was served, delete it there by hand", sb.GatewayKey(), why, sandboxspec.SandboxName(sb.Namespace, sb.Name))
 		}
 		return nil, &lookup{gone: true}
 	}
@@ -258,6 +285,13 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	if done != nil {
 		return *done
 	}
+	l := r.deleteAt(ctx, gw, sb)
+	l.rollingOut = l.err != nil && rollingOut(gw)
+	return l
+}
+
+// deleteAt is deleteAtGateway at a served gateway.
+func (r *Reconciler) deleteAt(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox) lookup {
 	ns, err := index.GetNamespace(ctx, r.Client, sb.Namespace)
 	if err != nil {
 		return lookup{err: err}
@@ -306,7 +340,9 @@ const createInFlightGrace = 30 * time.Second
 // createInFlight says whether the gateway may still be creating the
 // sandbox's agents.x-k8s.io Sandbox: the row is provisioning, young, and no
 // CR with its ID exists yet. Where the install mode does not let the
-// operator see the CRs, it cannot tell and says no.
+// operator see the CRs it cannot tell, and a young provisioning row is
+// waited for all the same: a deletion there may take up to
+// createInFlightGrace longer, never leave a CR without an owner.
 func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox,
 	got *openshellv1.Sandbox, now time.Time) (bool, error) {
 	switch got.GetStatus().GetPhase() {
@@ -318,7 +354,10 @@ func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.O
 		return false, nil
 	}
 	n, known, err := r.agentSandboxes(ctx, sb, managedSandboxNamespace(gw), got.GetMetadata().GetId())
-	return known && n == 0, err
+	if err != nil {
+		return false, err
+	}
+	return !known || n == 0, nil
 }
 
 // agentSandboxesLeft counts agents.x-k8s.io Sandboxes still labelled with

@@ -166,7 +166,14 @@ func (s *Sweeper) sweepPending(ctx context.Context) bool {
 			// The operator's identity at this (External) gateway is not its
 			// platform admin, which listing every workspace needs: nothing
 			// to sweep with, and asking again would not change that.
+			// Said where the gateway's admin looks, once per mark: what a
+			// release left there stays until someone with that role
+			// deletes it.
 			log.Info("cannot sweep gateway: listing all workspaces needs its admin role", "gateway", key, "error", err.Error())
+			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.GatewayReasonSweepNotPermitted, "Sweep",
+				"sandboxes were released without this gateway confirming their deletion, but the operator's identity here is not its "+
+					"platform admin, so it cannot find and delete what they left: a gateway admin must delete the sandboxes labelled %s "+
+					"whose OpenShellSandbox is gone, or grant the operator's client the admin role (%v)", sandboxspec.LabelOwnerUID, err)
 			err = nil
 		}
 		if err != nil {

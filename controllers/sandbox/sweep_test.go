@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -108,7 +109,8 @@ func TestSweepDeletesOnlyOurOrphans(t *testing.T) {
 func TestSweepGivesUpOnlyWhereItMayNotList(t *testing.T) {
 	ctx := context.Background()
 	f := newGatewayFixture(t)
-	s := &Sweeper{Client: f.r.Client, APIReader: f.r.Client, Gateways: f.r.Gateways, Recorder: events.NewFakeRecorder(10)}
+	rec := events.NewFakeRecorder(10)
+	s := &Sweeper{Client: f.r.Client, APIReader: f.r.Client, Gateways: f.r.Gateways, Recorder: rec}
 	if err := f.r.Client.Create(ctx, f.obs.gateway.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +129,15 @@ func TestSweepGivesUpOnlyWhereItMayNotList(t *testing.T) {
 	f.gw.FailNext("ListSandboxes", codes.PermissionDenied)
 	if left := s.sweepPending(ctx); left || pending() {
 		t.Fatalf("after PermissionDenied: left %v, still marked %v; want it given up", left, pending())
+	}
+	// Given up, but not silently: the gateway's admin is told what is left.
+	select {
+	case ev := <-rec.Events:
+		if !strings.Contains(ev, openshellv1alpha1.GatewayReasonSweepNotPermitted) || !strings.Contains(ev, "Warning") {
+			t.Fatalf("event %q, want a Warning %s", ev, openshellv1alpha1.GatewayReasonSweepNotPermitted)
+		}
+	default:
+		t.Fatal("a sweep given up on PermissionDenied recorded no event")
 	}
 	// Marked again (the next release there), it is swept as usual.
 	s.Mark(key)

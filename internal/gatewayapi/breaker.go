@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -38,6 +39,32 @@ func (e *BusyError) Error() string {
 // GRPCStatus makes status.Code and status.Convert see RESOURCE_EXHAUSTED.
 func (e *BusyError) GRPCStatus() *status.Status {
 	return status.New(codes.ResourceExhausted, e.Error())
+}
+
+// OpenError is a call the breaker did not make: the gateway failed
+// Failures calls in a row and is not called for another Wait. As a gRPC
+// status it is UNAVAILABLE, but it is the memory of earlier failures, not
+// a failure of its own: a decision that needs the gateway to be
+// unreachable now (a force-release) waits for a call that was made.
+type OpenError struct {
+	Gateway  string
+	Failures int
+	Wait     time.Duration
+}
+
+func (e *OpenError) Error() string {
+	return fmt.Sprintf("gateway %s failed %d calls in a row: not calling it for another %s", e.Gateway, e.Failures, e.Wait.Round(time.Second))
+}
+
+// GRPCStatus makes status.Code and status.Convert see UNAVAILABLE.
+func (e *OpenError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Error())
+}
+
+// BreakerOpen says whether err (or an error it wraps) is an OpenError.
+func BreakerOpen(err error) bool {
+	var o *OpenError
+	return errors.As(err, &o)
 }
 
 // breaker is one gateway connection's circuit breaker. A dead or
@@ -163,8 +190,7 @@ func (b *breaker) interceptor(gateway string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ok, probe, wait := b.allow()
 		if !ok {
-			return status.Error(codes.Unavailable, fmt.Sprintf("gateway %s failed %d calls in a row: not calling it for another %s",
-				gateway, b.threshold, wait.Round(time.Second)))
+			return &OpenError{Gateway: gateway, Failures: b.threshold, Wait: wait}
 		}
 		if !b.enter() {
 			if probe {

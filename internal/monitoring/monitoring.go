@@ -69,12 +69,13 @@ var imagePolicyDenials = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"reason", "mode"})
 
 // forceReleases counts sandboxes released without the gateway confirming
-// their deletion (the force-release annotation); each one is swept at the
-// gateway once it answers (orphansSwept, sweepSeconds).
+// their deletion: the force-release annotation (each one is swept at the
+// gateway once it answers: orphansSwept, sweepSeconds), a gateway object
+// deleted first, or a gateway the operator no longer serves.
 var (
 	forceReleases = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricForceReleases,
-		Help: "OpenShellSandboxes released by the force-release annotation while their gateway was unreachable, by gateway.",
+		Help: "OpenShellSandboxes released without their gateway confirming the deletion (force-release annotation, gateway object gone, gateway no longer served), by gateway.",
 	}, []string{"gateway"})
 	orphansSwept = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricOrphansSwept,
