@@ -496,33 +496,86 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 // operator follows those objects, so it looks at once, and the sandbox runs
 // again with a new one (or says why not). Without the watch nothing would
 // look until the next resync, hours later.
+//
+// "noticed at once" is a gateway that drops its row when the object goes
+// (0.1); "noticed late" one that keeps reporting the sandbox READY until
+// its sweep's grace has passed (0.0.111): meanwhile the sandbox says it
+// does not run (Ready False, UpstreamSandboxMissing), and once the gateway
+// notices it runs again.
 func TestAgentSandboxDeletedByHand(t *testing.T) {
-	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := cluster.Client
-	e := newFaultEnv(ctx, t, "byhand", nil)
-	sb := sandboxOn(e.tenant, "victim", e.st.GatewayObj)
-	g.Expect(c.Create(ctx, sb)).To(Succeed())
-	key := client.ObjectKeyFromObject(sb)
-	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
-	first := sandboxStatus(ctx, g, key).Status.SandboxID
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(sandboxGVK)
-	g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
-	g.Expect(list.Items).To(HaveLen(1))
-	g.Expect(sandboxStatus(ctx, g, key).Status.AgentSandbox).To(HaveField("Namespace", e.sbNS), "an External gateway's Sandbox is located in the cluster")
-	deleted := time.Now()
-	g.Expect(c.Delete(ctx, &list.Items[0])).To(Succeed())
+	for _, late := range []bool{false, true} {
+		name := "noticed at once"
+		if late {
+			name = "noticed late"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			c := cluster.Client
+			e := newFaultEnv(ctx, t, "byhand", nil)
+			sb := sandboxOn(e.tenant, "victim", e.st.GatewayObj)
+			g.Expect(c.Create(ctx, sb)).To(Succeed())
+			key := client.ObjectKeyFromObject(sb)
+			waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+			first := sandboxStatus(ctx, g, key).Status.SandboxID
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(sandboxGVK)
+			g.Expect(c.List(ctx, list, client.InNamespace(e.sbNS))).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(1))
+			g.Expect(sandboxStatus(ctx, g, key).Status.AgentSandbox).To(HaveField("Namespace", e.sbNS), "an External gateway's Sandbox is located in the cluster")
+			notice := func() {}
+			if late {
+				notice = e.st.Gateway.DelayRuntimeDeletionNotice()
+				defer notice()
+			}
+			deleted := time.Now()
+			g.Expect(c.Delete(ctx, &list.Items[0])).To(Succeed())
+			if late {
+				expectUpstreamMissing(ctx, g, e, key, first)
+				t.Logf("figure: the loss was reported %s after the deletion", time.Since(deleted).Round(100*time.Millisecond))
+				notice()
+			}
+			g.Eventually(func(g Gomega) {
+				cur := sandboxStatus(ctx, g, key)
+				g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created")
+				g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+				g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)).To(BeNil(),
+					"the loss is still reported after the sandbox was re-created")
+				l := &unstructured.UnstructuredList{}
+				l.SetGroupVersionKind(sandboxGVK)
+				g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+				g.Expect(l.Items).To(HaveLen(1))
+				g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+			t.Logf("figure: a Ready sandbox whose agents.x-k8s.io Sandbox was deleted by hand ran again %s later", time.Since(deleted).Round(100*time.Millisecond))
+		})
+	}
+}
+
+// expectUpstreamMissing waits for a sandbox whose gateway still reports
+// its first incarnation READY to say that it does not run, and checks that
+// it stays so (not re-created, not Ready) while the gateway has not
+// noticed.
+func expectUpstreamMissing(ctx context.Context, g Gomega, e faultEnv, key client.ObjectKey, first string) {
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, key)
-		g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created")
-		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
-		g.Expect(l.Items).To(HaveLen(1))
-		g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	t.Logf("figure: a Ready sandbox whose agents.x-k8s.io Sandbox was deleted by hand ran again %s later", time.Since(deleted).Round(100*time.Millisecond))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError))
+		ready := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(openshellv1alpha1.SandboxReasonUpstreamSandboxMissing))
+		up := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)
+		g.Expect(up).NotTo(BeNil(), "no UpstreamSandboxReady condition")
+		g.Expect(up.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(up.Message).To(ContainSubstring(cur.Status.AgentSandbox.Name))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a sandbox whose agents.x-k8s.io Sandbox is gone still says Ready")
+	// The gateway still reports READY: nothing may re-create the sandbox
+	// under the gateway's feet (a second one would be an orphan).
+	g.Consistently(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.SandboxID).To(Equal(first))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError))
+	}).WithContext(ctx).WithTimeout(2 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(1))
 }

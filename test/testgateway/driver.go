@@ -231,7 +231,15 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 		return
 	}
 	if t == watch.Deleted {
-		d.g.remove(row)
+		d.g.mu.Lock()
+		delaying := d.g.delaying
+		if delaying {
+			d.g.unnoticed = append(d.g.unnoticed, row)
+		}
+		d.g.mu.Unlock()
+		if !delaying {
+			d.g.remove(row)
+		}
 		return
 	}
 	phase, conds := derivePhase(u)

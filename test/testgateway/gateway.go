@@ -85,6 +85,11 @@ type Gateway struct {
 	replayed int
 	keys     []string
 	trace    func(event, sandbox string)
+	// unnoticed, while not nil, holds the rows whose runtime object was
+	// deleted but whose removal the gateway has not noticed yet
+	// (DelayRuntimeDeletionNotice).
+	unnoticed []*sandboxRow
+	delaying  bool
 
 	workspaces map[string]*datamodelv1.Workspace
 	sandboxes  map[wsName]*sandboxRow
@@ -200,6 +205,29 @@ func (g *Gateway) HoldNext(method string) (reached <-chan struct{}, release func
 	g.mu.Unlock()
 	var once sync.Once
 	return h.reached, func() { once.Do(func() { close(h.release) }) }
+}
+
+// DelayRuntimeDeletionNotice makes the gateway slow to notice that a
+// sandbox's runtime object is gone, as 0.0.111 is (its sweep drops the row
+// only after a grace): until notice is called the row stays, reporting the
+// phase it had. notice then drops every row whose object went meanwhile
+// and ends the delay.
+func (g *Gateway) DelayRuntimeDeletionNotice() (notice func()) {
+	g.mu.Lock()
+	g.delaying = true
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			rows := g.unnoticed
+			g.unnoticed, g.delaying = nil, false
+			g.mu.Unlock()
+			for _, r := range rows {
+				g.remove(r)
+			}
+		})
+	}
 }
 
 // Trace makes the gateway call fn at points of a sandbox's way to Ready
