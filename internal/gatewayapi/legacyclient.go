@@ -306,3 +306,35 @@ func Workspace(name string) *datamodelv1.WorkspaceSelector {
 func AllWorkspaces() *datamodelv1.WorkspaceSelector {
 	return &datamodelv1.WorkspaceSelector{Selection: &datamodelv1.WorkspaceSelector_AllWorkspaces{AllWorkspaces: &datamodelv1.AllWorkspaces{}}}
 }
+
+// Workspace membership and consumer access (exec, logs, forwarding) are
+// 0.1 features the operator does not translate: a 0.0.x gateway has no
+// membership, so a consumer's identity could not be checked there.
+
+func (legacyClient) AddWorkspaceMember(context.Context, *v01.AddWorkspaceMemberRequest, ...grpc.CallOption) (*v01.AddWorkspaceMemberResponse, error) {
+	return nil, unimplemented("AddWorkspaceMember")
+}
+
+func (legacyClient) RemoveWorkspaceMember(context.Context, *v01.RemoveWorkspaceMemberRequest, ...grpc.CallOption) (*v01.RemoveWorkspaceMemberResponse, error) {
+	return nil, unimplemented("RemoveWorkspaceMember")
+}
+
+func (legacyClient) ListWorkspaceMembers(context.Context, *v01.ListWorkspaceMembersRequest, ...grpc.CallOption) (*v01.ListWorkspaceMembersResponse, error) {
+	return nil, unimplemented("ListWorkspaceMembers")
+}
+
+func (legacyClient) ExecSandbox(context.Context, *v01.ExecSandboxRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[v01.ExecSandboxEvent], error) {
+	return nil, unimplemented("ExecSandbox")
+}
+
+func (legacyClient) ExecSandboxInteractive(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[v01.ExecSandboxInput, v01.ExecSandboxEvent], error) {
+	return nil, unimplemented("ExecSandboxInteractive")
+}
+
+func (legacyClient) ForwardTcp(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[v01.TcpForwardFrame, v01.TcpForwardFrame], error) {
+	return nil, unimplemented("ForwardTcp")
+}
+
+func (legacyClient) GetSandboxLogs(context.Context, *v01.GetSandboxLogsRequest, ...grpc.CallOption) (*v01.GetSandboxLogsResponse, error) {
+	return nil, unimplemented("GetSandboxLogs")
+}

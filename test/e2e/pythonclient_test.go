@@ -48,6 +48,8 @@ func TestOpenShellPythonClient(t *testing.T) {
 
 	token, err := st.UserToken(ctx, "alice@example.com")
 	g.Expect(err).NotTo(HaveOccurred())
+	// Workspace-scoped calls need membership of the workspace (0.1).
+	st.Gateway.Grant(ws, "alice@example.com", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER)
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(caFile, st.CA.CertPEM, 0o600)).To(Succeed())
 	bin := framework.BinDir()

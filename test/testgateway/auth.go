@@ -232,6 +232,9 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 	if err != nil {
 		return nil, err
 	}
+	if err := g.checkScope(ctx, req); err != nil {
+		return nil, err
+	}
 	resp, err := handler(ctx, req)
 	g.mu.Lock()
 	h, held := g.holdNext[method]
@@ -254,10 +257,11 @@ func (g *Gateway) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 func (g *Gateway) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if _, err := g.before(ss.Context(), wireMethod(ss.Context(), info.FullMethod)); err != nil {
+	ctx, err := g.before(ss.Context(), wireMethod(ss.Context(), info.FullMethod))
+	if err != nil {
 		return err
 	}
-	return handler(srv, ss)
+	return handler(srv, wrappedStream{ServerStream: ss, ctx: ctx})
 }
 
 // before counts the call, applies injected faults, then authenticates; the

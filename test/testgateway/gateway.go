@@ -85,7 +85,7 @@ type Gateway struct {
 	replayed int
 	keys     []string
 	trace    func(event, sandbox string)
-	// unnoticed, while not nil, holds the rows whose runtime object was
+	// unnoticed, while delaying, holds the rows whose runtime object was
 	// deleted but whose removal the gateway has not noticed yet
 	// (DelayRuntimeDeletionNotice).
 	unnoticed []*sandboxRow
@@ -101,6 +101,8 @@ type Gateway struct {
 	// provider from 0.0.x has none: the platform catalog).
 	profiles    map[catalogKey]*v01.ProviderProfile
 	profileRefs map[wsName]string
+	// members is each workspace's membership (0.1): subject → role.
+	members map[string]map[string]v01.WorkspaceRole
 }
 
 type wsName struct{ ws, name string }
@@ -118,6 +120,8 @@ type sandboxRow struct {
 	// the load error the supervisor reports for the next one.
 	revisions []*openshellv1.SandboxPolicyRevision
 	failLoad  string
+	// logs is the sandbox's bounded log buffer (0.1 GetSandboxLogs).
+	logs []*v01.SandboxLogLine
 }
 
 // Start serves until Stop.
@@ -132,7 +136,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{}, loseNext: map[string]bool{}, replays: map[string]replay{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
-		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}}
+		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

@@ -84,16 +84,22 @@ func (g *Gateway) serviceDesc() *grpc.ServiceDesc {
 				return legacyHandler(g, ctx, dec, icpt)
 			}})
 	}
-	for i, s := range cur.Streams {
-		legacyStream, v01Stream := old.Streams[i], s
-		if legacyStream.StreamName != s.StreamName {
-			panic("the lines' streaming methods differ: " + s.StreamName)
+	for _, s := range cur.Streams {
+		var legacyHandler grpc.StreamHandler
+		for _, o := range old.Streams {
+			if o.StreamName == s.StreamName {
+				legacyHandler = o.Handler
+			}
 		}
+		v01Stream := s
 		v01Stream.Handler = func(_ any, ss grpc.ServerStream) error {
 			if g.countLine(s.StreamName) == gatewayline.V01 {
 				return s.Handler(impl, ss)
 			}
-			return legacyStream.Handler(g, ss)
+			if legacyHandler == nil {
+				return status.Errorf(codes.Unimplemented, "unknown method %s for service %s", s.StreamName, cur.ServiceName)
+			}
+			return legacyHandler(g, ss)
 		}
 		d.Streams = append(d.Streams, v01Stream)
 	}

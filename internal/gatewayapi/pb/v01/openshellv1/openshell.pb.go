@@ -17,6 +17,7 @@ import (
 	sandboxv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -324,6 +325,57 @@ func (x ProviderProfileCategory) Number() protoreflect.EnumNumber {
 // Deprecated: Use ProviderProfileCategory.Descriptor instead.
 func (ProviderProfileCategory) EnumDescriptor() ([]byte, []int) {
 	return file_v01_openshell_proto_rawDescGZIP(), []int{4}
+}
+
+// Workspace membership: keyed by the OIDC subject; no role update (remove,
+// then add).
+type WorkspaceRole int32
+
+const (
+	WorkspaceRole_WORKSPACE_ROLE_UNSPECIFIED WorkspaceRole = 0
+	WorkspaceRole_WORKSPACE_ROLE_USER        WorkspaceRole = 1
+	WorkspaceRole_WORKSPACE_ROLE_ADMIN       WorkspaceRole = 2
+)
+
+// Enum value maps for WorkspaceRole.
+var (
+	WorkspaceRole_name = map[int32]string{
+		0: "WORKSPACE_ROLE_UNSPECIFIED",
+		1: "WORKSPACE_ROLE_USER",
+		2: "WORKSPACE_ROLE_ADMIN",
+	}
+	WorkspaceRole_value = map[string]int32{
+		"WORKSPACE_ROLE_UNSPECIFIED": 0,
+		"WORKSPACE_ROLE_USER":        1,
+		"WORKSPACE_ROLE_ADMIN":       2,
+	}
+)
+
+func (x WorkspaceRole) Enum() *WorkspaceRole {
+	p := new(WorkspaceRole)
+	*p = x
+	return p
+}
+
+func (x WorkspaceRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkspaceRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_v01_openshell_proto_enumTypes[5].Descriptor()
+}
+
+func (WorkspaceRole) Type() protoreflect.EnumType {
+	return &file_v01_openshell_proto_enumTypes[5]
+}
+
+func (x WorkspaceRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkspaceRole.Descriptor instead.
+func (WorkspaceRole) EnumDescriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{5}
 }
 
 type HealthRequest struct {
@@ -4707,11 +4759,1344 @@ func (x *SandboxPolicyRevision) GetLoadedTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type WorkspaceMember struct {
+	state            protoimpl.MessageState  `protogen:"open.v1"`
+	Metadata         *datamodelv1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	PrincipalSubject string                  `protobuf:"bytes,2,opt,name=principal_subject,json=principalSubject,proto3" json:"principal_subject,omitempty"`
+	Role             WorkspaceRole           `protobuf:"varint,3,opt,name=role,proto3,enum=openshell.v1.WorkspaceRole" json:"role,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WorkspaceMember) Reset() {
+	*x = WorkspaceMember{}
+	mi := &file_v01_openshell_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceMember) ProtoMessage() {}
+
+func (x *WorkspaceMember) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceMember.ProtoReflect.Descriptor instead.
+func (*WorkspaceMember) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *WorkspaceMember) GetMetadata() *datamodelv1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *WorkspaceMember) GetPrincipalSubject() string {
+	if x != nil {
+		return x.PrincipalSubject
+	}
+	return ""
+}
+
+func (x *WorkspaceMember) GetRole() WorkspaceRole {
+	if x != nil {
+		return x.Role
+	}
+	return WorkspaceRole_WORKSPACE_ROLE_UNSPECIFIED
+}
+
+type AddWorkspaceMemberRequest struct {
+	state            protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope   *datamodelv1.WorkspaceSelector `protobuf:"bytes,1,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	PrincipalSubject string                         `protobuf:"bytes,2,opt,name=principal_subject,json=principalSubject,proto3" json:"principal_subject,omitempty"`
+	Role             WorkspaceRole                  `protobuf:"varint,3,opt,name=role,proto3,enum=openshell.v1.WorkspaceRole" json:"role,omitempty"`
+	RequestId        string                         `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AddWorkspaceMemberRequest) Reset() {
+	*x = AddWorkspaceMemberRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddWorkspaceMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddWorkspaceMemberRequest) ProtoMessage() {}
+
+func (x *AddWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddWorkspaceMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddWorkspaceMemberRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *AddWorkspaceMemberRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *AddWorkspaceMemberRequest) GetPrincipalSubject() string {
+	if x != nil {
+		return x.PrincipalSubject
+	}
+	return ""
+}
+
+func (x *AddWorkspaceMemberRequest) GetRole() WorkspaceRole {
+	if x != nil {
+		return x.Role
+	}
+	return WorkspaceRole_WORKSPACE_ROLE_UNSPECIFIED
+}
+
+func (x *AddWorkspaceMemberRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type AddWorkspaceMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *WorkspaceMember       `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddWorkspaceMemberResponse) Reset() {
+	*x = AddWorkspaceMemberResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddWorkspaceMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddWorkspaceMemberResponse) ProtoMessage() {}
+
+func (x *AddWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddWorkspaceMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddWorkspaceMemberResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *AddWorkspaceMemberResponse) GetMember() *WorkspaceMember {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+type RemoveWorkspaceMemberRequest struct {
+	state            protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope   *datamodelv1.WorkspaceSelector `protobuf:"bytes,1,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	PrincipalSubject string                         `protobuf:"bytes,2,opt,name=principal_subject,json=principalSubject,proto3" json:"principal_subject,omitempty"`
+	AllowMissing     bool                           `protobuf:"varint,3,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	RequestId        string                         `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RemoveWorkspaceMemberRequest) Reset() {
+	*x = RemoveWorkspaceMemberRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorkspaceMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorkspaceMemberRequest) ProtoMessage() {}
+
+func (x *RemoveWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorkspaceMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveWorkspaceMemberRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *RemoveWorkspaceMemberRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *RemoveWorkspaceMemberRequest) GetPrincipalSubject() string {
+	if x != nil {
+		return x.PrincipalSubject
+	}
+	return ""
+}
+
+func (x *RemoveWorkspaceMemberRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+func (x *RemoveWorkspaceMemberRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RemoveWorkspaceMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       DeletionOutcome        `protobuf:"varint,2,opt,name=outcome,proto3,enum=openshell.v1.DeletionOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveWorkspaceMemberResponse) Reset() {
+	*x = RemoveWorkspaceMemberResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorkspaceMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorkspaceMemberResponse) ProtoMessage() {}
+
+func (x *RemoveWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorkspaceMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveWorkspaceMemberResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *RemoveWorkspaceMemberResponse) GetOutcome() DeletionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
+}
+
+type ListWorkspaceMembersRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,1,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	PageSize       int32                          `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken      string                         `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceMembersRequest) Reset() {
+	*x = ListWorkspaceMembersRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceMembersRequest) ProtoMessage() {}
+
+func (x *ListWorkspaceMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceMembersRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListWorkspaceMembersRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *ListWorkspaceMembersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorkspaceMembersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListWorkspaceMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*WorkspaceMember     `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceMembersResponse) Reset() {
+	*x = ListWorkspaceMembersResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceMembersResponse) ProtoMessage() {}
+
+func (x *ListWorkspaceMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceMembersResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListWorkspaceMembersResponse) GetMembers() []*WorkspaceMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListWorkspaceMembersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ExecSandbox runs a command in a sandbox (by name) and streams its output
+// and exit; ExecSandboxInteractive starts the same request and then
+// carries stdin and terminal resizes.
+type ExecSandboxRequest struct {
+	state            protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox          string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Command          []string                       `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	Workdir          string                         `protobuf:"bytes,3,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Environment      map[string]string              `protobuf:"bytes,4,rep,name=environment,proto3" json:"environment,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Stdin            []byte                         `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Tty              bool                           `protobuf:"varint,7,opt,name=tty,proto3" json:"tty,omitempty"`
+	Cols             uint32                         `protobuf:"varint,8,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows             uint32                         `protobuf:"varint,9,opt,name=rows,proto3" json:"rows,omitempty"`
+	NoLoginShell     bool                           `protobuf:"varint,10,opt,name=no_login_shell,json=noLoginShell,proto3" json:"no_login_shell,omitempty"`
+	RequestId        string                         `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	WorkspaceScope   *datamodelv1.WorkspaceSelector `protobuf:"bytes,12,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	ExecutionTimeout *durationpb.Duration           `protobuf:"bytes,105,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ExecSandboxRequest) Reset() {
+	*x = ExecSandboxRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxRequest) ProtoMessage() {}
+
+func (x *ExecSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ExecSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ExecSandboxRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ExecSandboxRequest) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ExecSandboxRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ExecSandboxRequest) GetEnvironment() map[string]string {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
+func (x *ExecSandboxRequest) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *ExecSandboxRequest) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ExecSandboxRequest) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *ExecSandboxRequest) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ExecSandboxRequest) GetNoLoginShell() bool {
+	if x != nil {
+		return x.NoLoginShell
+	}
+	return false
+}
+
+func (x *ExecSandboxRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ExecSandboxRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *ExecSandboxRequest) GetExecutionTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ExecutionTimeout
+	}
+	return nil
+}
+
+type ExecSandboxStdout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxStdout) Reset() {
+	*x = ExecSandboxStdout{}
+	mi := &file_v01_openshell_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxStdout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxStdout) ProtoMessage() {}
+
+func (x *ExecSandboxStdout) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxStdout.ProtoReflect.Descriptor instead.
+func (*ExecSandboxStdout) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ExecSandboxStdout) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ExecSandboxStderr struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxStderr) Reset() {
+	*x = ExecSandboxStderr{}
+	mi := &file_v01_openshell_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxStderr) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxStderr) ProtoMessage() {}
+
+func (x *ExecSandboxStderr) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxStderr.ProtoReflect.Descriptor instead.
+func (*ExecSandboxStderr) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ExecSandboxStderr) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ExecSandboxExit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxExit) Reset() {
+	*x = ExecSandboxExit{}
+	mi := &file_v01_openshell_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxExit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxExit) ProtoMessage() {}
+
+func (x *ExecSandboxExit) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxExit.ProtoReflect.Descriptor instead.
+func (*ExecSandboxExit) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ExecSandboxExit) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+type ExecSandboxEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*ExecSandboxEvent_Stdout
+	//	*ExecSandboxEvent_Stderr
+	//	*ExecSandboxEvent_Exit
+	Payload       isExecSandboxEvent_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxEvent) Reset() {
+	*x = ExecSandboxEvent{}
+	mi := &file_v01_openshell_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxEvent) ProtoMessage() {}
+
+func (x *ExecSandboxEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxEvent.ProtoReflect.Descriptor instead.
+func (*ExecSandboxEvent) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ExecSandboxEvent) GetPayload() isExecSandboxEvent_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ExecSandboxEvent) GetStdout() *ExecSandboxStdout {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxEvent_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *ExecSandboxEvent) GetStderr() *ExecSandboxStderr {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxEvent_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *ExecSandboxEvent) GetExit() *ExecSandboxExit {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxEvent_Exit); ok {
+			return x.Exit
+		}
+	}
+	return nil
+}
+
+type isExecSandboxEvent_Payload interface {
+	isExecSandboxEvent_Payload()
+}
+
+type ExecSandboxEvent_Stdout struct {
+	Stdout *ExecSandboxStdout `protobuf:"bytes,1,opt,name=stdout,proto3,oneof"`
+}
+
+type ExecSandboxEvent_Stderr struct {
+	Stderr *ExecSandboxStderr `protobuf:"bytes,2,opt,name=stderr,proto3,oneof"`
+}
+
+type ExecSandboxEvent_Exit struct {
+	Exit *ExecSandboxExit `protobuf:"bytes,3,opt,name=exit,proto3,oneof"`
+}
+
+func (*ExecSandboxEvent_Stdout) isExecSandboxEvent_Payload() {}
+
+func (*ExecSandboxEvent_Stderr) isExecSandboxEvent_Payload() {}
+
+func (*ExecSandboxEvent_Exit) isExecSandboxEvent_Payload() {}
+
+type ExecSandboxWindowResize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cols          uint32                 `protobuf:"varint,1,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows          uint32                 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxWindowResize) Reset() {
+	*x = ExecSandboxWindowResize{}
+	mi := &file_v01_openshell_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxWindowResize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxWindowResize) ProtoMessage() {}
+
+func (x *ExecSandboxWindowResize) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxWindowResize.ProtoReflect.Descriptor instead.
+func (*ExecSandboxWindowResize) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ExecSandboxWindowResize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *ExecSandboxWindowResize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+type ExecSandboxInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*ExecSandboxInput_Start
+	//	*ExecSandboxInput_Stdin
+	//	*ExecSandboxInput_Resize
+	Payload       isExecSandboxInput_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecSandboxInput) Reset() {
+	*x = ExecSandboxInput{}
+	mi := &file_v01_openshell_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecSandboxInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecSandboxInput) ProtoMessage() {}
+
+func (x *ExecSandboxInput) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecSandboxInput.ProtoReflect.Descriptor instead.
+func (*ExecSandboxInput) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ExecSandboxInput) GetPayload() isExecSandboxInput_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ExecSandboxInput) GetStart() *ExecSandboxRequest {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxInput_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ExecSandboxInput) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxInput_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *ExecSandboxInput) GetResize() *ExecSandboxWindowResize {
+	if x != nil {
+		if x, ok := x.Payload.(*ExecSandboxInput_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+type isExecSandboxInput_Payload interface {
+	isExecSandboxInput_Payload()
+}
+
+type ExecSandboxInput_Start struct {
+	Start *ExecSandboxRequest `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ExecSandboxInput_Stdin struct {
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type ExecSandboxInput_Resize struct {
+	Resize *ExecSandboxWindowResize `protobuf:"bytes,3,opt,name=resize,proto3,oneof"`
+}
+
+func (*ExecSandboxInput_Start) isExecSandboxInput_Payload() {}
+
+func (*ExecSandboxInput_Stdin) isExecSandboxInput_Payload() {}
+
+func (*ExecSandboxInput_Resize) isExecSandboxInput_Payload() {}
+
+// ForwardTcp: the first frame is init (which sandbox, which port), then
+// data both ways.
+type TcpRelayTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TcpRelayTarget) Reset() {
+	*x = TcpRelayTarget{}
+	mi := &file_v01_openshell_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TcpRelayTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TcpRelayTarget) ProtoMessage() {}
+
+func (x *TcpRelayTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TcpRelayTarget.ProtoReflect.Descriptor instead.
+func (*TcpRelayTarget) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *TcpRelayTarget) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *TcpRelayTarget) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+type SshRelayTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SshRelayTarget) Reset() {
+	*x = SshRelayTarget{}
+	mi := &file_v01_openshell_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SshRelayTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SshRelayTarget) ProtoMessage() {}
+
+func (x *SshRelayTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SshRelayTarget.ProtoReflect.Descriptor instead.
+func (*SshRelayTarget) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{82}
+}
+
+type TcpForwardInit struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox   string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Workspace string                 `protobuf:"bytes,3,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	ServiceId string                 `protobuf:"bytes,4,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"`
+	// Types that are valid to be assigned to Target:
+	//
+	//	*TcpForwardInit_Ssh
+	//	*TcpForwardInit_Tcp
+	Target             isTcpForwardInit_Target `protobuf_oneof:"target"`
+	AuthorizationToken string                  `protobuf:"bytes,7,opt,name=authorization_token,json=authorizationToken,proto3" json:"authorization_token,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TcpForwardInit) Reset() {
+	*x = TcpForwardInit{}
+	mi := &file_v01_openshell_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TcpForwardInit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TcpForwardInit) ProtoMessage() {}
+
+func (x *TcpForwardInit) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TcpForwardInit.ProtoReflect.Descriptor instead.
+func (*TcpForwardInit) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *TcpForwardInit) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *TcpForwardInit) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *TcpForwardInit) GetServiceId() string {
+	if x != nil {
+		return x.ServiceId
+	}
+	return ""
+}
+
+func (x *TcpForwardInit) GetTarget() isTcpForwardInit_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *TcpForwardInit) GetSsh() *SshRelayTarget {
+	if x != nil {
+		if x, ok := x.Target.(*TcpForwardInit_Ssh); ok {
+			return x.Ssh
+		}
+	}
+	return nil
+}
+
+func (x *TcpForwardInit) GetTcp() *TcpRelayTarget {
+	if x != nil {
+		if x, ok := x.Target.(*TcpForwardInit_Tcp); ok {
+			return x.Tcp
+		}
+	}
+	return nil
+}
+
+func (x *TcpForwardInit) GetAuthorizationToken() string {
+	if x != nil {
+		return x.AuthorizationToken
+	}
+	return ""
+}
+
+type isTcpForwardInit_Target interface {
+	isTcpForwardInit_Target()
+}
+
+type TcpForwardInit_Ssh struct {
+	Ssh *SshRelayTarget `protobuf:"bytes,5,opt,name=ssh,proto3,oneof"`
+}
+
+type TcpForwardInit_Tcp struct {
+	Tcp *TcpRelayTarget `protobuf:"bytes,6,opt,name=tcp,proto3,oneof"`
+}
+
+func (*TcpForwardInit_Ssh) isTcpForwardInit_Target() {}
+
+func (*TcpForwardInit_Tcp) isTcpForwardInit_Target() {}
+
+type TcpForwardFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*TcpForwardFrame_Init
+	//	*TcpForwardFrame_Data
+	Payload       isTcpForwardFrame_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TcpForwardFrame) Reset() {
+	*x = TcpForwardFrame{}
+	mi := &file_v01_openshell_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TcpForwardFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TcpForwardFrame) ProtoMessage() {}
+
+func (x *TcpForwardFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TcpForwardFrame.ProtoReflect.Descriptor instead.
+func (*TcpForwardFrame) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *TcpForwardFrame) GetPayload() isTcpForwardFrame_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TcpForwardFrame) GetInit() *TcpForwardInit {
+	if x != nil {
+		if x, ok := x.Payload.(*TcpForwardFrame_Init); ok {
+			return x.Init
+		}
+	}
+	return nil
+}
+
+func (x *TcpForwardFrame) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Payload.(*TcpForwardFrame_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isTcpForwardFrame_Payload interface {
+	isTcpForwardFrame_Payload()
+}
+
+type TcpForwardFrame_Init struct {
+	Init *TcpForwardInit `protobuf:"bytes,1,opt,name=init,proto3,oneof"`
+}
+
+type TcpForwardFrame_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*TcpForwardFrame_Init) isTcpForwardFrame_Payload() {}
+
+func (*TcpForwardFrame_Data) isTcpForwardFrame_Payload() {}
+
+type GetSandboxLogsRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Lines          uint32                         `protobuf:"varint,2,opt,name=lines,proto3" json:"lines,omitempty"`
+	Sources        []string                       `protobuf:"bytes,4,rep,name=sources,proto3" json:"sources,omitempty"`
+	MinLevel       string                         `protobuf:"bytes,5,opt,name=min_level,json=minLevel,proto3" json:"min_level,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,6,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	SinceTime      *timestamppb.Timestamp         `protobuf:"bytes,103,opt,name=since_time,json=sinceTime,proto3" json:"since_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetSandboxLogsRequest) Reset() {
+	*x = GetSandboxLogsRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxLogsRequest) ProtoMessage() {}
+
+func (x *GetSandboxLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxLogsRequest.ProtoReflect.Descriptor instead.
+func (*GetSandboxLogsRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *GetSandboxLogsRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *GetSandboxLogsRequest) GetLines() uint32 {
+	if x != nil {
+		return x.Lines
+	}
+	return 0
+}
+
+func (x *GetSandboxLogsRequest) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *GetSandboxLogsRequest) GetMinLevel() string {
+	if x != nil {
+		return x.MinLevel
+	}
+	return ""
+}
+
+func (x *GetSandboxLogsRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *GetSandboxLogsRequest) GetSinceTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SinceTime
+	}
+	return nil
+}
+
+type GetSandboxLogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Logs          []*SandboxLogLine      `protobuf:"bytes,1,rep,name=logs,proto3" json:"logs,omitempty"`
+	BufferTotal   uint32                 `protobuf:"varint,2,opt,name=buffer_total,json=bufferTotal,proto3" json:"buffer_total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxLogsResponse) Reset() {
+	*x = GetSandboxLogsResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxLogsResponse) ProtoMessage() {}
+
+func (x *GetSandboxLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxLogsResponse.ProtoReflect.Descriptor instead.
+func (*GetSandboxLogsResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *GetSandboxLogsResponse) GetLogs() []*SandboxLogLine {
+	if x != nil {
+		return x.Logs
+	}
+	return nil
+}
+
+func (x *GetSandboxLogsResponse) GetBufferTotal() uint32 {
+	if x != nil {
+		return x.BufferTotal
+	}
+	return 0
+}
+
 var File_v01_openshell_proto protoreflect.FileDescriptor
 
 const file_v01_openshell_proto_rawDesc = "" +
 	"\n" +
-	"\x13v01/openshell.proto\x12\fopenshell.v1\x1a\x13v01/datamodel.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11v01/sandbox.proto\"\x0f\n" +
+	"\x13v01/openshell.proto\x12\fopenshell.v1\x1a\x13v01/datamodel.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11v01/sandbox.proto\"\x0f\n" +
 	"\rHealthRequest\"_\n" +
 	"\x0eHealthResponse\x123\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1b.openshell.v1.ServiceStatusR\x06status\x12\x18\n" +
@@ -5113,7 +6498,100 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"loadedTime\x1a=\n" +
 	"\x0fProvenanceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x86\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x0fWorkspaceMember\x12>\n" +
+	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12+\n" +
+	"\x11principal_subject\x18\x02 \x01(\tR\x10principalSubject\x12/\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x1b.openshell.v1.WorkspaceRoleR\x04role\"\xec\x01\n" +
+	"\x19AddWorkspaceMemberRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x01 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12+\n" +
+	"\x11principal_subject\x18\x02 \x01(\tR\x10principalSubject\x12/\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x1b.openshell.v1.WorkspaceRoleR\x04role\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"S\n" +
+	"\x1aAddWorkspaceMemberResponse\x125\n" +
+	"\x06member\x18\x01 \x01(\v2\x1d.openshell.v1.WorkspaceMemberR\x06member\"\xe3\x01\n" +
+	"\x1cRemoveWorkspaceMemberRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x01 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12+\n" +
+	"\x11principal_subject\x18\x02 \x01(\tR\x10principalSubject\x12#\n" +
+	"\rallow_missing\x18\x03 \x01(\bR\fallowMissing\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"X\n" +
+	"\x1dRemoveWorkspaceMemberResponse\x127\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\xad\x01\n" +
+	"\x1bListWorkspaceMembersRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x01 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x7f\n" +
+	"\x1cListWorkspaceMembersResponse\x127\n" +
+	"\amembers\x18\x01 \x03(\v2\x1d.openshell.v1.WorkspaceMemberR\amembers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x04\n" +
+	"\x12ExecSandboxRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x18\n" +
+	"\aworkdir\x18\x03 \x01(\tR\aworkdir\x12S\n" +
+	"\venvironment\x18\x04 \x03(\v21.openshell.v1.ExecSandboxRequest.EnvironmentEntryR\venvironment\x12\x14\n" +
+	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12\x10\n" +
+	"\x03tty\x18\a \x01(\bR\x03tty\x12\x12\n" +
+	"\x04cols\x18\b \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\t \x01(\rR\x04rows\x12$\n" +
+	"\x0eno_login_shell\x18\n" +
+	" \x01(\bR\fnoLoginShell\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\v \x01(\tR\trequestId\x12R\n" +
+	"\x0fworkspace_scope\x18\f \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12F\n" +
+	"\x11execution_timeout\x18i \x01(\v2\x19.google.protobuf.DurationR\x10executionTimeout\x1a>\n" +
+	"\x10EnvironmentEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
+	"\x11ExecSandboxStdout\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"'\n" +
+	"\x11ExecSandboxStderr\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\".\n" +
+	"\x0fExecSandboxExit\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x05R\bexitCode\"\xc8\x01\n" +
+	"\x10ExecSandboxEvent\x129\n" +
+	"\x06stdout\x18\x01 \x01(\v2\x1f.openshell.v1.ExecSandboxStdoutH\x00R\x06stdout\x129\n" +
+	"\x06stderr\x18\x02 \x01(\v2\x1f.openshell.v1.ExecSandboxStderrH\x00R\x06stderr\x123\n" +
+	"\x04exit\x18\x03 \x01(\v2\x1d.openshell.v1.ExecSandboxExitH\x00R\x04exitB\t\n" +
+	"\apayload\"A\n" +
+	"\x17ExecSandboxWindowResize\x12\x12\n" +
+	"\x04cols\x18\x01 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\rR\x04rows\"\xb0\x01\n" +
+	"\x10ExecSandboxInput\x128\n" +
+	"\x05start\x18\x01 \x01(\v2 .openshell.v1.ExecSandboxRequestH\x00R\x05start\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12?\n" +
+	"\x06resize\x18\x03 \x01(\v2%.openshell.v1.ExecSandboxWindowResizeH\x00R\x06resizeB\t\n" +
+	"\apayload\"8\n" +
+	"\x0eTcpRelayTarget\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\"\x10\n" +
+	"\x0eSshRelayTarget\"\x86\x02\n" +
+	"\x0eTcpForwardInit\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1c\n" +
+	"\tworkspace\x18\x03 \x01(\tR\tworkspace\x12\x1d\n" +
+	"\n" +
+	"service_id\x18\x04 \x01(\tR\tserviceId\x120\n" +
+	"\x03ssh\x18\x05 \x01(\v2\x1c.openshell.v1.SshRelayTargetH\x00R\x03ssh\x120\n" +
+	"\x03tcp\x18\x06 \x01(\v2\x1c.openshell.v1.TcpRelayTargetH\x00R\x03tcp\x12/\n" +
+	"\x13authorization_token\x18\a \x01(\tR\x12authorizationTokenB\b\n" +
+	"\x06target\"f\n" +
+	"\x0fTcpForwardFrame\x122\n" +
+	"\x04init\x18\x01 \x01(\v2\x1c.openshell.v1.TcpForwardInitH\x00R\x04init\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\t\n" +
+	"\apayload\"\x8d\x02\n" +
+	"\x15GetSandboxLogsRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x14\n" +
+	"\x05lines\x18\x02 \x01(\rR\x05lines\x12\x18\n" +
+	"\asources\x18\x04 \x03(\tR\asources\x12\x1b\n" +
+	"\tmin_level\x18\x05 \x01(\tR\bminLevel\x12R\n" +
+	"\x0fworkspace_scope\x18\x06 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x129\n" +
+	"\n" +
+	"since_time\x18g \x01(\v2\x1a.google.protobuf.TimestampR\tsinceTime\"m\n" +
+	"\x16GetSandboxLogsResponse\x120\n" +
+	"\x04logs\x18\x01 \x03(\v2\x1c.openshell.v1.SandboxLogLineR\x04logs\x12!\n" +
+	"\fbuffer_total\x18\x02 \x01(\rR\vbufferTotal*\x86\x01\n" +
 	"\rServiceStatus\x12\x1e\n" +
 	"\x1aSERVICE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SERVICE_STATUS_HEALTHY\x10\x01\x12\x1b\n" +
@@ -5149,7 +6627,11 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"(PROVIDER_PROFILE_CATEGORY_SOURCE_CONTROL\x10\x04\x12'\n" +
 	"#PROVIDER_PROFILE_CATEGORY_MESSAGING\x10\x05\x12\"\n" +
 	"\x1ePROVIDER_PROFILE_CATEGORY_DATA\x10\x06\x12'\n" +
-	"#PROVIDER_PROFILE_CATEGORY_KNOWLEDGE\x10\a2\x9c\x14\n" +
+	"#PROVIDER_PROFILE_CATEGORY_KNOWLEDGE\x10\a*b\n" +
+	"\rWorkspaceRole\x12\x1e\n" +
+	"\x1aWORKSPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13WORKSPACE_ROLE_USER\x10\x01\x12\x18\n" +
+	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\xc4\x19\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -5178,7 +6660,15 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
 	"\fGetWorkspace\x12!.openshell.v1.GetWorkspaceRequest\x1a\".openshell.v1.GetWorkspaceResponse\x12^\n" +
-	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponseB\\ZZgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1;openshellv1b\x06proto3"
+	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponse\x12g\n" +
+	"\x12AddWorkspaceMember\x12'.openshell.v1.AddWorkspaceMemberRequest\x1a(.openshell.v1.AddWorkspaceMemberResponse\x12p\n" +
+	"\x15RemoveWorkspaceMember\x12*.openshell.v1.RemoveWorkspaceMemberRequest\x1a+.openshell.v1.RemoveWorkspaceMemberResponse\x12m\n" +
+	"\x14ListWorkspaceMembers\x12).openshell.v1.ListWorkspaceMembersRequest\x1a*.openshell.v1.ListWorkspaceMembersResponse\x12Q\n" +
+	"\vExecSandbox\x12 .openshell.v1.ExecSandboxRequest\x1a\x1e.openshell.v1.ExecSandboxEvent0\x01\x12\\\n" +
+	"\x16ExecSandboxInteractive\x12\x1e.openshell.v1.ExecSandboxInput\x1a\x1e.openshell.v1.ExecSandboxEvent(\x010\x01\x12N\n" +
+	"\n" +
+	"ForwardTcp\x12\x1d.openshell.v1.TcpForwardFrame\x1a\x1d.openshell.v1.TcpForwardFrame(\x010\x01\x12[\n" +
+	"\x0eGetSandboxLogs\x12#.openshell.v1.GetSandboxLogsRequest\x1a$.openshell.v1.GetSandboxLogsResponseB\\ZZgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1;openshellv1b\x06proto3"
 
 var (
 	file_v01_openshell_proto_rawDescOnce sync.Once
@@ -5192,261 +6682,321 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 	return file_v01_openshell_proto_rawDescData
 }
 
-var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_v01_openshell_proto_goTypes = []any{
 	(ServiceStatus)(0),                     // 0: openshell.v1.ServiceStatus
 	(PolicyStatus)(0),                      // 1: openshell.v1.PolicyStatus
 	(SandboxPhase)(0),                      // 2: openshell.v1.SandboxPhase
 	(DeletionOutcome)(0),                   // 3: openshell.v1.DeletionOutcome
 	(ProviderProfileCategory)(0),           // 4: openshell.v1.ProviderProfileCategory
-	(*HealthRequest)(nil),                  // 5: openshell.v1.HealthRequest
-	(*HealthResponse)(nil),                 // 6: openshell.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),          // 7: openshell.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),         // 8: openshell.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),              // 9: openshell.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),      // 10: openshell.v1.ComputeDriverCapabilities
-	(*GetCurrentUserRequest)(nil),          // 11: openshell.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),         // 12: openshell.v1.GetCurrentUserResponse
-	(*Sandbox)(nil),                        // 13: openshell.v1.Sandbox
-	(*SandboxSpec)(nil),                    // 14: openshell.v1.SandboxSpec
-	(*ResourceRequirements)(nil),           // 15: openshell.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),        // 16: openshell.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),                // 17: openshell.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                  // 18: openshell.v1.SandboxStatus
-	(*SandboxCondition)(nil),               // 19: openshell.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),           // 20: openshell.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),              // 21: openshell.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),           // 22: openshell.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),          // 23: openshell.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),           // 24: openshell.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),          // 25: openshell.v1.DeleteSandboxResponse
-	(*StopSandboxRequest)(nil),             // 26: openshell.v1.StopSandboxRequest
-	(*StartSandboxRequest)(nil),            // 27: openshell.v1.StartSandboxRequest
-	(*SandboxResponse)(nil),                // 28: openshell.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),            // 29: openshell.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),             // 30: openshell.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                 // 31: openshell.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                  // 32: openshell.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),           // 33: openshell.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),   // 34: openshell.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil),  // 35: openshell.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),   // 36: openshell.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil),  // 37: openshell.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),    // 38: openshell.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),   // 39: openshell.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),          // 40: openshell.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),             // 41: openshell.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),          // 42: openshell.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),          // 43: openshell.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),               // 44: openshell.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),         // 45: openshell.v1.DeleteProviderResponse
-	(*ProviderProfile)(nil),                // 46: openshell.v1.ProviderProfile
-	(*ProviderProfileCredential)(nil),      // 47: openshell.v1.ProviderProfileCredential
-	(*ProviderProfileDiscovery)(nil),       // 48: openshell.v1.ProviderProfileDiscovery
-	(*ListProviderProfilesRequest)(nil),    // 49: openshell.v1.ListProviderProfilesRequest
-	(*ListProviderProfilesResponse)(nil),   // 50: openshell.v1.ListProviderProfilesResponse
-	(*GetProviderProfileRequest)(nil),      // 51: openshell.v1.GetProviderProfileRequest
-	(*ProviderProfileResponse)(nil),        // 52: openshell.v1.ProviderProfileResponse
-	(*ImportProviderProfilesRequest)(nil),  // 53: openshell.v1.ImportProviderProfilesRequest
-	(*ProviderProfileImportItem)(nil),      // 54: openshell.v1.ProviderProfileImportItem
-	(*ImportProviderProfilesResponse)(nil), // 55: openshell.v1.ImportProviderProfilesResponse
-	(*ProviderProfileDiagnostic)(nil),      // 56: openshell.v1.ProviderProfileDiagnostic
-	(*UpdateProviderProfilesRequest)(nil),  // 57: openshell.v1.UpdateProviderProfilesRequest
-	(*UpdateProviderProfilesResponse)(nil), // 58: openshell.v1.UpdateProviderProfilesResponse
-	(*DeleteProviderProfileRequest)(nil),   // 59: openshell.v1.DeleteProviderProfileRequest
-	(*DeleteProviderProfileResponse)(nil),  // 60: openshell.v1.DeleteProviderProfileResponse
-	(*UpdateConfigRequest)(nil),            // 61: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),           // 62: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),         // 63: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 64: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 65: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 66: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),         // 67: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),        // 68: openshell.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),  // 69: openshell.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil), // 70: openshell.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),          // 71: openshell.v1.SandboxPolicyRevision
-	nil,                                    // 72: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                    // 73: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                    // 74: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                    // 75: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                    // 76: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                    // 77: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                    // 78: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                    // 79: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                    // 80: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                    // 81: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                    // 82: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                    // 83: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                    // 84: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                    // 85: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                    // 86: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	(*datamodelv1.ObjectMeta)(nil),         // 87: openshell.datamodel.v1.ObjectMeta
-	(*sandboxv1.SandboxPolicy)(nil),        // 88: openshell.sandbox.v1.SandboxPolicy
-	(*structpb.Struct)(nil),                // 89: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 90: google.protobuf.Timestamp
-	(*datamodelv1.WorkspaceSelector)(nil),  // 91: openshell.datamodel.v1.WorkspaceSelector
-	(*datamodelv1.Provider)(nil),           // 92: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),      // 93: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),        // 94: openshell.sandbox.v1.NetworkBinary
-	(*datamodelv1.Workspace)(nil),          // 95: openshell.datamodel.v1.Workspace
+	(WorkspaceRole)(0),                     // 5: openshell.v1.WorkspaceRole
+	(*HealthRequest)(nil),                  // 6: openshell.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 7: openshell.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),          // 8: openshell.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),         // 9: openshell.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),              // 10: openshell.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),      // 11: openshell.v1.ComputeDriverCapabilities
+	(*GetCurrentUserRequest)(nil),          // 12: openshell.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),         // 13: openshell.v1.GetCurrentUserResponse
+	(*Sandbox)(nil),                        // 14: openshell.v1.Sandbox
+	(*SandboxSpec)(nil),                    // 15: openshell.v1.SandboxSpec
+	(*ResourceRequirements)(nil),           // 16: openshell.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),        // 17: openshell.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                // 18: openshell.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                  // 19: openshell.v1.SandboxStatus
+	(*SandboxCondition)(nil),               // 20: openshell.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),           // 21: openshell.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),              // 22: openshell.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),           // 23: openshell.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),          // 24: openshell.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),           // 25: openshell.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),          // 26: openshell.v1.DeleteSandboxResponse
+	(*StopSandboxRequest)(nil),             // 27: openshell.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),            // 28: openshell.v1.StartSandboxRequest
+	(*SandboxResponse)(nil),                // 29: openshell.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),            // 30: openshell.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),             // 31: openshell.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                 // 32: openshell.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                  // 33: openshell.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),           // 34: openshell.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),   // 35: openshell.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),  // 36: openshell.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),   // 37: openshell.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),  // 38: openshell.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),    // 39: openshell.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),   // 40: openshell.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),          // 41: openshell.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),             // 42: openshell.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),          // 43: openshell.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),          // 44: openshell.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),               // 45: openshell.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),         // 46: openshell.v1.DeleteProviderResponse
+	(*ProviderProfile)(nil),                // 47: openshell.v1.ProviderProfile
+	(*ProviderProfileCredential)(nil),      // 48: openshell.v1.ProviderProfileCredential
+	(*ProviderProfileDiscovery)(nil),       // 49: openshell.v1.ProviderProfileDiscovery
+	(*ListProviderProfilesRequest)(nil),    // 50: openshell.v1.ListProviderProfilesRequest
+	(*ListProviderProfilesResponse)(nil),   // 51: openshell.v1.ListProviderProfilesResponse
+	(*GetProviderProfileRequest)(nil),      // 52: openshell.v1.GetProviderProfileRequest
+	(*ProviderProfileResponse)(nil),        // 53: openshell.v1.ProviderProfileResponse
+	(*ImportProviderProfilesRequest)(nil),  // 54: openshell.v1.ImportProviderProfilesRequest
+	(*ProviderProfileImportItem)(nil),      // 55: openshell.v1.ProviderProfileImportItem
+	(*ImportProviderProfilesResponse)(nil), // 56: openshell.v1.ImportProviderProfilesResponse
+	(*ProviderProfileDiagnostic)(nil),      // 57: openshell.v1.ProviderProfileDiagnostic
+	(*UpdateProviderProfilesRequest)(nil),  // 58: openshell.v1.UpdateProviderProfilesRequest
+	(*UpdateProviderProfilesResponse)(nil), // 59: openshell.v1.UpdateProviderProfilesResponse
+	(*DeleteProviderProfileRequest)(nil),   // 60: openshell.v1.DeleteProviderProfileRequest
+	(*DeleteProviderProfileResponse)(nil),  // 61: openshell.v1.DeleteProviderProfileResponse
+	(*UpdateConfigRequest)(nil),            // 62: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),           // 63: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),         // 64: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 65: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 66: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 67: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),         // 68: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),        // 69: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),  // 70: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil), // 71: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),          // 72: openshell.v1.SandboxPolicyRevision
+	(*WorkspaceMember)(nil),                // 73: openshell.v1.WorkspaceMember
+	(*AddWorkspaceMemberRequest)(nil),      // 74: openshell.v1.AddWorkspaceMemberRequest
+	(*AddWorkspaceMemberResponse)(nil),     // 75: openshell.v1.AddWorkspaceMemberResponse
+	(*RemoveWorkspaceMemberRequest)(nil),   // 76: openshell.v1.RemoveWorkspaceMemberRequest
+	(*RemoveWorkspaceMemberResponse)(nil),  // 77: openshell.v1.RemoveWorkspaceMemberResponse
+	(*ListWorkspaceMembersRequest)(nil),    // 78: openshell.v1.ListWorkspaceMembersRequest
+	(*ListWorkspaceMembersResponse)(nil),   // 79: openshell.v1.ListWorkspaceMembersResponse
+	(*ExecSandboxRequest)(nil),             // 80: openshell.v1.ExecSandboxRequest
+	(*ExecSandboxStdout)(nil),              // 81: openshell.v1.ExecSandboxStdout
+	(*ExecSandboxStderr)(nil),              // 82: openshell.v1.ExecSandboxStderr
+	(*ExecSandboxExit)(nil),                // 83: openshell.v1.ExecSandboxExit
+	(*ExecSandboxEvent)(nil),               // 84: openshell.v1.ExecSandboxEvent
+	(*ExecSandboxWindowResize)(nil),        // 85: openshell.v1.ExecSandboxWindowResize
+	(*ExecSandboxInput)(nil),               // 86: openshell.v1.ExecSandboxInput
+	(*TcpRelayTarget)(nil),                 // 87: openshell.v1.TcpRelayTarget
+	(*SshRelayTarget)(nil),                 // 88: openshell.v1.SshRelayTarget
+	(*TcpForwardInit)(nil),                 // 89: openshell.v1.TcpForwardInit
+	(*TcpForwardFrame)(nil),                // 90: openshell.v1.TcpForwardFrame
+	(*GetSandboxLogsRequest)(nil),          // 91: openshell.v1.GetSandboxLogsRequest
+	(*GetSandboxLogsResponse)(nil),         // 92: openshell.v1.GetSandboxLogsResponse
+	nil,                                    // 93: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                    // 94: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                    // 95: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                    // 96: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                    // 97: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                    // 98: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                    // 99: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                    // 100: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                    // 101: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                    // 102: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                    // 103: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                    // 104: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                    // 105: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                    // 106: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                    // 107: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	nil,                                    // 108: openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	(*datamodelv1.ObjectMeta)(nil),         // 109: openshell.datamodel.v1.ObjectMeta
+	(*sandboxv1.SandboxPolicy)(nil),        // 110: openshell.sandbox.v1.SandboxPolicy
+	(*structpb.Struct)(nil),                // 111: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
+	(*datamodelv1.WorkspaceSelector)(nil),  // 113: openshell.datamodel.v1.WorkspaceSelector
+	(*datamodelv1.Provider)(nil),           // 114: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),      // 115: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),        // 116: openshell.sandbox.v1.NetworkBinary
+	(*datamodelv1.Workspace)(nil),          // 117: openshell.datamodel.v1.Workspace
+	(*durationpb.Duration)(nil),            // 118: google.protobuf.Duration
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
-	9,   // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
-	10,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	87,  // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	14,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
-	18,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	72,  // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
-	17,  // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	88,  // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	15,  // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
-	16,  // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	73,  // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	74,  // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	75,  // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	89,  // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	89,  // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
-	19,  // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
+	10,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
+	11,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
+	109, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	15,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
+	19,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
+	93,  // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	18,  // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
+	110, // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	16,  // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
+	17,  // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	94,  // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	95,  // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	96,  // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	111, // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	111, // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	20,  // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
 	2,   // 18: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	90,  // 19: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
-	14,  // 20: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	76,  // 21: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	77,  // 22: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	91,  // 23: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	91,  // 24: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	91,  // 25: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	13,  // 26: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	91,  // 27: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	112, // 19: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	15,  // 20: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
+	97,  // 21: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	98,  // 22: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	113, // 23: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	113, // 24: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	113, // 25: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 26: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
+	113, // 27: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 28: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	91,  // 29: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	91,  // 30: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	13,  // 31: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	78,  // 32: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	91,  // 33: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	90,  // 34: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
-	13,  // 35: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
-	31,  // 36: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
-	32,  // 37: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
-	33,  // 38: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	79,  // 39: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	90,  // 40: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	80,  // 41: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	90,  // 42: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	91,  // 43: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	13,  // 44: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	91,  // 45: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	13,  // 46: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	91,  // 47: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	92,  // 48: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	92,  // 49: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	91,  // 50: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	91,  // 51: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	92,  // 52: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	91,  // 53: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	81,  // 54: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	91,  // 55: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	92,  // 56: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	113, // 29: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	113, // 30: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 31: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
+	99,  // 32: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	113, // 33: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	112, // 34: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	14,  // 35: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
+	32,  // 36: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
+	33,  // 37: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
+	34,  // 38: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
+	100, // 39: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	112, // 40: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	101, // 41: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	112, // 42: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	113, // 43: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 44: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	113, // 45: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 46: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	113, // 47: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	114, // 48: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	114, // 49: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	113, // 50: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	113, // 51: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	114, // 52: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	113, // 53: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	102, // 54: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	113, // 55: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	114, // 56: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
 	3,   // 57: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
 	4,   // 58: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
-	47,  // 59: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	93,  // 60: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	94,  // 61: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
-	48,  // 62: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	82,  // 63: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	91,  // 64: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	46,  // 65: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	91,  // 66: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	46,  // 67: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
-	54,  // 68: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	91,  // 69: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	46,  // 70: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
-	56,  // 71: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	46,  // 72: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	54,  // 73: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
-	91,  // 74: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	56,  // 75: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	46,  // 76: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
-	91,  // 77: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	48,  // 59: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
+	115, // 60: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	116, // 61: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	49,  // 62: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
+	103, // 63: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	113, // 64: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	47,  // 65: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	113, // 66: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	47,  // 67: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
+	55,  // 68: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
+	113, // 69: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	47,  // 70: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
+	57,  // 71: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	47,  // 72: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	55,  // 73: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
+	113, // 74: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	57,  // 75: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	47,  // 76: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
+	113, // 77: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 78: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	88,  // 79: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	83,  // 80: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	91,  // 81: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	84,  // 82: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	85,  // 83: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	95,  // 84: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	95,  // 85: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	110, // 79: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	104, // 80: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	113, // 81: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	105, // 82: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	106, // 83: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	117, // 84: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	117, // 85: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
 	3,   // 86: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	91,  // 87: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	71,  // 88: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	113, // 87: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	72,  // 88: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
 	1,   // 89: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	88,  // 90: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	86,  // 91: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	90,  // 92: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	90,  // 93: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	90,  // 94: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	5,   // 95: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	7,   // 96: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	11,  // 97: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	20,  // 98: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	21,  // 99: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	22,  // 100: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	24,  // 101: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	29,  // 102: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	26,  // 103: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	27,  // 104: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	34,  // 105: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	36,  // 106: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	38,  // 107: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	40,  // 108: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	41,  // 109: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	42,  // 110: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	43,  // 111: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	49,  // 112: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	51,  // 113: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	53,  // 114: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	57,  // 115: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
-	59,  // 116: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
-	61,  // 117: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	69,  // 118: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	63,  // 119: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	65,  // 120: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	67,  // 121: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	6,   // 122: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	8,   // 123: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	12,  // 124: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	28,  // 125: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	28,  // 126: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	23,  // 127: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	25,  // 128: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	30,  // 129: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	28,  // 130: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	28,  // 131: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	35,  // 132: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	37,  // 133: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	39,  // 134: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	44,  // 135: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	44,  // 136: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	44,  // 137: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	45,  // 138: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	50,  // 139: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	52,  // 140: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	55,  // 141: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	58,  // 142: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
-	60,  // 143: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
-	62,  // 144: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	70,  // 145: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	64,  // 146: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	66,  // 147: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	68,  // 148: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	122, // [122:149] is the sub-list for method output_type
-	95,  // [95:122] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	110, // 90: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	107, // 91: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	112, // 92: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	112, // 93: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	109, // 94: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	5,   // 95: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
+	113, // 96: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	5,   // 97: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
+	73,  // 98: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
+	113, // 99: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 100: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	113, // 101: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	73,  // 102: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
+	108, // 103: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	113, // 104: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	118, // 105: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
+	81,  // 106: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
+	82,  // 107: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
+	83,  // 108: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
+	80,  // 109: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
+	85,  // 110: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
+	88,  // 111: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
+	87,  // 112: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
+	89,  // 113: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
+	113, // 114: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	112, // 115: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	32,  // 116: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
+	112, // 117: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	6,   // 118: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	8,   // 119: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	12,  // 120: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	21,  // 121: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	22,  // 122: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	23,  // 123: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	25,  // 124: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	30,  // 125: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	27,  // 126: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	28,  // 127: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	35,  // 128: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	37,  // 129: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	39,  // 130: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	41,  // 131: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	42,  // 132: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	43,  // 133: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	44,  // 134: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	50,  // 135: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	52,  // 136: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	54,  // 137: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	58,  // 138: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	60,  // 139: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	62,  // 140: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	70,  // 141: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	64,  // 142: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	66,  // 143: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	68,  // 144: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	74,  // 145: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
+	76,  // 146: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
+	78,  // 147: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
+	80,  // 148: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
+	86,  // 149: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
+	90,  // 150: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
+	91,  // 151: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
+	7,   // 152: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	9,   // 153: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	13,  // 154: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	29,  // 155: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	29,  // 156: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	24,  // 157: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	26,  // 158: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	31,  // 159: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	29,  // 160: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	29,  // 161: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	36,  // 162: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	38,  // 163: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	40,  // 164: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	45,  // 165: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	45,  // 166: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	45,  // 167: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	46,  // 168: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	51,  // 169: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	53,  // 170: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	56,  // 171: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	59,  // 172: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	61,  // 173: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	63,  // 174: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	71,  // 175: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	65,  // 176: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	67,  // 177: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	69,  // 178: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	75,  // 179: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
+	77,  // 180: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
+	79,  // 181: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
+	84,  // 182: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
+	84,  // 183: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
+	90,  // 184: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
+	92,  // 185: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
+	152, // [152:186] is the sub-list for method output_type
+	118, // [118:152] is the sub-list for method input_type
+	118, // [118:118] is the sub-list for extension type_name
+	118, // [118:118] is the sub-list for extension extendee
+	0,   // [0:118] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -5463,13 +7013,31 @@ func file_v01_openshell_proto_init() {
 		(*SandboxStreamEvent_Event)(nil),
 		(*SandboxStreamEvent_Warning)(nil),
 	}
+	file_v01_openshell_proto_msgTypes[78].OneofWrappers = []any{
+		(*ExecSandboxEvent_Stdout)(nil),
+		(*ExecSandboxEvent_Stderr)(nil),
+		(*ExecSandboxEvent_Exit)(nil),
+	}
+	file_v01_openshell_proto_msgTypes[80].OneofWrappers = []any{
+		(*ExecSandboxInput_Start)(nil),
+		(*ExecSandboxInput_Stdin)(nil),
+		(*ExecSandboxInput_Resize)(nil),
+	}
+	file_v01_openshell_proto_msgTypes[83].OneofWrappers = []any{
+		(*TcpForwardInit_Ssh)(nil),
+		(*TcpForwardInit_Tcp)(nil),
+	}
+	file_v01_openshell_proto_msgTypes[84].OneofWrappers = []any{
+		(*TcpForwardFrame_Init)(nil),
+		(*TcpForwardFrame_Data)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   82,
+			NumEnums:      6,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
