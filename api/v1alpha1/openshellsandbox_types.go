@@ -486,6 +486,12 @@ const (
 	SandboxConditionUpstreamSandboxReady = "UpstreamSandboxReady"
 	// SandboxReasonUpstreamSandboxMissing: see SandboxConditionUpstreamSandboxReady.
 	SandboxReasonUpstreamSandboxMissing = "UpstreamSandboxMissing"
+	// SandboxReasonSessionStarted (event): a consumer started an exec or a
+	// log read through the relay (who, and the command).
+	SandboxReasonSessionStarted = "SessionStarted"
+	// SandboxReasonSessionEnded (event): that session ended (exit code,
+	// duration, bytes each way).
+	SandboxReasonSessionEnded = "SessionEnded"
 	// SandboxReasonGatewayGone (event, Warning): the sandbox was released
 	// without asking its gateway because the OpenShellGateway object is
 	// gone (an External gateway's sandbox may still run there).

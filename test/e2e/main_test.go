@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	// OpenShift APIs without cert-manager: the built-in PKI issues
 	// certificates (cert-manager's controllers run in controllers/gateway).
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
-		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly},
+		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
 	}, &cluster, func(*framework.Cluster) (func(), []*framework.Process, error) {
 		return func() {}, nil, applyClusterAdminManifests(context.Background())
 	}))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -42,6 +43,57 @@ type EnvOptions struct {
 	Webhooks *envtest.WebhookInstallOptions
 	// APIServerFlags are extra kube-apiserver flags (name without "--").
 	APIServerFlags map[string]string
+	// FrontProxy configures the API server's front proxy (its
+	// --requestheader-* and --proxy-client-* flags) with a CA of its own,
+	// as every cluster that serves aggregated APIs has: it then forwards
+	// requests for an APIService with that client certificate and the
+	// user in X-Remote-* headers (Env.FrontProxy).
+	FrontProxy bool
+}
+
+// FrontProxyPKI is the front proxy's CA and the client certificate the API
+// server presents to aggregated servers.
+type FrontProxyPKI struct {
+	CA, Client *pki.KeyPair
+}
+
+// Front-proxy settings, as kubeadm sets them.
+const (
+	FrontProxyClientName = "front-proxy-client"
+	FrontProxyUserHeader = "X-Remote-User"
+)
+
+// frontProxyFlags writes the front proxy's PKI into a new folder and
+// returns it with the API server flags that use it.
+func frontProxyFlags() (*FrontProxyPKI, map[string]string, error) {
+	now := time.Now()
+	ca, err := pki.NewCA("front-proxy-ca", 24*time.Hour, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: FrontProxyClientName, Client: true, Validity: 24 * time.Hour}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "openshell-front-proxy-")
+	if err != nil {
+		return nil, nil, err
+	}
+	files := map[string][]byte{"ca.crt": ca.CertPEM, "client.crt": leaf.CertPEM, "client.key": leaf.KeyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, nil, err
+		}
+	}
+	return &FrontProxyPKI{CA: ca, Client: leaf}, map[string]string{
+		"requestheader-client-ca-file":       filepath.Join(dir, "ca.crt"),
+		"requestheader-allowed-names":        FrontProxyClientName,
+		"requestheader-username-headers":     FrontProxyUserHeader,
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"proxy-client-cert-file":             filepath.Join(dir, "client.crt"),
+		"proxy-client-key-file":              filepath.Join(dir, "client.key"),
+	}, nil
 }
 
 // Env is a running envtest control plane.
@@ -50,6 +102,8 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *runtime.Scheme
+	// FrontProxy is the front proxy's PKI (EnvOptions.FrontProxy).
+	FrontProxy *FrontProxyPKI
 }
 
 // Scheme is the operator's scheme plus the OLM types tests create.
@@ -121,6 +175,17 @@ func StartEnv(opts EnvOptions) (*Env, error) {
 	for k, v := range opts.APIServerFlags {
 		args.Set(k, v)
 	}
+	var front *FrontProxyPKI
+	if opts.FrontProxy {
+		p, flags, err := frontProxyFlags()
+		if err != nil {
+			return nil, fmt.Errorf("front proxy: %w", err)
+		}
+		for k, v := range flags {
+			args.Set(k, v)
+		}
+		front = p
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start envtest control plane: %w", err)
@@ -139,7 +204,7 @@ func StartEnv(opts EnvOptions) (*Env, error) {
 			return nil, err
 		}
 	}
-	return &Env{Environment: te, Config: cfg, Client: c, Scheme: s}, nil
+	return &Env{Environment: te, Config: cfg, Client: c, Scheme: s, FrontProxy: front}, nil
 }
 
 // createClusterNetwork creates the cluster network configuration an

@@ -1,0 +1,194 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	utilexec "k8s.io/utils/exec"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+)
+
+// Stream limits. A stdin chunk stays far below gRPC's 4 MiB message cap;
+// the idle timeout ends a session nobody types in or reads from.
+const (
+	stdinChunk            = 32 << 10
+	idleTimeout           = 30 * time.Minute
+	streamCreationTimeout = 30 * time.Second
+)
+
+// Target is where a sandbox's commands run: its gateway's client and the
+// sandbox's name and workspace there.
+type Target struct {
+	Client    openshellv1.OpenShellClient
+	Workspace string
+	Sandbox   string
+}
+
+// Gateways opens the gateway of a Ready sandbox for a user the relay has
+// authorized.
+type Gateways interface {
+	Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, user string) (*Target, error)
+}
+
+// exec serves openshellsandboxes/exec with kubectl exec's parameters
+// (command, stdin, stdout, stderr, tty) and streaming protocols.
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, session Session) {
+	q := r.URL.Query()
+	opts := &remotecommand.Options{Stdin: q.Get("stdin") == "true", Stdout: q.Get("stdout") == "true",
+		Stderr: q.Get("stderr") == "true", TTY: q.Get("tty") == "true"}
+	if opts.TTY {
+		opts.Stderr = false // a terminal has one output stream
+	}
+	cmd := q["command"]
+	if len(cmd) == 0 {
+		writeStatus(w, apierrors.NewBadRequest("no command: name one, e.g. `kubectl openshell exec SANDBOX -- sh`"))
+		return
+	}
+	if !opts.Stdin && !opts.Stdout && !opts.Stderr {
+		writeStatus(w, apierrors.NewBadRequest("at least one of stdin, stdout and stderr is required"))
+		return
+	}
+	target, err := s.Gateways.Open(r.Context(), sb, session.User)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		return
+	}
+	session.Command = cmd
+	rec := s.Audit.Start(r.Context(), sb, session)
+	ex := &executor{target: target, rec: rec}
+	remotecommand.ServeExec(w, r, ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
+		remotecommand.SupportedStreamingProtocols)
+	rec.End(ex.exitCode, ex.err)
+}
+
+// executor runs one command through ExecSandboxInteractive.
+type executor struct {
+	target   *Target
+	rec      *Record
+	exitCode int
+	err      error
+}
+
+// ExecInContainer implements remotecommand.Executor: stdin and terminal
+// resizes go to the gateway as they come; output and the exit come back.
+// A non-zero exit is a utilexec.ExitError, which the protocol reports as
+// the command's exit code.
+func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser,
+	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := e.target.Client.ExecSandboxInteractive(ctx)
+	if err != nil {
+		e.err = err
+		return fmt.Errorf("open the exec stream: %w", err)
+	}
+	// One sender at a time; after the half-close (stdin's EOF) nothing
+	// more may be sent: gRPC would end the whole stream. A resize then is
+	// dropped (the command has no input left to size a terminal for).
+	var sendMu sync.Mutex
+	halfClosed := false
+	send := func(m *openshellv1.ExecSandboxInput) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if halfClosed {
+			return nil
+		}
+		return stream.Send(m)
+	}
+	closeSend := func() {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if !halfClosed {
+			halfClosed = true
+			_ = stream.CloseSend()
+		}
+	}
+	start := &openshellv1.ExecSandboxRequest{Sandbox: e.target.Sandbox, Command: cmd, Tty: tty,
+		WorkspaceScope: gatewayapi.Workspace(e.target.Workspace)}
+	if err := send(&openshellv1.ExecSandboxInput{Payload: &openshellv1.ExecSandboxInput_Start{Start: start}}); err != nil {
+		e.err = err
+		return fmt.Errorf("start the command: %w", err)
+	}
+	go e.forwardResizes(ctx, resize, send)
+	if in != nil {
+		go e.forwardStdin(in, send, closeSend)
+	} else {
+		closeSend()
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the gateway ended the stream without an exit code")
+			}
+			e.err = err
+			return err
+		}
+		switch p := ev.Payload.(type) {
+		case *openshellv1.ExecSandboxEvent_Stdout:
+			if out != nil {
+				_, _ = out.Write(p.Stdout.GetData())
+			}
+			e.rec.Out(len(p.Stdout.GetData()))
+		case *openshellv1.ExecSandboxEvent_Stderr:
+			if errw != nil {
+				_, _ = errw.Write(p.Stderr.GetData())
+			}
+			e.rec.Out(len(p.Stderr.GetData()))
+		case *openshellv1.ExecSandboxEvent_Exit:
+			e.exitCode = int(p.Exit.GetExitCode())
+			if e.exitCode != 0 {
+				return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", e.exitCode), Code: e.exitCode}
+			}
+			return nil
+		}
+	}
+}
+
+func (e *executor) forwardStdin(in io.Reader, send func(*openshellv1.ExecSandboxInput) error, closeSend func()) {
+	buf := make([]byte, stdinChunk)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			e.rec.In(n)
+			if send(&openshellv1.ExecSandboxInput{Payload: &openshellv1.ExecSandboxInput_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+				return
+			}
+		}
+		if err != nil {
+			// End of input: half-close, as a pipe's EOF.
+			closeSend()
+			return
+		}
+	}
+}
+
+func (e *executor) forwardResizes(ctx context.Context, resize <-chan remotecommand.TerminalSize, send func(*openshellv1.ExecSandboxInput) error) {
+	if resize == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sz, ok := <-resize:
+			if !ok {
+				return
+			}
+			if send(&openshellv1.ExecSandboxInput{Payload: &openshellv1.ExecSandboxInput_Resize{
+				Resize: &openshellv1.ExecSandboxWindowResize{Cols: uint32(sz.Width), Rows: uint32(sz.Height)}}}) != nil {
+				return
+			}
+		}
+	}
+}

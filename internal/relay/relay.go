@@ -1,0 +1,237 @@
+// Package relay lets a Sandbox Consumer use a sandbox with their own
+// cluster identity: it serves an aggregated API (access.openshell.ai,
+// registered with an APIService) whose subresources of OpenShellSandbox —
+// exec and log — run against the sandbox's gateway, the way pods/exec
+// reaches a kubelet. The kube-apiserver authenticates the user and
+// forwards the request with the front-proxy client certificate and
+// X-Remote-* headers; the relay trusts only that (k8s.io/apiserver's
+// request-header authenticator, fed by the cluster's
+// extension-apiserver-authentication ConfigMap) and authorizes every
+// request again with a SubjectAccessReview on
+// openshellsandboxes/<subresource> in the sandbox's namespace. The
+// streaming protocol (SPDY and WebSocket, as kubectl exec speaks it) is
+// k8s.io/cri-streaming's, the kubelet's own.
+//
+// The relay is written here rather than on k8s.io/apiserver's generic
+// server because it serves two connect-style subresources and discovery,
+// none of the storage, admission or OpenAPI machinery that server brings.
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+// The aggregated API the relay serves.
+const (
+	// Group is the API group of the access subresources (a group of its
+	// own: subresources cannot be added to a CRD's group).
+	Group = "access.openshell.ai"
+	// Version is its only version.
+	Version = "v1alpha1"
+	// Resource is the resource whose subresources are served.
+	Resource = "openshellsandboxes"
+	// SubresourceExec runs a command in the sandbox (create: SPDY's POST;
+	// get: WebSocket's GET, as pods/exec).
+	SubresourceExec = "exec"
+	// SubresourceLog reads the sandbox's logs (get).
+	SubresourceLog = "log"
+)
+
+// Authorizer decides whether a user may use a subresource of a sandbox.
+type Authorizer interface {
+	Allowed(ctx context.Context, u user.Info, verb, namespace, name, subresource string) (allowed bool, reason string, err error)
+}
+
+// Server serves the aggregated API.
+type Server struct {
+	// Authn authenticates the front proxy's requests (FrontProxy).
+	Authn authenticator.Request
+	// Authz authorizes every request (SubjectAccessReviews).
+	Authz Authorizer
+	// Reader reads OpenShellSandboxes.
+	Reader client.Reader
+	// Gateways opens a sandbox's gateway.
+	Gateways Gateways
+	// Audit records each session (who, which sandbox, what, bytes).
+	Audit Auditor
+}
+
+// Handler routes the aggregated API's paths.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	resp, ok, err := s.Authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		// Not from the front proxy (or a forged identity header without
+		// its certificate): nothing is served, discovery included.
+		writeStatus(w, apierrors.NewUnauthorized("the relay serves only requests the kube-apiserver forwards (front-proxy client certificate required)"))
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) == 1 && parts[0] == "apis":
+		writeJSON(w, discoveryGroups())
+		return
+	case len(parts) == 2 && parts[0] == "apis" && parts[1] == Group:
+		writeJSON(w, discoveryGroup())
+		return
+	case len(parts) == 3 && parts[0] == "apis" && parts[1] == Group && parts[2] == Version:
+		writeJSON(w, discoveryResources())
+		return
+	case len(parts) == 8 && parts[0] == "apis" && parts[1] == Group && parts[2] == Version && parts[3] == "namespaces" && parts[5] == Resource:
+	default:
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource}, r.URL.Path))
+		return
+	}
+	ns, name, sub := parts[4], parts[6], parts[7]
+	if sub != SubresourceExec && sub != SubresourceLog {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, name))
+		return
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		writeStatus(w, apierrors.NewBadRequest("invalid namespace "+ns))
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		writeStatus(w, apierrors.NewBadRequest("invalid sandbox name "+name))
+		return
+	}
+	verb, err := verbOf(r.Method, sub)
+	if err != nil {
+		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, r.Method))
+		return
+	}
+	gr := schema.GroupResource{Group: Group, Resource: Resource}
+	allowed, reason, err := s.Authz.Allowed(r.Context(), resp.User, verb, ns, name, sub)
+	switch {
+	case err != nil:
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("authorize: %w", err)))
+		return
+	case !allowed:
+		msg := fmt.Sprintf("user %q cannot %s %s/%s in namespace %q", resp.User.GetName(), verb, Resource, sub, ns)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		writeStatus(w, apierrors.NewForbidden(gr, name, errors.New(msg)))
+		return
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	if err := s.Reader.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			writeStatus(w, apierrors.NewNotFound(gr, name))
+			return
+		}
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("read sandbox: %w", err)))
+		return
+	}
+	if err := usable(sb); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	session := Session{User: resp.User.GetName(), Namespace: ns, Sandbox: name, Subresource: sub}
+	switch sub {
+	case SubresourceExec:
+		s.exec(w, r, sb, session)
+	case SubresourceLog:
+		s.logs(w, r, sb, session)
+	}
+}
+
+// verbOf maps a request to the RBAC verb the kube-apiserver checked:
+// POST is create, GET get (exec over WebSocket is a GET, as for pods).
+func verbOf(method, sub string) (string, error) {
+	switch {
+	case sub == SubresourceExec && method == http.MethodPost:
+		return "create", nil
+	case (sub == SubresourceExec || sub == SubresourceLog) && method == http.MethodGet:
+		return "get", nil
+	}
+	return "", fmt.Errorf("%s %s not served", method, sub)
+}
+
+// usable refuses a sandbox that is not running or is going away: a shell
+// must not outlive the sandbox's deletion or start before its policy is
+// applied.
+func usable(sb *openshellv1alpha1.OpenShellSandbox) *apierrors.StatusError {
+	gr := schema.GroupResource{Group: Group, Resource: Resource}
+	switch {
+	case !sb.DeletionTimestamp.IsZero():
+		return apierrors.NewConflict(gr, sb.Name, errors.New("the sandbox is being deleted"))
+	case sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady:
+		return apierrors.NewConflict(gr, sb.Name, fmt.Errorf("the sandbox is not Ready (phase %q): wait for `kubectl wait --for=condition=Ready openshellsandbox/%s`", sb.Status.Phase, sb.Name))
+	case sb.Status.Gateway == "" || sb.Status.GatewaySandboxName == "":
+		return apierrors.NewConflict(gr, sb.Name, errors.New("the sandbox has no gateway sandbox yet"))
+	}
+	return nil
+}
+
+// SARAuthorizer asks the kube-apiserver, for every request, whether the
+// user may use the subresource: no cache, so a revoked RoleBinding refuses
+// the next request.
+type SARAuthorizer struct{ Client client.Client }
+
+// Allowed implements Authorizer.
+func (a SARAuthorizer) Allowed(ctx context.Context, u user.Info, verb, namespace, name, subresource string) (bool, string, error) {
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range u.GetExtra() {
+		extra[k] = v
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: Group, Version: Version, Resource: Resource,
+			Subresource: subresource, Verb: verb, Namespace: namespace, Name: name},
+	}}
+	if err := a.Client.Create(ctx, sar); err != nil {
+		return false, "", err
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, sar.Status.Reason, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	st := err.ErrStatus
+	st.Kind, st.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+func discoveryGroups() *metav1.APIGroupList {
+	return &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{*discoveryGroup()}}
+}
+
+func discoveryGroup() *metav1.APIGroup {
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: Group + "/" + Version, Version: Version}
+	return &metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: Group,
+		Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv}
+}
+
+func discoveryResources() *metav1.APIResourceList {
+	return &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: Group + "/" + Version,
+		APIResources: []metav1.APIResource{
+			{Name: Resource + "/" + SubresourceExec, Namespaced: true, Kind: "SandboxExecOptions", Verbs: metav1.Verbs{"create", "get"}},
+			{Name: Resource + "/" + SubresourceLog, Namespaced: true, Kind: "SandboxLogOptions", Verbs: metav1.Verbs{"get"}},
+		}}
+}

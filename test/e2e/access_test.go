@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// TestConsumerAccess: a Sandbox Consumer uses their sandbox with their own
+// cluster identity, through the Kubernetes API (the relay's aggregated
+// access.openshell.ai API behind the real kube-apiserver's front proxy),
+// with nothing but the tenancy roles a tenant admin binds. Each attack is
+// played by a user holding exactly that persona's RBAC.
+func TestConsumerAccess(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	st, tenant, _ := startLineStack(ctx, t, g, "access")
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
+	other := framework.CreateNamespace(ctx, t, c, "access-other")
+	installOLMAggregatedRoles(ctx, t)
+	bind(ctx, t, tenant, "dave", "openshell-sandbox-user")
+	bind(ctx, t, tenant, "vic", "openshell-view")
+	bind(ctx, t, other, "mallory", "openshell-sandbox-user")
+
+	sb := sandboxOn(tenant, "agent", st.GatewayObj)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	ws := sandboxWorkspace(ctx, g, tenant)
+	g.Expect(st.Gateway.AppendLog(ws, sandboxspec.SandboxName(tenant, "agent"), "the agent says hello")).To(Succeed())
+	// A sandbox of the same name in another namespace, which mallory may use.
+	g.Expect(c.Create(ctx, sandboxOn(other, "agent", st.GatewayObj))).To(Succeed())
+
+	r, err := st.StartRelay(ctx, cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(r.Stop(context.Background(), c)).To(Succeed()) })
+
+	t.Run("exec runs a command and returns its output and exit code", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, err := execAs(ctx, "dave", tenant, "agent", nil, nil, "echo", "hello", "world")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("hello world\n"))
+		g.Expect(errOut).To(BeEmpty())
+		_, errOut, err = execAs(ctx, "dave", tenant, "agent", nil, nil, "warn", "careful")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(errOut).To(Equal("careful\n"), "stderr is its own stream")
+		_, _, err = execAs(ctx, "dave", tenant, "agent", nil, nil, "exit", "3")
+		var exit utilexec.CodeExitError
+		g.Expect(errors.As(err, &exit)).To(BeTrue(), "want the command's exit code, got %v", err)
+		g.Expect(exit.Code).To(Equal(3))
+		_, errOut, err = execAs(ctx, "dave", tenant, "agent", nil, nil, "no-such-command")
+		g.Expect(errors.As(err, &exit) && exit.Code == 127).To(BeTrue(), "%v", err)
+		g.Expect(errOut).To(ContainSubstring("command not found"))
+	})
+	t.Run("every session is an event on the sandbox", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Eventually(func(g Gomega) {
+			list := &eventsv1.EventList{}
+			g.Expect(c.List(ctx, list, client.InNamespace(tenant))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == "agent" && e.Regarding.Kind == "OpenShellSandbox" {
+					notes = append(notes, e.Reason+": "+e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(And(HavePrefix(openshellv1alpha1.SandboxReasonSessionStarted+": dave started exec"),
+				ContainSubstring("echo hello world"))))
+			g.Expect(notes).To(ContainElement(And(HavePrefix(openshellv1alpha1.SandboxReasonSessionEnded+": dave ended exec"),
+				ContainSubstring("exit code 3"))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+	t.Run("stdin reaches the command until EOF", func(t *testing.T) {
+		g := NewWithT(t)
+		out, _, err := execAs(ctx, "dave", tenant, "agent", strings.NewReader("line one\nline two\n"), nil, "cat")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("line one\nline two\n"))
+	})
+	t.Run("a terminal's size and resizes reach the command", func(t *testing.T) {
+		g := NewWithT(t)
+		sizes := &sizeQueue{sizes: []remotecommand.TerminalSize{{Width: 120, Height: 40}}}
+		// A terminal's input stays open (kubectl exec -it).
+		stdin, typing := io.Pipe()
+		defer typing.Close()
+		out, _, err := execAs(ctx, "dave", tenant, "agent", stdin, sizes, "size", "wait")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("40 120\n"))
+	})
+	t.Run("logs read the gateway's log of the sandbox", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, user := range []string{"dave", "vic"} {
+			logs, err := logsAs(ctx, user, tenant, "agent")
+			g.Expect(err).NotTo(HaveOccurred(), user)
+			g.Expect(logs).To(ContainSubstring("the agent says hello"), user)
+			g.Expect(logs).To(ContainSubstring(`exec "echo hello world"`), "the gateway's record of the exec")
+		}
+	})
+	t.Run("a viewer cannot exec", func(t *testing.T) {
+		g := NewWithT(t)
+		_, _, err := execAs(ctx, "vic", tenant, "agent", nil, nil, "echo", "hi")
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring("forbidden"))
+	})
+	t.Run("a consumer of another namespace cannot reach a sandbox of the same name", func(t *testing.T) {
+		g := NewWithT(t)
+		_, _, err := execAs(ctx, "mallory", tenant, "agent", nil, nil, "echo", "hi")
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring("forbidden"))
+		_, err = logsAs(ctx, "mallory", tenant, "agent")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	})
+	t.Run("a sandbox that is not Ready refuses exec", func(t *testing.T) {
+		g := NewWithT(t)
+		pending := sandboxOn(tenant, "pending", st.GatewayObj)
+		pending.Spec.PolicyRef = &openshellv1alpha1.LocalObjectReference{Name: "no-such-policy"}
+		g.Expect(c.Create(ctx, pending)).To(Succeed())
+		_, _, err := execAs(ctx, "dave", tenant, "pending", nil, nil, "echo", "hi")
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring("not Ready"))
+	})
+	t.Run("the relay trusts only the front proxy", func(t *testing.T) {
+		g := NewWithT(t)
+		path := "/apis/" + relay.Group + "/" + relay.Version + "/namespaces/" + tenant + "/openshellsandboxes/agent/log"
+		// No client certificate, a forged user header.
+		code, _ := direct(ctx, g, r, nil, path, "dave")
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
+		// A certificate from another CA with the front proxy's name.
+		forger, err := pki.NewCA("front-proxy-ca", time.Hour, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		fake, err := forger.Issue(pki.LeafRequest{CommonName: framework.FrontProxyClientName, Client: true, Validity: time.Hour}, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		code, _ = direct(ctx, g, r, fake, path, "dave")
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
+		// The cluster's CA, but not a name allowed to assert users.
+		other, err := cluster.FrontProxy.CA.Issue(pki.LeafRequest{CommonName: "not-the-proxy", Client: true, Validity: time.Hour}, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		code, _ = direct(ctx, g, r, other, path, "dave")
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
+		// The real front-proxy certificate asserting a user is what the
+		// API server sends: authorized as that user (mallory: refused).
+		code, body := direct(ctx, g, r, cluster.FrontProxy.Client, path, "mallory")
+		g.Expect(code).To(Equal(http.StatusForbidden), body)
+		code, body = direct(ctx, g, r, cluster.FrontProxy.Client, path, "dave")
+		g.Expect(code).To(Equal(http.StatusOK), body)
+	})
+	t.Run("revoking the role ends access", func(t *testing.T) {
+		g := NewWithT(t)
+		bind(ctx, t, tenant, "erin", "openshell-sandbox-user")
+		_, _, err := execAs(ctx, "erin", tenant, "agent", nil, nil, "echo", "hi")
+		g.Expect(err).NotTo(HaveOccurred())
+		revoked := time.Now()
+		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "erin-openshell-sandbox-user"}})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			_, _, err := execAs(ctx, "erin", tenant, "agent", nil, nil, "echo", "hi")
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring("forbidden"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		t.Logf("figure: exec refused %s after the RoleBinding was deleted", time.Since(revoked).Round(10*time.Millisecond))
+	})
+}
+
+// execURL is the exec subresource's URL with kubectl exec's parameters.
+func execURL(cfg *rest.Config, ns, name string, stdin, tty bool, cmd []string) (*url.URL, error) {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	u.Path = "/apis/" + relay.Group + "/" + relay.Version + "/namespaces/" + ns + "/openshellsandboxes/" + name + "/exec"
+	q := url.Values{"command": cmd, "stdout": {"true"}, "stderr": {fmt.Sprint(!tty)}, "stdin": {fmt.Sprint(stdin)}, "tty": {fmt.Sprint(tty)}}
+	u.RawQuery = q.Encode()
+	return u, nil
+}
+
+// userConfig impersonates an authenticated user.
+func userConfig(user string) *rest.Config {
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return cfg
+}
+
+// execAs runs cmd in the sandbox as user, over SPDY as kubectl exec does;
+// sizes, when set, makes it a terminal session.
+func execAs(ctx context.Context, user, ns, name string, stdin io.Reader, sizes remotecommand.TerminalSizeQueue, cmd ...string) (string, string, error) {
+	cfg := userConfig(user)
+	u, err := execURL(cfg, ns, name, stdin != nil, sizes != nil, cmd)
+	if err != nil {
+		return "", "", err
+	}
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: sizes != nil, TerminalSizeQueue: sizes}
+	if sizes == nil {
+		opts.Stderr = &errOut
+	}
+	err = ex.StreamWithContext(ctx, opts)
+	return out.String(), errOut.String(), err
+}
+
+// logsAs reads the sandbox's logs as user.
+func logsAs(ctx context.Context, user, ns, name string) (string, error) {
+	cfg := userConfig(user)
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		return "", err
+	}
+	b, err := rc.Get().AbsPath("/apis", relay.Group, relay.Version, "namespaces", ns, "openshellsandboxes", name, "log").
+		Param("tailLines", "100").DoRaw(ctx)
+	return string(b), err
+}
+
+// direct sends a request to the relay's own listener, not through the API
+// server, presenting cert (nil: none) and claiming user in the header.
+func direct(ctx context.Context, g Gomega, r *stack.Relay, cert *pki.KeyPair, path, user string) (int, string) {
+	tc := &tls.Config{RootCAs: r.RelayCA(), MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+		g.Expect(err).NotTo(HaveOccurred())
+		tc.Certificates = []tls.Certificate{kp}
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+r.Addr+path, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set(framework.FrontProxyUserHeader, user)
+	req.Header.Set("X-Remote-Group", "system:authenticated")
+	resp, err := hc.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// sizeQueue hands out the given terminal sizes, then ends.
+type sizeQueue struct{ sizes []remotecommand.TerminalSize }
+
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	if len(q.sizes) == 0 {
+		return nil
+	}
+	s := q.sizes[0]
+	q.sizes = q.sizes[1:]
+	return &s
+}

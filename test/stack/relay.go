@@ -1,0 +1,178 @@
+package stack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/operator"
+	"github.com/openshell/openshell-operator/test/framework"
+)
+
+// Relay is a running relay registered as the cluster's access.openshell.ai
+// APIService.
+type Relay struct {
+	// Addr is the relay's own listener (127.0.0.1:port): a request sent
+	// here directly does not come through the front proxy.
+	Addr string
+	// CA signs the relay's serving certificate.
+	CA     *pki.KeyPair
+	Server *relay.Server
+	stop   func()
+}
+
+// relayNamespace holds the relay's Service (an ExternalName to loopback:
+// the API server resolves an APIService's ExternalName Service to that
+// host, which stands in for the relay pod).
+const relayService = "openshell-relay"
+
+// StartRelay serves the relay on loopback for the stack's gateways and
+// registers it: an ExternalName Service in ns naming localhost, an
+// APIService with its CA, and waits until the API server reports it
+// Available. One per cluster at a time (the APIService is cluster-wide).
+func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	authn, err := relay.FrontProxy(rctx, kube)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	issuer := &oidc.Issuer{Client: s.kube, SecretNamespace: s.opts.GatewayNamespace, SecretName: operator.OIDCKeySecret, URL: s.issuerURL}
+	if err := issuer.Load(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("load the issuer's keys: %w", err)
+	}
+	resolver := &gwconn.Resolver{Client: s.kube, APIReader: s.kube, Pool: gatewayapi.NewPool(), Issuer: issuer}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster.StartRecordingToSink(rctx.Done())
+	recorder := broadcaster.NewRecorder(s.kube.Scheme(), "openshell-relay")
+	srv := &relay.Server{Authn: authn, Authz: relay.SARAuthorizer{Client: s.kube}, Reader: s.kube,
+		Gateways: relay.ResolverGateways{Reader: s.kube, Resolver: resolver}, Audit: relay.Auditor{Log: log, Recorder: recorder}}
+	now := time.Now()
+	ca, err := pki.NewCA("relay-ca", time.Hour, now)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	leaf, err := ca.Issue(pki.LeafRequest{CommonName: relayService, DNSNames: []string{relayService + "." + ns + ".svc"},
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true, Validity: time.Hour}, now)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The relay asks for a client certificate and lets the front-proxy
+	// authenticator verify it (against the cluster's CA, which rotates).
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}
+	go func() { _ = hs.ServeTLS(lis, "", "") }()
+	r := &Relay{Addr: lis.Addr().String(), CA: ca, Server: srv, stop: func() { _ = hs.Close(); broadcaster.Shutdown(); cancel() }}
+	if err := register(ctx, s.kube, ns, r); err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Stop unregisters and stops the relay.
+func (r *Relay) Stop(ctx context.Context, c client.Client) error {
+	as := apiService()
+	err := c.Delete(ctx, as)
+	r.stop()
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func apiService() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	u.SetName(relay.Version + "." + relay.Group)
+	return u
+}
+
+// register creates the Service and APIService and waits for Available.
+func register(ctx context.Context, c client.Client, ns string, r *Relay) error {
+	_, port, _ := net.SplitHostPort(r.Addr)
+	p, _ := strconv.Atoi(port)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: relayService, Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(p)}}}}
+	if err := c.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the relay's Service: %w", err)
+	}
+	as := apiService()
+	as.Object["spec"] = map[string]any{
+		"group": relay.Group, "version": relay.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+		"caBundle": r.CA.CertPEM,
+		"service":  map[string]any{"namespace": ns, "name": relayService, "port": int64(p)},
+	}
+	if err := c.Create(ctx, as); err != nil {
+		return fmt.Errorf("create the relay's APIService: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var last string
+	err := framework.WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		got := apiService()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, raw := range conds {
+			m, _ := raw.(map[string]any)
+			if m["type"] == "Available" {
+				last = fmt.Sprintf("%v: %v", m["reason"], m["message"])
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("the relay's APIService is not Available (%s)", last), err)
+	}
+	return nil
+}
+
+// RelayCA returns a pool trusting the relay (direct requests in tests).
+func (r *Relay) RelayCA() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(r.CA.CertPEM)
+	return pool
+}
