@@ -18,11 +18,13 @@ import (
 )
 
 // Secret attack sizes, from the third security read (N9): 128 Secrets of
-// about 0.9 MiB each, and sandboxes whose env names them.
+// about 0.9 MiB each, and sandboxes whose env names them; the padded shape
+// is re-queued attackRounds times.
 const (
 	attackSecrets     = 128
 	attackSecretBytes = 900 << 10
 	attackSandboxes   = 8
+	attackRounds      = 10
 )
 
 // measureSecretAttack is a tenant trying to make the operator hold its
@@ -79,7 +81,103 @@ func measureSecretAttack(ctx context.Context, cluster *framework.Cluster, st *st
 	if err != nil {
 		return nil, err
 	}
-	return []FootprintResult{*before, *after}, nil
+	padded, err := measurePaddedSecrets(ctx, cluster, st, ns)
+	if err != nil {
+		return nil, err
+	}
+	return []FootprintResult{*before, *after, *padded}, nil
+}
+
+// measurePaddedSecrets is the review's exact shape: each Secret holds a
+// tiny key k, which env names, beside about 0.9 MiB of padding, so that
+// nothing is too large and every sandbox goes Ready; every read still
+// fetches the whole Secret. attackSandboxes sandboxes name
+// sandboxspec.MaxEnvSecrets of them each, and the namespace is re-queued
+// attackRounds times, each round waiting until every sandbox has been
+// reconciled again (the review re-queued with an image-policy annotation;
+// a namespace label fans out to the same reconciles without changing what
+// the sandboxes may run).
+func measurePaddedSecrets(ctx context.Context, cluster *framework.Cluster, st *stack.Stack, ns string) (*FootprintResult, error) {
+	c := cluster.Client
+	pad := []byte(strings.Repeat("p", attackSecretBytes))
+	if err := inParallel(attackSecrets, 4, func(i int) error {
+		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("padded-%d", i), Namespace: ns},
+			Data: map[string][]byte{"k": []byte("v"), "pad": pad}})
+	}); err != nil {
+		return nil, fmt.Errorf("create the padded Secrets: %w", err)
+	}
+	var names []string
+	for i := range attackSandboxes {
+		sb := attackSandbox(st, ns, i, sandboxspec.MaxEnvSecrets)
+		sb.Name = fmt.Sprintf("padded-%d", i)
+		for j := range sb.Spec.Env {
+			sb.Spec.Env[j].ValueFrom.SecretKeyRef = openshellv1alpha1.SecretKeyReference{
+				Name: fmt.Sprintf("padded-%d", (i*sandboxspec.MaxEnvSecrets+j)%attackSecrets), Key: "k"}
+		}
+		if err := c.Create(ctx, sb); err != nil {
+			return nil, fmt.Errorf("create sandbox %s: %w", sb.Name, err)
+		}
+		names = append(names, sb.Name)
+	}
+	if err := waitPhase(ctx, c, ns, names, openshellv1alpha1.SandboxPhaseReady); err != nil {
+		return nil, err
+	}
+	for round := range attackRounds {
+		if err := requeueNamespace(ctx, c, st, ns, round, len(names)); err != nil {
+			return nil, err
+		}
+	}
+	return footprint(cluster, st, fmt.Sprintf("after %d Ready sandboxes each naming a tiny key of %d padded Secrets, re-queued %d times",
+		len(names), sandboxspec.MaxEnvSecrets, attackRounds),
+		fmt.Sprintf("%d Secrets with a 1-byte key beside %d KiB of padding", attackSecrets, attackSecretBytes>>10))
+}
+
+// requeueNamespace changes a label of namespace ns and waits until the
+// sandbox controller has run at least n more reconciles.
+func requeueNamespace(ctx context.Context, c client.Client, st *stack.Stack, ns string, round, n int) error {
+	before, err := st.Reconciles()
+	if err != nil {
+		return err
+	}
+	nsObj := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(nsObj.DeepCopy())
+	if nsObj.Labels == nil {
+		nsObj.Labels = map[string]string{}
+	}
+	nsObj.Labels["bench-round"] = fmt.Sprint(round)
+	if err := c.Patch(ctx, nsObj, patch); err != nil {
+		return fmt.Errorf("re-queue namespace %s: %w", ns, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return framework.WaitFor(wctx, 200*time.Millisecond, func(context.Context) (bool, error) {
+		after, err := st.Reconciles()
+		if err != nil {
+			return false, err
+		}
+		return after["openshellsandbox"].Count-before["openshellsandbox"].Count >= n, nil
+	})
+}
+
+// waitPhase waits until every named sandbox of ns reports phase.
+func waitPhase(ctx context.Context, c client.Client, ns string, names []string, phase openshellv1alpha1.SandboxPhase) error {
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return framework.WaitFor(wctx, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			sb := &openshellv1alpha1.OpenShellSandbox{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, sb); err != nil {
+				return false, err
+			}
+			if sb.Status.Phase != phase {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func createAttackSecrets(ctx context.Context, c client.Client, ns string) error {
