@@ -182,7 +182,7 @@ func (r *Resolver) Probe(ctx context.Context, gw *openshellv1alpha1.OpenShellGat
 }
 
 func (r *Resolver) connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, line gatewayline.Line) (*gatewayapi.Client, error) {
-	if usesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
+	if UsesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
 		return nil, ErrIssuerNotReady
 	}
 	t, err := r.target(ctx, gw)
@@ -324,7 +324,7 @@ func (r *Resolver) tokenSource(ctx context.Context, gw *openshellv1alpha1.OpenSh
 // the metadata-only Secret cache, so it costs no API call), or "issuer".
 func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
 	ext := gw.Spec.External
-	if usesIssuer(gw) {
+	if UsesIssuer(gw) {
 		return "issuer", nil
 	}
 	if r.SecretMetadata == nil {
@@ -353,15 +353,15 @@ func NotNow(err error) bool {
 	return errors.As(err, &busy) || errors.Is(err, ErrIssuerNotReady)
 }
 
-// usesIssuer says whether calls to a gateway carry the operator's own
+// UsesIssuer says whether calls to a gateway carry the operator's own
 // tokens (every gateway that names no client-credentials Secret).
-func usesIssuer(gw *openshellv1alpha1.OpenShellGateway) bool {
+func UsesIssuer(gw *openshellv1alpha1.OpenShellGateway) bool {
 	return gw.Spec.External == nil || gw.Spec.External.CredentialsSecretRef == nil
 }
 
 func (r *Resolver) newTokenSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (gatewayapi.TokenSource, error) {
 	ext := gw.Spec.External
-	if usesIssuer(gw) {
+	if UsesIssuer(gw) {
 		if r.Issuer == nil {
 			return nil, fmt.Errorf("the operator's OIDC issuer is not configured (--oidc-issuer-url) and the gateway names no credentials Secret")
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -25,13 +26,9 @@ type ResolverGateways struct {
 
 // Open implements Gateways.
 func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, _ string) (*Target, error) {
-	gwNS, gwName, ok := strings.Cut(sb.Status.Gateway, "/")
-	if !ok {
-		return nil, fmt.Errorf("the sandbox records no gateway")
-	}
-	gw := &openshellv1alpha1.OpenShellGateway{}
-	if err := g.Reader.Get(ctx, client.ObjectKey{Namespace: gwNS, Name: gwName}, gw); err != nil {
-		return nil, fmt.Errorf("read gateway %s: %w", sb.Status.Gateway, err)
+	gw, err := lookupGateway(ctx, g.Reader, sb.Status.Gateway)
+	if err != nil {
+		return nil, err
 	}
 	conn, err := g.Resolver.Connect(ctx, gw)
 	if err != nil {
@@ -40,10 +37,34 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	if conn.Line == gatewayline.Legacy {
 		return nil, fmt.Errorf("gateway %s runs OpenShell 0.0.x, which has no exec or log API for the relay: upgrade it to 0.1", sb.Status.Gateway)
 	}
-	ns := &corev1.Namespace{}
-	if err := g.Reader.Get(ctx, client.ObjectKey{Name: sb.Namespace}, ns); err != nil {
-		return nil, fmt.Errorf("read namespace %s: %w", sb.Namespace, err)
+	uid, err := namespaceUID(ctx, g.Reader, sb.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	return &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, ns.UID),
+	return &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid),
 		Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}, nil
+}
+
+// lookupGateway reads the gateway a sandbox's status names
+// ("namespace/name").
+func lookupGateway(ctx context.Context, r client.Reader, key string) (*openshellv1alpha1.OpenShellGateway, error) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return nil, fmt.Errorf("the sandbox records no gateway")
+	}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+		return nil, fmt.Errorf("read gateway %s: %w", key, err)
+	}
+	return gw, nil
+}
+
+// namespaceUID is the UID of the namespace's current incarnation, which
+// its workspace name is derived from.
+func namespaceUID(ctx context.Context, r client.Reader, name string) (types.UID, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return "", fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	return ns.UID, nil
 }

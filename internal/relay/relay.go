@@ -51,6 +51,9 @@ const (
 	SubresourceExec = "exec"
 	// SubresourceLog reads the sandbox's logs (get).
 	SubresourceLog = "log"
+	// SubresourceToken exchanges the caller's identity for a gateway token
+	// as a workspace user of the sandbox's namespace (create).
+	SubresourceToken = "token"
 )
 
 // Authorizer decides whether a user may use a subresource of a sandbox.
@@ -70,6 +73,8 @@ type Server struct {
 	Gateways Gateways
 	// Audit records each session (who, which sandbox, what, bytes).
 	Audit Auditor
+	// Tokens serves the token exchange (nil: not offered).
+	Tokens *Tokens
 }
 
 // Handler routes the aggregated API's paths.
@@ -102,7 +107,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name, sub := parts[4], parts[6], parts[7]
-	if sub != SubresourceExec && sub != SubresourceLog {
+	if sub != SubresourceExec && sub != SubresourceLog && sub != SubresourceToken {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, name))
 		return
 	}
@@ -152,6 +157,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.exec(w, r, sb, session)
 	case SubresourceLog:
 		s.logs(w, r, sb, session)
+	case SubresourceToken:
+		s.exchange(w, r, sb, resp.User, session)
 	}
 }
 
@@ -159,7 +166,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // POST is create, GET get (exec over WebSocket is a GET, as for pods).
 func verbOf(method, sub string) (string, error) {
 	switch {
-	case sub == SubresourceExec && method == http.MethodPost:
+	case (sub == SubresourceExec || sub == SubresourceToken) && method == http.MethodPost:
 		return "create", nil
 	case (sub == SubresourceExec || sub == SubresourceLog) && method == http.MethodGet:
 		return "get", nil
@@ -233,5 +240,6 @@ func discoveryResources() *metav1.APIResourceList {
 		APIResources: []metav1.APIResource{
 			{Name: Resource + "/" + SubresourceExec, Namespaced: true, Kind: "SandboxExecOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: Resource + "/" + SubresourceLog, Namespaced: true, Kind: "SandboxLogOptions", Verbs: metav1.Verbs{"get"}},
+			{Name: Resource + "/" + SubresourceToken, Namespaced: true, Kind: "SandboxToken", Verbs: metav1.Verbs{"create"}},
 		}}
 }

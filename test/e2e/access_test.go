@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -171,6 +178,51 @@ func TestConsumerAccess(t *testing.T) {
 		code, body = direct(ctx, g, r, cluster.FrontProxy.Client, path, "dave")
 		g.Expect(code).To(Equal(http.StatusOK), body)
 	})
+	t.Run("a token exchange makes a workspace user, following RBAC", func(t *testing.T) {
+		g := NewWithT(t)
+		bind(ctx, t, tenant, "tina", "openshell-sandbox-user")
+		tok, err := exchangeAs(ctx, userConfig("tina"), tenant, "agent")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tok.Subject).To(Equal(relay.SubjectPrefix + "tina"))
+		g.Expect(tok.Workspace).To(Equal(ws))
+		g.Expect(st.Gateway.Members(ws)).To(HaveKeyWithValue(relay.SubjectPrefix+"tina", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER))
+		// The real SDK with the exchanged token, as a workspace user.
+		out := runPythonClient(ctx, t, st, tok.Token, ws, tok.Sandbox)
+		g.Expect(string(out)).To(ContainSubstring(tok.Sandbox))
+		// Exchanged in one namespace, refused in another's workspace.
+		otherWS := sandboxWorkspace(ctx, g, other)
+		g.Expect(listAtGateway(ctx, st, tok.Token, otherWS)).To(MatchError(ContainSubstring("not a member of workspace")))
+		// A viewer gets no token.
+		_, err = exchangeAs(ctx, userConfig("vic"), tenant, "agent")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		// The relay restarts: what it granted is read back, not forgotten.
+		g.Expect(r.Stop(ctx, c)).To(Succeed())
+		r, err = st.StartRelay(ctx, cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
+		g.Expect(err).NotTo(HaveOccurred())
+		// Revoked in Kubernetes: revoked at the gateway, whatever token she holds.
+		revoked := time.Now()
+		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "tina-openshell-sandbox-user"}})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(MatchError(ContainSubstring("not a member of workspace")))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		t.Logf("figure: the gateway refused the exchanged token %s after the RoleBinding was deleted", time.Since(revoked).Round(10*time.Millisecond))
+	})
+	t.Run("a ServiceAccount exchanges its token", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot"}})).To(Succeed())
+		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot-sandbox-user"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenant, Name: "chatbot"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-sandbox-user"}})).To(Succeed())
+		sa := "system:serviceaccount:" + tenant + ":chatbot"
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + tenant, "system:authenticated"}}
+		g.Eventually(func(g Gomega) {
+			tok, err := exchangeAs(ctx, cfg, tenant, "agent")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(tok.Subject).To(Equal(relay.SubjectPrefix + sa))
+			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 	t.Run("revoking the role ends access", func(t *testing.T) {
 		g := NewWithT(t)
 		bind(ctx, t, tenant, "erin", "openshell-sandbox-user")
@@ -272,4 +324,37 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	s := q.sizes[0]
 	q.sizes = q.sizes[1:]
 	return &s
+}
+
+// exchangeAs asks the relay for a gateway token as the config's user.
+func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*relay.SandboxToken, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := rc.Post().AbsPath("/apis", relay.Group, relay.Version, "namespaces", ns, "openshellsandboxes", name, relay.SubresourceToken).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok := &relay.SandboxToken{}
+	return tok, json.Unmarshal(b, tok)
+}
+
+// listAtGateway lists a workspace's sandboxes at the stack's gateway with
+// a bearer token, as any 0.1 client would.
+func listAtGateway(ctx context.Context, st *stack.Stack, token, workspace string) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(st.CA.CertPEM)
+	conn, err := grpc.NewClient(strings.TrimPrefix(st.Gateway.Endpoint(), "https://"),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	_, err = openshellv1.NewOpenShellClient(conn).ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.Workspace(workspace)})
+	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
 )
 
 // TestOpenShellPythonClient: the `openshell` Python SDK of the pinned
@@ -50,19 +51,7 @@ func TestOpenShellPythonClient(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	// Workspace-scoped calls need membership of the workspace (0.1).
 	st.Gateway.Grant(ws, "alice@example.com", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER)
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	g.Expect(os.WriteFile(caFile, st.CA.CertPEM, 0o600)).To(Succeed())
-	bin := framework.BinDir()
-	cmd := exec.CommandContext(ctx, "python3", "testdata/openshell_client.py")
-	cmd.Env = append(os.Environ(),
-		"PYTHONPATH="+filepath.Join(bin, "python-sdk")+string(os.PathListSeparator)+filepath.Join(bin, "openshell-wheel"),
-		"OPENSHELL_ENDPOINT="+strings.TrimPrefix(st.Gateway.Endpoint(), "https://"), "OPENSHELL_CA="+caFile,
-		"OPENSHELL_TOKEN="+token, "OPENSHELL_WORKSPACE="+ws, "OPENSHELL_SANDBOX="+sandboxspec.SandboxName(tenant, "first"))
-	out, err := cmd.Output()
-	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
-		t.Fatalf("the openshell SDK failed: %v\n%s", err, exit.Stderr)
-	}
-	g.Expect(err).NotTo(HaveOccurred())
+	out := runPythonClient(ctx, t, st, token, ws, sandboxspec.SandboxName(tenant, "first"))
 	var seen struct {
 		Listed    []string          `json:"listed"`
 		Workspace string            `json:"workspace"`
@@ -78,4 +67,29 @@ func TestOpenShellPythonClient(t *testing.T) {
 	calls := st.Gateway.LineCalls()
 	g.Expect(calls).To(HaveKey("0.1 ListSandboxes"))
 	g.Expect(calls).To(HaveKey("0.1 GetSandbox"))
+}
+
+// runPythonClient runs testdata/openshell_client.py (the pinned wheel's
+// SDK) against the stack's gateway with token, reading workspace and the
+// sandbox named sandbox, and returns what it printed.
+func runPythonClient(ctx context.Context, t *testing.T, st *stack.Stack, token, workspace, sandbox string) []byte {
+	t.Helper()
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, st.CA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := framework.BinDir()
+	cmd := exec.CommandContext(ctx, "python3", "testdata/openshell_client.py")
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+filepath.Join(bin, "python-sdk")+string(os.PathListSeparator)+filepath.Join(bin, "openshell-wheel"),
+		"OPENSHELL_ENDPOINT="+strings.TrimPrefix(st.Gateway.Endpoint(), "https://"), "OPENSHELL_CA="+caFile,
+		"OPENSHELL_TOKEN="+token, "OPENSHELL_WORKSPACE="+workspace, "OPENSHELL_SANDBOX="+sandbox)
+	out, err := cmd.Output()
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		t.Fatalf("the openshell SDK failed: %v\n%s", err, exit.Stderr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -71,7 +71,10 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	broadcaster.StartRecordingToSink(rctx.Done())
 	recorder := broadcaster.NewRecorder(s.kube.Scheme(), "openshell-relay")
-	srv := &relay.Server{Authn: authn, Authz: relay.SARAuthorizer{Client: s.kube}, Reader: s.kube,
+	authz := relay.SARAuthorizer{Client: s.kube}
+	tokens := &relay.Tokens{Reader: s.kube, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: time.Second}
+	go func() { _ = tokens.Start(rctx) }()
+	srv := &relay.Server{Authn: authn, Authz: authz, Reader: s.kube, Tokens: tokens,
 		Gateways: relay.ResolverGateways{Reader: s.kube, Resolver: resolver}, Audit: relay.Auditor{Log: log, Recorder: recorder}}
 	now := time.Now()
 	ca, err := pki.NewCA("relay-ca", time.Hour, now)
