@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -47,8 +48,8 @@ func (a Auditor) Start(_ context.Context, sb *openshellv1alpha1.OpenShellSandbox
 	r := &Record{a: a, sb: sb, session: s, started: time.Now(), id: sessionID()}
 	a.Log.Info("session started", "session", r.id, "user", s.User, "namespace", s.Namespace, "sandbox", s.Sandbox, "subresource", s.Subresource, "command", s.Command)
 	if a.Recorder != nil {
-		a.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionStarted, r.action(),
-			"%s started %s%s (session %s)", s.User, s.Subresource, commandSuffix(s.Command), r.id)
+		a.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionStarted, r.action(), "%s",
+			capNote(fmt.Sprintf("%s started %s%s (session %s)", s.User, s.Subresource, commandSuffix(s.Command), r.id)))
 	}
 	return r
 }
@@ -78,19 +79,37 @@ func (r *Record) End(exitCode int, err error) {
 	}
 	r.a.Log.Info("session ended", kv...)
 	if r.a.Recorder != nil {
-		r.a.Recorder.Eventf(r.sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionEnded, r.action(),
-			"%s ended %s%s after %s: exit code %d, %d bytes in, %d bytes out (session %s)", s.User, s.Subresource, commandSuffix(s.Command),
-			time.Since(r.started).Round(time.Second), exitCode, r.in.Load(), r.out.Load(), r.id)
+		r.a.Recorder.Eventf(r.sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionEnded, r.action(), "%s",
+			capNote(fmt.Sprintf("%s ended %s%s after %s: exit code %d, %d bytes in, %d bytes out (session %s)", s.User, s.Subresource,
+				commandSuffix(s.Command), time.Since(r.started).Round(time.Second), exitCode, r.in.Load(), r.out.Load(), r.id)))
 	}
 }
 
+// commandSuffix names the program an exec ran, for Events: anyone who may
+// view the namespace reads Events, and a command line can carry a secret
+// (a password flag, a header), so the arguments stay in the relay's own
+// log, which tenants cannot read.
 func commandSuffix(cmd []string) string {
 	if len(cmd) == 0 {
 		return ""
 	}
-	out := " of"
-	for _, c := range cmd {
-		out += " " + c
+	prog := cmd[0]
+	if len(prog) > maxProgramInEvent {
+		prog = prog[:maxProgramInEvent] + "…"
 	}
-	return out
+	return " of " + prog
+}
+
+// Event notes are capped by the API (1 KiB); a user name is the only other
+// input in them.
+const (
+	maxProgramInEvent = 64
+	maxNote           = 1000
+)
+
+func capNote(s string) string {
+	if len(s) > maxNote {
+		return s[:maxNote] + "…"
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
@@ -42,7 +43,7 @@ type Gateways interface {
 
 // exec serves openshellsandboxes/exec with kubectl exec's parameters
 // (command, stdin, stdout, stderr, tty) and streaming protocols.
-func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, session Session) {
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
 	q := r.URL.Query()
 	opts := &remotecommand.Options{Stdin: q.Get("stdin") == "true", Stdout: q.Get("stdout") == "true",
 		Stderr: q.Get("stderr") == "true", TTY: q.Get("tty") == "true"}
@@ -64,10 +65,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		return
 	}
 	session.Command = cmd
-	rec := s.Audit.Start(r.Context(), sb, session)
-	ex := &executor{target: target, rec: rec}
-	remotecommand.ServeExec(w, r, ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
+	ctx, end := s.session(r, u, "create", sb, SubresourceExec)
+	defer end(nil)
+	rec := s.Audit.Start(ctx, sb, session)
+	ex := &executor{target: target, rec: rec, exitCode: -1, end: end}
+	remotecommand.ServeExec(w, r.WithContext(ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
 		remotecommand.SupportedStreamingProtocols)
+	if !ex.ran {
+		ex.err = errors.New("the stream was not established")
+	}
 	rec.End(ex.exitCode, ex.err)
 }
 
@@ -75,6 +81,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 type executor struct {
 	target   *Target
 	rec      *Record
+	end      context.CancelCauseFunc
+	ran      bool
 	exitCode int
 	err      error
 }
@@ -85,8 +93,7 @@ type executor struct {
 // the command's exit code.
 func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	e.ran = true
 	stream, err := e.target.Client.ExecSandboxInteractive(ctx)
 	if err != nil {
 		e.err = err
@@ -128,7 +135,10 @@ func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []st
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			switch {
+			case context.Cause(ctx) != nil:
+				err = fmt.Errorf("session ended: %w", context.Cause(ctx))
+			case errors.Is(err, io.EOF):
 				err = errors.New("the gateway ended the stream without an exit code")
 			}
 			e.err = err
@@ -136,15 +146,9 @@ func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []st
 		}
 		switch p := ev.Payload.(type) {
 		case *openshellv1.ExecSandboxEvent_Stdout:
-			if out != nil {
-				_, _ = out.Write(p.Stdout.GetData())
-			}
-			e.rec.Out(len(p.Stdout.GetData()))
+			e.write(out, p.Stdout.GetData())
 		case *openshellv1.ExecSandboxEvent_Stderr:
-			if errw != nil {
-				_, _ = errw.Write(p.Stderr.GetData())
-			}
-			e.rec.Out(len(p.Stderr.GetData()))
+			e.write(errw, p.Stderr.GetData())
 		case *openshellv1.ExecSandboxEvent_Exit:
 			e.exitCode = int(p.Exit.GetExitCode())
 			if e.exitCode != 0 {
@@ -153,6 +157,19 @@ func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []st
 			return nil
 		}
 	}
+}
+
+// write passes output to the client; a client that cannot take it any
+// more ends the session (its stream, and the command at the gateway).
+func (e *executor) write(w io.Writer, b []byte) {
+	if w == nil {
+		return
+	}
+	if _, err := w.Write(b); err != nil {
+		e.end(fmt.Errorf("%w: %v", errClientGone, err))
+		return
+	}
+	e.rec.Out(len(b))
 }
 
 func (e *executor) forwardStdin(in io.Reader, send func(*openshellv1.ExecSandboxInput) error, closeSend func()) {
@@ -165,9 +182,13 @@ func (e *executor) forwardStdin(in io.Reader, send func(*openshellv1.ExecSandbox
 				return
 			}
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, io.EOF):
 			// End of input: half-close, as a pipe's EOF.
 			closeSend()
+			return
+		case err != nil:
+			e.end(fmt.Errorf("%w: %v", errClientGone, err))
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -52,9 +53,28 @@ func FrontProxy(ctx context.Context, kube kubernetes.Interface) (authenticator.R
 		return nil, fmt.Errorf("the cluster publishes no requestheader-client-ca-file in %s/%s within %s: the kube-apiserver has no front proxy "+
 			"(--requestheader-client-ca-file), so no request could be trusted", authConfigMapNamespace, authConfigMapName, caSyncTimeout)
 	}
-	return headerrequest.NewDynamicVerifyOptionsSecure(ca.VerifyOptions, sliceFunc(headers.AllowedClientNames),
+	authn := headerrequest.NewDynamicVerifyOptionsSecure(ca.VerifyOptions, sliceFunc(headers.AllowedClientNames),
 		sliceFunc(headers.UsernameHeaders), sliceFunc(headers.UIDHeaders), sliceFunc(headers.GroupHeaders),
-		sliceFunc(headers.ExtraHeaderPrefixes)), nil
+		sliceFunc(headers.ExtraHeaderPrefixes))
+	return namedProxiesOnly{authn: authn, names: headers.AllowedClientNames}, nil
+}
+
+// namedProxiesOnly refuses every request while the cluster names no
+// allowed front-proxy client: Kubernetes then lets any certificate of the
+// request-header CA assert any user, and where that CA also signs other
+// clients (kubelets, users) one of them could call the relay as
+// system:masters. Fail closed instead.
+type namedProxiesOnly struct {
+	authn authenticator.Request
+	names func() []string
+}
+
+func (n namedProxiesOnly) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	if len(n.names()) == 0 {
+		return nil, false, fmt.Errorf("the cluster names no requestheader-allowed-names in %s/%s: the relay trusts no front proxy "+
+			"(set --requestheader-allowed-names on the kube-apiserver)", authConfigMapNamespace, authConfigMapName)
+	}
+	return n.authn.AuthenticateRequest(r)
 }
 
 // sliceFunc adapts a method to headerrequest.StringSliceProvider.

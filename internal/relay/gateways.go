@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -41,8 +43,18 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid),
-		Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}, nil
+	t := &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid), Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}
+	// The name is derived, but whoever holds a gateway token for the
+	// workspace could replace the sandbox behind it: use it only while
+	// it is still this object's.
+	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: t.Sandbox, WorkspaceScope: gatewayapi.Workspace(t.Workspace)})
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox %s at the gateway: %w", t.Sandbox, err)
+	}
+	if owner := got.GetSandbox().GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID]; owner != string(sb.UID) {
+		return nil, fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
+	}
+	return t, nil
 }
 
 // lookupGateway reads the gateway a sandbox's status names

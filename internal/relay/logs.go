@@ -1,13 +1,18 @@
 package relay
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -24,14 +29,15 @@ const (
 
 // logs serves openshellsandboxes/log with kubectl logs' parameters
 // (tailLines, follow): one line per gateway log line, "time level
-// [source] message".
-func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, session Session) {
+// [source] message", newlines in a message escaped so that a sandbox
+// cannot forge lines.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
 	q := r.URL.Query()
 	lines := defaultTailLines
 	if v := q.Get("tailLines"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > maxTailLines {
-			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("tailLines must be a whole number from 0 to %d", maxTailLines)))
+		if err != nil || n < 1 || n > maxTailLines {
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("tailLines must be a whole number from 1 to %d", maxTailLines)))
 			return
 		}
 		lines = n
@@ -42,9 +48,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
 		return
 	}
-	rec := s.Audit.Start(r.Context(), sb, session)
+	ctx, end := s.session(r, u, "get", sb, SubresourceLog)
+	defer end(nil)
+	rec := s.Audit.Start(ctx, sb, session)
 	req := &openshellv1.GetSandboxLogsRequest{Sandbox: target.Sandbox, Lines: uint32(lines), WorkspaceScope: gatewayapi.Workspace(target.Workspace)}
-	resp, err := target.Client.GetSandboxLogs(r.Context(), req)
+	resp, err := target.Client.GetSandboxLogs(ctx, req)
 	if err != nil {
 		rec.End(0, err)
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("read the sandbox's logs: %v", err)))
@@ -52,41 +60,78 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	var last time.Time
-	write := func(ls []*openshellv1.SandboxLogLine) {
-		for _, l := range ls {
-			t := l.GetEventTime().AsTime()
-			if !t.After(last) && !last.IsZero() {
-				continue // seen in the previous poll
-			}
-			last = t
-			src := ""
-			if l.GetSource() != "" {
-				src = "[" + l.GetSource() + "] "
-			}
-			n, _ := fmt.Fprintf(w, "%s %s %s%s\n", t.UTC().Format(time.RFC3339Nano), l.GetLevel(), src, l.GetMessage())
-			rec.Out(n)
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	write(resp.GetLogs())
-	for follow {
+	p := &logPrinter{w: w, rec: rec}
+	p.print(resp.GetLogs())
+	for follow && p.err == nil {
 		select {
+		case <-ctx.Done():
 		case <-r.Context().Done():
-			rec.End(0, nil)
-			return
+			end(errClientGone)
 		case <-time.After(followPoll):
 		}
-		req.Lines, req.SinceTime = maxTailLines, timestamppb.New(last)
-		resp, err := target.Client.GetSandboxLogs(r.Context(), req)
+		if ctx.Err() != nil {
+			break
+		}
+		req.Lines, req.SinceTime = maxTailLines, timestamppb.New(p.last)
+		resp, err := target.Client.GetSandboxLogs(ctx, req)
 		if err != nil {
-			rec.End(0, err)
+			p.err = err
+			break
+		}
+		p.print(resp.GetLogs())
+	}
+	if p.err == nil {
+		p.err = context.Cause(ctx)
+	}
+	if errors.Is(p.err, errClientGone) {
+		p.err = nil // the usual end of a follow (Ctrl-C)
+	}
+	rec.End(0, p.err)
+}
+
+// logPrinter writes log lines once each. Lines are asked for since the
+// last one's time, which repeats that instant's lines: those already
+// printed at it are skipped.
+type logPrinter struct {
+	w      http.ResponseWriter
+	rec    *Record
+	last   time.Time
+	atLast map[string]bool // lines printed with time == last
+	err    error
+}
+
+func (p *logPrinter) print(ls []*openshellv1.SandboxLogLine) {
+	for _, l := range ls {
+		t := l.GetEventTime().AsTime()
+		line := formatLogLine(l)
+		switch {
+		case t.Before(p.last):
+			continue
+		case t.Equal(p.last):
+			if p.atLast[line] {
+				continue
+			}
+		default:
+			p.last, p.atLast = t, map[string]bool{}
+		}
+		p.atLast[line] = true
+		n, err := io.WriteString(p.w, line)
+		if err != nil {
+			p.err = fmt.Errorf("%w: %v", errClientGone, err)
 			return
 		}
-		write(resp.GetLogs())
+		p.rec.Out(n)
 	}
-	rec.End(0, nil)
+	if f, ok := p.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func formatLogLine(l *openshellv1.SandboxLogLine) string {
+	src := ""
+	if l.GetSource() != "" {
+		src = "[" + l.GetSource() + "] "
+	}
+	msg := strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(l.GetMessage())
+	return fmt.Sprintf("%s %s %s%s\n", l.GetEventTime().AsTime().UTC().Format(time.RFC3339Nano), l.GetLevel(), src, msg)
 }

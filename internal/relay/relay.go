@@ -34,26 +34,18 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
 
-// The aggregated API the relay serves.
+// The API's names, from the API package (clients import only that).
 const (
-	// Group is the API group of the access subresources (a group of its
-	// own: subresources cannot be added to a CRD's group).
-	Group = "access.openshell.ai"
-	// Version is its only version.
-	Version = "v1alpha1"
-	// Resource is the resource whose subresources are served.
-	Resource = "openshellsandboxes"
-	// SubresourceExec runs a command in the sandbox (create: SPDY's POST;
-	// get: WebSocket's GET, as pods/exec).
-	SubresourceExec = "exec"
-	// SubresourceLog reads the sandbox's logs (get).
-	SubresourceLog = "log"
-	// SubresourceToken exchanges the caller's identity for a gateway token
-	// as a workspace user of the sandbox's namespace (create).
-	SubresourceToken = "token"
+	Group            = accessv1alpha1.Group
+	Version          = accessv1alpha1.Version
+	Resource         = accessv1alpha1.Resource
+	SubresourceExec  = accessv1alpha1.SubresourceExec
+	SubresourceLog   = accessv1alpha1.SubresourceLog
+	SubresourceToken = accessv1alpha1.SubresourceToken
 )
 
 // Authorizer decides whether a user may use a subresource of a sandbox.
@@ -154,21 +146,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	session := Session{User: resp.User.GetName(), Namespace: ns, Sandbox: name, Subresource: sub}
 	switch sub {
 	case SubresourceExec:
-		s.exec(w, r, sb, session)
+		s.exec(w, r, sb, resp.User, session)
 	case SubresourceLog:
-		s.logs(w, r, sb, session)
+		s.logs(w, r, sb, resp.User, session)
 	case SubresourceToken:
 		s.exchange(w, r, sb, resp.User, session)
 	}
 }
 
-// verbOf maps a request to the RBAC verb the kube-apiserver checked:
-// POST is create, GET get (exec over WebSocket is a GET, as for pods).
+// verbOf is the RBAC verb the relay authorizes a request with. Exec is
+// create whatever the method: over WebSocket it is a GET, which the
+// kube-apiserver checks as get, and a read-only role (get on */*) must not
+// run commands (Kubernetes made the same change for pods/exec in 1.31).
 func verbOf(method, sub string) (string, error) {
 	switch {
-	case (sub == SubresourceExec || sub == SubresourceToken) && method == http.MethodPost:
+	case sub == SubresourceExec && (method == http.MethodPost || method == http.MethodGet):
 		return "create", nil
-	case (sub == SubresourceExec || sub == SubresourceLog) && method == http.MethodGet:
+	case sub == SubresourceToken && method == http.MethodPost:
+		return "create", nil
+	case sub == SubresourceLog && method == http.MethodGet:
 		return "get", nil
 	}
 	return "", fmt.Errorf("%s %s not served", method, sub)

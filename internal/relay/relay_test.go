@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,12 +12,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -108,5 +112,136 @@ func TestServeRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExecNeedsCreate: exec over WebSocket is a GET, but a role that may
+// only get must not run commands.
+func TestExecNeedsCreate(t *testing.T) {
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		if v, err := verbOf(method, SubresourceExec); err != nil || v != "create" {
+			t.Errorf("%s exec: verb %q, %v; want create", method, v, err)
+		}
+	}
+	if v, _ := verbOf(http.MethodGet, SubresourceLog); v != "get" {
+		t.Errorf("log: verb %q, want get", v)
+	}
+	if _, err := verbOf(http.MethodGet, SubresourceToken); err == nil {
+		t.Error("a token is created (POST), never read")
+	}
+}
+
+// TestStillAllowed: an open session ends when its user loses the verb, or
+// its sandbox is deleted, replaced or no longer Ready.
+func TestStillAllowed(t *testing.T) {
+	now := metav1.Now()
+	ready := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb", UID: "u1"},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "p/gw", GatewaySandboxName: "x"}}
+	u := &user.DefaultInfo{Name: "dave"}
+	for _, tc := range []struct {
+		name   string
+		stored *openshellv1alpha1.OpenShellSandbox
+		allow  allowList
+		want   string
+	}{
+		{"still allowed", ready, allowList{"dave create team-a/sb/exec": true}, ""},
+		{"RBAC revoked", ready, allowList{}, "may no longer create"},
+		{"deleted", nil, allowList{"dave create team-a/sb/exec": true}, "deleted"},
+		{"replaced by another of the same name", func() *openshellv1alpha1.OpenShellSandbox {
+			o := ready.DeepCopy()
+			o.UID = "u2"
+			return o
+		}(), allowList{"dave create team-a/sb/exec": true}, "deleted"},
+		{"being deleted", func() *openshellv1alpha1.OpenShellSandbox {
+			o := ready.DeepCopy()
+			o.DeletionTimestamp, o.Finalizers = &now, []string{"x"}
+			return o
+		}(), allowList{"dave create team-a/sb/exec": true}, "being deleted"},
+		{"no longer Ready", func() *openshellv1alpha1.OpenShellSandbox {
+			o := ready.DeepCopy()
+			o.Status.Phase = openshellv1alpha1.SandboxPhaseError
+			return o
+		}(), allowList{"dave create team-a/sb/exec": true}, "not Ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(scheme.New())
+			if tc.stored != nil {
+				b = b.WithObjects(tc.stored)
+			}
+			s := &Server{Reader: b.Build(), Authz: tc.allow}
+			why, err := s.stillAllowed(context.Background(), u, "create", ready, SubresourceExec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tc.want == "") != (why == "") || !strings.Contains(why, tc.want) {
+				t.Fatalf("stillAllowed = %q, want %q", why, tc.want)
+			}
+		})
+	}
+}
+
+// TestLogLinesCannotBeForged: a sandbox's message cannot print a line of
+// its own, and lines repeated by a poll since the last line's time are
+// printed once.
+func TestLogLinesCannotBeForged(t *testing.T) {
+	at := timestamppb.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	forged := &openshellv1.SandboxLogLine{EventTime: at, Level: "INFO", Message: "ok\n2026-12-03T10:00:01Z INFO [relay] dave ran rm -rf"}
+	if got := formatLogLine(forged); strings.Count(got, "\n") != 1 {
+		t.Fatalf("a message printed %d lines: %q", strings.Count(got, "\n"), got)
+	}
+	w := httptest.NewRecorder()
+	p := &logPrinter{w: w, rec: &Record{}}
+	a := &openshellv1.SandboxLogLine{EventTime: at, Level: "INFO", Message: "a"}
+	b := &openshellv1.SandboxLogLine{EventTime: at, Level: "INFO", Message: "b"}
+	p.print([]*openshellv1.SandboxLogLine{a, b})
+	p.print([]*openshellv1.SandboxLogLine{a, b}) // the next poll, since the same instant
+	if got := strings.Count(w.Body.String(), "\n"); got != 2 {
+		t.Fatalf("printed %d lines, want 2 (two lines of one instant, once each): %q", got, w.Body.String())
+	}
+}
+
+// TestEventsNameOnlyTheProgram: a command's arguments can hold a secret,
+// and anyone who may view the namespace reads its Events.
+func TestEventsNameOnlyTheProgram(t *testing.T) {
+	got := commandSuffix([]string{"mysql", "-pHunter2"})
+	if strings.Contains(got, "Hunter2") || !strings.Contains(got, "mysql") {
+		t.Fatalf("commandSuffix = %q", got)
+	}
+	if long := capNote(strings.Repeat("x", 5000)); len(long) > maxNote+len("…") {
+		t.Fatalf("a note of %d bytes: the Events API refuses notes over 1 KiB", len(long))
+	}
+}
+
+// TestMembersPerNamespaceAreBounded: each lease costs a recheck; a namespace
+// cannot hold more than maxMembersPerNamespace.
+func TestMembersPerNamespaceAreBounded(t *testing.T) {
+	tk := &Tokens{members: map[membership]*lease{}}
+	for i := range maxMembersPerNamespace {
+		tk.members[membership{namespace: "team-a", subject: fmt.Sprint(i)}] = &lease{}
+	}
+	err := tk.reserve(membership{namespace: "team-a", subject: "one-more"})
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("reserve = %v, want TooManyRequests", err)
+	}
+	if err := tk.reserve(membership{namespace: "team-a", subject: "0"}); err != nil {
+		t.Fatalf("renewing a held lease: %v", err)
+	}
+	if err := tk.reserve(membership{namespace: "team-b", subject: "x"}); err != nil {
+		t.Fatalf("another namespace: %v", err)
+	}
+}
+
+// TestNamedProxiesOnly: with no allowed front-proxy names, Kubernetes would
+// let any certificate of the CA assert any user: the relay refuses all.
+func TestNamedProxiesOnly(t *testing.T) {
+	n := namedProxiesOnly{authn: headerAuthn{}, names: func() []string { return nil }}
+	req := httptest.NewRequest(http.MethodGet, "/apis", nil)
+	req.Header.Set("X-Test-Proxy", "1")
+	if _, ok, err := n.AuthenticateRequest(req); ok || err == nil {
+		t.Fatalf("authenticated with no allowed names: ok=%v err=%v", ok, err)
+	}
+	n.names = func() []string { return []string{"front-proxy-client"} }
+	if _, ok, _ := n.AuthenticateRequest(req); !ok {
+		t.Fatal("a named proxy was refused")
 	}
 }

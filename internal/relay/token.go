@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -27,34 +28,23 @@ import (
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
-// SubjectPrefix marks the gateway subjects of Kubernetes identities, so
-// that a cluster user can never be taken for a subject of the gateway's
-// own identity provider of the same name.
-const SubjectPrefix = "kube:"
+// SubjectPrefix is accessv1alpha1.SubjectPrefix.
+const SubjectPrefix = accessv1alpha1.SubjectPrefix
 
-// SandboxToken is what openshellsandboxes/token answers: a short-lived
-// gateway token for the caller as a workspace user of the sandbox's
-// namespace, and where to use it.
-type SandboxToken struct {
-	metav1.TypeMeta `json:",inline"`
-	// Token is the bearer token (never logged or recorded).
-	Token string `json:"token"`
-	// ExpiresAt is when the gateway stops accepting it.
-	ExpiresAt metav1.Time `json:"expiresAt"`
-	// Subject is the identity the gateway sees (SubjectPrefix + user).
-	Subject string `json:"subject"`
-	// Endpoint is the gateway's address (its status.endpoint).
-	Endpoint string `json:"endpoint,omitempty"`
-	// Workspace and Sandbox are the sandbox's names at the gateway.
-	Workspace string `json:"workspace"`
-	Sandbox   string `json:"sandbox"`
-}
+// SandboxToken is accessv1alpha1.SandboxToken.
+type SandboxToken = accessv1alpha1.SandboxToken
 
 // Tokens exchanges a Kubernetes identity the kube-apiserver authenticated
 // (TokenReview for a ServiceAccount or user token) and the relay
 // authorized for a gateway token, and keeps the gateway's workspace
-// membership following RBAC: a member whose RBAC no longer allows the
-// exchange is removed at the next check.
+// membership following RBAC.
+//
+// Each membership it grants is a lease: authorized again every Recheck,
+// and removed at the gateway when RBAC no longer allows it, when checks
+// fail maxFailedChecks times in a row (fail closed), or one token lifetime
+// after the last exchange (no token of the subject is valid then, so the
+// membership is of no use). At most maxMembersPerNamespace leases run per
+// namespace.
 type Tokens struct {
 	Reader   client.Reader
 	Resolver *gwconn.Resolver
@@ -63,13 +53,33 @@ type Tokens struct {
 	// Recheck is how often each granted membership is authorized again
 	// (default 2 s).
 	Recheck time.Duration
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
 
 	mu      sync.Mutex
-	members map[membership]user.Info
+	members map[membership]*lease
 }
+
+// maxMembersPerNamespace bounds the leases (and the rechecks they cost) one
+// namespace can hold.
+const maxMembersPerNamespace = 256
 
 // membership is one subject's membership of one workspace at one gateway.
 type membership struct{ gateway, namespace, workspace, subject string }
+
+// lease is what is known of a granted membership.
+type lease struct {
+	user    user.Info
+	expires time.Time
+	failed  int
+}
+
+func (t *Tokens) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
+}
 
 // exchange serves openshellsandboxes/token.
 func (s *Server) exchange(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
@@ -118,56 +128,74 @@ func (t *Tokens) Issue(ctx context.Context, sb *openshellv1alpha1.OpenShellSandb
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("gateway %s trusts its own identity provider, not the operator's issuer: "+
 			"ask its admin for a token there", sb.Status.Gateway))
 	}
-	conn, err := t.Resolver.Connect(ctx, gw)
-	if err != nil {
-		return nil, err
-	}
 	ns := sb.Namespace
 	uid, err := namespaceUID(ctx, t.Reader, ns)
 	if err != nil {
 		return nil, err
 	}
 	m := membership{gateway: sb.Status.Gateway, namespace: ns, workspace: sandboxspec.WorkspaceName(ns, uid), subject: SubjectPrefix + u.GetName()}
-	if _, err := conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
-		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER}); err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+	if err := t.reserve(m); err != nil {
+		return nil, err
+	}
+	conn, err := t.Resolver.Connect(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	_, err = conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
+		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
+	switch grpcstatus.Code(err) {
+	case codes.OK:
+	case codes.AlreadyExists:
+		// Granted by an earlier exchange (this process's, or one before a
+		// restart that adoption has not read back yet): the lease below
+		// covers it from now on.
+	default:
 		return nil, fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
 	}
-	t.mu.Lock()
-	if t.members == nil {
-		t.members = map[membership]user.Info{}
-	}
-	t.members[m] = u
-	t.mu.Unlock()
 	tok, exp, err := t.Issuer.UserToken(oidc.Audience(gw.Namespace, gw.Name), m.subject)
 	if err != nil {
 		return nil, err
 	}
+	t.mu.Lock()
+	t.members[m] = &lease{user: u, expires: exp}
+	t.mu.Unlock()
 	return &SandboxToken{Token: tok, ExpiresAt: metav1.NewTime(exp), Subject: m.subject, Endpoint: gw.Status.Endpoint,
 		Workspace: m.workspace, Sandbox: sandboxspec.SandboxName(ns, sb.Name)}, nil
 }
 
-// Start authorizes every granted membership again each Recheck and
-// removes, at the gateway, those RBAC no longer allows: revoking a
-// RoleBinding revokes at the gateway within seconds, whatever tokens the
-// user still holds. The memberships granted before this process started
-// are read back from the gateways first, so that a restart forgets none.
-// A manager Runnable.
+// reserve refuses a new lease in a namespace that holds
+// maxMembersPerNamespace already.
+func (t *Tokens) reserve(m membership) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.members == nil {
+		t.members = map[membership]*lease{}
+	}
+	if _, ok := t.members[m]; ok {
+		return nil
+	}
+	n := 0
+	for k := range t.members {
+		if k.namespace == m.namespace {
+			n++
+		}
+	}
+	if n >= maxMembersPerNamespace {
+		return apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d identities with live gateway tokens, the most it may: "+
+			"retry once some have expired (tokens live %s)", m.namespace, n, oidc.TokenTTL), int(oidc.TokenTTL.Seconds()))
+	}
+	return nil
+}
+
+// Start rechecks the leases every Recheck until ctx ends, and meanwhile
+// reads back the memberships granted before this process started, so that
+// a restart forgets none. A manager Runnable.
 func (t *Tokens) Start(ctx context.Context) error {
 	every := t.Recheck
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	for ctx.Err() == nil {
-		err := t.adopt(ctx)
-		if err == nil {
-			break
-		}
-		ctrl.LoggerFrom(ctx).Info("reading back the workspace memberships granted earlier failed; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-		case <-time.After(every):
-		}
-	}
+	go t.adoptAll(ctx, every)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -180,31 +208,62 @@ func (t *Tokens) Start(ctx context.Context) error {
 	}
 }
 
+// recheck ends the leases that RBAC no longer allows, that failed too
+// many checks in a row, or that outlived their tokens.
 func (t *Tokens) recheck(ctx context.Context) {
 	t.mu.Lock()
-	granted := make(map[membership]user.Info, len(t.members))
-	for m, u := range t.members {
-		granted[m] = u
+	leases := make(map[membership]lease, len(t.members))
+	for m, l := range t.members {
+		leases[m] = *l
 	}
 	t.mu.Unlock()
 	log := ctrl.LoggerFrom(ctx)
-	for m, u := range granted {
-		allowed, _, err := t.Authz.Allowed(ctx, u, "create", m.namespace, "", SubresourceToken)
-		if err != nil || allowed {
-			continue // asked again at the next check
+	for m, l := range leases {
+		why := ""
+		if t.now().After(l.expires) {
+			why = "every token of the subject has expired"
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			allowed, _, err := t.Authz.Allowed(cctx, l.user, "create", m.namespace, "", SubresourceToken)
+			cancel()
+			switch {
+			case err != nil && l.failed+1 < maxFailedChecks:
+				t.update(m, func(cur *lease) { cur.failed++ })
+				continue
+			case err != nil:
+				why = fmt.Sprintf("%d checks failed in a row (%v)", maxFailedChecks, err)
+			case !allowed:
+				why = "RBAC no longer allows it"
+			default:
+				t.update(m, func(cur *lease) { cur.failed = 0 })
+				continue
+			}
 		}
 		if err := t.revoke(ctx, m); err != nil {
 			log.Info("revoking a workspace membership failed; retried at the next check", "subject", m.subject, "workspace", m.workspace, "error", err.Error())
 			continue
 		}
 		t.mu.Lock()
-		delete(t.members, m)
+		if cur, ok := t.members[m]; ok && cur.expires.Equal(l.expires) {
+			delete(t.members, m) // unless an exchange renewed it meanwhile
+		}
 		t.mu.Unlock()
-		log.Info("workspace membership revoked: RBAC no longer allows it", "subject", m.subject, "workspace", m.workspace, "gateway", m.gateway)
+		log.Info("workspace membership revoked", "subject", m.subject, "workspace", m.workspace, "gateway", m.gateway, "why", why)
+	}
+}
+
+// update changes a lease that is still held.
+func (t *Tokens) update(m membership, fn func(*lease)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur, ok := t.members[m]; ok {
+		fn(cur)
 	}
 }
 
 func (t *Tokens) revoke(ctx context.Context, m membership) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
 	gw, err := lookupGateway(ctx, t.Reader, m.gateway)
 	if apierrors.IsNotFound(err) {
 		return nil // the gateway and its memberships are gone
@@ -221,33 +280,46 @@ func (t *Tokens) revoke(ctx context.Context, m membership) error {
 	return err
 }
 
-// adopt reads back, from the gateways of every sandbox that uses the
+// adoptAll reads back, from the gateways of every sandbox that uses the
 // operator's issuer, the members of each namespace's workspace that this
-// exchange made (SubjectPrefix), so that they are checked like the ones
-// granted since. Their groups are not known any more: a member whose
-// access came through a group is removed at the first check and gets it
-// back with the next exchange (fail closed).
-func (t *Tokens) adopt(ctx context.Context) error {
-	list := &openshellv1alpha1.OpenShellSandboxList{}
-	if err := t.Reader.List(ctx, list); err != nil {
-		return fmt.Errorf("list sandboxes: %w", err)
-	}
-	seen := map[[2]string]bool{}
-	for i := range list.Items {
-		sb := &list.Items[i]
-		key := [2]string{sb.Status.Gateway, sb.Namespace}
-		if sb.Status.Gateway == "" || seen[key] {
-			continue
+// exchange made (SubjectPrefix), until every one was read. Their groups
+// are not known any more: a member whose access came through a group is
+// removed at the first check and gets it back with the next exchange
+// (fail closed); each gets a lease of one token lifetime (the tokens
+// minted before the restart live no longer).
+func (t *Tokens) adoptAll(ctx context.Context, every time.Duration) {
+	done := map[[2]string]bool{}
+	for ctx.Err() == nil {
+		list := &openshellv1alpha1.OpenShellSandboxList{}
+		left := 0
+		if err := t.Reader.List(ctx, list); err == nil {
+			for i := range list.Items {
+				sb := &list.Items[i]
+				key := [2]string{sb.Status.Gateway, sb.Namespace}
+				if sb.Status.Gateway == "" || done[key] {
+					continue
+				}
+				if err := t.adoptWorkspace(ctx, sb.Status.Gateway, sb.Namespace); err != nil {
+					left++
+					ctrl.LoggerFrom(ctx).Info("reading back workspace members failed; retried", "gateway", sb.Status.Gateway, "namespace", sb.Namespace, "error", err.Error())
+					continue
+				}
+				done[key] = true
+			}
+			if left == 0 {
+				return
+			}
 		}
-		seen[key] = true
-		if err := t.adoptWorkspace(ctx, sb.Status.Gateway, sb.Namespace); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+		case <-time.After(every):
 		}
 	}
-	return nil
 }
 
 func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*checkTimeout)
+	defer cancel()
 	gw, err := lookupGateway(ctx, t.Reader, gatewayKey)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -279,11 +351,14 @@ func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace strin
 		}
 		t.mu.Lock()
 		if t.members == nil {
-			t.members = map[membership]user.Info{}
+			t.members = map[membership]*lease{}
 		}
-		for _, m := range resp.GetMembers() {
-			if name, ok := strings.CutPrefix(m.GetPrincipalSubject(), SubjectPrefix); ok {
-				t.members[membership{gateway: gatewayKey, namespace: namespace, workspace: ws, subject: m.GetPrincipalSubject()}] = &user.DefaultInfo{Name: name}
+		for _, mem := range resp.GetMembers() {
+			name, ok := strings.CutPrefix(mem.GetPrincipalSubject(), SubjectPrefix)
+			m := membership{gateway: gatewayKey, namespace: namespace, workspace: ws, subject: mem.GetPrincipalSubject()}
+			if _, held := t.members[m]; ok && !held {
+				// Never over a lease an exchange made since the start.
+				t.members[m] = &lease{user: &user.DefaultInfo{Name: name}, expires: t.now().Add(oidc.TokenTTL)}
 			}
 		}
 		t.mu.Unlock()

@@ -31,11 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/pki"
-	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
@@ -99,10 +99,14 @@ func TestConsumerAccess(t *testing.T) {
 					notes = append(notes, e.Reason+": "+e.Note)
 				}
 			}
-			g.Expect(notes).To(ContainElement(And(HavePrefix(openshellv1alpha1.SandboxReasonSessionStarted+": dave started exec"),
-				ContainSubstring("echo hello world"))))
-			g.Expect(notes).To(ContainElement(And(HavePrefix(openshellv1alpha1.SandboxReasonSessionEnded+": dave ended exec"),
+			g.Expect(notes).To(ContainElement(HavePrefix(openshellv1alpha1.SandboxReasonSessionStarted + ": dave started exec of echo (session")))
+			g.Expect(notes).To(ContainElement(And(HavePrefix(openshellv1alpha1.SandboxReasonSessionEnded+": dave ended exec of exit"),
 				ContainSubstring("exit code 3"))))
+			// Viewers read Events: a command's arguments (a password flag)
+			// are not in them.
+			for _, n := range notes {
+				g.Expect(n).NotTo(ContainSubstring("hello world"))
+			}
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 	t.Run("stdin reaches the command until EOF", func(t *testing.T) {
@@ -155,7 +159,7 @@ func TestConsumerAccess(t *testing.T) {
 	})
 	t.Run("the relay trusts only the front proxy", func(t *testing.T) {
 		g := NewWithT(t)
-		path := "/apis/" + relay.Group + "/" + relay.Version + "/namespaces/" + tenant + "/openshellsandboxes/agent/log"
+		path := "/apis/" + accessv1alpha1.Group + "/" + accessv1alpha1.Version + "/namespaces/" + tenant + "/openshellsandboxes/agent/log"
 		// No client certificate, a forged user header.
 		code, _ := direct(ctx, g, r, nil, path, "dave")
 		g.Expect(code).To(Equal(http.StatusUnauthorized))
@@ -180,12 +184,17 @@ func TestConsumerAccess(t *testing.T) {
 	})
 	t.Run("a token exchange makes a workspace user, following RBAC", func(t *testing.T) {
 		g := NewWithT(t)
-		bind(ctx, t, tenant, "tina", "openshell-sandbox-user")
+		// A sandbox user may exec, but a gateway token is a full workspace
+		// user at the gateway (it can create sandboxes there outside the
+		// operator's admission): Tenant Admins only.
+		_, err := exchangeAs(ctx, userConfig("dave"), tenant, "agent")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		bind(ctx, t, tenant, "tina", "openshell-tenant-admin")
 		tok, err := exchangeAs(ctx, userConfig("tina"), tenant, "agent")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(tok.Subject).To(Equal(relay.SubjectPrefix + "tina"))
+		g.Expect(tok.Subject).To(Equal(accessv1alpha1.SubjectPrefix + "tina"))
 		g.Expect(tok.Workspace).To(Equal(ws))
-		g.Expect(st.Gateway.Members(ws)).To(HaveKeyWithValue(relay.SubjectPrefix+"tina", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER))
+		g.Expect(st.Gateway.Members(ws)).To(HaveKeyWithValue(accessv1alpha1.SubjectPrefix+"tina", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER))
 		// The real SDK with the exchanged token, as a workspace user.
 		out := runPythonClient(ctx, t, st, tok.Token, ws, tok.Sandbox)
 		g.Expect(string(out)).To(ContainSubstring(tok.Sandbox))
@@ -201,7 +210,7 @@ func TestConsumerAccess(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		// Revoked in Kubernetes: revoked at the gateway, whatever token she holds.
 		revoked := time.Now()
-		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "tina-openshell-sandbox-user"}})).To(Succeed())
+		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "tina-openshell-tenant-admin"}})).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(MatchError(ContainSubstring("not a member of workspace")))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
@@ -210,18 +219,39 @@ func TestConsumerAccess(t *testing.T) {
 	t.Run("a ServiceAccount exchanges its token", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot"}})).To(Succeed())
-		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot-sandbox-user"},
+		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot-tenant-admin"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenant, Name: "chatbot"}},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-sandbox-user"}})).To(Succeed())
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-tenant-admin"}})).To(Succeed())
 		sa := "system:serviceaccount:" + tenant + ":chatbot"
 		cfg := rest.CopyConfig(cluster.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + tenant, "system:authenticated"}}
 		g.Eventually(func(g Gomega) {
 			tok, err := exchangeAs(ctx, cfg, tenant, "agent")
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(tok.Subject).To(Equal(relay.SubjectPrefix + sa))
+			g.Expect(tok.Subject).To(Equal(accessv1alpha1.SubjectPrefix + sa))
 			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+	t.Run("revoking the role ends an open session", func(t *testing.T) {
+		g := NewWithT(t)
+		bind(ctx, t, tenant, "olga", "openshell-sandbox-user")
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := execAs(ctx, "olga", tenant, "agent", nil, nil, "sleep", "120")
+			done <- err
+		}()
+		// The session is open once the gateway has recorded the exec.
+		g.Eventually(func(g Gomega) {
+			logs, err := logsAs(ctx, "dave", tenant, "agent")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(logs).To(ContainSubstring(`exec "sleep 120"`))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		revoked := time.Now()
+		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "olga-openshell-sandbox-user"}})).To(Succeed())
+		var err error
+		g.Eventually(done).WithContext(ctx).WithTimeout(30 * time.Second).Should(Receive(&err))
+		g.Expect(err).To(MatchError(ContainSubstring("may no longer create")))
+		t.Logf("figure: an open exec session ended %s after its user's RoleBinding was deleted", time.Since(revoked).Round(10*time.Millisecond))
 	})
 	t.Run("revoking the role ends access", func(t *testing.T) {
 		g := NewWithT(t)
@@ -245,7 +275,7 @@ func execURL(cfg *rest.Config, ns, name string, stdin, tty bool, cmd []string) (
 	if err != nil {
 		return nil, err
 	}
-	u.Path = "/apis/" + relay.Group + "/" + relay.Version + "/namespaces/" + ns + "/openshellsandboxes/" + name + "/exec"
+	u.Path = "/apis/" + accessv1alpha1.Group + "/" + accessv1alpha1.Version + "/namespaces/" + ns + "/openshellsandboxes/" + name + "/exec"
 	q := url.Values{"command": cmd, "stdout": {"true"}, "stderr": {fmt.Sprint(!tty)}, "stdin": {fmt.Sprint(stdin)}, "tty": {fmt.Sprint(tty)}}
 	u.RawQuery = q.Encode()
 	return u, nil
@@ -288,7 +318,7 @@ func logsAs(ctx context.Context, user, ns, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := rc.Get().AbsPath("/apis", relay.Group, relay.Version, "namespaces", ns, "openshellsandboxes", name, "log").
+	b, err := rc.Get().AbsPath("/apis", accessv1alpha1.Group, accessv1alpha1.Version, "namespaces", ns, "openshellsandboxes", name, "log").
 		Param("tailLines", "100").DoRaw(ctx)
 	return string(b), err
 }
@@ -327,7 +357,7 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 }
 
 // exchangeAs asks the relay for a gateway token as the config's user.
-func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*relay.SandboxToken, error) {
+func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*accessv1alpha1.SandboxToken, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
@@ -335,11 +365,11 @@ func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*relay.
 	if err != nil {
 		return nil, err
 	}
-	b, err := rc.Post().AbsPath("/apis", relay.Group, relay.Version, "namespaces", ns, "openshellsandboxes", name, relay.SubresourceToken).DoRaw(ctx)
+	b, err := rc.Post().AbsPath("/apis", accessv1alpha1.Group, accessv1alpha1.Version, "namespaces", ns, "openshellsandboxes", name, accessv1alpha1.SubresourceToken).DoRaw(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tok := &relay.SandboxToken{}
+	tok := &accessv1alpha1.SandboxToken{}
 	return tok, json.Unmarshal(b, tok)
 }
 

@@ -1,0 +1,95 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+// Session bounds. A session (an exec, a followed log) is authorized again
+// and its sandbox looked at every sessionRecheck: revoking the user's
+// RBAC, deleting the sandbox or its leaving Ready ends open sessions
+// within that time, not only new ones. Failed checks end it after
+// maxFailedChecks in a row (fail closed), and no session outlives
+// maxSession.
+const (
+	sessionRecheck  = 5 * time.Second
+	maxFailedChecks = 3
+	maxSession      = 8 * time.Hour
+	checkTimeout    = 5 * time.Second
+)
+
+// errClientGone ends a session whose client no longer reads or writes.
+var errClientGone = errors.New("the client went away")
+
+// session is the context of one session: cancelled, with the reason as its
+// cause, when a check fails, the client goes or maxSession passes.
+func (s *Server) session(r *http.Request, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string) (context.Context, context.CancelCauseFunc) {
+	// The request's own context is not cancelled once the connection is
+	// hijacked for streaming: the session has one of its own.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	ctx, stopTimer := context.WithTimeoutCause(ctx, maxSession, fmt.Errorf("the session reached its limit of %s", maxSession))
+	go func() {
+		defer stopTimer()
+		s.watch(ctx, cancel, u, verb, sb, sub)
+	}()
+	return ctx, cancel
+}
+
+// watch checks the session every sessionRecheck until it ends.
+func (s *Server) watch(ctx context.Context, end context.CancelCauseFunc, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string) {
+	tick := time.NewTicker(sessionRecheck)
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		why, err := s.stillAllowed(ctx, u, verb, sb, sub)
+		switch {
+		case err != nil:
+			if failed++; failed >= maxFailedChecks {
+				end(fmt.Errorf("the session could not be authorized again %d times in a row: %w", failed, err))
+				return
+			}
+		case why != "":
+			end(errors.New(why))
+			return
+		default:
+			failed = 0
+		}
+	}
+}
+
+// stillAllowed says why the session may not go on ("" when it may).
+func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	allowed, _, err := s.Authz.Allowed(ctx, u, verb, sb.Namespace, sb.Name, sub)
+	if err != nil {
+		return "", err
+	}
+	if !allowed {
+		return fmt.Sprintf("%s may no longer %s %s/%s in namespace %s", u.GetName(), verb, Resource, sub, sb.Namespace), nil
+	}
+	cur := &openshellv1alpha1.OpenShellSandbox{}
+	if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(sb), cur); apierrors.IsNotFound(err) || (err == nil && cur.UID != sb.UID) {
+		return "the sandbox was deleted", nil
+	} else if err != nil {
+		return "", err
+	}
+	if st := usable(cur); st != nil {
+		return st.ErrStatus.Message, nil
+	}
+	return "", nil
+}
