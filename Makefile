@@ -200,7 +200,7 @@ demo: ## Bring up a local cluster, the operator and a test gateway, and show san
 ##@ Tools
 
 TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck $(LOCALBIN)/protoc-gen-go $(LOCALBIN)/protoc-gen-go-grpc \
-	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler \
+	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl \
 	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm \
 	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test \
 	$(LOCALBIN)/promtool
@@ -250,6 +250,9 @@ $(LOCALBIN)/etcd: $(TOOLS_DIR)/etcd/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/etcd && go build -trimpath -o $@ go.etcd.io/etcd/server/v3
 $(LOCALBIN)/kube-%: $(TOOLS_DIR)/kube/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/kube && go build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+# kubectl runs the kubectl-openshell plugin in test/e2e, as a consumer would.
+$(LOCALBIN)/kubectl: $(TOOLS_DIR)/kube/go.mod | $(LOCALBIN)
+	cd $(TOOLS_DIR)/kube && go build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 $(LOCALBIN)/kwok: $(TOOLS_DIR)/kwok/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/kwok && go build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
 $(LOCALBIN)/agent-sandbox-controller: $(TOOLS_DIR)/agentsandbox/go.mod | $(LOCALBIN)

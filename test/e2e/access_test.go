@@ -11,6 +11,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -232,6 +235,49 @@ func TestConsumerAccess(t *testing.T) {
 			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
+	t.Run("the kubectl plugin, run by the real kubectl", func(t *testing.T) {
+		g := NewWithT(t)
+		kubectl := pluginPath(t)
+		run := func(user string, stdin string, args ...string) (string, string, int) {
+			args = append([]string{"openshell"}, args...)
+			args = append(args[:2], append([]string{"--kubeconfig=" + cluster.KubeconfigPath, "-n", tenant, "--as=" + user,
+				"--as-group=system:authenticated"}, args[2:]...)...)
+			cmd := exec.CommandContext(ctx, kubectl.bin, args...)
+			cmd.Env = append(os.Environ(), "PATH="+kubectl.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			cmd.Stdin = strings.NewReader(stdin)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			code := 0
+			if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else {
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			return out.String(), errOut.String(), code
+		}
+		out, errOut, code := run("dave", "", "exec", "agent", "--", "echo", "from", "kubectl")
+		g.Expect(code).To(BeZero(), errOut)
+		g.Expect(out).To(Equal("from kubectl\n"))
+		_, _, code = run("dave", "", "exec", "agent", "--", "exit", "4")
+		g.Expect(code).To(Equal(4), "the command's exit code is kubectl's")
+		out, errOut, code = run("dave", "piped in\n", "exec", "-i", "agent", "--", "cat")
+		g.Expect(code).To(BeZero(), errOut)
+		g.Expect(out).To(Equal("piped in\n"))
+		out, errOut, code = run("vic", "", "logs", "agent", "--tail=50")
+		g.Expect(code).To(BeZero(), errOut)
+		g.Expect(out).To(ContainSubstring("the agent says hello"))
+		bind(ctx, t, tenant, "tess", "openshell-tenant-admin")
+		out, errOut, code = run("tess", "", "token", "agent", "-o", "token")
+		g.Expect(code).To(BeZero(), errOut)
+		g.Expect(strings.Count(strings.TrimSpace(out), ".")).To(Equal(2), "a JWT")
+		_, errOut, code = run("vic", "", "exec", "agent", "--", "echo", "hi")
+		g.Expect(code).To(Equal(1))
+		g.Expect(errOut).To(ContainSubstring("forbidden"))
+		_, errOut, code = run("dave", "", "exec", "agent", "echo")
+		g.Expect(code).To(Equal(1))
+		g.Expect(errOut).To(ContainSubstring("then the command after --"))
+	})
 	t.Run("revoking the role ends an open session", func(t *testing.T) {
 		g := NewWithT(t)
 		bind(ctx, t, tenant, "olga", "openshell-sandbox-user")
@@ -387,4 +433,23 @@ func listAtGateway(ctx context.Context, st *stack.Stack, token, workspace string
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	_, err = openshellv1.NewOpenShellClient(conn).ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.Workspace(workspace)})
 	return err
+}
+
+// plugin is kubectl from bin/ and a folder holding kubectl-openshell, built
+// from this repo as a consumer installs it.
+type plugin struct{ bin, dir string }
+
+func pluginPath(t *testing.T) plugin {
+	t.Helper()
+	bin, err := framework.Binary("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-openshell"), "./cmd/kubectl-openshell")
+	build.Dir = framework.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the plugin: %v\n%s", err, out)
+	}
+	return plugin{bin: bin, dir: dir}
 }
