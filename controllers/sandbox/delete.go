@@ -93,11 +93,17 @@ func decideDeletion(sb *openshellv1alpha1.OpenShellSandbox, l lookup, now time.T
 		return deletionWait
 	case gwconn.NotNow(l.err), l.rollingOut:
 		return deletionBusy
-	case sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableNow(l.err) && unreachableFor(sb, now) >= forceAfter:
+	case forceDue(sb, now, forceAfter) && unreachableNow(l.err):
 		return deletionForce
 	default:
 		return deletionRetry
 	}
+}
+
+// forceDue says whether force-release is asked for and its grace has
+// passed.
+func forceDue(sb *openshellv1alpha1.OpenShellSandbox, now time.Time, forceAfter time.Duration) bool {
+	return sb.Annotations[openshellv1alpha1.AnnotationForceRelease] == "true" && unreachableFor(sb, now) >= forceAfter
 }
 
 // unreachableNow says whether a call made for this deletion found the
@@ -138,6 +144,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	}
 	orig := sb.DeepCopy()
 	r.settling.restore(sb)
+	if forceDue(sb, time.Now(), r.forceReleaseAfter()) {
+		// Only a call made now may release (decideDeletion): past the
+		// grace, the breaker's memory of other calls must not stand in
+		// for one.
+		ctx = gatewayapi.DespiteBreaker(ctx)
+	}
 	l := r.deleteAtGateway(ctx, sb)
 	switch decideDeletion(sb, l, time.Now(), r.forceReleaseAfter()) {
 	case deletionBusy:

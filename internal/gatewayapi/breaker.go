@@ -61,6 +61,21 @@ func (e *OpenError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
+type despiteBreakerKey struct{}
+
+// DespiteBreaker makes the calls made with ctx go to the gateway even
+// while its breaker is open: for the one decision that needs to know that
+// the gateway is unreachable now (a force-release past its grace), not to
+// remember that it was. Their outcomes count like any call's.
+func DespiteBreaker(ctx context.Context) context.Context {
+	return context.WithValue(ctx, despiteBreakerKey{}, true)
+}
+
+func despiteBreaker(ctx context.Context) bool {
+	v, _ := ctx.Value(despiteBreakerKey{}).(bool)
+	return v
+}
+
 // BreakerOpen says whether err (or an error it wraps) is an OpenError.
 func BreakerOpen(err error) bool {
 	var o *OpenError
@@ -189,7 +204,7 @@ func unreachable(err error) bool {
 func (b *breaker) interceptor(gateway string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ok, probe, wait := b.allow()
-		if !ok {
+		if !ok && !despiteBreaker(ctx) {
 			return &OpenError{Gateway: gateway, Failures: b.threshold, Wait: wait}
 		}
 		if !b.enter() {

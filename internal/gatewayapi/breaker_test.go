@@ -1,9 +1,11 @@
 package gatewayapi
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -87,5 +89,34 @@ func TestBulkhead(t *testing.T) {
 	b.leave()
 	if !b.enter() {
 		t.Fatal("a slot was not returned")
+	}
+}
+
+// TestDespiteBreaker: an open breaker answers OpenError without a call,
+// except for a context that needs a call made now; that call's outcome
+// counts like any other (a success closes the breaker).
+func TestDespiteBreaker(t *testing.T) {
+	b := newBreaker(0)
+	for range BreakerThreshold {
+		b.record(status.Error(codes.Unavailable, "down"), false)
+	}
+	icpt := b.interceptor("p/gw")
+	calls := 0
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		calls++
+		return nil
+	}
+	err := icpt(context.Background(), "/m", nil, nil, nil, invoke)
+	if !BreakerOpen(err) || calls != 0 {
+		t.Fatalf("open breaker: err %v after %d calls, want OpenError and no call", err, calls)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("OpenError is %s as a gRPC status, want UNAVAILABLE", status.Code(err))
+	}
+	if err := icpt(DespiteBreaker(context.Background()), "/m", nil, nil, nil, invoke); err != nil || calls != 1 {
+		t.Fatalf("despite the breaker: err %v after %d calls, want the call made", err, calls)
+	}
+	if ok, _, _ := b.allow(); !ok {
+		t.Fatal("the call's success did not close the breaker")
 	}
 }
