@@ -215,7 +215,19 @@ func (p *Pool) dial(name string, t Target) (*grpc.ClientConn, error) {
 // bearer adds the token; it requires TLS, so it never leaves in clear text.
 type bearer struct{ src TokenSource }
 
+type bearerKey struct{}
+
+// WithBearer makes the calls made with ctx carry token instead of the
+// connection's own (the relay acts as the consumer it authorized, so that
+// the gateway authorizes, and audits, that user).
+func WithBearer(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, bearerKey{}, token)
+}
+
 func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	if tok, ok := ctx.Value(bearerKey{}).(string); ok && tok != "" {
+		return map[string]string{"authorization": "Bearer " + tok}, nil
+	}
 	tok, err := b.src.Token(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("get gateway token: %w", err)

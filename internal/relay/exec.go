@@ -33,12 +33,24 @@ type Target struct {
 	Client    openshellv1.OpenShellClient
 	Workspace string
 	Sandbox   string
+	// Token, when set, is the user's own gateway token: the calls carry it
+	// (gatewayapi.WithBearer) instead of the operator's, so that the
+	// gateway authorizes and audits the user.
+	Token string
 }
 
 // Gateways opens the gateway of a Ready sandbox for a user the relay has
-// authorized.
+// authorized to verb the subresource.
 type Gateways interface {
-	Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, user string) (*Target, error)
+	Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, verb, sub string) (*Target, error)
+}
+
+// callContext is ctx carrying the target's user token, if any.
+func (t *Target) callContext(ctx context.Context) context.Context {
+	if t.Token == "" {
+		return ctx
+	}
+	return gatewayapi.WithBearer(ctx, t.Token)
 }
 
 // exec serves openshellsandboxes/exec with kubectl exec's parameters
@@ -59,7 +71,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		writeStatus(w, apierrors.NewBadRequest("at least one of stdin, stdout and stderr is required"))
 		return
 	}
-	target, err := s.Gateways.Open(r.Context(), sb, session.User)
+	target, err := s.Gateways.Open(r.Context(), sb, u, "create", SubresourceExec)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
 		return
@@ -94,7 +106,7 @@ type executor struct {
 func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	e.ran = true
-	stream, err := e.target.Client.ExecSandboxInteractive(ctx)
+	stream, err := e.target.Client.ExecSandboxInteractive(e.target.callContext(ctx))
 	if err != nil {
 		e.err = err
 		return fmt.Errorf("open the exec stream: %w", err)

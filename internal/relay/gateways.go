@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -21,13 +22,19 @@ import (
 // connections. The sandbox's names at the gateway are derived from its
 // namespace and name, as the operator derives them, never taken from
 // anything a tenant writes.
+//
+// With Tokens set, calls to a gateway that trusts the operator's issuer
+// carry the user's own token (subject kube:<user>, a workspace member for
+// as long as the user may use the subresource): the gateway then
+// authorizes the user too, and its audit log names them.
 type ResolverGateways struct {
 	Reader   client.Reader
 	Resolver *gwconn.Resolver
+	Tokens   *Tokens
 }
 
 // Open implements Gateways.
-func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, _ string) (*Target, error) {
+func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, verb, sub string) (*Target, error) {
 	gw, err := lookupGateway(ctx, g.Reader, sb.Status.Gateway)
 	if err != nil {
 		return nil, err
@@ -53,6 +60,13 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	}
 	if owner := got.GetSandbox().GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID]; owner != string(sb.UID) {
 		return nil, fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
+	}
+	if g.Tokens != nil && gwconn.UsesIssuer(gw) {
+		grant := grant{verb: verb, name: sb.Name, sub: sub}
+		if t.Token, err = g.Tokens.actAs(ctx, conn, gw, membership{gateway: sb.Status.Gateway, namespace: sb.Namespace,
+			workspace: t.Workspace, subject: SubjectPrefix + u.GetName()}, u, grant); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }

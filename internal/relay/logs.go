@@ -43,16 +43,17 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		lines = n
 	}
 	follow := q.Get("follow") == "true"
-	target, err := s.Gateways.Open(r.Context(), sb, session.User)
+	target, err := s.Gateways.Open(r.Context(), sb, u, "get", SubresourceLog)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
 		return
 	}
 	ctx, end := s.session(r, u, "get", sb, SubresourceLog)
 	defer end(nil)
+	callCtx := target.callContext(ctx)
 	rec := s.Audit.Start(ctx, sb, session)
 	req := &openshellv1.GetSandboxLogsRequest{Sandbox: target.Sandbox, Lines: uint32(lines), WorkspaceScope: gatewayapi.Workspace(target.Workspace)}
-	resp, err := target.Client.GetSandboxLogs(ctx, req)
+	resp, err := target.Client.GetSandboxLogs(callCtx, req)
 	if err != nil {
 		rec.End(0, err)
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("read the sandbox's logs: %v", err)))
@@ -73,7 +74,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 			break
 		}
 		req.Lines, req.SinceTime = maxTailLines, timestamppb.New(p.last)
-		resp, err := target.Client.GetSandboxLogs(ctx, req)
+		resp, err := target.Client.GetSandboxLogs(callCtx, req)
 		if err != nil {
 			p.err = err
 			break

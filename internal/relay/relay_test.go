@@ -44,7 +44,7 @@ func (a allowList) Allowed(_ context.Context, u user.Info, verb, ns, name, sub s
 
 type noGateways struct{}
 
-func (noGateways) Open(context.Context, *openshellv1alpha1.OpenShellSandbox, string) (*Target, error) {
+func (noGateways) Open(context.Context, *openshellv1alpha1.OpenShellSandbox, user.Info, string, string) (*Target, error) {
 	return nil, errors.New("no gateway in this test")
 }
 

@@ -67,12 +67,20 @@ const maxMembersPerNamespace = 256
 // membership is one subject's membership of one workspace at one gateway.
 type membership struct{ gateway, namespace, workspace, subject string }
 
-// lease is what is known of a granted membership.
+// lease is what is known of a granted membership: whose, until when, and
+// what the user must still be allowed for it to go on.
 type lease struct {
 	user    user.Info
 	expires time.Time
 	failed  int
+	grant   grant
 }
+
+// grant is the RBAC a lease depends on.
+type grant struct{ verb, name, sub string }
+
+// exchanged is what a token exchange needs: namespace-wide.
+var exchanged = grant{verb: "create", sub: SubresourceToken}
 
 func (t *Tokens) now() time.Time {
 	if t.Now != nil {
@@ -157,7 +165,7 @@ func (t *Tokens) Issue(ctx context.Context, sb *openshellv1alpha1.OpenShellSandb
 		return nil, err
 	}
 	t.mu.Lock()
-	t.members[m] = &lease{user: u, expires: exp}
+	t.members[m] = &lease{user: u, expires: exp, grant: exchanged}
 	t.mu.Unlock()
 	return &SandboxToken{Token: tok, ExpiresAt: metav1.NewTime(exp), Subject: m.subject, Endpoint: gw.Status.Endpoint,
 		Workspace: m.workspace, Sandbox: sandboxspec.SandboxName(ns, sb.Name)}, nil
@@ -224,7 +232,7 @@ func (t *Tokens) recheck(ctx context.Context) {
 			why = "every token of the subject has expired"
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
-			allowed, _, err := t.Authz.Allowed(cctx, l.user, "create", m.namespace, "", SubresourceToken)
+			allowed, _, err := t.Authz.Allowed(cctx, l.user, l.grant.verb, m.namespace, l.grant.name, l.grant.sub)
 			cancel()
 			switch {
 			case err != nil && l.failed+1 < maxFailedChecks:
@@ -358,7 +366,7 @@ func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace strin
 			m := membership{gateway: gatewayKey, namespace: namespace, workspace: ws, subject: mem.GetPrincipalSubject()}
 			if _, held := t.members[m]; ok && !held {
 				// Never over a lease an exchange made since the start.
-				t.members[m] = &lease{user: &user.DefaultInfo{Name: name}, expires: t.now().Add(oidc.TokenTTL)}
+				t.members[m] = &lease{user: &user.DefaultInfo{Name: name}, expires: t.now().Add(oidc.TokenTTL), grant: exchanged}
 			}
 		}
 		t.mu.Unlock()
@@ -367,4 +375,29 @@ func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace strin
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
+}
+
+// actAs makes the user a member of the workspace for as long as grant
+// allows and mints a token the relay uses for the user's calls (never
+// handed out). A lease from a token exchange is broader and is kept.
+func (t *Tokens) actAs(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, m membership,
+	u user.Info, g grant) (string, error) {
+	if err := t.reserve(m); err != nil {
+		return "", err
+	}
+	_, err := conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
+		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
+	if err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+		return "", fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
+	}
+	tok, exp, err := t.Issuer.UserToken(oidc.Audience(gw.Namespace, gw.Name), m.subject)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	if cur, ok := t.members[m]; !ok || cur.grant != exchanged {
+		t.members[m] = &lease{user: u, expires: exp, grant: g}
+	}
+	t.mu.Unlock()
+	return tok, nil
 }

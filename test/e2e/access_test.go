@@ -134,7 +134,8 @@ func TestConsumerAccess(t *testing.T) {
 			logs, err := logsAs(ctx, user, tenant, "agent")
 			g.Expect(err).NotTo(HaveOccurred(), user)
 			g.Expect(logs).To(ContainSubstring("the agent says hello"), user)
-			g.Expect(logs).To(ContainSubstring(`exec "echo hello world"`), "the gateway's record of the exec")
+			g.Expect(logs).To(ContainSubstring(`exec "echo hello world" by `+accessv1alpha1.SubjectPrefix+"dave"),
+				"the gateway's record of the exec names the user, not the operator")
 		}
 	})
 	t.Run("a viewer cannot exec", func(t *testing.T) {

@@ -75,7 +75,7 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 	tokens := &relay.Tokens{Reader: s.kube, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: time.Second}
 	go func() { _ = tokens.Start(rctx) }()
 	srv := &relay.Server{Authn: authn, Authz: authz, Reader: s.kube, Tokens: tokens,
-		Gateways: relay.ResolverGateways{Reader: s.kube, Resolver: resolver}, Audit: relay.Auditor{Log: log, Recorder: recorder}}
+		Gateways: relay.ResolverGateways{Reader: s.kube, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: log, Recorder: recorder}}
 	now := time.Now()
 	ca, err := pki.NewCA("relay-ca", time.Hour, now)
 	if err != nil {
