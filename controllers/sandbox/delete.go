@@ -144,12 +144,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sb *openshellv1alpha1.
 	}
 	orig := sb.DeepCopy()
 	r.settling.restore(sb)
-	if forceDue(sb, time.Now(), r.forceReleaseAfter()) {
-		// Only a call made now may release (decideDeletion): past the
-		// grace, the breaker's memory of other calls must not stand in
-		// for one.
-		ctx = gatewayapi.DespiteBreaker(ctx)
-	}
 	l := r.deleteAtGateway(ctx, sb)
 	switch decideDeletion(sb, l, time.Now(), r.forceReleaseAfter()) {
 	case deletionBusy:
@@ -296,6 +290,12 @@ func (r *Reconciler) deleteAtGateway(ctx context.Context, sb *openshellv1alpha1.
 	gw, done := r.gatewayForDeletion(ctx, sb)
 	if done != nil {
 		return *done
+	}
+	if forceDue(sb, time.Now(), r.forceReleaseAfter()) {
+		// Only a call made now may release (decideDeletion): past the
+		// grace, the breaker's memory of other calls must not stand in
+		// for one.
+		ctx = gatewayapi.DespiteBreaker(ctx)
 	}
 	l := r.deleteAt(ctx, gw, sb)
 	l.rollingOut = l.err != nil && rollingOut(gw)
