@@ -71,6 +71,16 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		writeStatus(w, apierrors.NewBadRequest("at least one of stdin, stdout and stderr is required"))
 		return
 	}
+	if n := commandBytes(cmd); n > maxCommandBytes {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("the command line is %d bytes, more than the %d one exec may carry: pass data on stdin", n, maxCommandBytes)))
+		return
+	}
+	release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+	if refused != nil {
+		writeStatus(w, refused)
+		return
+	}
+	defer release()
 	target, err := s.Gateways.Open(r.Context(), sb, u, "create", SubresourceExec)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))

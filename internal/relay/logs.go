@@ -43,6 +43,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		lines = n
 	}
 	follow := q.Get("follow") == "true"
+	if follow {
+		release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+		if refused != nil {
+			writeStatus(w, refused)
+			return
+		}
+		defer release()
+	}
 	target, err := s.Gateways.Open(r.Context(), sb, u, "get", SubresourceLog)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))

@@ -67,6 +67,8 @@ type Server struct {
 	Audit Auditor
 	// Tokens serves the token exchange (nil: not offered).
 	Tokens *Tokens
+
+	open sessions
 }
 
 // Handler routes the aggregated API's paths.

@@ -90,6 +90,7 @@ func TestServeRefusals(t *testing.T) {
 		{"no command", http.MethodPost, base + "team-a/openshellsandboxes/ready/exec?stdout=true", "dave", true, http.StatusBadRequest, "no command"},
 		{"gateway down", http.MethodPost, base + "team-a/openshellsandboxes/ready/exec?command=echo&stdout=true", "dave", true, http.StatusServiceUnavailable, "cannot be reached"},
 		{"bad tailLines", http.MethodGet, base + "team-a/openshellsandboxes/ready/log?tailLines=-1", "dave", true, http.StatusBadRequest, "tailLines"},
+		{"a command line too long", http.MethodPost, base + "team-a/openshellsandboxes/ready/exec?stdout=true&command=" + strings.Repeat("x", maxCommandBytes), "dave", true, http.StatusBadRequest, "pass data on stdin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, tc.path, nil)
@@ -243,5 +244,41 @@ func TestNamedProxiesOnly(t *testing.T) {
 	n.names = func() []string { return []string{"front-proxy-client"} }
 	if _, ok, _ := n.AuthenticateRequest(req); !ok {
 		t.Fatal("a named proxy was refused")
+	}
+}
+
+// TestSessionLimits: one user, or one namespace, holds a bounded number of
+// sessions; a released slot can be taken again.
+func TestSessionLimits(t *testing.T) {
+	var s sessions
+	var releases []func()
+	for i := range maxSessionsPerUser {
+		rel, refused := s.acquire("dave", "team-a")
+		if refused != nil {
+			t.Fatalf("session %d refused: %v", i, refused)
+		}
+		releases = append(releases, rel)
+	}
+	if _, refused := s.acquire("dave", "team-a"); refused == nil || !apierrors.IsTooManyRequests(refused) {
+		t.Fatalf("session %d of one user: %v, want TooManyRequests", maxSessionsPerUser+1, refused)
+	}
+	releases[0]()
+	releases[0]() // releasing twice gives back one slot
+	if _, refused := s.acquire("dave", "team-a"); refused != nil {
+		t.Fatalf("after a release: %v", refused)
+	}
+	if _, refused := s.acquire("dave", "team-a"); refused == nil {
+		t.Fatal("a double release gave back two slots")
+	}
+	for i := range maxSessionsPerNamespace - maxSessionsPerUser {
+		if _, refused := s.acquire(fmt.Sprint("user-", i), "team-a"); refused != nil {
+			t.Fatalf("namespace session %d: %v", i, refused)
+		}
+	}
+	if _, refused := s.acquire("erin", "team-a"); refused == nil || !strings.Contains(refused.Error(), "namespace team-a") {
+		t.Fatalf("past the namespace's limit: %v", refused)
+	}
+	if _, refused := s.acquire("erin", "team-b"); refused != nil {
+		t.Fatalf("another namespace: %v", refused)
 	}
 }
