@@ -25,7 +25,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 	uexec "k8s.io/client-go/util/exec"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
@@ -40,7 +42,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(execCommand(flags), logsCommand(flags), tokenCommand(flags))
+	root.AddCommand(execCommand(flags), logsCommand(flags), tokenCommand(flags), portForwardCommand(flags))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()
@@ -252,5 +254,43 @@ func tokenCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&output, "output", "o", "json", "json (the SandboxToken) or token (the bearer token only)")
+	return c
+}
+
+func portForwardCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var addresses []string
+	c := &cobra.Command{
+		Use:   "port-forward SANDBOX [LOCAL_PORT:]REMOTE_PORT...",
+		Short: "Forward local ports to ports inside a sandbox",
+		Example: `  kubectl openshell port-forward agent 8888:8888
+  kubectl openshell port-forward agent :8080     # a free local port`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, ns, err := target(flags)
+			if err != nil {
+				return err
+			}
+			host, err := url.Parse(cfg.Host)
+			if err != nil {
+				return err
+			}
+			u := &url.URL{Scheme: host.Scheme, Host: host.Host, Path: host.Path + subresourcePath(ns, args[0], accessv1alpha1.SubresourcePortForward)}
+			transport, upgrader, err := spdy.RoundTripperFor(cfg)
+			if err != nil {
+				return err
+			}
+			dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+			ready := make(chan struct{})
+			fw, err := portforward.NewOnAddresses(dialer, addresses, args[1:], cmd.Context().Done(), ready, os.Stdout, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if err := fw.ForwardPorts(); err != nil && cmd.Context().Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	c.Flags().StringSliceVar(&addresses, "address", []string{"localhost"}, "Addresses to listen on (comma separated)")
 	return c
 }

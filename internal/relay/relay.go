@@ -40,12 +40,13 @@ import (
 
 // The API's names, from the API package (clients import only that).
 const (
-	Group            = accessv1alpha1.Group
-	Version          = accessv1alpha1.Version
-	Resource         = accessv1alpha1.Resource
-	SubresourceExec  = accessv1alpha1.SubresourceExec
-	SubresourceLog   = accessv1alpha1.SubresourceLog
-	SubresourceToken = accessv1alpha1.SubresourceToken
+	Group                  = accessv1alpha1.Group
+	Version                = accessv1alpha1.Version
+	Resource               = accessv1alpha1.Resource
+	SubresourceExec        = accessv1alpha1.SubresourceExec
+	SubresourceLog         = accessv1alpha1.SubresourceLog
+	SubresourceToken       = accessv1alpha1.SubresourceToken
+	SubresourcePortForward = accessv1alpha1.SubresourcePortForward
 )
 
 // Authorizer decides whether a user may use a subresource of a sandbox.
@@ -101,7 +102,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name, sub := parts[4], parts[6], parts[7]
-	if sub != SubresourceExec && sub != SubresourceLog && sub != SubresourceToken {
+	if sub != SubresourceExec && sub != SubresourceLog && sub != SubresourceToken && sub != SubresourcePortForward {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, name))
 		return
 	}
@@ -153,6 +154,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.logs(w, r, sb, resp.User, session)
 	case SubresourceToken:
 		s.exchange(w, r, sb, resp.User, session)
+	case SubresourcePortForward:
+		s.portForward(w, r, sb, resp.User, session)
 	}
 }
 
@@ -162,7 +165,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // run commands (Kubernetes made the same change for pods/exec in 1.31).
 func verbOf(method, sub string) (string, error) {
 	switch {
-	case sub == SubresourceExec && (method == http.MethodPost || method == http.MethodGet):
+	case (sub == SubresourceExec || sub == SubresourcePortForward) && (method == http.MethodPost || method == http.MethodGet):
 		return "create", nil
 	case sub == SubresourceToken && method == http.MethodPost:
 		return "create", nil
@@ -239,5 +242,6 @@ func discoveryResources() *metav1.APIResourceList {
 			{Name: Resource + "/" + SubresourceExec, Namespaced: true, Kind: "SandboxExecOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: Resource + "/" + SubresourceLog, Namespaced: true, Kind: "SandboxLogOptions", Verbs: metav1.Verbs{"get"}},
 			{Name: Resource + "/" + SubresourceToken, Namespaced: true, Kind: "SandboxToken", Verbs: metav1.Verbs{"create"}},
+			{Name: Resource + "/" + SubresourcePortForward, Namespaced: true, Kind: "SandboxPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
 		}}
 }

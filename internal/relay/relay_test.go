@@ -120,8 +120,10 @@ func TestServeRefusals(t *testing.T) {
 // only get must not run commands.
 func TestExecNeedsCreate(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		if v, err := verbOf(method, SubresourceExec); err != nil || v != "create" {
-			t.Errorf("%s exec: verb %q, %v; want create", method, v, err)
+		for _, sub := range []string{SubresourceExec, SubresourcePortForward} {
+			if v, err := verbOf(method, sub); err != nil || v != "create" {
+				t.Errorf("%s %s: verb %q, %v; want create", method, sub, v, err)
+			}
 		}
 	}
 	if v, _ := verbOf(http.MethodGet, SubresourceLog); v != "get" {

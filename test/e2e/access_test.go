@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -42,6 +44,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 // TestConsumerAccess: a Sandbox Consumer uses their sandbox with their own
@@ -240,22 +243,7 @@ func TestConsumerAccess(t *testing.T) {
 		g := NewWithT(t)
 		kubectl := pluginPath(t)
 		run := func(user string, stdin string, args ...string) (string, string, int) {
-			args = append([]string{"openshell"}, args...)
-			args = append(args[:2], append([]string{"--kubeconfig=" + cluster.KubeconfigPath, "-n", tenant, "--as=" + user,
-				"--as-group=system:authenticated"}, args[2:]...)...)
-			cmd := exec.CommandContext(ctx, kubectl.bin, args...)
-			cmd.Env = append(os.Environ(), "PATH="+kubectl.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-			cmd.Stdin = strings.NewReader(stdin)
-			var out, errOut bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			err := cmd.Run()
-			code := 0
-			if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else {
-				g.Expect(err).NotTo(HaveOccurred())
-			}
-			return out.String(), errOut.String(), code
+			return runPlugin(ctx, g, kubectl, user, tenant, stdin, args...)
 		}
 		out, errOut, code := run("dave", "", "exec", "agent", "--", "echo", "from", "kubectl")
 		g.Expect(code).To(BeZero(), errOut)
@@ -278,6 +266,46 @@ func TestConsumerAccess(t *testing.T) {
 		_, errOut, code = run("dave", "", "exec", "agent", "echo")
 		g.Expect(code).To(Equal(1))
 		g.Expect(errOut).To(ContainSubstring("then the command after --"))
+	})
+	t.Run("port-forward through the plugin reaches a port in the sandbox", func(t *testing.T) {
+		g := NewWithT(t)
+		kubectl := pluginPath(t)
+		fctx, stop := context.WithCancel(ctx)
+		defer stop()
+		cmd := exec.CommandContext(fctx, kubectl.bin, "openshell", "port-forward", "--kubeconfig="+cluster.KubeconfigPath, "-n", tenant,
+			"--as=dave", "--as-group=system:authenticated", "agent", fmt.Sprintf(":%d", testgateway.EchoPort))
+		cmd.Env = append(os.Environ(), "PATH="+kubectl.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.StdoutPipe()
+		g.Expect(err).NotTo(HaveOccurred())
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		g.Expect(cmd.Start()).To(Succeed())
+		defer func() { stop(); _ = cmd.Wait() }()
+		// kubectl's own line: "Forwarding from 127.0.0.1:PORT -> 7".
+		local := ""
+		sc := bufio.NewScanner(out)
+		for local == "" && sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "Forwarding" && strings.HasPrefix(f[2], "127.0.0.1:") {
+				local = f[2]
+			}
+		}
+		g.Expect(local).NotTo(BeEmpty(), "no Forwarding line; stderr: %s", errOut.String())
+		go func() { _, _ = io.Copy(io.Discard, out) }()
+		for _, msg := range []string{"ping\n", strings.Repeat("x", 100<<10)} {
+			conn, err := net.Dial("tcp", local)
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = conn.Write([]byte(msg))
+			g.Expect(err).NotTo(HaveOccurred())
+			got := make([]byte, len(msg))
+			_, err = io.ReadFull(conn, got)
+			g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", errOut.String())
+			g.Expect(string(got)).To(Equal(msg), "the echo inside the sandbox")
+			g.Expect(conn.Close()).To(Succeed())
+		}
+		// A viewer may not forward.
+		_, errV, code := runPlugin(ctx, g, kubectl, "vic", tenant, "", "port-forward", "agent", ":7")
+		g.Expect(code).To(Equal(1))
+		g.Expect(errV).To(ContainSubstring("forbidden"))
 	})
 	t.Run("revoking the role ends an open session", func(t *testing.T) {
 		g := NewWithT(t)
@@ -453,4 +481,25 @@ func pluginPath(t *testing.T) plugin {
 		t.Fatalf("build the plugin: %v\n%s", err, out)
 	}
 	return plugin{bin: bin, dir: dir}
+}
+
+// runPlugin runs `kubectl openshell ARGS` as user in namespace ns and
+// returns its stdout, stderr and exit code.
+func runPlugin(ctx context.Context, g Gomega, kubectl plugin, user, ns, stdin string, args ...string) (string, string, int) {
+	args = append([]string{"openshell"}, args...)
+	args = append(args[:2], append([]string{"--kubeconfig=" + cluster.KubeconfigPath, "-n", ns, "--as=" + user,
+		"--as-group=system:authenticated"}, args[2:]...)...)
+	cmd := exec.CommandContext(ctx, kubectl.bin, args...)
+	cmd.Env = append(os.Environ(), "PATH="+kubectl.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	return out.String(), errOut.String(), code
 }

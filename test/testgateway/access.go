@@ -378,3 +378,47 @@ func (s *v01Server) GetSandboxLogs(ctx context.Context, in *v01.GetSandboxLogsRe
 	}
 	return &v01.GetSandboxLogsResponse{Logs: out, BufferTotal: uint32(len(row.logs))}, nil
 }
+
+// ForwardTcp plays a service inside the sandbox: the first frame names
+// the sandbox, its workspace and the port; data sent to port 7 (echo) is
+// sent back, any other port refuses the connection as nothing listens
+// there. The sandbox must be READY and the caller a member of the
+// workspace.
+func (s *v01Server) ForwardTcp(stream grpc.BidiStreamingServer[v01.TcpForwardFrame, v01.TcpForwardFrame]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	init := first.GetInit()
+	if init == nil || init.GetTcp() == nil {
+		return status.Error(codes.InvalidArgument, "the first frame must be init with a tcp target")
+	}
+	if s.g.line() == gatewayline.V01 {
+		if err := s.g.requireMember(ctx, init.GetWorkspace(), v01.WorkspaceRole_WORKSPACE_ROLE_USER); err != nil {
+			return err
+		}
+	}
+	row, err := s.g.readyRow(init.GetWorkspace(), init.GetSandbox())
+	if err != nil {
+		return err
+	}
+	if init.GetTcp().GetPort() != EchoPort {
+		return status.Errorf(codes.Unavailable, "connect to %s:%d in sandbox '%s': connection refused", init.GetTcp().GetHost(), init.GetTcp().GetPort(), init.GetSandbox())
+	}
+	s.g.logLine(row, "forward", fmt.Sprintf("forward to port %d", init.GetTcp().GetPort()))
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			return nil // the client closed its side: close ours
+		}
+		if d := f.GetData(); len(d) > 0 {
+			if err := stream.Send(&v01.TcpForwardFrame{Payload: &v01.TcpForwardFrame_Data{Data: d}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// EchoPort is the port the test gateway's sandboxes serve an echo on.
+const EchoPort = 7

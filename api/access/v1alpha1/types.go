@@ -25,6 +25,9 @@ const (
 	// SubresourceToken exchanges the caller's identity for a gateway token
 	// as a workspace user of the sandbox's namespace (create).
 	SubresourceToken = "token"
+	// SubresourcePortForward forwards connections to ports inside the
+	// sandbox (create; kubectl port-forward's protocol).
+	SubresourcePortForward = "portforward"
 )
 
 // SubjectPrefix marks the gateway subjects of Kubernetes identities, so

@@ -1,0 +1,126 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+)
+
+// forwardChunk is the largest data frame sent to the gateway.
+const forwardChunk = 32 << 10
+
+// portForward serves openshellsandboxes/portforward with kubectl
+// port-forward's protocol (portforward.k8s.io over SPDY): each connection
+// the client opens to a port becomes one ForwardTcp stream to that port
+// inside the sandbox, for as long as the session may go on.
+func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
+	release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+	if refused != nil {
+		writeStatus(w, refused)
+		return
+	}
+	defer release()
+	target, err := s.Gateways.Open(r.Context(), sb, u, "create", SubresourcePortForward)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		return
+	}
+	ctx, end := s.session(r, u, "create", sb, SubresourcePortForward)
+	defer end(nil)
+	rec := s.Audit.Start(ctx, sb, session)
+	f := &forwarder{target: target, rec: rec}
+	portforward.ServePortForward(w, r.WithContext(ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
+		portforward.SupportedProtocols)
+	rec.End(0, f.firstErr())
+}
+
+// forwarder copies one client connection at a time to a port in the
+// sandbox over ForwardTcp.
+type forwarder struct {
+	target *Target
+	rec    *Record
+	mu     sync.Mutex
+	err    error
+}
+
+func (f *forwarder) firstErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// PortForward implements portforward.PortForwarder.
+func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, conn io.ReadWriteCloser) error {
+	defer conn.Close()
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("port %d is not a TCP port", port)
+	}
+	ctx, cancel := context.WithCancel(f.target.callContext(ctx))
+	defer cancel()
+	stream, err := f.target.Client.ForwardTcp(ctx)
+	if err != nil {
+		return f.fail(fmt.Errorf("open the forwarding stream: %w", err))
+	}
+	init := &openshellv1.TcpForwardInit{Sandbox: f.target.Sandbox, Workspace: f.target.Workspace,
+		Target: &openshellv1.TcpForwardInit_Tcp{Tcp: &openshellv1.TcpRelayTarget{Host: "127.0.0.1", Port: uint32(port)}}}
+	if err := stream.Send(&openshellv1.TcpForwardFrame{Payload: &openshellv1.TcpForwardFrame_Init{Init: init}}); err != nil {
+		return f.fail(fmt.Errorf("start forwarding to port %d: %w", port, err))
+	}
+	// Client → sandbox: half-close at the client's EOF.
+	go func() {
+		buf := make([]byte, forwardChunk)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				f.rec.In(n)
+				if stream.Send(&openshellv1.TcpForwardFrame{Payload: &openshellv1.TcpForwardFrame_Data{Data: append([]byte(nil), buf[:n]...)}}) != nil {
+					cancel()
+					return
+				}
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					_ = stream.CloseSend()
+				} else {
+					cancel()
+				}
+				return
+			}
+		}
+	}()
+	// Sandbox → client, until the sandbox side closes.
+	for {
+		frame, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return f.fail(fmt.Errorf("forwarding to port %d: %w", port, err))
+		}
+		if data := frame.GetData(); len(data) > 0 {
+			if _, err := conn.Write(data); err != nil {
+				return nil // the client closed its connection
+			}
+			f.rec.Out(len(data))
+		}
+	}
+}
+
+func (f *forwarder) fail(err error) error {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+	return err
+}
