@@ -75,7 +75,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("the command line is %d bytes, more than the %d one exec may carry: pass data on stdin", n, maxCommandBytes)))
 		return
 	}
-	release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
 	if refused != nil {
 		writeStatus(w, refused)
 		return

@@ -7,9 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Session limits: one user, or one namespace, cannot hold the relay's
-// streams (and the gateway's) for everyone else. A refusal is 429 with
-// what to do.
+// Session limits (defaults of Server.MaxSessionsPerUser and
+// MaxSessionsPerNamespace): one user, or one namespace, cannot hold the
+// relay's streams (and the gateway's) for everyone else. A refusal is 429
+// with what to do.
 const (
 	maxSessionsPerUser      = 16
 	maxSessionsPerNamespace = 64
@@ -20,9 +21,10 @@ const (
 
 // sessions counts the open sessions per user and per namespace.
 type sessions struct {
-	mu     sync.Mutex
-	byUser map[string]int
-	byNS   map[string]int
+	mu             sync.Mutex
+	perUser, perNS int
+	byUser         map[string]int
+	byNS           map[string]int
 }
 
 // acquire takes a session slot for user in namespace, or says why not;
@@ -33,10 +35,17 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 	if s.byUser == nil {
 		s.byUser, s.byNS = map[string]int{}, map[string]int{}
 	}
+	perUser, perNS := s.perUser, s.perNS
+	if perUser <= 0 {
+		perUser = maxSessionsPerUser
+	}
+	if perNS <= 0 {
+		perNS = maxSessionsPerNamespace
+	}
 	switch {
-	case s.byUser[user] >= maxSessionsPerUser:
+	case s.byUser[user] >= perUser:
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", user, s.byUser[user]), 5)
-	case s.byNS[namespace] >= maxSessionsPerNamespace:
+	case s.byNS[namespace] >= perNS:
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", namespace, s.byNS[namespace]), 5)
 	}
 	s.byUser[user]++

@@ -44,7 +44,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	follow := q.Get("follow") == "true"
 	if follow {
-		release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+		release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
 		if refused != nil {
 			writeStatus(w, refused)
 			return

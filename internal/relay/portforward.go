@@ -24,7 +24,7 @@ const forwardChunk = 32 << 10
 // the client opens to a port becomes one ForwardTcp stream to that port
 // inside the sandbox, for as long as the session may go on.
 func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
-	release, refused := s.open.acquire(u.GetName(), sb.Namespace)
+	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
 	if refused != nil {
 		writeStatus(w, refused)
 		return

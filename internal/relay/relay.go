@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,8 +69,18 @@ type Server struct {
 	Audit Auditor
 	// Tokens serves the token exchange (nil: not offered).
 	Tokens *Tokens
+	// MaxSessionsPerUser and MaxSessionsPerNamespace bound the open
+	// sessions (0: 16 and 64).
+	MaxSessionsPerUser, MaxSessionsPerNamespace int
 
-	open sessions
+	openOnce sync.Once
+	open     sessions
+}
+
+// sessions returns the session counter with the server's limits.
+func (s *Server) sessions() *sessions {
+	s.openOnce.Do(func() { s.open.perUser, s.open.perNS = s.MaxSessionsPerUser, s.MaxSessionsPerNamespace })
+	return &s.open
 }
 
 // Handler routes the aggregated API's paths.
