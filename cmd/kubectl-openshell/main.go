@@ -75,11 +75,18 @@ func subresourcePath(ns, name, sub string) string {
 	return accessv1alpha1.Path(url.PathEscape(ns), url.PathEscape(name), sub)
 }
 
-func restClient(cfg *rest.Config) (*rest.RESTClient, error) {
+// restClient is a client for the relay's plain requests (logs, token)
+// and the namespace the flags select.
+func restClient(flags *genericclioptions.ConfigFlags) (*rest.RESTClient, string, error) {
+	cfg, ns, err := target(flags)
+	if err != nil {
+		return nil, "", err
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	return rest.UnversionedRESTClientFor(cfg)
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	return rc, ns, err
 }
 
 func execCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
@@ -193,11 +200,7 @@ func logsCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 		Example: `  kubectl openshell logs -f agent`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, ns, err := target(flags)
-			if err != nil {
-				return err
-			}
-			rc, err := restClient(cfg)
+			rc, ns, err := restClient(flags)
 			if err != nil {
 				return err
 			}
@@ -229,11 +232,7 @@ func tokenCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 		Short: "Exchange your identity for a gateway token (SDK and CLI access to the sandbox's workspace)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, ns, err := target(flags)
-			if err != nil {
-				return err
-			}
-			rc, err := restClient(cfg)
+			rc, ns, err := restClient(flags)
 			if err != nil {
 				return err
 			}

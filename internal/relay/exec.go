@@ -75,28 +75,19 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("the command line is %d bytes, more than the %d one exec may carry: pass data on stdin", n, maxCommandBytes)))
 		return
 	}
-	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
-	if refused != nil {
-		writeStatus(w, refused)
-		return
-	}
-	defer release()
-	target, err := s.Gateways.Open(r.Context(), sb, u, "create", SubresourceExec)
-	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
-		return
-	}
 	session.Command = cmd
-	ctx, end := s.session(r, u, "create", sb, SubresourceExec)
-	defer end(nil)
-	rec := s.Audit.Start(ctx, sb, session)
-	ex := &executor{target: target, rec: rec, exitCode: -1, end: end}
-	remotecommand.ServeExec(w, r.WithContext(ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
+	st := s.startStream(w, r, sb, u, "create", SubresourceExec, session)
+	if st == nil {
+		return
+	}
+	defer st.close()
+	ex := &executor{target: st.target, rec: st.rec, exitCode: -1, end: st.end}
+	remotecommand.ServeExec(w, r.WithContext(st.ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
 		remotecommand.SupportedStreamingProtocols)
 	if !ex.ran {
 		ex.err = errors.New("the stream was not established")
 	}
-	rec.End(ex.exitCode, ex.err)
+	st.rec.End(ex.exitCode, ex.err)
 }
 
 // executor runs one command through ExecSandboxInteractive.

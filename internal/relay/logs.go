@@ -43,23 +43,13 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		lines = n
 	}
 	follow := q.Get("follow") == "true"
-	if follow {
-		release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
-		if refused != nil {
-			writeStatus(w, refused)
-			return
-		}
-		defer release()
-	}
-	target, err := s.Gateways.Open(r.Context(), sb, u, "get", SubresourceLog)
-	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+	st := s.startStream(w, r, sb, u, "get", SubresourceLog, session)
+	if st == nil {
 		return
 	}
-	ctx, end := s.session(r, u, "get", sb, SubresourceLog)
-	defer end(nil)
+	defer st.close()
+	target, ctx, end, rec := st.target, st.ctx, st.end, st.rec
 	callCtx := target.callContext(ctx)
-	rec := s.Audit.Start(ctx, sb, session)
 	req := &openshellv1.GetSandboxLogsRequest{Sandbox: target.Sandbox, Lines: uint32(lines), WorkspaceScope: gatewayapi.Workspace(target.Workspace)}
 	resp, err := target.Client.GetSandboxLogs(callCtx, req)
 	if err != nil {

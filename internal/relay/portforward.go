@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 
@@ -24,24 +23,15 @@ const forwardChunk = 32 << 10
 // the client opens to a port becomes one ForwardTcp stream to that port
 // inside the sandbox, for as long as the session may go on.
 func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session) {
-	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
-	if refused != nil {
-		writeStatus(w, refused)
+	st := s.startStream(w, r, sb, u, "create", SubresourcePortForward, session)
+	if st == nil {
 		return
 	}
-	defer release()
-	target, err := s.Gateways.Open(r.Context(), sb, u, "create", SubresourcePortForward)
-	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
-		return
-	}
-	ctx, end := s.session(r, u, "create", sb, SubresourcePortForward)
-	defer end(nil)
-	rec := s.Audit.Start(ctx, sb, session)
-	f := &forwarder{target: target, rec: rec}
-	portforward.ServePortForward(w, r.WithContext(ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
+	defer st.close()
+	f := &forwarder{target: st.target, rec: st.rec}
+	portforward.ServePortForward(w, r.WithContext(st.ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
 		portforward.SupportedProtocols)
-	rec.End(0, f.firstErr())
+	st.rec.End(0, f.firstErr())
 }
 
 // forwarder copies one client connection at a time to a port in the

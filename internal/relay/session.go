@@ -93,3 +93,39 @@ func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb 
 	}
 	return "", nil
 }
+
+// stream is an open streaming session (an exec, a port-forward, a log
+// read): its gateway, its context (ended by watch), its audit record.
+type stream struct {
+	target  *Target
+	ctx     context.Context
+	end     context.CancelCauseFunc
+	rec     *Record
+	release func()
+}
+
+// startStream takes a session slot for the user, opens the sandbox's
+// gateway as the user and starts the session's checks and its audit
+// record. On a refusal it has written the status and returns nil; close
+// ends the session.
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info,
+	verb, sub string, session Session) *stream {
+	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
+	if refused != nil {
+		writeStatus(w, refused)
+		return nil
+	}
+	target, err := s.Gateways.Open(r.Context(), sb, u, verb, sub)
+	if err != nil {
+		release()
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		return nil
+	}
+	ctx, end := s.session(r, u, verb, sb, sub)
+	return &stream{target: target, ctx: ctx, end: end, rec: s.Audit.Start(ctx, sb, session), release: release}
+}
+
+func (st *stream) close() {
+	st.end(nil)
+	st.release()
+}

@@ -164,6 +164,12 @@ func requeueNamespace(ctx context.Context, c client.Client, st *stack.Stack, ns 
 
 // waitPhase waits until every named sandbox of ns reports phase.
 func waitPhase(ctx context.Context, c client.Client, ns string, names []string, phase openshellv1alpha1.SandboxPhase) error {
+	return waitAll(ctx, c, ns, names, func(sb *openshellv1alpha1.OpenShellSandbox) bool { return sb.Status.Phase == phase })
+}
+
+// waitAll waits, for at most two minutes, until done holds for every named
+// sandbox of ns.
+func waitAll(ctx context.Context, c client.Client, ns string, names []string, done func(*openshellv1alpha1.OpenShellSandbox) bool) error {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return framework.WaitFor(wctx, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -172,7 +178,7 @@ func waitPhase(ctx context.Context, c client.Client, ns string, names []string, 
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, sb); err != nil {
 				return false, err
 			}
-			if sb.Status.Phase != phase {
+			if !done(sb) {
 				return false, nil
 			}
 		}
@@ -207,19 +213,8 @@ func attackSandbox(st *stack.Stack, ns string, i, secrets int) *openshellv1alpha
 // waitRefused waits until the operator has refused every sandbox (env too
 // large): the reads the attack wanted have all been attempted.
 func waitRefused(ctx context.Context, c client.Client, ns string, names []string) error {
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	return framework.WaitFor(wctx, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		for _, n := range names {
-			sb := &openshellv1alpha1.OpenShellSandbox{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, sb); err != nil {
-				return false, err
-			}
-			cond := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionReady)
-			if cond == nil || cond.Reason != openshellv1alpha1.SandboxReasonEnvTooLarge {
-				return false, nil
-			}
-		}
-		return true, nil
+	return waitAll(ctx, c, ns, names, func(sb *openshellv1alpha1.OpenShellSandbox) bool {
+		cond := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionReady)
+		return cond != nil && cond.Reason == openshellv1alpha1.SandboxReasonEnvTooLarge
 	})
 }
