@@ -235,13 +235,15 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	return ctrl.Result{}, nil
 }
 
-// connectForDeletion connects to the gateway; a failure is UNAVAILABLE
-// (decideDeletion counts it towards a force-release), except the operator's
-// own not-now, which stays busy.
+// connectForDeletion connects to the gateway. Connecting makes no call
+// (the connection dials lazily): a failure here is the operator's own
+// (the gateway's CA or credentials Secret unreadable, the issuer not
+// ready), not news of the gateway, so it never counts towards a
+// force-release; only a call made and unanswered does (decideDeletion).
 func (r *Reconciler) connectForDeletion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil && !gwconn.NotNow(err) {
-		return nil, grpcstatus.Error(codes.Unavailable, err.Error())
+		return nil, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
 	}
 	return conn, err
 }
@@ -273,7 +275,9 @@ func (r *Reconciler) gatewayForDeletion(ctx context.Context, sb *openshellv1alph
 				sandboxspec.SandboxName(sb.Namespace, sb.Name), sb.Status.SandboxID, sb.GatewayKey(), why))
 		} else {
 			// Nothing recorded: most likely never sent (a gateway refused
-			// from the start), but a status write may have been lost.
+			// from the start), but a status write may have been lost. Said,
+			// but not counted: the metric would page for every rejected
+			// sandbox of a tenant's own gateway.
 			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.SandboxReasonForceReleased, "Delete",
 				"released without asking gateway %s, which the operator does not serve (%s); if a sandbox %s was created there while "+
 					"it was served, delete it there by hand", sb.GatewayKey(), why, sandboxspec.SandboxName(sb.Namespace, sb.Name))
