@@ -1,5 +1,5 @@
 // Command kubectl-openshell is the kubectl plugin of Sandbox Consumers:
-// `kubectl openshell exec|logs|token` use an OpenShellSandbox through the
+// `kubectl openshell exec|logs|port-forward|token` use an OpenShellSandbox through the
 // relay's access.openshell.ai API with the caller's own kubeconfig, so
 // kubectl's authentication, contexts, namespaces and impersonation flags
 // work as they do for pods. Exit codes are the command's, as with kubectl

@@ -1,8 +1,8 @@
 // Package relay lets a Sandbox Consumer use a sandbox with their own
 // cluster identity: it serves an aggregated API (access.openshell.ai,
 // registered with an APIService) whose subresources of OpenShellSandbox —
-// exec and log — run against the sandbox's gateway, the way pods/exec
-// reaches a kubelet. The kube-apiserver authenticates the user and
+// exec, log, portforward and token — run against the sandbox's gateway,
+// the way pods/exec reaches a kubelet. The kube-apiserver authenticates the user and
 // forwards the request with the front-proxy client certificate and
 // X-Remote-* headers; the relay trusts only that (k8s.io/apiserver's
 // request-header authenticator, fed by the cluster's
@@ -13,8 +13,9 @@
 // k8s.io/cri-streaming's, the kubelet's own.
 //
 // The relay is written here rather than on k8s.io/apiserver's generic
-// server because it serves two connect-style subresources and discovery,
-// none of the storage, admission or OpenAPI machinery that server brings.
+// server because it serves a few connect-style subresources and
+// discovery, none of the storage, admission or OpenAPI machinery that
+// server brings.
 package relay
 
 import (

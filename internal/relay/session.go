@@ -118,7 +118,12 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshe
 	target, err := s.Gateways.Open(r.Context(), sb, u, verb, sub)
 	if err != nil {
 		release()
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		var st *apierrors.StatusError
+		if errors.As(err, &st) {
+			writeStatus(w, st) // a refusal of the relay's own (too many leases)
+		} else {
+			writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		}
 		return nil
 	}
 	ctx, end := s.session(r, u, verb, sb, sub)

@@ -1,7 +1,7 @@
 // Package v1alpha1 is the consumer-access API (access.openshell.ai), which
 // the relay serves as an aggregated API: subresources of OpenShellSandbox
-// that run commands in a sandbox, read its logs and exchange the caller's
-// identity for a gateway token. Clients (the kubectl plugin, SDK users)
+// that run commands in a sandbox, read its logs, forward ports into it and
+// exchange the caller's identity for a gateway token. Clients (the kubectl plugin, SDK users)
 // need only this package.
 package v1alpha1
 
