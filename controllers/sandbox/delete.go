@@ -235,15 +235,18 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	return ctrl.Result{}, nil
 }
 
-// connectForDeletion connects to the gateway. Connecting makes no call
-// (the connection dials lazily): a failure here is the operator's own
-// (the gateway's CA or credentials Secret unreadable, the issuer not
-// ready), not news of the gateway, so it never counts towards a
-// force-release; only a call made and unanswered does (decideDeletion).
+// connectForDeletion connects to the gateway. A connection the operator
+// cannot prepare (the gateway's CA or credentials Secret unreadable, no
+// issuer configured for it) leaves the gateway as unreachable for this
+// sandbox as a call that goes unanswered: it is UNAVAILABLE, and counts
+// towards a force-release once it has lasted the whole grace (a gateway
+// that was never installed, or whose Secret is gone for good, must not
+// hold its sandboxes forever). The operator's own not-now (its issuer not
+// signing yet) stays busy and never counts.
 func (r *Reconciler) connectForDeletion(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*gatewayapi.Client, error) {
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil && !gwconn.NotNow(err) {
-		return nil, fmt.Errorf("connect to gateway %s: %w", gwconn.Key(gw), err)
+		return nil, grpcstatus.Error(codes.Unavailable, fmt.Sprintf("connect to gateway %s: %v", gwconn.Key(gw), err))
 	}
 	return conn, err
 }
