@@ -142,31 +142,14 @@ func (t *Tokens) Issue(ctx context.Context, sb *openshellv1alpha1.OpenShellSandb
 		return nil, err
 	}
 	m := membership{gateway: sb.Status.Gateway, namespace: ns, workspace: sandboxspec.WorkspaceName(ns, uid), subject: SubjectPrefix + u.GetName()}
-	if err := t.reserve(m); err != nil {
-		return nil, err
-	}
 	conn, err := t.Resolver.Connect(ctx, gw)
 	if err != nil {
 		return nil, err
 	}
-	_, err = conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
-		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
-	switch grpcstatus.Code(err) {
-	case codes.OK:
-	case codes.AlreadyExists:
-		// Granted by an earlier exchange (this process's, or one before a
-		// restart that adoption has not read back yet): the lease below
-		// covers it from now on.
-	default:
-		return nil, fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
-	}
-	tok, exp, err := t.Issuer.UserToken(oidc.Audience(gw.Namespace, gw.Name), m.subject)
+	tok, exp, err := t.grantLease(ctx, conn, gw, m, u, exchanged)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	t.members[m] = &lease{user: u, expires: exp, grant: exchanged}
-	t.mu.Unlock()
 	return &SandboxToken{Token: tok, ExpiresAt: metav1.NewTime(exp), Subject: m.subject, Endpoint: gw.Status.Endpoint,
 		Workspace: m.workspace, Sandbox: sandboxspec.SandboxName(ns, sb.Name)}, nil
 }
@@ -379,25 +362,39 @@ func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace strin
 
 // actAs makes the user a member of the workspace for as long as grant
 // allows and mints a token the relay uses for the user's calls (never
-// handed out). A lease from a token exchange is broader and is kept.
+// handed out).
 func (t *Tokens) actAs(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, m membership,
 	u user.Info, g grant) (string, error) {
+	tok, _, err := t.grantLease(ctx, conn, gw, m, u, g)
+	return tok, err
+}
+
+// grantLease makes m's subject a workspace user at the gateway, mints its
+// token and records the lease, for an exchange (g == exchanged) or a
+// session of the relay's own. The exchange's lease is namespace-wide and
+// broader: an exchange replaces any lease, a session's never replaces an
+// exchange's.
+func (t *Tokens) grantLease(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, m membership,
+	u user.Info, g grant) (string, time.Time, error) {
 	if err := t.reserve(m); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	_, err := conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
 		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
 	if err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
-		return "", fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
+		// AlreadyExists: granted earlier (by this process, or before a
+		// restart that adoption has not read back yet); the lease below
+		// covers it from now on.
+		return "", time.Time{}, fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
 	}
 	tok, exp, err := t.Issuer.UserToken(oidc.Audience(gw.Namespace, gw.Name), m.subject)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	t.mu.Lock()
-	if cur, ok := t.members[m]; !ok || cur.grant != exchanged {
+	if cur, ok := t.members[m]; g == exchanged || !ok || cur.grant != exchanged {
 		t.members[m] = &lease{user: u, expires: exp, grant: g}
 	}
 	t.mu.Unlock()
-	return tok, nil
+	return tok, exp, nil
 }
