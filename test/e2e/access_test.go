@@ -386,10 +386,7 @@ func execAs(ctx context.Context, user, ns, name string, stdin io.Reader, sizes r
 
 // logsAs reads the sandbox's logs as user.
 func logsAs(ctx context.Context, user, ns, name string) (string, error) {
-	cfg := userConfig(user)
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(cfg)
+	rc, err := relayClient(userConfig(user))
 	if err != nil {
 		return "", err
 	}
@@ -433,10 +430,7 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 
 // exchangeAs asks the relay for a gateway token as the config's user.
 func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*accessv1alpha1.SandboxToken, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(cfg)
+	rc, err := relayClient(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -502,4 +496,12 @@ func runPlugin(ctx context.Context, g Gomega, kubectl plugin, user, ns, stdin st
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	return out.String(), errOut.String(), code
+}
+
+// relayClient is a REST client for the relay's plain requests (log, token).
+func relayClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	return rest.UnversionedRESTClientFor(cfg)
 }

@@ -23,10 +23,8 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
-	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/relay"
-	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -62,10 +60,10 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 		cancel()
 		return nil, err
 	}
-	issuer := &oidc.Issuer{Client: s.kube, SecretNamespace: s.opts.GatewayNamespace, SecretName: operator.OIDCKeySecret, URL: s.issuerURL}
-	if err := issuer.Load(ctx); err != nil {
+	issuer, err := s.issuer(ctx)
+	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("load the issuer's keys: %w", err)
+		return nil, err
 	}
 	resolver := &gwconn.Resolver{Client: s.kube, APIReader: s.kube, Pool: gatewayapi.NewPool(), Issuer: issuer}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})

@@ -251,12 +251,22 @@ func (s *Stack) KillManager() error {
 // workspace user (oidc.UserRole) named subject for the stack's gateway, as
 // an identity provider the gateway trusts would issue it.
 func (s *Stack) UserToken(ctx context.Context, subject string) (string, error) {
-	issuer := &oidc.Issuer{Client: s.kube, SecretNamespace: s.opts.GatewayNamespace, SecretName: operator.OIDCKeySecret, URL: s.issuerURL}
-	if err := issuer.Load(ctx); err != nil {
-		return "", fmt.Errorf("load the issuer's keys: %w", err)
+	issuer, err := s.issuer(ctx)
+	if err != nil {
+		return "", err
 	}
 	tok, _, err := issuer.UserToken(oidc.Audience(s.GatewayObj.Namespace, s.GatewayObj.Name), subject)
 	return tok, err
+}
+
+// issuer is the operator's OIDC issuer as another process holding its key
+// Secret sees it: the keys the operator signs with, at its URL.
+func (s *Stack) issuer(ctx context.Context) (*oidc.Issuer, error) {
+	issuer := &oidc.Issuer{Client: s.kube, SecretNamespace: s.opts.GatewayNamespace, SecretName: operator.OIDCKeySecret, URL: s.issuerURL}
+	if err := issuer.Load(ctx); err != nil {
+		return nil, fmt.Errorf("load the issuer's keys: %w", err)
+	}
+	return issuer, nil
 }
 
 // IssuerAddress is the host:port gateways reach the OIDC issuer at.

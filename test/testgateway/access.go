@@ -324,9 +324,9 @@ func run(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-chan []byte, r
 func (g *Gateway) readyRow(workspace, name string) (*sandboxRow, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	row, ok := g.sandboxes[wsName{workspace, name}]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "sandbox '%s' not found in workspace '%s'", name, workspace)
+	row, err := g.lookup(workspace, name)
+	if err != nil {
+		return nil, err
 	}
 	if row.sb.GetStatus().GetPhase() != openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "sandbox '%s' is not ready", name)
@@ -349,10 +349,10 @@ func (g *Gateway) logLine(row *sandboxRow, source, msg string) {
 // output).
 func (g *Gateway) AppendLog(workspace, name, msg string) error {
 	g.mu.Lock()
-	row, ok := g.sandboxes[wsName{workspace, name}]
+	row, err := g.lookup(workspace, name)
 	g.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("sandbox %s/%s not found", workspace, name)
+	if err != nil {
+		return fmt.Errorf("sandbox %s/%s: %w", workspace, name, err)
 	}
 	g.logLine(row, "agent", msg)
 	return nil
@@ -362,9 +362,9 @@ func (g *Gateway) AppendLog(workspace, name, msg string) error {
 func (s *v01Server) GetSandboxLogs(ctx context.Context, in *v01.GetSandboxLogsRequest) (*v01.GetSandboxLogsResponse, error) {
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
-	row, ok := s.g.sandboxes[wsName{in.GetWorkspaceScope().GetWorkspace(), in.GetSandbox()}]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "sandbox '%s' not found", in.GetSandbox())
+	row, err := s.g.lookup(in.GetWorkspaceScope().GetWorkspace(), in.GetSandbox())
+	if err != nil {
+		return nil, err
 	}
 	var out []*v01.SandboxLogLine
 	for _, l := range row.logs {
@@ -394,10 +394,10 @@ func (s *v01Server) ForwardTcp(stream grpc.BidiStreamingServer[v01.TcpForwardFra
 	if init == nil || init.GetTcp() == nil {
 		return status.Error(codes.InvalidArgument, "the first frame must be init with a tcp target")
 	}
-	if s.g.line() == gatewayline.V01 {
-		if err := s.g.requireMember(ctx, init.GetWorkspace(), v01.WorkspaceRole_WORKSPACE_ROLE_USER); err != nil {
-			return err
-		}
+	// The workspace is a string here, not a selector: checkScope does not
+	// see it.
+	if err := s.g.requireMember(ctx, init.GetWorkspace(), v01.WorkspaceRole_WORKSPACE_ROLE_USER); err != nil {
+		return err
 	}
 	row, err := s.g.readyRow(init.GetWorkspace(), init.GetSandbox())
 	if err != nil {
