@@ -156,23 +156,44 @@ func TestSandboxControls(t *testing.T) {
 // OpenShellSandboxes natively (object count quota for custom resources), so
 // a Tenant or Platform Admin caps a namespace's sandboxes without the
 // gateway's budget — what docs/sandbox-controls.md tells them.
+//
+// kube-apiserver's quota admission reads quotas from its own informer, so
+// a quota the controller has counted (a live GET shows its status) may not
+// yet be what admission sees: a create in that gap is admitted uncharged
+// (a fresh-clone run saw "two" admitted so). The test therefore proves
+// admission sees the quota before it relies on it: at zero a dry-run create
+// (which charges nothing) is refused, then the limit is raised to one and
+// the first create is retried until admission sees the new limit.
 func TestSandboxCountQuota(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := cluster.Client
 	ns := framework.CreateNamespace(ctx, t, c, "quota-tenant")
+	const counted = corev1.ResourceName("count/openshellsandboxes.openshell.ai")
 	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Namespace: ns},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/openshellsandboxes.openshell.ai": resource.MustParse("1")}}}
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{counted: resource.MustParse("0")}}}
 	g.Expect(c.Create(ctx, q)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
-		g.Expect(q.Status.Hard).NotTo(BeEmpty(), "the quota controller has not counted yet")
-	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns}}
-	g.Expect(c.Create(ctx, sandboxOn(ns, "one", gw))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := c.Create(ctx, sandboxOn(ns, "probe", gw), client.DryRunAll)
+		g.Expect(err).To(HaveOccurred(), "quota admission has not seen the counted quota yet")
+		g.Expect(err.Error()).To(ContainSubstring("exceeded quota: sandboxes"))
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(q), q)).To(Succeed())
+	q.Spec.Hard[counted] = resource.MustParse("1")
+	g.Expect(c.Update(ctx, q)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := c.Create(ctx, sandboxOn(ns, "one", gw))
+		if err != nil {
+			// Refused only while admission still sees the limit of zero.
+			g.Expect(err.Error()).To(ContainSubstring("limited: " + string(counted) + "=0"))
+		}
+		g.Expect(err).NotTo(HaveOccurred(), "quota admission has not seen the raised limit yet")
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	err := c.Create(ctx, sandboxOn(ns, "two", gw))
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("exceeded quota: sandboxes"))
-	g.Expect(err.Error()).To(ContainSubstring("count/openshellsandboxes.openshell.ai"))
+	g.Expect(err.Error()).To(ContainSubstring(string(counted)))
 }
