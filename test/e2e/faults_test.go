@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -488,6 +489,20 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
 	t.Logf("figure: kube-apiserver frozen %s after %d of %d creates: all Ready once %s after it resumed, the operator not restarted",
 		pause, n/2+1, n, time.Since(resumed).Round(100*time.Millisecond))
+
+	// The freeze may leave one of the operator's HTTP/2 connections to
+	// kube-apiserver write-blocked (a fresh-clone run: 20 requests queued
+	// behind a TLS write, its stream reset unable to flush, 25 s after the
+	// resume). Nothing is lost by it — every sandbox is Ready once — but a
+	// request on it waits for client-go's health check (45 s at most), and
+	// so may the operator's shutdown. That, and only that, is the freeze's
+	// doing; any other runnable that outlives the grace fails the test.
+	var grace *stack.StopGraceError
+	if err := st.StopManager(); errors.As(err, &grace) && grace.StuckInHTTP2Write() {
+		t.Logf("figure: the operator's stop took its whole grace: a connection the freeze left write-blocked (%v)", grace.Err)
+	} else if err != nil {
+		t.Error(err)
+	}
 }
 
 // TestAgentSandboxDeletedByHand (Ready means running): the agents.x-k8s.io

@@ -296,13 +296,34 @@ func (s *Stack) stopManager() error {
 	s.stopMgr = nil
 	err := <-s.mgrDone
 	if err != nil && strings.Contains(err.Error(), "grace period") {
-		// The runnables that did not stop are still running: name them
-		// (a CI run saw this once under load and it did not reproduce).
+		// The runnables that did not stop are still running: name them.
 		var buf bytes.Buffer
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		return fmt.Errorf("%w; the goroutines still running:\n%s", err, buf.String())
+		return &StopGraceError{Err: err, Goroutines: buf.String()}
 	}
 	return err
+}
+
+// StopGraceError is a manager that did not stop within its grace period,
+// with the goroutines that were still running.
+type StopGraceError struct {
+	Err        error
+	Goroutines string
+}
+
+func (e *StopGraceError) Error() string {
+	return fmt.Sprintf("%v; the goroutines still running:\n%s", e.Err, e.Goroutines)
+}
+
+func (e *StopGraceError) Unwrap() error { return e.Err }
+
+// StuckInHTTP2Write says whether a goroutine was blocked writing to an
+// HTTP/2 connection: a TLS write that no context can interrupt, which
+// client-go's connection health check (30 s without a frame read, then a
+// 15 s ping) is the only thing to end. A kube-apiserver that was frozen
+// can leave its clients so.
+func (e *StopGraceError) StuckInHTTP2Write() bool {
+	return strings.Contains(e.Goroutines, "golang.org/x/net/http2.stickyErrWriter.Write")
 }
 
 func (s *Stack) startManager() error {
