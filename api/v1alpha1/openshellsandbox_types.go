@@ -148,15 +148,17 @@ type OpenShellSandboxSpec struct {
 	// gateway's and the Agent Sandbox controller's prefixes are reserved, and
 	// annotations that would loosen the pod's confinement are refused:
 	// AppArmor and seccomp profiles, pod networks (Multus, OVN), mesh
-	// opt-outs, SCC pinning, and container-runtime annotations (CRI-O, Kata,
-	// containerd, OCI), which a runtime handler with allowed_annotations
-	// honours. A gateway's sandboxControls.allowedPodAnnotations narrows them
+	// opt-outs, SCC pinning, container-runtime annotations (CRI-O, Kata,
+	// containerd, OCI, io.openshift.builder and kin), which a runtime handler
+	// with allowed_annotations honours, and workload-partitioning annotations
+	// (target.workload.openshift.io/), which pin the pod to CPUs reserved for
+	// the platform. A gateway's sandboxControls.allowedPodAnnotations narrows them
 	// further to the prefixes a Platform Admin lists.
 	// Changing them recreates the sandbox.
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.startsWith('openshell.io/') && !k.startsWith('agents.x-k8s.io/'))",message="podAnnotations keys under openshell.ai/, openshell.io/ and agents.x-k8s.io/ are reserved"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !k.startsWith('seccomp.security.alpha.kubernetes.io/') && !k.startsWith('container.seccomp.security.alpha.kubernetes.io/') && !k.startsWith('k8s.v1.cni.cncf.io/') && !k.startsWith('v1.multus-cni.io/') && !k.startsWith('k8s.ovn.org/') && !k.startsWith('sidecar.istio.io/') && !k.startsWith('kubectl.kubernetes.io/'))",message="podAnnotations may not set security profiles, pod networks or mesh opt-outs (container.apparmor.security.beta.kubernetes.io/, seccomp.security.alpha.kubernetes.io/, container.seccomp.security.alpha.kubernetes.io/, k8s.v1.cni.cncf.io/, v1.multus-cni.io/, k8s.ovn.org/, sidecar.istio.io/, kubectl.kubernetes.io/)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshift.io/') && !k.startsWith('security.openshift.io/') && !k.startsWith('io.kubernetes.cri-o.') && !k.startsWith('io.kubernetes.cri.') && !k.startsWith('io.katacontainers.') && !k.startsWith('io.containerd.') && !k.startsWith('run.oci.') && !k.startsWith('io.podman.') && !k.contains('crio.io'))",message="podAnnotations may not pin an SCC or speak to the container runtime (openshift.io/, security.openshift.io/, io.kubernetes.cri-o., io.kubernetes.cri., io.katacontainers., io.containerd., run.oci., io.podman., *crio.io): a runtime handler that allows them adds devices or changes confinement"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshift.io/') && !k.startsWith('security.openshift.io/') && !k.startsWith('io.kubernetes.cri-o.') && !k.startsWith('io.kubernetes.cri.') && !k.startsWith('io.katacontainers.') && !k.startsWith('io.containerd.') && !k.startsWith('run.oci.') && !k.startsWith('io.podman.') && !k.startsWith('io.openshift.') && !k.contains('crio.io') && !k.contains('workload.openshift.io/'))",message="podAnnotations may not pin an SCC, speak to the container runtime or choose CPUs (openshift.io/, security.openshift.io/, io.kubernetes.cri-o., io.kubernetes.cri., io.katacontainers., io.containerd., run.oci., io.podman., io.openshift., *crio.io, *workload.openshift.io/): a runtime handler that allows them adds devices or changes confinement, and workload partitioning moves the pod onto reserved CPUs"
 	// +optional
 	PodAnnotations map[string]PodAnnotationValue `json:"podAnnotations,omitempty"`
 

@@ -827,7 +827,8 @@ func (tn *tenancySuite) podAnnotationsCannotChangeTheRuntime(t *testing.T) {
 	ns := tenancyNamespace(ctx, t, "team-n6", map[string]string{"team": "a"})
 	bind(ctx, t, ns, "erin", "edit")
 	for _, key := range []string{"v1.multus-cni.io/default-network", "openshift.io/required-scc", "io.kubernetes.cri-o.Devices",
-		"io.katacontainers.config.hypervisor.kernel_params", "cpu-load-balancing.crio.io", "k8s.ovn.org/pod-networks"} {
+		"io.katacontainers.config.hypervisor.kernel_params", "cpu-load-balancing.crio.io", "k8s.ovn.org/pod-networks",
+		"io.openshift.builder", "target.workload.openshift.io/management"} {
 		t.Run(key, func(t *testing.T) {
 			g := NewWithT(t)
 			sb := tn.sandbox(ns, "ann")
