@@ -104,6 +104,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("ProviderSecretReference", tn.providerSecretReference)
 	t.Run("ProviderProfileWriters", tn.providerProfileWriters)
 	t.Run("NegativeQuantity", tn.negativeQuantity)
+	t.Run("SecretFanOutIsBounded", tn.secretFanOutIsBounded)
 	t.Run("PodLabelsCannotClaimATenant", tn.podLabelsCannotClaimATenant)
 	t.Run("PodAnnotationsCannotChangeTheRuntime", tn.podAnnotationsCannotChangeTheRuntime)
 	t.Run("WorkspaceAndProviderConflict", tn.workspaceAndProviderConflict)
@@ -842,6 +843,50 @@ func (tn *tenancySuite) podAnnotationsCannotChangeTheRuntime(t *testing.T) {
 	sb := tn.sandbox(ns, "handler")
 	sb.Spec.RuntimeClassName = "runc-with-allowed-annotations"
 	expectForbidden(g, as(t, "erin").Create(ctx, sb), "RuntimeClassNotAllowed", "it runs only its default RuntimeClass")
+}
+
+// secretFanOutIsBounded (N9): an editor, who may read the namespace's
+// Secrets, cannot make the operator hold every Secret of the namespace for
+// one sandbox: more than sandboxspec.MaxEnvSecrets distinct Secrets are
+// refused at admission, and values past the gateway's limit leave the
+// sandbox Pending with a reason instead of being read into a request.
+func (tn *tenancySuite) secretFanOutIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n9", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "erin", "edit")
+	// 20 KiB each: the 16 allowed Secrets total 320 KiB, past the gateway's
+	// 256 KiB of env.
+	value := strings.Repeat("x", 20<<10)
+	refs := func(n int) []openshellv1alpha1.SandboxEnvVar {
+		var env []openshellv1alpha1.SandboxEnvVar
+		for i := range n {
+			env = append(env, openshellv1alpha1.SandboxEnvVar{Name: fmt.Sprintf("V%d", i), ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+				SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: fmt.Sprintf("s%d", i), Key: "v"}}})
+		}
+		return env
+	}
+	for i := range sandboxspec.MaxEnvSecrets + 1 {
+		g.Expect(as(t, "erin").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: ns},
+			StringData: map[string]string{"v": value}})).To(Succeed())
+	}
+	wide := tn.sandbox(ns, "wide")
+	wide.Spec.Env = refs(sandboxspec.MaxEnvSecrets + 1)
+	expectForbidden(g, as(t, "erin").Create(ctx, wide), "TooManySecrets", fmt.Sprintf("env reads more than %d Secrets", sandboxspec.MaxEnvSecrets))
+
+	heavy := tn.sandbox(ns, "heavy")
+	heavy.Spec.Env = refs(sandboxspec.MaxEnvSecrets)
+	g.Expect(as(t, "erin").Create(ctx, heavy)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(heavy))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhasePending))
+		acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+		g.Expect(acc).NotTo(BeNil())
+		g.Expect(acc.Reason).To(Equal(openshellv1alpha1.SandboxReasonEnvTooLarge))
+		g.Expect(acc.Message).To(ContainSubstring("more than the gateway's 256 KiB"))
+		g.Expect(acc.Message).NotTo(ContainSubstring(value[:64]), "no Secret value in status")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 // negativeQuantity (N8): an editor cannot lower the namespace's budget with
