@@ -568,6 +568,54 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 	}
 }
 
+// TestAgentSandboxesLostTogether (Ready means running): every
+// agents.x-k8s.io Sandbox of the sandbox namespace goes at once, in one
+// collection delete — what a namespace emptied by hand, or the Sandbox
+// CRD's deletion cascading to its objects, does to them. Each
+// OpenShellSandbox runs again with a new one; none stays Ready on its old
+// incarnation, and none is re-created twice.
+func TestAgentSandboxesLostTogether(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "lost", nil)
+	const n = 3
+	first := map[client.ObjectKey]string{}
+	for i := range n {
+		sb := sandboxOn(e.tenant, fmt.Sprintf("victim-%d", i), e.st.GatewayObj)
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		first[client.ObjectKeyFromObject(sb)] = ""
+	}
+	for key := range first {
+		waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+		first[key] = sandboxStatus(ctx, g, key).Status.SandboxID
+	}
+	gone := &unstructured.Unstructured{}
+	gone.SetGroupVersionKind(sandboxGVK)
+	deleted := time.Now()
+	g.Expect(c.DeleteAllOf(ctx, gone, client.InNamespace(e.sbNS))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ids := map[string]bool{}
+		for key, was := range first {
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(cur.Status.SandboxID).NotTo(Equal(was), "%s not re-created", key.Name)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+			ids[cur.Status.SandboxID] = true
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(n), "one agents.x-k8s.io Sandbox per OpenShellSandbox")
+		for _, item := range l.Items {
+			g.Expect(ids).To(HaveKey(item.GetLabels()[sandbox.LabelSandboxID]), "a Sandbox no OpenShellSandbox names")
+		}
+		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(n))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("figure: %d Ready sandboxes whose agents.x-k8s.io Sandboxes were deleted together all ran again %s later",
+		n, time.Since(deleted).Round(100*time.Millisecond))
+}
+
 // expectUpstreamMissing waits for a sandbox whose gateway still reports
 // its first incarnation READY to say that it does not run, and checks that
 // it stays so (not re-created, not Ready) while the gateway has not
