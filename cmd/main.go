@@ -30,6 +30,9 @@ func main() {
 	if filepath.Base(os.Args[0]) == gatherName {
 		os.Exit(gather(os.Args[1:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == relayCommand {
+		os.Exit(relay(os.Args[2:]))
+	}
 	var opts operator.Options
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" disables it.`)
 	flag.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")

@@ -55,6 +55,7 @@ func (allowAll) Allowed(context.Context, user.Info, string, string, string, stri
 // benchEnv is a Ready sandbox at a 0.1 test gateway, a relay serving it,
 // and a client config for the relay.
 type benchEnv struct {
+	srv    *relay.Server
 	env    *gatewaytest.Env
 	direct *gatewayapi.Client
 	cfg    *rest.Config
@@ -62,7 +63,7 @@ type benchEnv struct {
 	name   string
 }
 
-func startBench(b *testing.B) *benchEnv {
+func startBench(b testing.TB) *benchEnv {
 	b.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "ns-uid"}}
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agent", UID: "sb-uid"},
@@ -82,7 +83,7 @@ func startBench(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchEnv{env: env, direct: direct, ws: ws, name: name,
+	return &benchEnv{srv: srv, env: env, direct: direct, ws: ws, name: name,
 		cfg: &rest.Config{Host: hs.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}}
 }
 
@@ -279,7 +280,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 }
 
 // waitGatewayExecs waits until the gateway has recorded n execs of cat.
-func waitGatewayExecs(b *testing.B, e *benchEnv, n int) {
+func waitGatewayExecs(b testing.TB, e *benchEnv, n int) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		resp, err := e.direct.GetSandboxLogs(context.Background(), &openshellv1.GetSandboxLogsRequest{Sandbox: e.name,

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -19,12 +21,72 @@ const (
 	maxCommandBytes = 32 << 10
 )
 
-// sessions counts the open sessions per user and per namespace.
+// errDraining is the cause an open session ends with when its relay
+// stops (a rolling update, a drained node): the client is told to
+// reconnect, which reaches another replica.
+var errDraining = errors.New("the relay serving this session is shutting down: run the command again to reconnect")
+
+// sessions counts the open sessions per user and per namespace, and holds
+// the open ones so that a stopping relay can end them with a notice.
 type sessions struct {
 	mu             sync.Mutex
 	perUser, perNS int
 	byUser         map[string]int
 	byNS           map[string]int
+	draining       bool
+	live           map[*stream]struct{}
+	// idle is closed when the last open session of a draining relay ends.
+	idle chan struct{}
+}
+
+// track holds an open session until untrack; on a draining relay it is
+// ended at once instead.
+func (s *sessions) track(st *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		st.end(errDraining)
+	}
+	if s.live == nil {
+		s.live = map[*stream]struct{}{}
+	}
+	s.live[st] = struct{}{}
+}
+
+func (s *sessions) untrack(st *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, st)
+	if len(s.live) == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// drain refuses new sessions from now on, ends the open ones with
+// errDraining and waits until their handlers are done, or ctx ends.
+func (s *sessions) drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	for st := range s.live {
+		st.end(errDraining)
+	}
+	n := len(s.live)
+	if n == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d sessions ended with a notice, not all closed in time: %w", n, ctx.Err())
+	}
 }
 
 // acquire takes a session slot for user in namespace, or says why not;
@@ -34,6 +96,9 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 	defer s.mu.Unlock()
 	if s.byUser == nil {
 		s.byUser, s.byNS = map[string]int{}, map[string]int{}
+	}
+	if s.draining {
+		return nil, apierrors.NewServiceUnavailable("this relay is shutting down: run the command again to reach another replica")
 	}
 	perUser, perNS := s.perUser, s.perNS
 	if perUser <= 0 {

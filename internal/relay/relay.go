@@ -84,6 +84,15 @@ func (s *Server) sessions() *sessions {
 	return &s.open
 }
 
+// Drain is the relay's shutdown: new sessions are refused (503, reconnect
+// to another replica), every open exec, port-forward and followed log ends
+// with a notice to its client, and Drain returns once their handlers are
+// done or ctx ends. http.Server.Shutdown does not do this: it neither
+// waits for nor closes the hijacked connections streams run on.
+func (s *Server) Drain(ctx context.Context) error {
+	return s.sessions().drain(ctx)
+}
+
 // Handler routes the aggregated API's paths.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serve)

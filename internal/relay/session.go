@@ -127,7 +127,14 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshe
 		return nil
 	}
 	ctx, end := s.session(r, u, verb, sb, sub)
-	return &stream{target: target, ctx: ctx, end: end, rec: s.Audit.Start(ctx, sb, session), release: release}
+	st := &stream{target: target, ctx: ctx, end: end, rec: s.Audit.Start(ctx, sb, session)}
+	open := s.sessions()
+	open.track(st)
+	st.release = func() {
+		open.untrack(st)
+		release()
+	}
+	return st
 }
 
 func (st *stream) close() {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -16,15 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -37,7 +33,9 @@ type Relay struct {
 	// CA signs the relay's serving certificate.
 	CA     *pki.KeyPair
 	Server *relay.Server
-	stop   func()
+	// stop drains and stops the relay, as a rolling update stops a
+	// replica.
+	stop func() error
 }
 
 // relayNamespace holds the relay's Service (an ExternalName to loopback:
@@ -50,30 +48,14 @@ const relayService = "openshell-relay"
 // APIService with its CA, and waits until the API server reports it
 // Available. One per cluster at a time (the APIService is cluster-wide).
 func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
 	rctx, cancel := context.WithCancel(context.Background())
-	authn, err := relay.FrontProxy(rctx, kube)
+	// The relay as manager relay builds it, with the stack's issuer.
+	built, err := operator.NewRelay(rctx, cfg, operator.RelayOptions{IssuerURL: s.issuerURL, IssuerNamespace: s.opts.GatewayNamespace,
+		IssuerKeySecret: operator.OIDCKeySecret, MembershipRecheck: time.Second, Log: log})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	issuer, err := s.issuer(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resolver := &gwconn.Resolver{Client: s.kube, APIReader: s.kube, Pool: gatewayapi.NewPool(), Issuer: issuer}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
-	broadcaster.StartRecordingToSink(rctx.Done())
-	recorder := broadcaster.NewRecorder(s.kube.Scheme(), "openshell-relay")
-	authz := relay.SARAuthorizer{Client: s.kube}
-	tokens := &relay.Tokens{Reader: s.kube, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: time.Second}
-	go func() { _ = tokens.Start(rctx) }()
-	srv := &relay.Server{Authn: authn, Authz: authz, Reader: s.kube, Tokens: tokens,
-		Gateways: relay.ResolverGateways{Reader: s.kube, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: log, Recorder: recorder}}
 	now := time.Now()
 	ca, err := pki.NewCA("relay-ca", time.Hour, now)
 	if err != nil {
@@ -96,14 +78,16 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 		cancel()
 		return nil, err
 	}
-	// The relay asks for a client certificate and lets the front-proxy
-	// authenticator verify it (against the cluster's CA, which rotates).
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}
-	go func() { _ = hs.ServeTLS(lis, "", "") }()
-	r := &Relay{Addr: lis.Addr().String(), CA: ca, Server: srv, stop: func() { _ = hs.Close(); broadcaster.Shutdown(); cancel() }}
+	served := make(chan error, 1)
+	go func() {
+		served <- built.Serve(rctx, lis, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, 10*time.Second)
+	}()
+	r := &Relay{Addr: lis.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
+		cancel()
+		return <-served
+	}}
 	if err := register(ctx, s.kube, ns, r); err != nil {
-		r.stop()
+		_ = r.stop()
 		return nil, err
 	}
 	return r, nil
@@ -113,12 +97,15 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 func (r *Relay) Stop(ctx context.Context, c client.Client) error {
 	as := apiService()
 	err := c.Delete(ctx, as)
-	r.stop()
 	if apierrors.IsNotFound(err) {
-		return nil
+		err = nil
 	}
-	return err
+	return errors.Join(err, r.stop())
 }
+
+// Drain stops the relay and leaves it registered, as a rolling update
+// stops one replica: its open sessions end with a notice.
+func (r *Relay) Drain() error { return r.stop() }
 
 func apiService() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

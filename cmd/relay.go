@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/operator"
+)
+
+// relayCommand is the first argument that runs the relay instead of the
+// operator: the same image, a Deployment of its own (operator.RelayOptions
+// says why).
+const relayCommand = "relay"
+
+
+// relay runs the relay until SIGTERM and returns the exit code.
+func relay(args []string) int {
+	fs := flag.NewFlagSet(relayCommand, flag.ContinueOnError)
+	var o operator.RelayOptions
+	fs.StringVar(&o.BindAddress, "bind-address", ":8443", "Address serving the access.openshell.ai API.")
+	certDir := fs.String("cert-dir", "/apiserver.local.config/certificates", "Folder with the serving certificate the APIService trusts (OLM mounts apiserver.crt and apiserver.key here).")
+	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, whose keys sign gateway tokens (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444).`)
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "How long a stopping relay waits for its sessions to close after telling their clients to reconnect.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("relay")
+	o.Log = log
+	o.CertFile, o.KeyFile = *certDir+"/apiserver.crt", *certDir+"/apiserver.key"
+	o.IssuerNamespace, o.IssuerKeySecret = os.Getenv(operatorenv.EnvOperatorNamespace), operator.OIDCKeySecret
+	if o.IssuerNamespace == "" {
+		log.Error(nil, "The relay needs OPERATOR_NAMESPACE for the issuer's key Secret")
+		return 1
+	}
+	if o.IssuerURL == "" {
+		o.IssuerURL = "https://openshell-operator-oidc." + o.IssuerNamespace + ".svc:8444"
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "No Kubernetes configuration")
+		return 1
+	}
+	if err := operator.RunRelay(ctrl.SetupSignalHandler(), cfg, o); err != nil {
+		log.Error(err, "Relay exited with an error")
+		return 1
+	}
+	return 0
+}

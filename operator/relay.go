@@ -1,0 +1,177 @@
+package operator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/internal/tlsprofile"
+)
+
+// RelayOptions configure the relay, the data plane through which Sandbox
+// Consumers use their sandboxes (manager relay). It runs as a Deployment
+// of its own, not in the operator's: an operator upgrade must not cut
+// open shells, and it scales on sessions, not on reconciled objects.
+type RelayOptions struct {
+	// BindAddress serves the aggregated API (":8443").
+	BindAddress string
+	// CertFile and KeyFile are the serving certificate the APIService's
+	// caBundle trusts (OLM mounts them); they are reloaded when they
+	// change.
+	CertFile, KeyFile string
+	// Issuer is the operator's OIDC issuer whose keys sign the gateway
+	// tokens the relay mints (its URL, and the Secret with its keys).
+	IssuerURL, IssuerNamespace, IssuerKeySecret string
+	// KeyRefresh is how often the signing keys are reloaded (default one
+	// minute, as the operator's replicas do).
+	KeyRefresh time.Duration
+	// MembershipRecheck is how often a granted workspace membership is
+	// authorized again (default 2 s).
+	MembershipRecheck time.Duration
+	// DrainTimeout bounds the wait for open sessions to close once they
+	// have been told the relay is stopping (default 10 s).
+	DrainTimeout time.Duration
+	Log          logr.Logger
+}
+
+// Relay is a relay built from its options: the server, and what runs
+// beside it until its context ends (key reloads, membership rechecks,
+// events).
+type Relay struct {
+	Server *relay.Server
+	run    []func(context.Context)
+}
+
+// NewRelay builds the relay: the front-proxy authenticator from the
+// cluster's extension-apiserver-authentication, SubjectAccessReviews, the
+// gateways' connections, the token exchange and the audit. Everything it
+// reads, it reads uncached: the relay's RBAC is what it may read, and a
+// consumer's request must see the sandbox as it is now.
+func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("create the relay's client: %w", err)
+	}
+	authn, err := relay.FrontProxy(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	issuer := &oidc.Issuer{URL: o.IssuerURL, Client: c, SecretNamespace: o.IssuerNamespace, SecretName: o.IssuerKeySecret}
+	if err := issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
+		return nil, fmt.Errorf("load the issuer's keys: %w", err)
+	}
+	resolver := &gwconn.Resolver{Client: c, APIReader: c, Pool: gatewayapi.NewPool(), Issuer: issuer}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	recorder := broadcaster.NewRecorder(c.Scheme(), "openshell-relay")
+	authz := relay.SARAuthorizer{Client: c}
+	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck}
+	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens,
+		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
+	r := &Relay{Server: srv}
+	r.run = append(r.run,
+		func(ctx context.Context) {
+			broadcaster.StartRecordingToSink(ctx.Done())
+			<-ctx.Done()
+			broadcaster.Shutdown()
+		},
+		func(ctx context.Context) { _ = tokens.Start(ctx) },
+		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
+	return r, nil
+}
+
+// reloadKeys follows the operator's key rotation: the leader operator
+// rotates, every relay replica reloads.
+func reloadKeys(ctx context.Context, issuer *oidc.Issuer, every time.Duration, log logr.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
+				log.Error(err, "Reloading the OIDC signing keys")
+			}
+		}
+	}
+}
+
+// Serve serves the relay on lis until ctx ends, then drains: open
+// sessions end with a notice to their clients (they reconnect to another
+// replica), new ones are refused, and Serve returns once they have closed
+// or drainTimeout has passed. The TLS configuration asks for a client
+// certificate and leaves its verification to the front-proxy
+// authenticator, whose CA rotates with the cluster's.
+func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, drainTimeout time.Duration) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	for _, run := range r.run {
+		go run(bg)
+	}
+	tlsConfig = tlsConfig.Clone()
+	tlsConfig.ClientAuth = tls.RequestClientCert
+	hs := &http.Server{Handler: r.Server.Handler(), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.ServeTLS(lis, "", "") }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.Background(), orDefault(drainTimeout, 10*time.Second))
+	defer cancel()
+	drained := r.Server.Drain(drain)
+	// Plain requests (discovery, a token exchange) finish; the streams'
+	// hijacked connections are closed by the sessions' own ends.
+	shut := hs.Shutdown(drain)
+	if errors.Is(shut, http.ErrServerClosed) {
+		shut = nil
+	}
+	return errors.Join(drained, shut)
+}
+
+// RunRelay runs the relay as manager relay does: its serving certificate
+// reloaded from files, TLS following the cluster's security profile.
+func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
+	r, err := NewRelay(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	certs, err := certwatcher.New(o.CertFile, o.KeyFile)
+	if err != nil {
+		return fmt.Errorf("load the relay's serving certificate: %w", err)
+	}
+	go func() { _ = certs.Start(ctx) }()
+	profile := tlsprofile.NewWatcher()
+	profile.Log = o.Log.WithName("tls-profile")
+	follower := &profileFollower{watcher: profile, cfg: cfg, recheck: 10 * time.Minute}
+	go func() { _ = follower.Start(ctx) }()
+	tlsConfig := &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	profile.ServerOption(tlsConfig)
+	lis, err := net.Listen("tcp", o.BindAddress)
+	if err != nil {
+		return fmt.Errorf("listen for the relay: %w", err)
+	}
+	o.Log.Info("Serving the access.openshell.ai API", "address", lis.Addr().String())
+	return r.Serve(ctx, lis, tlsConfig, o.DrainTimeout)
+}
