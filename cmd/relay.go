@@ -17,7 +17,6 @@ import (
 // says why).
 const relayCommand = "relay"
 
-
 // relay runs the relay until SIGTERM and returns the exit code.
 func relay(args []string) int {
 	fs := flag.NewFlagSet(relayCommand, flag.ContinueOnError)

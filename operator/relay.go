@@ -38,6 +38,9 @@ type RelayOptions struct {
 	// Issuer is the operator's OIDC issuer whose keys sign the gateway
 	// tokens the relay mints (its URL, and the Secret with its keys).
 	IssuerURL, IssuerNamespace, IssuerKeySecret string
+	// Namespace is the relay's own, where the replicas share the workspace
+	// memberships they granted as Leases (default IssuerNamespace).
+	Namespace string
 	// KeyRefresh is how often the signing keys are reloaded (default one
 	// minute, as the operator's replicas do).
 	KeyRefresh time.Duration
@@ -84,7 +87,12 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	recorder := broadcaster.NewRecorder(c.Scheme(), "openshell-relay")
 	authz := relay.SARAuthorizer{Client: c}
-	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck}
+	leaseNS := o.Namespace
+	if leaseNS == "" {
+		leaseNS = o.IssuerNamespace
+	}
+	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
+		Leases: c, LeaseNamespace: leaseNS}
 	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv}

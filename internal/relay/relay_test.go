@@ -13,10 +13,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -216,21 +218,92 @@ func TestEventsNameOnlyTheProgram(t *testing.T) {
 }
 
 // TestMembersPerNamespaceAreBounded: each lease costs a recheck; a namespace
-// cannot hold more than maxMembersPerNamespace.
+// cannot hold more than maxMembersPerNamespace. Renewing a held one is
+// not a new one.
 func TestMembersPerNamespaceAreBounded(t *testing.T) {
-	tk := &Tokens{members: map[membership]*lease{}}
+	ctx := context.Background()
+	tk := leaseTokens(t)
+	exp := tk.now().Add(time.Minute)
 	for i := range maxMembersPerNamespace {
-		tk.members[membership{namespace: "team-a", subject: fmt.Sprint(i)}] = &lease{}
+		if err := tk.record(ctx, member("team-a", fmt.Sprint(i)), lease{user: &user.DefaultInfo{Name: fmt.Sprint(i)}, expires: exp, grant: exchanged}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	err := tk.reserve(membership{namespace: "team-a", subject: "one-more"})
+	err := tk.record(ctx, member("team-a", "one-more"), lease{user: &user.DefaultInfo{Name: "x"}, expires: exp, grant: exchanged})
 	if !apierrors.IsTooManyRequests(err) {
-		t.Fatalf("reserve = %v, want TooManyRequests", err)
+		t.Fatalf("record = %v, want TooManyRequests", err)
 	}
-	if err := tk.reserve(membership{namespace: "team-a", subject: "0"}); err != nil {
+	if err := tk.record(ctx, member("team-a", "0"), lease{user: &user.DefaultInfo{Name: "0"}, expires: exp.Add(time.Minute), grant: exchanged}); err != nil {
 		t.Fatalf("renewing a held lease: %v", err)
 	}
-	if err := tk.reserve(membership{namespace: "team-b", subject: "x"}); err != nil {
+	if err := tk.record(ctx, member("team-b", "x"), lease{user: &user.DefaultInfo{Name: "x"}, expires: exp, grant: exchanged}); err != nil {
 		t.Fatalf("another namespace: %v", err)
+	}
+}
+
+func member(ns, subject string) membership {
+	return membership{gateway: "platform/gw", namespace: ns, workspace: "ws-" + ns, subject: SubjectPrefix + subject}
+}
+
+func leaseTokens(t *testing.T) *Tokens {
+	t.Helper()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	return &Tokens{Leases: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), LeaseNamespace: "operator",
+		Now: func() time.Time { return now }}
+}
+
+// TestLeasesMerge: every replica reads and writes the same Lease of a
+// membership. An exchange's (namespace-wide) check replaces a session's,
+// a session never narrows an exchange's, a lease never ends sooner than
+// the stored one, the user's groups survive (a replica that did not see
+// the exchange checks the same RBAC), and a covered renewal writes
+// nothing.
+func TestLeasesMerge(t *testing.T) {
+	ctx := context.Background()
+	tk := leaseTokens(t)
+	m := member("team-a", "dave")
+	dave := &user.DefaultInfo{Name: "dave", Groups: []string{"team-a-admins", "system:authenticated"}}
+	session := grant{verb: "create", name: "agent", sub: SubresourceExec}
+	read := func() (lease, string) {
+		t.Helper()
+		o := &coordinationv1.Lease{}
+		if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: leaseName(m)}, o); err != nil {
+			t.Fatal(err)
+		}
+		got, l, err := parseLease(o)
+		if err != nil || got != m {
+			t.Fatalf("parse: %v, %+v", err, got)
+		}
+		return l, o.ResourceVersion
+	}
+	t0 := tk.now()
+	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(10 * time.Minute), grant: session}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := read(); l.grant != session || !l.expires.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("first lease: %+v", l)
+	}
+	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(5 * time.Minute), grant: exchanged}); err != nil {
+		t.Fatal(err)
+	}
+	l, rv := read()
+	if l.grant != exchanged || !l.expires.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("after an exchange: %+v, want the exchange's check until the later end", l)
+	}
+	if got := l.user.GetGroups(); len(got) != 2 || got[0] != "team-a-admins" {
+		t.Fatalf("groups: %v", got)
+	}
+	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(8 * time.Minute), grant: session}); err != nil {
+		t.Fatal(err)
+	}
+	if l, rv2 := read(); l.grant != exchanged || rv2 != rv {
+		t.Fatalf("a covered session renewal: %+v (resourceVersion %s, was %s), want no write", l, rv2, rv)
+	}
+	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(20 * time.Minute), grant: session}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := read(); l.grant != exchanged || !l.expires.Equal(t0.Add(20*time.Minute)) {
+		t.Fatalf("a longer session: %+v, want the exchange's check until the session's end", l)
 	}
 }
 

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,14 +49,19 @@ type Tokens struct {
 	Resolver *gwconn.Resolver
 	Issuer   *oidc.Issuer
 	Authz    Authorizer
+	// Leases stores each granted membership as a Lease in LeaseNamespace
+	// (leases.go), shared by every replica.
+	Leases         client.Client
+	LeaseNamespace string
 	// Recheck is how often each granted membership is authorized again
 	// (default 2 s).
 	Recheck time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	members map[membership]*lease
+	// failed counts each lease's failed checks in a row; only the recheck
+	// loop touches it.
+	failed map[string]int
 }
 
 // maxMembersPerNamespace bounds the leases (and the rechecks they cost) one
@@ -154,39 +158,14 @@ func (t *Tokens) Issue(ctx context.Context, sb *openshellv1alpha1.OpenShellSandb
 		Workspace: m.workspace, Sandbox: sandboxspec.SandboxName(ns, sb.Name)}, nil
 }
 
-// reserve refuses a new lease in a namespace that holds
-// maxMembersPerNamespace already.
-func (t *Tokens) reserve(m membership) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.members == nil {
-		t.members = map[membership]*lease{}
-	}
-	if _, ok := t.members[m]; ok {
-		return nil
-	}
-	n := 0
-	for k := range t.members {
-		if k.namespace == m.namespace {
-			n++
-		}
-	}
-	if n >= maxMembersPerNamespace {
-		return apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d identities with live gateway tokens, the most it may: "+
-			"retry once some have expired (tokens live %s)", m.namespace, n, oidc.TokenTTL), int(oidc.TokenTTL.Seconds()))
-	}
-	return nil
-}
-
-// Start rechecks the leases every Recheck until ctx ends, and meanwhile
-// reads back the memberships granted before this process started, so that
-// a restart forgets none. A manager Runnable.
+// Start rechecks the leases every Recheck until ctx ends. Every replica
+// does: the leases are shared, and revoke settles a race with a renewal.
+// A manager Runnable.
 func (t *Tokens) Start(ctx context.Context) error {
 	every := t.Recheck
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	go t.adoptAll(ctx, every)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -202,14 +181,24 @@ func (t *Tokens) Start(ctx context.Context) error {
 // recheck ends the leases that RBAC no longer allows, that failed too
 // many checks in a row, or that outlived their tokens.
 func (t *Tokens) recheck(ctx context.Context) {
-	t.mu.Lock()
-	leases := make(map[membership]lease, len(t.members))
-	for m, l := range t.members {
-		leases[m] = *l
-	}
-	t.mu.Unlock()
 	log := ctrl.LoggerFrom(ctx)
-	for m, l := range leases {
+	items, err := t.leases(ctx)
+	if err != nil {
+		log.Info("listing the membership leases failed; retried at the next check", "error", err.Error())
+		return
+	}
+	if t.failed == nil {
+		t.failed = map[string]int{}
+	}
+	seen := make(map[string]bool, len(items))
+	for i := range items {
+		o := &items[i]
+		seen[o.Name] = true
+		m, l, err := parseLease(o)
+		if err != nil {
+			log.Info("ignoring a lease that is not a membership", "lease", o.Name, "error", err.Error())
+			continue
+		}
 		why := ""
 		if t.now().After(l.expires) {
 			why = "every token of the subject has expired"
@@ -218,146 +207,75 @@ func (t *Tokens) recheck(ctx context.Context) {
 			allowed, _, err := t.Authz.Allowed(cctx, l.user, l.grant.verb, m.namespace, l.grant.name, l.grant.sub)
 			cancel()
 			switch {
-			case err != nil && l.failed+1 < maxFailedChecks:
-				t.update(m, func(cur *lease) { cur.failed++ })
+			case err != nil && t.failed[o.Name]+1 < maxFailedChecks:
+				t.failed[o.Name]++
 				continue
 			case err != nil:
 				why = fmt.Sprintf("%d checks failed in a row (%v)", maxFailedChecks, err)
 			case !allowed:
 				why = "RBAC no longer allows it"
 			default:
-				t.update(m, func(cur *lease) { cur.failed = 0 })
+				delete(t.failed, o.Name)
 				continue
 			}
 		}
-		if err := t.revoke(ctx, m); err != nil {
+		if err := t.revoke(ctx, m, o); err != nil {
 			log.Info("revoking a workspace membership failed; retried at the next check", "subject", m.subject, "workspace", m.workspace, "error", err.Error())
 			continue
 		}
-		t.mu.Lock()
-		if cur, ok := t.members[m]; ok && cur.expires.Equal(l.expires) {
-			delete(t.members, m) // unless an exchange renewed it meanwhile
-		}
-		t.mu.Unlock()
+		delete(t.failed, o.Name)
 		log.Info("workspace membership revoked", "subject", m.subject, "workspace", m.workspace, "gateway", m.gateway, "why", why)
 	}
-}
-
-// update changes a lease that is still held.
-func (t *Tokens) update(m membership, fn func(*lease)) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if cur, ok := t.members[m]; ok {
-		fn(cur)
+	for name := range t.failed {
+		if !seen[name] {
+			delete(t.failed, name)
+		}
 	}
 }
 
-func (t *Tokens) revoke(ctx context.Context, m membership) error {
+// revoke removes m at its gateway, then its Lease as it was read. A
+// renewal in between (an exchange, here or on another replica, writes the
+// Lease before it adds the member) makes the delete conflict: the renewal
+// expects the membership, so it is granted again. Either order leaves the
+// gateway agreeing with the Leases.
+func (t *Tokens) revoke(ctx context.Context, m membership, o *coordinationv1.Lease) error {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	gw, err := lookupGateway(ctx, t.Reader, m.gateway)
-	if apierrors.IsNotFound(err) {
-		return nil // the gateway and its memberships are gone
-	}
-	if err != nil {
+	var conn *gatewayapi.Client
+	switch {
+	case apierrors.IsNotFound(err):
+		// The gateway and its memberships are gone.
+	case err != nil:
 		return err
+	default:
+		if conn, err = t.Resolver.Connect(ctx, gw); err != nil {
+			return err
+		}
+		if _, err := conn.RemoveWorkspaceMember(ctx, &openshellv1.RemoveWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
+			PrincipalSubject: m.subject, AllowMissing: true}); err != nil {
+			return err
+		}
 	}
-	conn, err := t.Resolver.Connect(ctx, gw)
-	if err != nil {
-		return err
+	rv := o.ResourceVersion
+	err = t.Leases.Delete(ctx, o, client.Preconditions{ResourceVersion: &rv})
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err) && conn != nil:
+		return addMember(ctx, conn, m)
 	}
-	_, err = conn.RemoveWorkspaceMember(ctx, &openshellv1.RemoveWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
-		PrincipalSubject: m.subject, AllowMissing: true})
 	return err
 }
 
-// adoptAll reads back, from the gateways of every sandbox that uses the
-// operator's issuer, the members of each namespace's workspace that this
-// exchange made (SubjectPrefix), until every one was read. Their groups
-// are not known any more: a member whose access came through a group is
-// removed at the first check and gets it back with the next exchange
-// (fail closed); each gets a lease of one token lifetime (the tokens
-// minted before the restart live no longer).
-func (t *Tokens) adoptAll(ctx context.Context, every time.Duration) {
-	done := map[[2]string]bool{}
-	for ctx.Err() == nil {
-		list := &openshellv1alpha1.OpenShellSandboxList{}
-		left := 0
-		if err := t.Reader.List(ctx, list); err == nil {
-			for i := range list.Items {
-				sb := &list.Items[i]
-				key := [2]string{sb.Status.Gateway, sb.Namespace}
-				if sb.Status.Gateway == "" || done[key] {
-					continue
-				}
-				if err := t.adoptWorkspace(ctx, sb.Status.Gateway, sb.Namespace); err != nil {
-					left++
-					ctrl.LoggerFrom(ctx).Info("reading back workspace members failed; retried", "gateway", sb.Status.Gateway, "namespace", sb.Namespace, "error", err.Error())
-					continue
-				}
-				done[key] = true
-			}
-			if left == 0 {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(every):
-		}
+// addMember makes m's subject a workspace user at the gateway.
+func addMember(ctx context.Context, conn *gatewayapi.Client, m membership) error {
+	_, err := conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
+		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
+	if err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
 	}
-}
-
-func (t *Tokens) adoptWorkspace(ctx context.Context, gatewayKey, namespace string) error {
-	ctx, cancel := context.WithTimeout(ctx, 4*checkTimeout)
-	defer cancel()
-	gw, err := lookupGateway(ctx, t.Reader, gatewayKey)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !gwconn.UsesIssuer(gw) {
-		return nil
-	}
-	conn, err := t.Resolver.Connect(ctx, gw)
-	if err != nil {
-		return err
-	}
-	uid, err := namespaceUID(ctx, t.Reader, namespace)
-	if err != nil {
-		return err
-	}
-	ws := sandboxspec.WorkspaceName(namespace, uid)
-	req := &openshellv1.ListWorkspaceMembersRequest{WorkspaceScope: gatewayapi.Workspace(ws), PageSize: 500}
-	for {
-		resp, err := conn.ListWorkspaceMembers(ctx, req)
-		switch grpcstatus.Code(err) {
-		case codes.OK:
-		case codes.NotFound, codes.Unimplemented:
-			return nil // no workspace yet, or a 0.0.x gateway: no members
-		default:
-			return fmt.Errorf("list the members of workspace %s at gateway %s: %w", ws, gatewayKey, err)
-		}
-		t.mu.Lock()
-		if t.members == nil {
-			t.members = map[membership]*lease{}
-		}
-		for _, mem := range resp.GetMembers() {
-			name, ok := strings.CutPrefix(mem.GetPrincipalSubject(), SubjectPrefix)
-			m := membership{gateway: gatewayKey, namespace: namespace, workspace: ws, subject: mem.GetPrincipalSubject()}
-			if _, held := t.members[m]; ok && !held {
-				// Never over a lease an exchange made since the start.
-				t.members[m] = &lease{user: &user.DefaultInfo{Name: name}, expires: t.now().Add(oidc.TokenTTL), grant: exchanged}
-			}
-		}
-		t.mu.Unlock()
-		if resp.GetNextPageToken() == "" {
-			return nil
-		}
-		req.PageToken = resp.GetNextPageToken()
-	}
+	return nil
 }
 
 // actAs makes the user a member of the workspace for as long as grant
@@ -369,32 +287,27 @@ func (t *Tokens) actAs(ctx context.Context, conn *gatewayapi.Client, gw *openshe
 	return tok, err
 }
 
-// grantLease makes m's subject a workspace user at the gateway, mints its
-// token and records the lease, for an exchange (g == exchanged) or a
-// session of the relay's own. The exchange's lease is namespace-wide and
-// broader: an exchange replaces any lease, a session's never replaces an
-// exchange's.
+// grantLease mints m's subject a token, records the lease and then makes
+// the subject a workspace user at the gateway (in that order: revoke
+// relies on it), for an exchange (g == exchanged) or a session of the
+// relay's own. The exchange's lease is namespace-wide and broader: an
+// exchange replaces any lease, a session's never replaces an exchange's.
 func (t *Tokens) grantLease(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, m membership,
 	u user.Info, g grant) (string, time.Time, error) {
-	if err := t.reserve(m); err != nil {
-		return "", time.Time{}, err
-	}
-	_, err := conn.AddWorkspaceMember(ctx, &openshellv1.AddWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
-		PrincipalSubject: m.subject, Role: openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER})
-	if err != nil && grpcstatus.Code(err) != codes.AlreadyExists {
-		// AlreadyExists: granted earlier (by this process, or before a
-		// restart that adoption has not read back yet); the lease below
-		// covers it from now on.
-		return "", time.Time{}, fmt.Errorf("add %s to workspace %s: %w", m.subject, m.workspace, err)
-	}
 	tok, exp, err := t.Issuer.UserToken(oidc.Audience(gw.Namespace, gw.Name), m.subject)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	t.mu.Lock()
-	if cur, ok := t.members[m]; g == exchanged || !ok || cur.grant != exchanged {
-		t.members[m] = &lease{user: u, expires: exp, grant: g}
+	if err := t.record(ctx, m, lease{user: u, expires: exp, grant: g}); err != nil {
+		var st *apierrors.StatusError
+		if errors.As(err, &st) && st.ErrStatus.Code == http.StatusTooManyRequests {
+			return "", time.Time{}, err
+		}
+		return "", time.Time{}, fmt.Errorf("record the membership lease: %w", err)
 	}
-	t.mu.Unlock()
+	// AlreadyExists: granted earlier; the lease covers it from now on.
+	if err := addMember(ctx, conn, m); err != nil {
+		return "", time.Time{}, err
+	}
 	return tok, exp, nil
 }

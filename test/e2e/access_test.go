@@ -223,6 +223,36 @@ func TestConsumerAccess(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		t.Logf("figure: the gateway refused the exchanged token %s after the RoleBinding was deleted", time.Since(revoked).Round(10*time.Millisecond))
 	})
+	t.Run("replicas share the memberships, groups included", func(t *testing.T) {
+		g := NewWithT(t)
+		// Access through a group, as most tenants grant it.
+		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "leads-tenant-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "team-leads"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-tenant-admin"}})).To(Succeed())
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "gus", Groups: []string{"team-leads", "system:authenticated"}}
+		var tok *accessv1alpha1.SandboxToken
+		g.Eventually(func(g Gomega) {
+			var err error
+			tok, err = exchangeAs(ctx, cfg, tenant, "agent")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
+		// A second replica starts after the exchange (a rolling update):
+		// it checks the same RBAC, groups included, and keeps gus a member
+		// through several of its rechecks (one a second).
+		second, err := st.StartRelayReplica(cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { g.Expect(second.Drain()).To(Succeed()) }()
+		g.Consistently(func(g Gomega) {
+			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(4 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		// The group loses the role: revoked by whichever replica looks first.
+		g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "leads-tenant-admin"}})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(MatchError(ContainSubstring("not a member of workspace")))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 	t.Run("a ServiceAccount exchanges its token", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot"}})).To(Succeed())

@@ -48,8 +48,28 @@ const relayService = "openshell-relay"
 // APIService with its CA, and waits until the API server reports it
 // Available. One per cluster at a time (the APIService is cluster-wide).
 func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
+	r, err := s.serveRelay(cfg, ns, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := register(ctx, s.kube, ns, r); err != nil {
+		_ = r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// StartRelayReplica serves another replica of the relay, not registered
+// (the API server reaches only the first): its membership rechecks run
+// against the same Leases, as a second pod's do.
+func (s *Stack) StartRelayReplica(cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
+	return s.serveRelay(cfg, ns, log)
+}
+
+// serveRelay builds the relay as manager relay does, with the stack's
+// issuer, and serves it on loopback with a certificate of its own CA.
+func (s *Stack) serveRelay(cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
 	rctx, cancel := context.WithCancel(context.Background())
-	// The relay as manager relay builds it, with the stack's issuer.
 	built, err := operator.NewRelay(rctx, cfg, operator.RelayOptions{IssuerURL: s.issuerURL, IssuerNamespace: s.opts.GatewayNamespace,
 		IssuerKeySecret: operator.OIDCKeySecret, MembershipRecheck: time.Second, Log: log})
 	if err != nil {
@@ -82,15 +102,10 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 	go func() {
 		served <- built.Serve(rctx, lis, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, 10*time.Second)
 	}()
-	r := &Relay{Addr: lis.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
+	return &Relay{Addr: lis.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
 		cancel()
 		return <-served
-	}}
-	if err := register(ctx, s.kube, ns, r); err != nil {
-		_ = r.stop()
-		return nil, err
-	}
-	return r, nil
+	}}, nil
 }
 
 // Stop unregisters and stops the relay.
