@@ -108,18 +108,23 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 }
 
 // reloadKeys follows the operator's key rotation: the leader operator
-// rotates, every relay replica reloads.
+// rotates, every relay replica reloads. Until the first keys exist (a
+// fresh install, where the relay may start before the operator has made
+// them) it looks every keyPoll, so tokens work seconds after they do.
 func reloadKeys(ctx context.Context, issuer *oidc.Issuer, every time.Duration, log logr.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	const keyPoll = 2 * time.Second
 	for {
+		wait := every
+		if !issuer.HasKeys() {
+			wait = min(every, keyPoll)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
-				log.Error(err, "Reloading the OIDC signing keys")
-			}
+		case <-time.After(wait):
+		}
+		if err := issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
+			log.Error(err, "Reloading the OIDC signing keys")
 		}
 	}
 }
@@ -127,17 +132,14 @@ func reloadKeys(ctx context.Context, issuer *oidc.Issuer, every time.Duration, l
 // Serve serves the relay on lis until ctx ends, then drains: open
 // sessions end with a notice to their clients (they reconnect to another
 // replica), new ones are refused, and Serve returns once they have closed
-// or drainTimeout has passed. The TLS configuration asks for a client
-// certificate and leaves its verification to the front-proxy
-// authenticator, whose CA rotates with the cluster's.
+// or drainTimeout has passed.
 func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, drainTimeout time.Duration) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	for _, run := range r.run {
 		go run(bg)
 	}
-	tlsConfig = tlsConfig.Clone()
-	tlsConfig.ClientAuth = tls.RequestClientCert
+	tlsConfig = relayTLS(tlsConfig.Clone())
 	hs := &http.Server{Handler: r.Server.Handler(), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.ServeTLS(lis, "", "") }()
@@ -158,6 +160,16 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 	return errors.Join(drained, shut)
 }
 
+// relayTLS asks for a client certificate, which the front-proxy
+// authenticator verifies (against the cluster's CA, which rotates), and
+// serves HTTP/1.1 only: exec and port-forward upgrade the connection,
+// which HTTP/2 cannot.
+func relayTLS(c *tls.Config) *tls.Config {
+	c.ClientAuth = tls.RequestClientCert
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}
+
 // RunRelay runs the relay as manager relay does: its serving certificate
 // reloaded from files, TLS following the cluster's security profile.
 func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
@@ -174,7 +186,8 @@ func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
 	profile.Log = o.Log.WithName("tls-profile")
 	follower := &profileFollower{watcher: profile, cfg: cfg, recheck: 10 * time.Minute}
 	go func() { _ = follower.Start(ctx) }()
-	tlsConfig := &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	// Set before the profile's per-handshake configuration copies it.
+	tlsConfig := relayTLS(&tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12})
 	profile.ServerOption(tlsConfig)
 	lis, err := net.Listen("tcp", o.BindAddress)
 	if err != nil {

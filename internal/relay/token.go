@@ -76,7 +76,6 @@ type membership struct{ gateway, namespace, workspace, subject string }
 type lease struct {
 	user    user.Info
 	expires time.Time
-	failed  int
 	grant   grant
 }
 
