@@ -73,18 +73,25 @@ func atLeast(t *testing.T, what string, n, min int) {
 }
 
 // TestDocumentedFlagsExist: every operator flag the docs name in inline
-// code (`--force-release-after`) is defined in cmd/main.go.
+// code (`--force-release-after`) is defined by one of the manager's
+// commands in cmd/ (the operator, manager relay, gather).
 func TestDocumentedFlagsExist(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(root, "cmd", "main.go"))
+	files, err := filepath.Glob(filepath.Join(root, "cmd", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defined := map[string]bool{}
-	for _, m := range regexp.MustCompile(`flag\.\w+\([^"]*"([a-z0-9-]+)"`).FindAllStringSubmatch(string(src), -1) {
-		defined[m[1]] = true
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?:flag|fs)\.\w+\([^"]*"([a-z0-9-]+)"`).FindAllStringSubmatch(string(src), -1) {
+			defined[m[1]] = true
+		}
 	}
-	if !defined["force-release-after"] {
-		t.Fatalf("no flags found in cmd/main.go (found %v): the pattern is stale", defined)
+	if !defined["force-release-after"] || !defined["drain-timeout"] {
+		t.Fatalf("the operator's and the relay's flags not found in cmd/ (found %v): the pattern is stale", defined)
 	}
 	atLeast(t, "flags", found(t, regexp.MustCompile("`--([a-z0-9-]+)"), "the operator flag", func(n string) bool { return defined[n] }), 10)
 }

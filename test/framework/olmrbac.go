@@ -27,17 +27,35 @@ func LoadCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 	return csv, yaml.Unmarshal(raw, csv)
 }
 
-// CSVRules are every rule of the CSV's permissions and clusterPermissions.
+// CSVRules are every rule of the CSV's permissions and clusterPermissions
+// for the operator's ServiceAccount (the relay's are its own, exercised
+// by test/olm).
 func CSVRules(csv *operatorsv1alpha1.ClusterServiceVersion) []rbacv1.PolicyRule {
 	spec := csv.Spec.InstallStrategy.StrategySpec
+	sa := operatorAccount(csv)
 	var rules []rbacv1.PolicyRule
 	for _, p := range append(append([]operatorsv1alpha1.StrategyDeploymentPermissions{}, spec.ClusterPermissions...), spec.Permissions...) {
-		rules = append(rules, p.Rules...)
+		if p.ServiceAccountName == sa {
+			rules = append(rules, p.Rules...)
+		}
 	}
 	return rules
 }
 
-// GrantLikeOLM creates the CSV's ServiceAccount in opNS and binds it as OLM
+// operatorAccount is the ServiceAccount of the CSV's Deployment that runs
+// the manager container.
+func operatorAccount(csv *operatorsv1alpha1.ClusterServiceVersion) string {
+	for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name == "manager" {
+				return d.Spec.Template.Spec.ServiceAccountName
+			}
+		}
+	}
+	return ""
+}
+
+// GrantLikeOLM creates the operator's ServiceAccount in opNS and binds it as OLM
 // does for an OperatorGroup with these targets: clusterPermissions as
 // ClusterRoles; permissions as Roles in the operator's namespace and in
 // every target namespace, or, for AllNamespaces (nil targets), as
@@ -47,7 +65,7 @@ func CSVRules(csv *operatorsv1alpha1.ClusterServiceVersion) []rbacv1.PolicyRule 
 // Deployment).
 func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *operatorsv1alpha1.ClusterServiceVersion, opNS string, targets []string) (*rest.Config, func() error, error) {
 	spec := csv.Spec.InstallStrategy.StrategySpec
-	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	sa := operatorAccount(csv)
 	objs := []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: opNS}}}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: opNS}}
 	clusterRole := func(name string, rules []rbacv1.PolicyRule) {
@@ -56,7 +74,9 @@ func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *o
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
 	}
 	for i, p := range spec.ClusterPermissions {
-		clusterRole(fmt.Sprintf("%s-cluster-%d", opNS, i), p.Rules)
+		if p.ServiceAccountName == sa {
+			clusterRole(fmt.Sprintf("%s-cluster-%d", opNS, i), p.Rules)
+		}
 	}
 	namespaces := []string{opNS}
 	for _, ns := range targets {
@@ -65,6 +85,9 @@ func GrantLikeOLM(ctx context.Context, c client.Client, cfg *rest.Config, csv *o
 		}
 	}
 	for i, p := range spec.Permissions {
+		if p.ServiceAccountName != sa {
+			continue
+		}
 		if targets == nil {
 			clusterRole(fmt.Sprintf("%s-all-%d", opNS, i), p.Rules)
 		}

@@ -18,7 +18,6 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -28,9 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -88,17 +84,22 @@ func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.Ins
 	case operatorsv1alpha1.InstallModeTypeMultiNamespace:
 		targets = []string{a, b}
 	}
-	csv := subscribe(ctx, t, opNS, targets, catalogName, channel, "", operatorsv1alpha1.ApprovalAutomatic)
+	issuerLB, err := framework.StartBalancer()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(issuerLB.Stop)
+	csv := subscribe(ctx, t, opNS, targets, catalogName, channel, "", operatorsv1alpha1.ApprovalAutomatic,
+		pods{bin: bin, issuerURL: issuerURLOf(issuerLB)})
 	t.Cleanup(func() { unsubscribe(context.Background(), t, opNS) })
 
 	expectWhatOLMCreated(ctx, t, csv, opNS, targets, outside)
 	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	issuerURL := runAsPod(ctx, t, opNS, bin, ca)
+	_, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 
 	// Admitted by the webhook OLM registered, reached through the Service
-	// OLM created.
-	_, gwObj, sb, _ := startDataPlane(ctx, t, opNS, tenant, "first", issuerURL, ca)
+	// OLM created. A 0.1 gateway: consumers use their sandbox through it.
+	gw, gwObj, sb, _ := startDataPlane(ctx, t, opNS, tenant, "first", issuerURL, ca, "0.1.5")
+	expectConsumerAccess(ctx, t, gw, tenant, sb.Name)
 
 	// OLM's aggregated roles let a namespace editor write the tenant kinds;
 	// the operator's webhook, reached through the Service OLM created,
@@ -166,9 +167,9 @@ func impersonate(ctx context.Context, t *testing.T, ns, user, role string) clien
 
 // startDataPlane starts a test gateway registered as External gateway "gw"
 // in opNS (trusting the operator's issuer at issuerURL, its certificate
-// from ca) and creates sandbox name in tenant on it, returning once the
-// sandbox is Ready.
-func startDataPlane(ctx context.Context, t *testing.T, opNS, tenant, name, issuerURL string, ca *pki.KeyPair) (
+// from ca, reporting version; "": 0.0.111) and creates sandbox name in
+// tenant on it, returning once the sandbox is Ready.
+func startDataPlane(ctx context.Context, t *testing.T, opNS, tenant, name, issuerURL string, ca *pki.KeyPair, version string) (
 	*testgateway.Gateway, *openshellv1alpha1.OpenShellGateway, *openshellv1alpha1.OpenShellSandbox, string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -177,7 +178,7 @@ func startDataPlane(ctx context.Context, t *testing.T, opNS, tenant, name, issue
 	kube, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cluster.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	gw, gwObj, err := stack.StartExternalGateway(ctx, c, kube, stack.ExternalGateway{Namespace: opNS, Name: "gw", SandboxNamespace: sbNS,
-		IssuerURL: issuerURL, CA: ca})
+		IssuerURL: issuerURL, CA: ca, Version: version})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(gw.Stop)
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant},
@@ -270,20 +271,6 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 }
 
-// runAsPod starts the operator as the pod of the Deployment OLM created
-// would run: with a token of its ServiceAccount (so with exactly the RBAC
-// OLM granted), the Deployment's environment and arguments, and the webhook
-// certificate OLM issued; the API server reaches its webhook through the
-// Service OLM created. Ports are free ones (every process shares this
-// host's network), and the OIDC issuer's URL is its loopback address (no
-// cluster DNS here). It returns the issuer URL, served under a certificate
-// from ca.
-func runAsPod(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair) string {
-	t.Helper()
-	_, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, nil)
-	return issuerURL
-}
-
 // writeServingCert writes the Secret's certificate and key into dir, each
 // by rename (the key first: the manager reloads on the certificate).
 func writeServingCert(dir string, s *corev1.Secret) error {
@@ -299,9 +286,10 @@ func writeServingCert(dir string, s *corev1.Secret) error {
 	return nil
 }
 
-// refreshServingCert rewrites the serving certificate whenever its Secret
-// changes, until ctx ends: the kubelet's periodic sync of a Secret volume.
-func refreshServingCert(ctx context.Context, t *testing.T, ns, name, dir, seen string) {
+// refreshSecret calls write with the Secret whenever it changes and holds
+// a certificate and key, until ctx ends: the kubelet's periodic sync of a
+// Secret volume.
+func refreshSecret(ctx context.Context, t *testing.T, ns, name, seen string, write func(*corev1.Secret) error) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -315,18 +303,24 @@ func refreshServingCert(ctx context.Context, t *testing.T, ns, name, dir, seen s
 			len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
 			continue
 		}
-		if err := writeServingCert(dir, s); err != nil {
-			t.Logf("refresh the webhook certificate: %v", err)
+		if err := write(s); err != nil {
+			t.Logf("refresh the certificate of Secret %s: %v", name, err)
 			continue
 		}
 		seen = s.ResourceVersion
 	}
 }
 
-// runAsPodStoppable is runAsPod that also returns a function stopping the
-// process, as the pod's deletion does. With issuer, the OIDC issuer is
-// reached through that balancer, as through its Service: a stable address
-// across pods.
+// runAsPodStoppable starts the operator as the pod of the Deployment OLM
+// created would run: with a token of its ServiceAccount (so with exactly
+// the RBAC OLM granted), the Deployment's environment and arguments, and
+// the webhook certificate OLM issued; the API server reaches its webhook
+// through the Service OLM created. Ports are free ones (every process
+// shares this host's network), and the OIDC issuer's URL is a loopback
+// address (no cluster DNS here): with issuer, that balancer's, as through
+// its Service, a stable address across pods. It returns a function
+// stopping the process, as the pod's deletion does, and the issuer URL,
+// served under a certificate from ca.
 func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair, issuer *framework.Balancer) (func(), string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -337,17 +331,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 	ctr := pod.Containers[0]
 	dir := t.TempDir()
 
-	sa := &corev1.ServiceAccount{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: pod.ServiceAccountName}, sa)).To(Succeed())
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	g.Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
-	kc.CurrentContext = "c"
-	g.Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
+	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS, pod.ServiceAccountName, dir)
 
 	env := []string{"KUBECONFIG=" + kubeconfig}
 	for _, e := range ctr.Env {
@@ -413,7 +397,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 	}
 	issuerURL := "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
 	if issuer != nil {
-		issuerURL = "https://127.0.0.1:" + strconv.Itoa(issuer.Port())
+		issuerURL = issuerURLOf(issuer)
 		issuer.Add("127.0.0.1:" + strconv.Itoa(ports["oidc"]))
 	}
 	var args []string
@@ -436,7 +420,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 	// CSV that alone owns it is deleted), and the manager's certificate
 	// watcher reloads the files.
 	refresh, stopRefresh := context.WithCancel(context.Background())
-	go refreshServingCert(refresh, t, opNS, certSecret, certDir, s.ResourceVersion)
+	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeServingCert(certDir, s) })
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -518,4 +502,9 @@ func expectOperatorNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Depl
 		}
 	}
 	g.Expect(admitted).To(HaveLen(len(ports)), "the NetworkPolicy admits a port the operator does not serve")
+}
+
+// issuerURLOf is the operator's OIDC issuer URL behind the balancer.
+func issuerURLOf(lb *framework.Balancer) string {
+	return "https://127.0.0.1:" + strconv.Itoa(lb.Port())
 }

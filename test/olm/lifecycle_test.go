@@ -243,18 +243,25 @@ func serveCatalog(ctx context.Context, t *testing.T, name, configs string) {
 	}
 }
 
+// pods is what runs the pods of the Deployments OLM creates: the manager
+// binary, and the operator's OIDC issuer URL (the relay mints gateway
+// tokens under it).
+type pods struct{ bin, issuerURL string }
+
 // subscribe creates the OperatorGroup and the Subscription a user creates in
-// the console, and waits until the CSV OLM installs is Succeeded.
+// the console, runs the relay as its pod would (OLM holds the CSV until the
+// relay's APIService is served) and waits until the CSV OLM installs is
+// Succeeded.
 func subscribe(ctx context.Context, t *testing.T, opNS string, targets []string, catalog, channel, startingCSV string,
-	approval operatorsv1alpha1.Approval) *operatorsv1alpha1.ClusterServiceVersion {
+	approval operatorsv1alpha1.Approval, run pods) *operatorsv1alpha1.ClusterServiceVersion {
 	t.Helper()
-	return subscribeWith(ctx, t, opNS, targets, catalog, channel, startingCSV, approval, nil)
+	return subscribeWith(ctx, t, opNS, targets, catalog, channel, startingCSV, approval, nil, run)
 }
 
 // subscribeWith is subscribe with the Subscription's config (the
 // environment an admin gives the operator).
 func subscribeWith(ctx context.Context, t *testing.T, opNS string, targets []string, catalog, channel, startingCSV string,
-	approval operatorsv1alpha1.Approval, config *operatorsv1alpha1.SubscriptionConfig) *operatorsv1alpha1.ClusterServiceVersion {
+	approval operatorsv1alpha1.Approval, config *operatorsv1alpha1.SubscriptionConfig, run pods) *operatorsv1alpha1.ClusterServiceVersion {
 	t.Helper()
 	c := cluster.Client
 	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "openshell", Namespace: opNS},
@@ -287,6 +294,7 @@ func subscribeWith(ctx context.Context, t *testing.T, opNS string, targets []str
 			t.Fatalf("the Subscription never installed a CSV: %v\n%s", err, describeSubscription(context.Background(), opNS))
 		}
 	}
+	runRelayAsPod(ctx, t, opNS, run)
 	return waitCSV(ctx, t, opNS, name)
 }
 

@@ -28,7 +28,8 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
 		// OLM installs the operator's CRDs from the bundle.
-		EnvOptions: framework.EnvOptions{OLM: true, WithoutOwnCRDs: true, AgentSandbox: framework.AgentSandboxBetaOnly},
+		// The front proxy: the relay's APIService is served through it.
+		EnvOptions: framework.EnvOptions{OLM: true, WithoutOwnCRDs: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
 		PodNetwork: true,
 	}, &cluster, func(c *framework.Cluster) (func(), []*framework.Process, error) {
 		var err error

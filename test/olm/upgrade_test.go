@@ -61,19 +61,20 @@ func TestUpgrade(t *testing.T) {
 	// The cluster admin serves gateways in the platform namespace too, as
 	// the documentation says, through the Subscription.
 	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{{Name: operatorenv.EnvGatewayNamespaces, Value: platform}}}
-	csv := subscribeWith(ctx, t, opNS, nil, "openshell-upgrade", channel, currentCSV, operatorsv1alpha1.ApprovalManual, cfg)
+	issuerLB, err := framework.StartBalancer()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(issuerLB.Stop)
+	csv := subscribeWith(ctx, t, opNS, nil, "openshell-upgrade", channel, currentCSV, operatorsv1alpha1.ApprovalManual, cfg,
+		pods{bin: bin, issuerURL: issuerURLOf(issuerLB)})
 	t.Cleanup(func() { unsubscribe(context.Background(), t, opNS) })
 	g.Expect(csv.Name).To(Equal(currentCSV))
 
 	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	issuerLB, err := framework.StartBalancer()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(issuerLB.Stop)
 	stopOld, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 
 	// The data plane: an External gateway with a Ready sandbox.
-	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca)
+	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca, "")
 	before := dataPlane(ctx, g, sb, sbNS)
 
 	// A managed gateway whose CA is due: its rotation begins, and the

@@ -123,15 +123,16 @@ func Generate(o Options) error {
 	for _, crd := range col.crds {
 		files[filepath.Join("manifests", crd.Spec.Group+"_"+crd.Spec.Names.Plural+".yaml")] = crd
 	}
-	// Roles bound to the operator's ServiceAccount become CSV permissions;
-	// other cluster bindings (Prometheus reading the metrics) ship as they are.
-	var sa string
-	if ds := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs; len(ds) > 0 {
-		sa = ds[0].Spec.Template.Spec.ServiceAccountName
+	// Roles bound to the Deployments' ServiceAccounts become CSV
+	// permissions; other cluster bindings (Prometheus reading the metrics)
+	// ship as they are.
+	accounts := map[string]bool{}
+	for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		accounts[d.Spec.Template.Spec.ServiceAccountName] = true
 	}
 	bound := map[string]bool{}
 	for _, b := range col.cbindings {
-		if boundTo(b.Subjects, sa) {
+		if _, ok := boundAccount(b.Subjects, accounts); ok {
 			bound["ClusterRole/"+b.RoleRef.Name] = true
 			continue
 		}

@@ -50,23 +50,31 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 		csv.Annotations["olm.skipRange"] = o.SkipRange
 	}
 
-	// Deployments, with the images pinned.
+	// Deployments, with the images pinned: the operator's, and the relay's
+	// (the same image, its relay command).
 	var deps []operatorsv1alpha1.StrategyDeploymentSpec
-	var sa string
 	var related []operatorsv1alpha1.RelatedImage
+	accounts := map[string]bool{}
+	operatorDeployment := ""
 	for _, d := range c.deployments {
 		spec := d.Spec.DeepCopy()
 		for i := range spec.Template.Spec.Containers {
 			ct := &spec.Template.Spec.Containers[i]
-			if ct.Name == "manager" {
+			switch ct.Name {
+			case "manager":
 				if o.Images.Operator != "" {
 					ct.Image = o.Images.Operator
 				}
+				operatorDeployment = d.Name
 				csv.Annotations["containerImage"] = ct.Image
 				// The operator image is also the must-gather image (its
 				// /usr/bin/gather is the manager binary).
 				csv.Annotations[AnnotationMustGatherImage] = ct.Image
 				related = append(related, operatorsv1alpha1.RelatedImage{Name: "openshell-operator", Image: ct.Image})
+			case "relay":
+				if o.Images.Operator != "" {
+					ct.Image = o.Images.Operator
+				}
 			}
 			for j := range ct.Env {
 				e := &ct.Env[j]
@@ -80,9 +88,12 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 					Name: strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e.Name, relatedPrefix)), "_", "-"), Image: e.Value})
 			}
 		}
-		sa = spec.Template.Spec.ServiceAccountName
+		accounts[spec.Template.Spec.ServiceAccountName] = true
 		deps = append(deps, operatorsv1alpha1.StrategyDeploymentSpec{Name: d.Name, Spec: *spec,
 			Label: d.Labels})
+	}
+	if operatorDeployment == "" {
+		return nil, fmt.Errorf("no Deployment runs the manager container")
 	}
 	sort.Slice(related, func(i, j int) bool { return related[i].Name < related[j].Name })
 	csv.Spec.RelatedImages = related
@@ -91,10 +102,11 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 	// operator can run is pinned; it turns "true" when make pin-images has.
 	csv.Annotations[FeatureDisconnected] = strconv.FormatBool(allPinned(related))
 
-	// Permissions: what the ServiceAccount is bound to.
+	// Permissions: what each Deployment's ServiceAccount is bound to.
 	var cluster, namespaced []operatorsv1alpha1.StrategyDeploymentPermissions
 	for _, b := range c.cbindings {
-		if !boundTo(b.Subjects, sa) {
+		sa, ok := boundAccount(b.Subjects, accounts)
+		if !ok {
 			continue
 		}
 		r, ok := c.clusterRoles[b.RoleRef.Name]
@@ -104,7 +116,8 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 		cluster = append(cluster, operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: r.Rules})
 	}
 	for _, b := range c.bindings {
-		if !boundTo(b.Subjects, sa) {
+		sa, ok := boundAccount(b.Subjects, accounts)
+		if !ok {
 			continue
 		}
 		var rules []rbacv1.PolicyRule
@@ -141,7 +154,7 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 			path = *cc.Service.Path
 		}
 		return operatorsv1alpha1.WebhookDescription{
-			GenerateName: name, Type: typ, DeploymentName: c.deployments[0].Name,
+			GenerateName: name, Type: typ, DeploymentName: operatorDeployment,
 			ContainerPort: webhookServicePort, TargetPort: ptrIntOrString(9443), Rules: rules,
 			FailurePolicy: fp, SideEffects: sideEffects(se), AdmissionReviewVersions: versions,
 			TimeoutSeconds: timeout, WebhookPath: ptr.To(path),
@@ -186,13 +199,14 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 	return csv, nil
 }
 
-func boundTo(subjects []rbacv1.Subject, sa string) bool {
+// boundAccount is the Deployment ServiceAccount a binding's subjects name.
+func boundAccount(subjects []rbacv1.Subject, accounts map[string]bool) (string, bool) {
 	for _, s := range subjects {
-		if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa {
-			return true
+		if s.Kind == rbacv1.ServiceAccountKind && accounts[s.Name] {
+			return s.Name, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func sideEffects(s *admissionregistrationv1.SideEffectClass) *admissionregistrationv1.SideEffectClass {

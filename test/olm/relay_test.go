@@ -1,0 +1,226 @@
+package olm
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// relayDeployment is the relay's Deployment as the bundle names it.
+const relayDeployment = "openshell-operator-relay"
+
+// runRelayAsPod starts the relay as a pod of the Deployment OLM created
+// would run it: with its ServiceAccount's token (exactly the RBAC the CSV
+// grants it, and the front-proxy bindings OLM adds for an owned
+// APIService), the Deployment's arguments, and the serving certificate OLM
+// issued, rewritten when OLM issues it anew (as a kubelet refreshes a
+// mounted Secret); the API server reaches it through the Service OLM
+// created. OLM holds the CSV until the APIService is Available, so this
+// runs while the install is in progress. It stops with the test.
+func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
+	t.Helper()
+	c := cluster.Client
+	dep := &appsv1.Deployment{}
+	var certSecret string
+	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment}, dep); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == "apiservice-cert" && v.Secret != nil {
+				certSecret = v.Secret.SecretName
+			}
+		}
+		return certSecret != "", nil
+	})
+	if err != nil {
+		t.Fatalf("OLM created no relay Deployment with its APIService certificate: %v", err)
+	}
+	pod := dep.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	dir := t.TempDir()
+	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS, pod.ServiceAccountName, dir)
+
+	certDir := filepath.Join(dir, "certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{}
+	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return len(s.Data["tls.crt"]) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("OLM issued no relay certificate: %v", err)
+	}
+	if err := writeAPIServiceCert(certDir, s); err != nil {
+		t.Fatal(err)
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range ctr.Args {
+		if !strings.HasPrefix(a, "--bind-address=") {
+			args = append(args, a)
+		}
+	}
+	if len(args) == 0 || args[0] != "relay" {
+		t.Fatalf("the relay Deployment runs %v, not the relay command", ctr.Args)
+	}
+	args = append(args, "--bind-address=127.0.0.1:"+strconv.Itoa(port), "--cert-dir="+certDir, "--oidc-issuer-url="+run.issuerURL)
+	env := []string{"KUBECONFIG=" + kubeconfig, "OPERATOR_NAMESPACE=" + opNS}
+	p, err := framework.StartProcessEnv(dir, "relay", run.bin, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refresh, stopRefresh := context.WithCancel(context.Background())
+	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeAPIServiceCert(certDir, s) })
+	t.Cleanup(func() {
+		stopRefresh()
+		if t.Failed() {
+			as := &unstructured.Unstructured{}
+			as.SetAPIVersion("apiregistration.k8s.io/v1")
+			as.SetKind("APIService")
+			err := c.Get(context.Background(), client.ObjectKey{Name: "v1alpha1.access.openshell.ai"}, as)
+			conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+			t.Logf("relay log:\n%s\nAPIService: %v %v", p.Tail(4000), conds, err)
+		}
+		_ = p.Stop(30 * time.Second)
+	})
+
+	svc := &corev1.Service{}
+	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment + "-service"}, svc)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("OLM created no relay Service: %v", err)
+	}
+	for _, sp := range svc.Spec.Ports {
+		cluster.Network.Route(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))), "127.0.0.1:"+strconv.Itoa(port))
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig with a token of the
+// ServiceAccount, as a pod running under it gets.
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, ns, name, dir string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{}
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sa); err != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := cluster.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "kubeconfig-"+name)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "c"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeAPIServiceCert writes the Secret's certificate and key where OLM
+// mounts them for an APIService (apiserver.crt, apiserver.key), each by
+// rename, the key first.
+func writeAPIServiceCert(dir string, s *corev1.Secret) error {
+	for _, f := range [][2]string{{"tls.key", "apiserver.key"}, {"tls.crt", "apiserver.crt"}} {
+		tmp := filepath.Join(dir, "."+f[1]+".tmp")
+		if err := os.WriteFile(tmp, s.Data[f[0]], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, f[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expectConsumerAccess: a Sandbox Consumer with the bundle's
+// openshell-sandbox-user role reads their sandbox's log through the relay
+// OLM installed (its APIService, its Service, its certificate, and the
+// relay with exactly the RBAC the CSV grants it: the SubjectAccessReview,
+// the sandbox, its gateway and namespace, the gateway's CA Secret, the
+// issuer's keys); a user without the role is refused; a Tenant Admin
+// exchanges a token (the membership Lease in the relay's namespace).
+//
+// A log read, not an exec: kube-apiserver dials an aggregated API's
+// upgrade requests (exec, port-forward) directly, past the egress
+// selector this cluster reaches Services through (kube-aggregator's
+// handler_proxy.go says so), so here they cannot reach the process playing
+// the pod. test/e2e TestConsumerAccess runs them through the same relay.
+func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gateway, ns, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	nsObj := &corev1.Namespace{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+	g.Expect(gw.AppendLog(sandboxspec.WorkspaceName(ns, nsObj.UID), sandboxspec.SandboxName(ns, name), "hello from "+ns)).To(Succeed())
+	impersonate(ctx, t, ns, "dave", "openshell-sandbox-user")
+	as := func(user string) *rest.RESTClient {
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+		cfg.GroupVersion = &corev1.SchemeGroupVersion
+		cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+		rc, err := rest.UnversionedRESTClientFor(cfg)
+		g.Expect(err).NotTo(HaveOccurred())
+		return rc
+	}
+	read := func(user string) (string, error) {
+		b, err := as(user).Get().AbsPath(accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceLog)).Param("tailLines", "10").DoRaw(ctx)
+		return string(b), err
+	}
+	// RBAC is enforced from the API server's informer cache: retry until
+	// the binding is seen.
+	g.Eventually(func(g Gomega) {
+		out, err := read("dave")
+		g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+		g.Expect(out).To(ContainSubstring("hello from " + ns))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a sandbox user's log read through the relay OLM installed")
+	_, err := read("mallory")
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a user without the role: %v", err)
+
+	// A Tenant Admin's token exchange: the membership's Lease in the
+	// relay's namespace, the member added at the gateway.
+	impersonate(ctx, t, ns, "tina", "openshell-tenant-admin")
+	g.Eventually(func(g Gomega) {
+		b, err := as("tina").Post().AbsPath(accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceToken)).DoRaw(ctx)
+		g.Expect(err).NotTo(HaveOccurred(), "%s", b)
+		tok := &accessv1alpha1.SandboxToken{}
+		g.Expect(json.Unmarshal(b, tok)).To(Succeed())
+		g.Expect(tok.Subject).To(Equal(accessv1alpha1.SubjectPrefix + "tina"))
+		g.Expect(gw.Members(tok.Workspace)).To(HaveKey(tok.Subject))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a tenant admin's token exchange through the relay OLM installed")
+}
