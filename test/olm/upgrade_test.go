@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -132,23 +130,19 @@ func TestUpgrade(t *testing.T) {
 	// it, at a moment load decides): force that now. The running operator
 	// serves the new certificate as a pod would (the kubelet refreshes the
 	// mounted Secret), and admission keeps working.
-	certs := &corev1.SecretList{}
-	g.Expect(c.List(ctx, certs, client.InNamespace(opNS))).To(Succeed())
-	rotated := 0
-	for i := range certs.Items {
-		if strings.HasSuffix(certs.Items[i].Name, "-service-cert") {
-			g.Expect(c.Delete(ctx, &certs.Items[i])).To(Succeed())
-			rotated++
-		}
-	}
-	g.Expect(rotated).To(BeNumerically(">", 0), "no OLM webhook certificate Secret found")
+	// The Secret may be between the collector's deletion and OLM's
+	// reissue right now (a fresh-clone run found none): wait for it.
+	webhookCert := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: deploymentName + "-service-cert"}}
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(webhookCert), webhookCert) }).
+		WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "OLM issued no webhook certificate Secret")
+	g.Expect(client.IgnoreNotFound(c.Delete(ctx, webhookCert))).To(Succeed())
 	g.Eventually(func() error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := &openshellv1alpha1.OpenShellSandbox{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(sb), cur); err != nil {
 				return err
 			}
-			cur.Labels = map[string]string{"rotated": strconv.Itoa(rotated)}
+			cur.Labels = map[string]string{"rotated": "webhook-certificate"}
 			return c.Update(ctx, cur)
 		})
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "admission failed after OLM re-issued the webhook certificate")
