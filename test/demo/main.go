@@ -2,15 +2,19 @@
 // etcd, controller-manager, scheduler, kwok and the real Agent Sandbox
 // controller), runs the operator and a test gateway registered as an
 // External OpenShellGateway, applies the samples in a tenant namespace (a
-// policy, a provider with its Secret, an image allowlist, one sandbox that
-// runs and one whose image is not mirrored), prints their status, and keeps
-// running with the kubeconfig path printed until interrupted. DEMO_EXIT=1
-// exits after printing (CI).
+// policy, a provider profile and a provider with its Secret, an image
+// allowlist, one sandbox that runs and one whose image is not mirrored), prints their status, starts
+// the relay and runs a command in the sandbox as a Sandbox Consumer through
+// the Kubernetes API, and keeps running with the kubeconfig path printed
+// until interrupted. DEMO_EXIT=1 exits after printing (CI).
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,12 +23,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -35,6 +44,9 @@ const (
 	gatewayNS = "openshell-system"
 	sandboxNS = "openshell-sandboxes"
 	tenantNS  = "team-a"
+	// sandboxName is the sample sandbox's; consumer uses it.
+	sandboxName = "claude-agent"
+	consumer    = "dave"
 )
 
 func main() {
@@ -55,7 +67,9 @@ func run() error {
 	start := time.Now()
 
 	step("Starting a local cluster: kube-apiserver, etcd, controller-manager, scheduler, kwok, Agent Sandbox controller")
-	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{EnvOptions: framework.EnvOptions{AgentSandbox: framework.AgentSandboxBetaOnly}})
+	// With a front proxy: consumers reach the relay's aggregated API through it.
+	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{EnvOptions: framework.EnvOptions{AgentSandbox: framework.AgentSandboxBetaOnly,
+		FrontProxy: true}})
 	if err != nil {
 		return err
 	}
@@ -91,6 +105,9 @@ func run() error {
 		obj  client.Object
 	}{
 		{"openshell_v1alpha1_openshellpolicy.yaml", &openshellv1alpha1.OpenShellPolicy{}},
+		// A 0.1 gateway ships no provider profiles: the provider's type
+		// (claude-code) means nothing there until its profile is imported.
+		{"openshell_v1alpha1_openshellproviderprofile.yaml", &openshellv1alpha1.OpenShellProviderProfile{}},
 		{"openshell_v1alpha1_openshellprovider.yaml", &openshellv1alpha1.OpenShellProvider{}},
 		{"openshell_v1alpha1_openshellimagepolicy.yaml", &openshellv1alpha1.OpenShellImagePolicy{}},
 		{"openshell_v1alpha1_openshellsandbox.yaml", &openshellv1alpha1.OpenShellSandbox{}},
@@ -130,15 +147,74 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("sandboxes did not settle: %w", err)
 	}
+
+	step("Starting the relay; %s (role openshell-sandbox-user in %s) runs a command in %s through the Kubernetes API", consumer, tenantNS, sandboxName)
+	r, err := st.StartRelay(ctx, cluster.Config, gatewayNS, logr.Discard())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Stop(context.Background(), c) }()
+	if err := consumerExec(ctx, cluster, "echo", "hello from", sandboxName); err != nil {
+		return err
+	}
 	fmt.Printf("\nDemo ready in %s.\n", time.Since(start).Round(time.Second))
 
 	if os.Getenv("DEMO_EXIT") != "" {
 		return nil
 	}
-	fmt.Printf("\nThe cluster keeps running. In another terminal:\n\n    export KUBECONFIG=%s\n    kubectl get openshell -A\n    kubectl -n %s get sandboxes.agents.x-k8s.io,pods\n\nPress Ctrl-C to stop.\n",
-		cluster.KubeconfigPath, sandboxNS)
+	fmt.Printf("\nThe cluster keeps running. In another terminal:\n\n    export KUBECONFIG=%s\n    kubectl get openshell -A\n    kubectl -n %s get sandboxes.agents.x-k8s.io,pods\n"+
+		"    go run ./cmd/kubectl-openshell exec -n %s %s --as=%s -- echo hi    # as kubectl openshell, with %s's RBAC\n\nPress Ctrl-C to stop.\n",
+		cluster.KubeconfigPath, sandboxNS, tenantNS, sandboxName, consumer, consumer)
 	<-ctx.Done()
 	return nil
+}
+
+// consumerExec binds the consumer to openshell-sandbox-user in the tenant
+// namespace (the roles config/tenancy ships) and runs cmd in the sample
+// sandbox as them, through the relay's exec subresource, as kubectl
+// openshell exec does; it prints what ran and its output.
+func consumerExec(ctx context.Context, cluster *framework.Cluster, cmd ...string) error {
+	c := cluster.Client
+	if err := framework.ApplyManifests(ctx, c, filepath.Join(framework.RepoRoot(), "config", "tenancy", "openshell_sandbox_user_role.yaml")); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: consumer + "-sandbox-user", Namespace: tenantNS},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: consumer}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-sandbox-user"}}); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: consumer, Groups: []string{"system:authenticated"}}
+	u, err := url.Parse(cfg.Host) // may end in "/": set the path, do not append it
+	if err != nil {
+		return err
+	}
+	u.Path = accessv1alpha1.Path(tenantNS, sandboxName, accessv1alpha1.SubresourceExec)
+	u.RawQuery = url.Values{"command": cmd, "stdout": {"true"}, "stderr": {"true"}, "stdin": {"false"}, "tty": {"false"}}.Encode()
+	var out bytes.Buffer
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// The API server authorizes from its informers: the new binding may
+	// take a moment to count. An exec that reports success without its
+	// output is tried again: the consumer-access issue tracks that race.
+	var last error
+	err = framework.WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+		if err != nil {
+			return false, err
+		}
+		out.Reset()
+		last = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+		return last == nil && out.Len() > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s's exec in %s: %w (last: %v)", consumer, sandboxName, err, last)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Println()
+	fmt.Fprintln(w, "CONSUMER\tCOMMAND (kubectl openshell exec, through the Kubernetes API)\tOUTPUT")
+	fmt.Fprintf(w, "%s\t%s\t%s\n", consumer, strings.Join(cmd, " "), strings.TrimSpace(out.String()))
+	return w.Flush()
 }
 
 func apply(ctx context.Context, c client.Client, file string, obj client.Object) error {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -15,5 +16,9 @@ func SetupLogging() {
 	if os.Getenv("OPENSHELL_TEST_LOG") != "" {
 		w = os.Stderr
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
+	log := zap.New(zap.WriteTo(w), zap.UseDevMode(true))
+	ctrl.SetLogger(log)
+	// The libraries that log through klog (the relay's front-proxy
+	// controllers among them) follow the same switch.
+	klog.SetLogger(log)
 }
