@@ -195,20 +195,24 @@ func consumerExec(ctx context.Context, cluster *framework.Cluster, cmd ...string
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The API server authorizes from its informers: the new binding may
-	// take a moment to count. An exec that reports success without its
-	// output is tried again: the consumer-access issue tracks that race.
+	// take a moment to count. Stdout and stderr each have a buffer of
+	// their own: the client copies them concurrently, and a bytes.Buffer
+	// is not safe for that (sharing one lost the output of one exec in
+	// three).
 	var last error
+	var errOut bytes.Buffer
 	err = framework.WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
 		if err != nil {
 			return false, err
 		}
 		out.Reset()
-		last = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
-		return last == nil && out.Len() > 0, nil
+		errOut.Reset()
+		last = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s's exec in %s: %w (last: %v)", consumer, sandboxName, err, last)
+		return fmt.Errorf("%s's exec in %s: %w (last: %v, stderr %q)", consumer, sandboxName, err, last, errOut.String())
 	}
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Println()
