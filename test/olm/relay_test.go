@@ -1,9 +1,12 @@
 package olm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -170,18 +174,13 @@ func writeAPIServiceCert(dir string, s *corev1.Secret) error {
 }
 
 // expectConsumerAccess: a Sandbox Consumer with the bundle's
-// openshell-sandbox-user role reads their sandbox's log through the relay
-// OLM installed (its APIService, its Service, its certificate, and the
-// relay with exactly the RBAC the CSV grants it: the SubjectAccessReview,
-// the sandbox, its gateway and namespace, the gateway's CA Secret, the
-// issuer's keys); a user without the role is refused; a Tenant Admin
-// exchanges a token (the membership Lease in the relay's namespace).
-//
-// A log read, not an exec: kube-apiserver dials an aggregated API's
-// upgrade requests (exec, port-forward) directly, past the egress
-// selector this cluster reaches Services through (kube-aggregator's
-// handler_proxy.go says so), so here they cannot reach the process playing
-// the pod. test/e2e TestConsumerAccess runs them through the same relay.
+// openshell-sandbox-user role reads their sandbox's log and runs a command
+// in it through the relay OLM installed (its APIService, its Service, its
+// certificate, and the relay with exactly the RBAC the CSV grants it: the
+// SubjectAccessReview, the sandbox, its gateway and namespace, the
+// gateway's CA Secret, the issuer's keys); a user without the role is
+// refused; a Tenant Admin exchanges a token (the membership Lease in the
+// relay's namespace).
 func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gateway, ns, name string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -211,6 +210,19 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a sandbox user's log read through the relay OLM installed")
 	_, err := read("mallory")
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a user without the role: %v", err)
+
+	// An exec: an upgraded connection, through the same Service.
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "dave", Groups: []string{"system:authenticated"}}
+	u, err := url.Parse(cfg.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	u.Path = accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceExec)
+	u.RawQuery = url.Values{"command": {"echo", "hi"}, "stdout": {"true"}, "stderr": {"true"}}.Encode()
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	g.Expect(err).NotTo(HaveOccurred())
+	var stdout, stderr bytes.Buffer
+	g.Expect(ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})).To(Succeed(), "%s", stderr.String())
+	g.Expect(stdout.String()).To(Equal("hi\n"))
 
 	// A Tenant Admin's token exchange: the membership's Lease in the
 	// relay's namespace, the member added at the gateway.
