@@ -211,7 +211,7 @@ func (e *benchEnv) echoDirect(b *testing.B, payload []byte) {
 
 // forwardPort forwards a free local port to the echo port through the
 // relay, as kubectl openshell port-forward does.
-func (e *benchEnv) forwardPort(b *testing.B) string {
+func (e *benchEnv) forwardPort(b testing.TB) string {
 	u, _ := url.Parse(e.cfg.Host + accessv1alpha1.Path("team-a", "agent", accessv1alpha1.SubresourcePortForward))
 	transport, upgrader, err := spdy.RoundTripperFor(e.cfg)
 	if err != nil {

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 
@@ -28,8 +30,12 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshe
 		return
 	}
 	defer st.close()
-	f := &forwarder{target: st.target, rec: st.rec}
-	portforward.ServePortForward(w, r.WithContext(st.ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
+	f := &forwarder{target: st.target, rec: st.rec, session: st.ctx}
+	// k8s.io/cri-streaming's port-forward hands PortForward a background
+	// context and never looks at the request's: the session's end
+	// (revocation, deletion, drain, its time limit) reaches the forwarded
+	// connections only through f.session and by closing the connection.
+	portforward.ServePortForward(closedAtEnd{w, st.ctx}, r.WithContext(st.ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
 		portforward.SupportedProtocols)
 	st.rec.End(0, f.firstErr())
 }
@@ -37,10 +43,11 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshe
 // forwarder copies one client connection at a time to a port in the
 // sandbox over ForwardTcp.
 type forwarder struct {
-	target *Target
-	rec    *Record
-	mu     sync.Mutex
-	err    error
+	target  *Target
+	rec     *Record
+	session context.Context
+	mu      sync.Mutex
+	err     error
 }
 
 func (f *forwarder) firstErr() error {
@@ -50,13 +57,17 @@ func (f *forwarder) firstErr() error {
 }
 
 // PortForward implements portforward.PortForwarder.
-func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, conn io.ReadWriteCloser) error {
+func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn io.ReadWriteCloser) error {
 	defer conn.Close()
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("port %d is not a TCP port", port)
 	}
-	ctx, cancel := context.WithCancel(f.target.callContext(ctx))
+	ctx, cancel := context.WithCancel(f.target.callContext(f.session))
 	defer cancel()
+	// The session's end closes this connection too (a blocked read on it
+	// would otherwise keep the goroutine below).
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
 	stream, err := f.target.Client.ForwardTcp(ctx)
 	if err != nil {
 		return f.fail(fmt.Errorf("open the forwarding stream: %w", err))
@@ -104,6 +115,26 @@ func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, co
 			f.rec.Out(len(data))
 		}
 	}
+}
+
+// closedAtEnd hands the streaming library a connection that is closed
+// when ctx (the session) ends, so the client learns of the end at once.
+type closedAtEnd struct {
+	http.ResponseWriter
+	ctx context.Context
+}
+
+func (c closedAtEnd) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := c.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be taken over for streaming")
+	}
+	conn, rw, err := h.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	context.AfterFunc(c.ctx, func() { _ = conn.Close() })
+	return conn, rw, nil
 }
 
 func (f *forwarder) fail(err error) error {
