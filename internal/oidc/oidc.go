@@ -298,6 +298,58 @@ func (i *Issuer) token(audience, subject string, roles ...string) (string, time.
 	return tok, exp, k.kid, nil
 }
 
+// recordType is the JWS type of SignRecord's signatures: never "JWT", so
+// a signed record cannot pass as a token anywhere a token is checked.
+const recordType = "openshell-record+jws"
+
+// SignRecord signs payload with the current key, for records the operator
+// keeps in objects others may be able to write (the relay's membership
+// Leases): VerifyRecord then tells its own records from forged ones.
+func (i *Issuer) SignRecord(payload []byte) (string, error) {
+	i.mu.RLock()
+	k := i.current
+	i.mu.RUnlock()
+	if k == nil {
+		return "", errors.New("OIDC issuer has no signing key yet")
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key},
+		(&jose.SignerOptions{}).WithType(recordType).WithHeader("kid", k.kid))
+	if err != nil {
+		return "", fmt.Errorf("create signer: %w", err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("sign record: %w", err)
+	}
+	return jws.DetachedCompactSerialize()
+}
+
+// VerifyRecord checks a SignRecord signature of payload against every key
+// the issuer holds (current, next, previous), so a record signed just
+// before a rotation still verifies.
+func (i *Issuer) VerifyRecord(payload []byte, signature string) error {
+	jws, err := jose.ParseDetached(signature, payload, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return fmt.Errorf("parse record signature: %w", err)
+	}
+	if len(jws.Signatures) != 1 || jws.Signatures[0].Header.ExtraHeaders[jose.HeaderType] != recordType {
+		return errors.New("not a record signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	i.mu.RLock()
+	keys := []*signingKey{i.current, i.next, i.previous}
+	i.mu.RUnlock()
+	for _, k := range keys {
+		if k != nil && k.kid == kid {
+			if _, err := jws.Verify(&k.key.PublicKey); err != nil {
+				return fmt.Errorf("record signature: %w", err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("record signed with key %q, which the issuer does not hold", kid)
+}
+
 func randBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -2,9 +2,11 @@ package oidc
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +192,50 @@ func TestForcedRotationsInQuickSuccession(t *testing.T) {
 	}
 	if _, err := verify(t, first, i.JWKS(), "aud", clk.t); err == nil {
 		t.Fatal("two rotations later the first key is still published: the test rotated nothing")
+	}
+}
+
+// TestRecordSignatures: a record the issuer signed verifies, with any key
+// it still holds after a rotation; a changed record, another issuer's
+// signature and a token passed off as a record do not.
+func TestRecordSignatures(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	clk := &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	i := newIssuer(t, c, clk)
+	payload := []byte(`{"subject":"kube:dave","workspace":"ws-1"}`)
+	sig, err := i.SignRecord(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := i.VerifyRecord(payload, sig); err != nil {
+		t.Fatalf("its own record: %v", err)
+	}
+	if err := i.VerifyRecord([]byte(`{"subject":"kube:eve","workspace":"ws-1"}`), sig); err == nil {
+		t.Fatal("a changed record verified")
+	}
+	other := newIssuer(t, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), clk)
+	forged, err := other.SignRecord(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := i.VerifyRecord(payload, forged); err == nil {
+		t.Fatal("another issuer's signature verified")
+	}
+	tok, _, err := i.Token("aud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(tok, ".")
+	body, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	if err := i.VerifyRecord(body, parts[0]+".."+parts[2]); err == nil {
+		t.Fatal("a token passed as a record")
+	}
+	// After a rotation the previous key still verifies.
+	clk.t = clk.t.Add(KeyRotation + time.Minute)
+	if err := i.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.VerifyRecord(payload, sig); err != nil {
+		t.Fatalf("a record signed before the rotation: %v", err)
 	}
 }

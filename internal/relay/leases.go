@@ -25,6 +25,14 @@ import (
 // renewed, or miss one it never saw. The Lease holds what a recheck needs:
 // the user as the front proxy named them (groups included), the RBAC the
 // membership depends on and when it runs out.
+//
+// Others may be able to write Leases there (the operator for its leader
+// election; in an AllNamespaces install, any operator whose CSV may write
+// Leases, since OLM makes such rules cluster-wide), so a Lease is believed
+// only with the relay's signature (annotationSignature, the operator's
+// issuer key over every field a recheck acts on): a forged one is neither
+// acted on nor counted. And no Lease ever grants: members are added only by
+// an exchange or a session the relay authorized itself.
 const (
 	labelMembership      = "openshell.ai/workspace-membership"
 	labelTenantNamespace = "openshell.ai/tenant-namespace"
@@ -33,6 +41,7 @@ const (
 	annotationSubject    = "openshell.ai/subject"
 	annotationUser       = "openshell.ai/user"
 	annotationGrant      = "openshell.ai/grant"
+	annotationSignature  = "openshell.ai/signature"
 )
 
 // storedUser is user.Info as a Lease keeps it.
@@ -68,7 +77,9 @@ func renderLease(ns string, m membership, l lease, now time.Time) (*coordination
 	if err != nil {
 		return nil, err
 	}
-	secs := int32(max(1, l.expires.Sub(now).Round(time.Second)/time.Second))
+	// Whole seconds, rounded up (never ending before the token it covers),
+	// at most a day (a merged far-future end must not overflow).
+	secs := int32(min(24*time.Hour, max(time.Second, (l.expires.Sub(now)+time.Second-1)/time.Second*time.Second)) / time.Second)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: leaseName(m), Namespace: ns,
 			Labels: map[string]string{labelMembership: "true", labelTenantNamespace: m.namespace},
@@ -79,7 +90,49 @@ func renderLease(ns string, m membership, l lease, now time.Time) (*coordination
 	}, nil
 }
 
-// parseLease reads a membership Lease back.
+// signedFields is what a Lease's signature covers: every field a recheck
+// or a revocation acts on, and the Lease's own identity.
+func signedFields(o *coordinationv1.Lease) ([]byte, error) {
+	renew, secs := "", ""
+	if o.Spec.RenewTime != nil {
+		renew = o.Spec.RenewTime.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+	}
+	if o.Spec.LeaseDurationSeconds != nil {
+		secs = fmt.Sprint(*o.Spec.LeaseDurationSeconds)
+	}
+	a := o.Annotations
+	return json.Marshal([]string{o.Namespace, o.Name, o.Labels[labelTenantNamespace], a[annotationGateway], a[annotationWorkspace],
+		a[annotationSubject], a[annotationUser], a[annotationGrant], renew, secs})
+}
+
+// sign adds the relay's signature to a rendered Lease.
+func (t *Tokens) sign(o *coordinationv1.Lease) error {
+	b, err := signedFields(o)
+	if err != nil {
+		return err
+	}
+	sig, err := t.Issuer.SignRecord(b)
+	if err != nil {
+		return err
+	}
+	o.Annotations[annotationSignature] = sig
+	return nil
+}
+
+// parseLease reads a membership Lease back, if the relay wrote it.
+func (t *Tokens) parseLease(o *coordinationv1.Lease) (membership, lease, error) {
+	b, err := signedFields(o)
+	if err != nil {
+		return membership{}, lease{}, err
+	}
+	if err := t.Issuer.VerifyRecord(b, o.Annotations[annotationSignature]); err != nil {
+		return membership{}, lease{}, fmt.Errorf("lease %s is not the relay's: %w", o.Name, err)
+	}
+	return parseLease(o)
+}
+
+// parseLease reads a membership Lease's fields (parse only: Tokens.parseLease
+// also checks who wrote it).
 func parseLease(o *coordinationv1.Lease) (membership, lease, error) {
 	a := o.Annotations
 	m := membership{gateway: a[annotationGateway], namespace: o.Labels[labelTenantNamespace], workspace: a[annotationWorkspace], subject: a[annotationSubject]}
@@ -104,8 +157,10 @@ func parseLease(o *coordinationv1.Lease) (membership, lease, error) {
 
 // record writes the lease of m, merged with the one stored: an exchange's
 // lease replaces a session's, a session's never replaces an exchange's,
-// and a lease never ends sooner than the one stored. Nothing is written
-// when the stored lease already covers it.
+// and a lease never ends sooner than the one stored. It always writes,
+// even when the stored lease covers it: the write is what makes a
+// concurrent revocation's delete conflict (revoke), so that a member added
+// after it always has its Lease.
 func (t *Tokens) record(ctx context.Context, m membership, l lease) error {
 	for attempt := 0; ; attempt++ {
 		err := t.recordOnce(ctx, m, l)
@@ -117,7 +172,9 @@ func (t *Tokens) record(ctx context.Context, m membership, l lease) error {
 }
 
 func (t *Tokens) recordOnce(ctx context.Context, m membership, l lease) error {
-	now := t.now()
+	// The API keeps a Lease's renewTime to the microsecond: sign what it
+	// will give back.
+	now := t.now().Truncate(time.Microsecond)
 	cur := &coordinationv1.Lease{}
 	err := t.Leases.Get(ctx, client.ObjectKey{Namespace: t.LeaseNamespace, Name: leaseName(m)}, cur)
 	switch {
@@ -129,35 +186,31 @@ func (t *Tokens) recordOnce(ctx context.Context, m membership, l lease) error {
 		if err != nil {
 			return err
 		}
+		if err := t.sign(o); err != nil {
+			return err
+		}
 		return t.Leases.Create(ctx, o)
 	case err != nil:
 		return err
 	}
-	if _, held, err := parseLease(cur); err == nil {
+	// A Lease the relay did not sign is replaced, not merged.
+	if _, held, err := t.parseLease(cur); err == nil {
 		if held.grant == exchanged && l.grant != exchanged {
 			l.user, l.grant = held.user, held.grant
 		}
 		if held.expires.After(l.expires) {
 			l.expires = held.expires
 		}
-		// Covered: the same check, for at least as long (within a
-		// second, the Lease's resolution).
-		if held.grant == l.grant && !l.expires.After(held.expires.Add(time.Second)) && sameUser(held.user, l.user) {
-			return nil
-		}
 	}
 	o, err := renderLease(t.LeaseNamespace, m, l, now)
 	if err != nil {
 		return err
 	}
+	if err := t.sign(o); err != nil {
+		return err
+	}
 	o.ResourceVersion = cur.ResourceVersion
 	return t.Leases.Update(ctx, o)
-}
-
-func sameUser(a, b user.Info) bool {
-	ab, _ := json.Marshal(storedUser{Name: a.GetName(), UID: a.GetUID(), Groups: a.GetGroups(), Extra: a.GetExtra()})
-	bb, _ := json.Marshal(storedUser{Name: b.GetName(), UID: b.GetUID(), Groups: b.GetGroups(), Extra: b.GetExtra()})
-	return string(ab) == string(bb)
 }
 
 // reserve refuses a new lease in a namespace that holds
@@ -168,7 +221,13 @@ func (t *Tokens) reserve(ctx context.Context, m membership) error {
 		client.MatchingLabels{labelMembership: "true", labelTenantNamespace: m.namespace}); err != nil {
 		return err
 	}
-	if n := len(list.Items); n >= maxMembersPerNamespace {
+	n := 0
+	for i := range list.Items {
+		if _, _, err := t.parseLease(&list.Items[i]); err == nil {
+			n++ // forged Leases take no one's place
+		}
+	}
+	if n >= maxMembersPerNamespace {
 		return apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d identities with live gateway tokens, the most it may: "+
 			"retry once some have expired (tokens live %s)", m.namespace, n, oidc.TokenTTL), int(oidc.TokenTTL.Seconds()))
 	}

@@ -18,11 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -248,16 +250,63 @@ func member(ns, subject string) membership {
 func leaseTokens(t *testing.T) *Tokens {
 	t.Helper()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	return &Tokens{Leases: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), LeaseNamespace: "operator",
-		Now: func() time.Time { return now }}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	issuer := &oidc.Issuer{URL: "https://issuer.example", Client: c, SecretNamespace: "operator", SecretName: "keys"}
+	if err := issuer.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &Tokens{Leases: c, LeaseNamespace: "operator", Issuer: issuer, Now: func() time.Time { return now }}
+}
+
+// TestForgedLeasesAreIgnored: whoever else may write Leases in the relay's
+// namespace cannot make a recheck keep a membership (groups of their
+// choosing) or fill a namespace's bound: a Lease without the relay's
+// signature, or with a field changed after it signed, is not believed.
+func TestForgedLeasesAreIgnored(t *testing.T) {
+	ctx := context.Background()
+	tk := leaseTokens(t)
+	m := member("team-a", "dave")
+	if err := tk.record(ctx, m, lease{user: &user.DefaultInfo{Name: "dave"}, expires: tk.now().Add(time.Minute), grant: exchanged}); err != nil {
+		t.Fatal(err)
+	}
+	o := &coordinationv1.Lease{}
+	if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: leaseName(m)}, o); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tk.parseLease(o); err != nil {
+		t.Fatalf("the relay's own lease: %v", err)
+	}
+	escalated := o.DeepCopy()
+	escalated.Annotations[annotationUser] = `{"name":"dave","groups":["system:masters"]}`
+	if _, _, err := tk.parseLease(escalated); err == nil {
+		t.Fatal("a lease whose groups were changed was believed")
+	}
+	longer := o.DeepCopy()
+	longer.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
+	if _, _, err := tk.parseLease(longer); err == nil {
+		t.Fatal("a lease whose term was changed was believed")
+	}
+	// Unsigned Leases labelled with team-b do not count against team-b.
+	for i := range maxMembersPerNamespace {
+		forged := member("team-b", fmt.Sprint("ghost-", i))
+		f, err := renderLease("operator", forged, lease{user: &user.DefaultInfo{Name: "ghost"}, expires: tk.now().Add(time.Hour), grant: exchanged}, tk.now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Leases.Create(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tk.record(ctx, member("team-b", "bob"), lease{user: &user.DefaultInfo{Name: "bob"}, expires: tk.now().Add(time.Minute), grant: exchanged}); err != nil {
+		t.Fatalf("a namespace filled with forged leases refused a real one: %v", err)
+	}
 }
 
 // TestLeasesMerge: every replica reads and writes the same Lease of a
 // membership. An exchange's (namespace-wide) check replaces a session's,
 // a session never narrows an exchange's, a lease never ends sooner than
 // the stored one, the user's groups survive (a replica that did not see
-// the exchange checks the same RBAC), and a covered renewal writes
-// nothing.
+// the exchange checks the same RBAC), and even a covered renewal writes.
 func TestLeasesMerge(t *testing.T) {
 	ctx := context.Background()
 	tk := leaseTokens(t)
@@ -270,7 +319,7 @@ func TestLeasesMerge(t *testing.T) {
 		if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: leaseName(m)}, o); err != nil {
 			t.Fatal(err)
 		}
-		got, l, err := parseLease(o)
+		got, l, err := tk.parseLease(o)
 		if err != nil || got != m {
 			t.Fatalf("parse: %v, %+v", err, got)
 		}
@@ -296,8 +345,9 @@ func TestLeasesMerge(t *testing.T) {
 	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(8 * time.Minute), grant: session}); err != nil {
 		t.Fatal(err)
 	}
-	if l, rv2 := read(); l.grant != exchanged || rv2 != rv {
-		t.Fatalf("a covered session renewal: %+v (resourceVersion %s, was %s), want no write", l, rv2, rv)
+	// Written all the same: a concurrent revocation's delete must conflict.
+	if l, rv2 := read(); l.grant != exchanged || !l.expires.Equal(t0.Add(10*time.Minute)) || rv2 == rv {
+		t.Fatalf("a covered session renewal: %+v (resourceVersion %s, was %s), want the same lease written again", l, rv2, rv)
 	}
 	if err := tk.record(ctx, m, lease{user: dave, expires: t0.Add(20 * time.Minute), grant: session}); err != nil {
 		t.Fatal(err)

@@ -193,9 +193,9 @@ func (t *Tokens) recheck(ctx context.Context) {
 	for i := range items {
 		o := &items[i]
 		seen[o.Name] = true
-		m, l, err := parseLease(o)
+		m, l, err := t.parseLease(o)
 		if err != nil {
-			log.Info("ignoring a lease that is not a membership", "lease", o.Name, "error", err.Error())
+			log.Info("ignoring a lease the relay did not write", "lease", o.Name, "error", err.Error())
 			continue
 		}
 		why := ""
@@ -233,22 +233,24 @@ func (t *Tokens) recheck(ctx context.Context) {
 }
 
 // revoke removes m at its gateway, then its Lease as it was read. A
-// renewal in between (an exchange, here or on another replica, writes the
-// Lease before it adds the member) makes the delete conflict: the renewal
-// expects the membership, so it is granted again. Either order leaves the
-// gateway agreeing with the Leases.
+// renewal in between (an exchange or a session, here or on another
+// replica, always writes the Lease before it adds the member) makes the
+// delete conflict: the Lease stays, and the member may have been removed
+// after the renewal added it, which fails closed (the next exchange or
+// session adds it again). A member without a Lease cannot result, and a
+// Lease never adds a member.
 func (t *Tokens) revoke(ctx context.Context, m membership, o *coordinationv1.Lease) error {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	gw, err := lookupGateway(ctx, t.Reader, m.gateway)
-	var conn *gatewayapi.Client
 	switch {
 	case apierrors.IsNotFound(err):
 		// The gateway and its memberships are gone.
 	case err != nil:
 		return err
 	default:
-		if conn, err = t.Resolver.Connect(ctx, gw); err != nil {
+		conn, err := t.Resolver.Connect(ctx, gw)
+		if err != nil {
 			return err
 		}
 		if _, err := conn.RemoveWorkspaceMember(ctx, &openshellv1.RemoveWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(m.workspace),
@@ -258,11 +260,8 @@ func (t *Tokens) revoke(ctx context.Context, m membership, o *coordinationv1.Lea
 	}
 	rv := o.ResourceVersion
 	err = t.Leases.Delete(ctx, o, client.Preconditions{ResourceVersion: &rv})
-	switch {
-	case err == nil || apierrors.IsNotFound(err):
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
-	case apierrors.IsConflict(err) && conn != nil:
-		return addMember(ctx, conn, m)
 	}
 	return err
 }
