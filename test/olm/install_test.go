@@ -2,6 +2,7 @@ package olm
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -389,17 +390,6 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})
 	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 
-	ports := map[string]int{}
-	for _, name := range []string{"webhook", "metrics", "health", "oidc"} {
-		p, err := framework.FreePort()
-		g.Expect(err).NotTo(HaveOccurred())
-		ports[name] = p
-	}
-	issuerURL := "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
-	if issuer != nil {
-		issuerURL = issuerURLOf(issuer)
-		issuer.Add("127.0.0.1:" + strconv.Itoa(ports["oidc"]))
-	}
 	var args []string
 	for _, a := range ctr.Args {
 		switch {
@@ -408,12 +398,45 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 			args = append(args, a)
 		}
 	}
-	args = append(args, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports["metrics"]),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports["health"]),
-		"--webhook-port="+strconv.Itoa(ports["webhook"]), "--webhook-cert-dir="+certDir,
-		"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
-	p, err := framework.StartProcessEnv(dir, "operator", bin, env, args...)
-	g.Expect(err).NotTo(HaveOccurred())
+	// Free ports are picked, released, then bound by the process: another
+	// process on this host (the suites run side by side) may take one in
+	// between, and the manager then exits ("address already in use"), even
+	// after it reported ready (a fresh-clone run lost its OIDC port so).
+	// Such a start is retried with other ports; any other exit fails.
+	var p *framework.Process
+	var ports map[string]int
+	issuerURL := ""
+	for attempt := 1; ; attempt++ {
+		ports = map[string]int{}
+		for _, name := range []string{"webhook", "metrics", "health", "oidc"} {
+			port, err := framework.FreePort()
+			g.Expect(err).NotTo(HaveOccurred())
+			ports[name] = port
+		}
+		issuerURL = "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
+		if issuer != nil {
+			issuerURL = issuerURLOf(issuer)
+		}
+		run := append(append([]string{}, args...), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports["metrics"]),
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports["health"]),
+			"--webhook-port="+strconv.Itoa(ports["webhook"]), "--webhook-cert-dir="+certDir,
+			"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
+		var err error
+		p, err = framework.StartProcessEnv(dir, fmt.Sprintf("operator-%d", attempt), bin, env, run...)
+		g.Expect(err).NotTo(HaveOccurred())
+		serving := waitServing(ctx, p, ports)
+		if serving == nil {
+			break
+		}
+		_ = p.Stop(10 * time.Second)
+		if attempt == 3 || !strings.Contains(serving.Error(), "address already in use") {
+			t.Fatal(serving)
+		}
+		t.Logf("the operator lost a port to another process (attempt %d); starting it on others", attempt)
+	}
+	if issuer != nil {
+		issuer.Add("127.0.0.1:" + strconv.Itoa(ports["oidc"]))
+	}
 	// As a kubelet refreshes a mounted Secret: OLM may issue the webhook
 	// certificate anew after the process started (it rotates it when the
 	// Secret goes, as the garbage collector makes it go when the replaced
@@ -438,18 +461,39 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 	for _, sp := range svc.Spec.Ports {
 		cluster.Network.Route(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))), "127.0.0.1:"+strconv.Itoa(ports["webhook"]))
 	}
-	g.Eventually(func() (int, error) {
-		if done, err := p.Exited(); done {
-			return 0, fmt.Errorf("operator exited: %v\n%s", err, p.Tail(3000))
-		}
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/readyz")
-		if err != nil {
-			return 0, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode, nil
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
 	return stop, issuerURL
+}
+
+// waitServing waits until the operator process is ready and its OIDC
+// issuer answers on its own port (a listener that fails after readiness
+// ends the process), or says why not.
+func waitServing(ctx context.Context, p *framework.Process, ports map[string]int) error {
+	issuer := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a liveness probe of a loopback port
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var exited error
+	err := framework.WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if done, err := p.Exited(); done {
+			exited = fmt.Errorf("operator exited: %v\n%s", err, p.Tail(3000))
+			return false, exited
+		}
+		for _, u := range []string{"http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/readyz",
+			"https://127.0.0.1:" + strconv.Itoa(ports["oidc"]) + "/.well-known/openid-configuration"} {
+			resp, err := issuer.Get(u)
+			if err != nil {
+				return false, nil
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if exited != nil {
+		return exited
+	}
+	return err
 }
 
 // catalogBundleImage is the image of the named bundle in a File-Based
