@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -185,12 +183,10 @@ func consumerExec(ctx context.Context, cluster *framework.Cluster, cmd ...string
 	}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: consumer, Groups: []string{"system:authenticated"}}
-	u, err := url.Parse(cfg.Host) // may end in "/": set the path, do not append it
+	u, err := framework.ExecURL(cfg, tenantNS, sandboxName, false, false, cmd)
 	if err != nil {
 		return err
 	}
-	u.Path = accessv1alpha1.Path(tenantNS, sandboxName, accessv1alpha1.SubresourceExec)
-	u.RawQuery = url.Values{"command": cmd, "stdout": {"true"}, "stderr": {"true"}, "stdin": {"false"}, "tty": {"false"}}.Encode()
 	var out bytes.Buffer
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +28,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
@@ -374,18 +372,6 @@ func TestConsumerAccess(t *testing.T) {
 	})
 }
 
-// execURL is the exec subresource's URL with kubectl exec's parameters.
-func execURL(cfg *rest.Config, ns, name string, stdin, tty bool, cmd []string) (*url.URL, error) {
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	u.Path = "/apis/" + accessv1alpha1.Group + "/" + accessv1alpha1.Version + "/namespaces/" + ns + "/openshellsandboxes/" + name + "/exec"
-	q := url.Values{"command": cmd, "stdout": {"true"}, "stderr": {fmt.Sprint(!tty)}, "stdin": {fmt.Sprint(stdin)}, "tty": {fmt.Sprint(tty)}}
-	u.RawQuery = q.Encode()
-	return u, nil
-}
-
 // userConfig impersonates an authenticated user.
 func userConfig(user string) *rest.Config {
 	cfg := rest.CopyConfig(cluster.Config)
@@ -397,7 +383,7 @@ func userConfig(user string) *rest.Config {
 // sizes, when set, makes it a terminal session.
 func execAs(ctx context.Context, user, ns, name string, stdin io.Reader, sizes remotecommand.TerminalSizeQueue, cmd ...string) (string, string, error) {
 	cfg := userConfig(user)
-	u, err := execURL(cfg, ns, name, stdin != nil, sizes != nil, cmd)
+	u, err := framework.ExecURL(cfg, ns, name, stdin != nil, sizes != nil, cmd)
 	if err != nil {
 		return "", "", err
 	}
@@ -416,7 +402,7 @@ func execAs(ctx context.Context, user, ns, name string, stdin io.Reader, sizes r
 
 // logsAs reads the sandbox's logs as user.
 func logsAs(ctx context.Context, user, ns, name string) (string, error) {
-	rc, err := relayClient(userConfig(user))
+	rc, err := framework.RelayClient(userConfig(user))
 	if err != nil {
 		return "", err
 	}
@@ -460,7 +446,7 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 
 // exchangeAs asks the relay for a gateway token as the config's user.
 func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*accessv1alpha1.SandboxToken, error) {
-	rc, err := relayClient(cfg)
+	rc, err := framework.RelayClient(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -526,12 +512,4 @@ func runPlugin(ctx context.Context, g Gomega, kubectl plugin, user, ns, stdin st
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	return out.String(), errOut.String(), code
-}
-
-// relayClient is a REST client for the relay's plain requests (log, token).
-func relayClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	return rest.UnversionedRESTClientFor(cfg)
 }

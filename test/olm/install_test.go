@@ -272,15 +272,16 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 }
 
-// writeServingCert writes the Secret's certificate and key into dir, each
-// by rename (the key first: the manager reloads on the certificate).
-func writeServingCert(dir string, s *corev1.Secret) error {
-	for _, k := range []string{"tls.key", "tls.crt"} {
-		tmp := filepath.Join(dir, "."+k+".tmp")
-		if err := os.WriteFile(tmp, s.Data[k], 0o600); err != nil {
+// writeCertPair writes the Secret's key and certificate into dir under
+// the names a pod mounts them as, each by rename, the key first (a
+// watcher reloads on the certificate).
+func writeCertPair(dir string, s *corev1.Secret, keyFile, certFile string) error {
+	for _, f := range [][2]string{{"tls.key", keyFile}, {"tls.crt", certFile}} {
+		tmp := filepath.Join(dir, "."+f[1]+".tmp")
+		if err := os.WriteFile(tmp, s.Data[f[0]], 0o600); err != nil {
 			return err
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, k)); err != nil {
+		if err := os.Rename(tmp, filepath.Join(dir, f[1])); err != nil {
 			return err
 		}
 	}
@@ -384,7 +385,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 			g.Expect(err).NotTo(HaveOccurred(), "the webhook certificate is not the one the API server trusts yet")
 		}
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	g.Expect(writeServingCert(certDir, s)).To(Succeed())
+	g.Expect(writeCertPair(certDir, s, "tls.key", "tls.crt")).To(Succeed())
 	// The OIDC issuer's serving CA, which the test gateway trusts.
 	err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
 		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})
@@ -443,7 +444,7 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 	// CSV that alone owns it is deleted), and the manager's certificate
 	// watcher reloads the files.
 	refresh, stopRefresh := context.WithCancel(context.Background())
-	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeServingCert(certDir, s) })
+	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeCertPair(certDir, s, "tls.key", "tls.crt") })
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

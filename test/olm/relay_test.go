@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -83,7 +81,7 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 	if err != nil {
 		t.Fatalf("OLM issued no relay certificate: %v", err)
 	}
-	if err := writeAPIServiceCert(certDir, s); err != nil {
+	if err := writeCertPair(certDir, s, "apiserver.key", "apiserver.crt"); err != nil {
 		t.Fatal(err)
 	}
 	port, err := framework.FreePort()
@@ -106,7 +104,7 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 		t.Fatal(err)
 	}
 	refresh, stopRefresh := context.WithCancel(context.Background())
-	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeAPIServiceCert(certDir, s) })
+	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeCertPair(certDir, s, "apiserver.key", "apiserver.crt") })
 	t.Cleanup(func() {
 		stopRefresh()
 		if t.Failed() {
@@ -157,22 +155,6 @@ func serviceAccountKubeconfig(ctx context.Context, t *testing.T, ns, name, dir s
 	return path
 }
 
-// writeAPIServiceCert writes the Secret's certificate and key where OLM
-// mounts them for an APIService (apiserver.crt, apiserver.key), each by
-// rename, the key first.
-func writeAPIServiceCert(dir string, s *corev1.Secret) error {
-	for _, f := range [][2]string{{"tls.key", "apiserver.key"}, {"tls.crt", "apiserver.crt"}} {
-		tmp := filepath.Join(dir, "."+f[1]+".tmp")
-		if err := os.WriteFile(tmp, s.Data[f[0]], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, f[1])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // expectConsumerAccess: a Sandbox Consumer with the bundle's
 // openshell-sandbox-user role reads their sandbox's log and runs a command
 // in it through the relay OLM installed (its APIService, its Service, its
@@ -191,9 +173,7 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	as := func(user string) *rest.RESTClient {
 		cfg := rest.CopyConfig(cluster.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-		cfg.GroupVersion = &corev1.SchemeGroupVersion
-		cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-		rc, err := rest.UnversionedRESTClientFor(cfg)
+		rc, err := framework.RelayClient(cfg)
 		g.Expect(err).NotTo(HaveOccurred())
 		return rc
 	}
@@ -214,10 +194,8 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	// An exec: an upgraded connection, through the same Service.
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "dave", Groups: []string{"system:authenticated"}}
-	u, err := url.Parse(cfg.Host)
+	u, err := framework.ExecURL(cfg, ns, name, false, false, []string{"echo", "hi"})
 	g.Expect(err).NotTo(HaveOccurred())
-	u.Path = accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceExec)
-	u.RawQuery = url.Values{"command": {"echo", "hi"}, "stdout": {"true"}, "stderr": {"true"}}.Encode()
 	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
 	g.Expect(err).NotTo(HaveOccurred())
 	var stdout, stderr bytes.Buffer
