@@ -220,6 +220,32 @@ $(OPENSHELL_WHEEL): | $(LOCALBIN)
 	cd $(OPENSHELL_WHEEL_DIR) && python3 -m zipfile -e openshell-$(OPENSHELL_WHEEL_VERSION)-py3-none-any.whl .
 	touch $@
 
+# The `openshell` CLI of the 0.0.111 release, the newest that ships one (the
+# 0.1 wheels carry only the SDK): a real client of the 0.0.x line for
+# test/e2e, and that release's protobuf descriptors for test/wire. It is
+# built for glibc 2.39, newer than a Debian 12 machine's, so it runs under
+# the loader and libraries of Debian 13's glibc, unpacked beside it (the
+# wrapper bin/openshell).
+OPENSHELL_CLI_VERSION := 0.0.111
+OPENSHELL_CLI_SHA256 := 5ed0484beb2a725e5acce42046007ca6b140fdc74d0416ca8eac3fb73c8b0fcf
+OPENSHELL_CLI_WHEEL := openshell-$(OPENSHELL_CLI_VERSION)-py3-none-manylinux_2_39_x86_64.whl
+OPENSHELL_CLI_RUNTIME := libc6=2.41-12 libgcc-s1=14.2.0-19
+OPENSHELL_CLI_DIR := $(LOCALBIN)/openshell-cli
+OPENSHELL_CLI := $(OPENSHELL_CLI_DIR)/.unpacked-$(OPENSHELL_CLI_VERSION)
+$(OPENSHELL_CLI): hack/debian-package.sh | $(LOCALBIN)
+	@[ "$$(uname -m)" = x86_64 ] || { echo "the pinned openshell CLI is the x86_64 build"; exit 1; }
+	rm -rf $(OPENSHELL_CLI_DIR) && mkdir -p $(OPENSHELL_CLI_DIR)
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_39_x86_64 \
+		--dest $(OPENSHELL_CLI_DIR) openshell==$(OPENSHELL_CLI_VERSION)
+	echo "$(OPENSHELL_CLI_SHA256)  $(OPENSHELL_CLI_DIR)/$(OPENSHELL_CLI_WHEEL)" | sha256sum -c -
+	cd $(OPENSHELL_CLI_DIR) && python3 -m zipfile -e $(OPENSHELL_CLI_WHEEL) . && rm $(OPENSHELL_CLI_WHEEL)
+	chmod +x $(OPENSHELL_CLI_DIR)/openshell-$(OPENSHELL_CLI_VERSION).data/scripts/openshell
+	for p in $(OPENSHELL_CLI_RUNTIME); do hack/debian-package.sh trixie $${p%%=*} $${p#*=} $(OPENSHELL_CLI_DIR)/glibc; done
+	printf '#!/bin/sh\nd="$$(dirname "$$0")/openshell-cli"\nlib="$$d/glibc/usr/lib/x86_64-linux-gnu"\nexec "$$lib/ld-linux-x86-64.so.2" --library-path "$$lib" "$$d/openshell-$(OPENSHELL_CLI_VERSION).data/scripts/openshell" "$$@"\n' \
+		> $(LOCALBIN)/openshell && chmod +x $(LOCALBIN)/openshell
+	$(LOCALBIN)/openshell --version | grep -qx "openshell $(OPENSHELL_CLI_VERSION)"
+	touch $@
+
 # The SDK's runtime, for running it as a client in test/e2e.
 PYTHON_SDK := $(LOCALBIN)/python-sdk/.installed
 $(PYTHON_SDK): $(TOOLS_DIR)/python/requirements.txt | $(LOCALBIN)
@@ -229,7 +255,7 @@ $(PYTHON_SDK): $(TOOLS_DIR)/python/requirements.txt | $(LOCALBIN)
 	touch $@
 
 .PHONY: tools
-tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) $(OPENSHELL_WHEEL) $(PYTHON_SDK) ## Build every tool and control-plane binary the tests need into bin/ (cached).
+tools: $(TOOL_BINS) $(UPSTREAM_ASSETS) $(RELEASE_TOOL) $(OPENSHELL_WHEEL) $(OPENSHELL_CLI) $(PYTHON_SDK) ## Build every tool and control-plane binary the tests need into bin/ (cached).
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

@@ -19,24 +19,38 @@ type Finder interface {
 // Compare lists every way the declarations in ours differ from the
 // release's (nil: wire-identical as far as ours goes).
 func Compare(ours protoreflect.FileDescriptor, release Finder) []string {
+	return CompareRenamed(ours, release, func(n protoreflect.FullName) protoreflect.FullName { return n })
+}
+
+// CompareRenamed is Compare for protos whose package was renamed so that
+// two lines can be linked into one binary (proto/legacy): rename maps each
+// of our full names to the release's. Message and package names never
+// reach the wire; everything else is compared as Compare does.
+func CompareRenamed(ours protoreflect.FileDescriptor, release Finder, rename func(protoreflect.FullName) protoreflect.FullName) []string {
+	c := comparer{release: release, rename: rename}
 	var out []string
 	for i := 0; i < ours.Messages().Len(); i++ {
-		out = append(out, compareMessage(ours.Messages().Get(i), release)...)
+		out = append(out, c.message(ours.Messages().Get(i))...)
 	}
 	for i := 0; i < ours.Enums().Len(); i++ {
-		out = append(out, compareEnum(ours.Enums().Get(i), release)...)
+		out = append(out, c.enum(ours.Enums().Get(i))...)
 	}
 	for i := 0; i < ours.Services().Len(); i++ {
-		out = append(out, compareService(ours.Services().Get(i), release)...)
+		out = append(out, c.service(ours.Services().Get(i))...)
 	}
 	return out
 }
 
-func compareMessage(m protoreflect.MessageDescriptor, release Finder) []string {
+type comparer struct {
+	release Finder
+	rename  func(protoreflect.FullName) protoreflect.FullName
+}
+
+func (c comparer) message(m protoreflect.MessageDescriptor) []string {
 	if m.IsMapEntry() {
 		return nil // compared through the map field
 	}
-	d, err := release.FindDescriptorByName(m.FullName())
+	d, err := c.release.FindDescriptorByName(c.rename(m.FullName()))
 	theirs, ok := d.(protoreflect.MessageDescriptor)
 	if err != nil || !ok {
 		return []string{fmt.Sprintf("message %s: not in the release", m.FullName())}
@@ -49,22 +63,22 @@ func compareMessage(m protoreflect.MessageDescriptor, release Finder) []string {
 			out = append(out, fmt.Sprintf("%s: field %d (%s) not in the release", m.FullName(), f.Number(), f.Name()))
 			continue
 		}
-		if diff := fieldDiff(f, t); diff != "" {
+		if diff := c.fieldDiff(f, t); diff != "" {
 			out = append(out, fmt.Sprintf("%s field %d: %s", m.FullName(), f.Number(), diff))
 		}
 	}
 	for i := 0; i < m.Messages().Len(); i++ {
-		out = append(out, compareMessage(m.Messages().Get(i), release)...)
+		out = append(out, c.message(m.Messages().Get(i))...)
 	}
 	for i := 0; i < m.Enums().Len(); i++ {
-		out = append(out, compareEnum(m.Enums().Get(i), release)...)
+		out = append(out, c.enum(m.Enums().Get(i))...)
 	}
 	return out
 }
 
 // fieldDiff says how two fields of the same number differ on the wire or
 // in generated code's meaning ("" when they do not).
-func fieldDiff(f, t protoreflect.FieldDescriptor) string {
+func (c comparer) fieldDiff(f, t protoreflect.FieldDescriptor) string {
 	switch {
 	case f.Name() != t.Name():
 		return fmt.Sprintf("named %s, the release calls it %s", f.Name(), t.Name())
@@ -78,16 +92,16 @@ func fieldDiff(f, t protoreflect.FieldDescriptor) string {
 		return fmt.Sprintf("%s: presence %v, the release %v", f.Name(), f.HasPresence(), t.HasPresence())
 	case f.IsPacked() != t.IsPacked():
 		return fmt.Sprintf("%s: packed %v, the release %v", f.Name(), f.IsPacked(), t.IsPacked())
-	case typeName(f) != typeName(t):
-		return fmt.Sprintf("%s has type %s, the release %s", f.Name(), typeName(f), typeName(t))
+	case c.rename(typeName(f)) != typeName(t):
+		return fmt.Sprintf("%s has type %s, the release %s", f.Name(), c.rename(typeName(f)), typeName(t))
 	case oneofName(f) != oneofName(t):
 		return fmt.Sprintf("%s in oneof %q, the release %q", f.Name(), oneofName(f), oneofName(t))
 	}
 	if f.IsMap() {
-		if d := fieldDiff(f.MapKey(), t.MapKey()); d != "" {
+		if d := c.fieldDiff(f.MapKey(), t.MapKey()); d != "" {
 			return "map key: " + d
 		}
-		if d := fieldDiff(f.MapValue(), t.MapValue()); d != "" {
+		if d := c.fieldDiff(f.MapValue(), t.MapValue()); d != "" {
 			return "map value: " + d
 		}
 	}
@@ -115,8 +129,8 @@ func oneofName(f protoreflect.FieldDescriptor) protoreflect.Name {
 	return ""
 }
 
-func compareEnum(e protoreflect.EnumDescriptor, release Finder) []string {
-	d, err := release.FindDescriptorByName(e.FullName())
+func (c comparer) enum(e protoreflect.EnumDescriptor) []string {
+	d, err := c.release.FindDescriptorByName(c.rename(e.FullName()))
 	theirs, ok := d.(protoreflect.EnumDescriptor)
 	if err != nil || !ok {
 		return []string{fmt.Sprintf("enum %s: not in the release", e.FullName())}
@@ -135,8 +149,8 @@ func compareEnum(e protoreflect.EnumDescriptor, release Finder) []string {
 	return out
 }
 
-func compareService(s protoreflect.ServiceDescriptor, release Finder) []string {
-	d, err := release.FindDescriptorByName(s.FullName())
+func (c comparer) service(s protoreflect.ServiceDescriptor) []string {
+	d, err := c.release.FindDescriptorByName(c.rename(s.FullName()))
 	theirs, ok := d.(protoreflect.ServiceDescriptor)
 	if err != nil || !ok {
 		return []string{fmt.Sprintf("service %s: not in the release", s.FullName())}
@@ -148,9 +162,9 @@ func compareService(s protoreflect.ServiceDescriptor, release Finder) []string {
 		switch {
 		case t == nil:
 			out = append(out, fmt.Sprintf("%s.%s: not in the release", s.FullName(), m.Name()))
-		case t.Input().FullName() != m.Input().FullName() || t.Output().FullName() != m.Output().FullName():
+		case t.Input().FullName() != c.rename(m.Input().FullName()) || t.Output().FullName() != c.rename(m.Output().FullName()):
 			out = append(out, fmt.Sprintf("%s.%s: (%s) %s, the release (%s) %s", s.FullName(), m.Name(),
-				m.Input().FullName(), m.Output().FullName(), t.Input().FullName(), t.Output().FullName()))
+				c.rename(m.Input().FullName()), c.rename(m.Output().FullName()), t.Input().FullName(), t.Output().FullName()))
 		case t.IsStreamingClient() != m.IsStreamingClient() || t.IsStreamingServer() != m.IsStreamingServer():
 			out = append(out, fmt.Sprintf("%s.%s: streaming differs from the release", s.FullName(), m.Name()))
 		}

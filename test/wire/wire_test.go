@@ -12,6 +12,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	legacydatamodelv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	legacyopenshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	legacysandboxv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
@@ -20,29 +23,63 @@ import (
 	"github.com/openshell/openshell-operator/test/wheel"
 )
 
-// wheelDir is where `make tools` unpacks the pinned openshell wheel.
-var wheelDir = filepath.Join(framework.RepoRoot(), "bin", "openshell-wheel")
+// v01Wheel is where `make tools` unpacks the pinned 0.1 wheel (the SDK);
+// legacyWheel, the 0.0.111 wheel whose CLI test/e2e runs.
+var (
+	v01Wheel    = filepath.Join(framework.RepoRoot(), "bin", "openshell-wheel")
+	legacyWheel = filepath.Join(framework.RepoRoot(), "bin", "openshell-cli")
+)
 
-// v01Files are the operator's 0.1 proto files.
-var v01Files = []protoreflect.FileDescriptor{
-	openshellv1.File_v01_openshell_proto, datamodelv1.File_v01_datamodel_proto, sandboxv1.File_v01_sandbox_proto,
-}
+// v01Files are the operator's 0.1 proto files; legacyFiles its 0.0.x ones.
+var (
+	v01Files = []protoreflect.FileDescriptor{
+		openshellv1.File_v01_openshell_proto, datamodelv1.File_v01_datamodel_proto, sandboxv1.File_v01_sandbox_proto,
+	}
+	legacyFiles = []protoreflect.FileDescriptor{
+		legacyopenshellv1.File_legacy_openshell_proto, legacydatamodelv1.File_legacy_datamodel_proto, legacysandboxv1.File_legacy_sandbox_proto,
+	}
+)
 
-func release(t *testing.T) *protoregistry.Files {
+// release reads the descriptors of the openshell wheel of version
+// unpacked in dir (the Makefile variable that pins it is named in the
+// error).
+func release(t *testing.T, dir, version, pin string) *protoregistry.Files {
 	t.Helper()
-	meta, err := os.ReadFile(filepath.Join(wheelDir, "openshell-"+gatewayline.V01WireRelease+".dist-info", "METADATA"))
+	meta, err := os.ReadFile(filepath.Join(dir, "openshell-"+version+".dist-info", "METADATA"))
 	if err != nil {
-		t.Fatalf("the openshell %s wheel is not unpacked in bin/ (run `make tools`; the Makefile's OPENSHELL_WHEEL_VERSION "+
-			"must be gatewayline.V01WireRelease): %v", gatewayline.V01WireRelease, err)
+		t.Fatalf("the openshell %s wheel is not unpacked in %s (run `make tools`; the Makefile's %s "+
+			"must be %s): %v", version, dir, pin, version, err)
 	}
-	if !strings.Contains(string(meta), "\nVersion: "+gatewayline.V01WireRelease+"\n") {
-		t.Fatalf("the unpacked wheel is not openshell %s", gatewayline.V01WireRelease)
+	if !strings.Contains(string(meta), "\nVersion: "+version+"\n") {
+		t.Fatalf("the wheel unpacked in %s is not openshell %s", dir, version)
 	}
-	files, err := wheel.Files(filepath.Join(wheelDir, "openshell", "_proto"))
+	files, err := wheel.Files(filepath.Join(dir, "openshell", "_proto"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return files
+}
+
+func v01Release(t *testing.T) *protoregistry.Files {
+	return release(t, v01Wheel, gatewayline.V01WireRelease, "OPENSHELL_WHEEL_VERSION")
+}
+
+// compareAll reports every difference of files from the release, and
+// fails if fewer than floor messages and enums were compared (a proto
+// that lost its declarations compares vacuously).
+func compareAll(t *testing.T, files []protoreflect.FileDescriptor, rel *protoregistry.Files, floor int,
+	rename func(protoreflect.FullName) protoreflect.FullName) {
+	t.Helper()
+	var compared int
+	for _, f := range files {
+		for _, m := range CompareRenamed(f, rel, rename) {
+			t.Error(m)
+		}
+		compared += f.Messages().Len() + f.Enums().Len()
+	}
+	if compared < floor {
+		t.Fatalf("compared %d messages and enums: the protos lost declarations", compared)
+	}
 }
 
 // TestV01ProtosAreTheReleaseWire: every message, field, enum value and
@@ -50,17 +87,23 @@ func release(t *testing.T) *protoregistry.Files {
 // number, type, cardinality and presence. A wrong number would be silent
 // data loss at a real gateway.
 func TestV01ProtosAreTheReleaseWire(t *testing.T) {
-	files := release(t)
-	var compared int
-	for _, f := range v01Files {
-		for _, m := range Compare(f, files) {
-			t.Error(m)
-		}
-		compared += f.Messages().Len() + f.Enums().Len()
+	compareAll(t, v01Files, v01Release(t), 80, func(n protoreflect.FullName) protoreflect.FullName { return n })
+}
+
+// TestLegacyProtosAreTheReleaseWire: the same for the 0.0.x protos
+// against 0.0.111's own descriptors (the wheel whose CLI test/e2e runs):
+// the line the operator still speaks to gateways not yet upgraded.
+func TestLegacyProtosAreTheReleaseWire(t *testing.T) {
+	compareAll(t, legacyFiles, release(t, legacyWheel, gatewayline.LegacyManaged, "OPENSHELL_CLI_VERSION"), 60, unlegacy)
+}
+
+// unlegacy is the release's name of a proto/legacy declaration: the
+// package openshell.legacy.* is the release's openshell.*.
+func unlegacy(n protoreflect.FullName) protoreflect.FullName {
+	if rest, ok := strings.CutPrefix(string(n), "openshell.legacy."); ok {
+		return protoreflect.FullName("openshell." + rest)
 	}
-	if compared < 80 {
-		t.Fatalf("compared %d messages and enums: the 0.1 protos lost declarations", compared)
-	}
+	return n
 }
 
 // TestCompareFindsEveryKindOfDifference: the comparison is not vacuous.
@@ -68,7 +111,7 @@ func TestV01ProtosAreTheReleaseWire(t *testing.T) {
 // uses for another, a 0.0.x field the release dropped, a renamed field, a
 // changed type, an enum value the release lacks) are each reported.
 func TestCompareFindsEveryKindOfDifference(t *testing.T) {
-	files := release(t)
+	files := v01Release(t)
 	fd := protodesc.ToFileDescriptorProto(openshellv1.File_v01_openshell_proto)
 	msg := func(name string) *descriptorpb.DescriptorProto {
 		for _, m := range fd.MessageType {
