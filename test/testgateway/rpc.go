@@ -637,6 +637,26 @@ func (g *Gateway) UpdateConfig(_ context.Context, req *openshellv1.UpdateConfigR
 	return &openshellv1.UpdateConfigResponse{Version: r.policyV, PolicyHash: hex.EncodeToString(sum[:])}, nil
 }
 
+// GetSandboxConfig returns a sandbox's policy (0.0.x: what its supervisor
+// and the CLI's `sandbox get` read). Global policies and settings are not
+// played: the source is always the sandbox.
+func (g *Gateway) GetSandboxConfig(_ context.Context, req *sandboxv1.GetSandboxConfigRequest) (*sandboxv1.GetSandboxConfigResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.byID[req.SandboxId]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "sandbox %q not found", req.SandboxId)
+	}
+	resp := &sandboxv1.GetSandboxConfigResponse{Workspace: r.sb.Metadata.Workspace}
+	if p := r.sb.Spec.Policy; p != nil {
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+		sum := sha256.Sum256(b)
+		resp.Policy, resp.Version, resp.PolicyHash = proto.Clone(p).(*sandboxv1.SandboxPolicy), r.policyV, hex.EncodeToString(sum[:])
+		resp.PolicySource = sandboxv1.PolicySource_POLICY_SOURCE_SANDBOX
+	}
+	return resp, nil
+}
+
 func additive(old, next *sandboxv1.FilesystemPolicy) error {
 	if old == nil {
 		return nil

@@ -103,6 +103,21 @@ func (g *Gateway) serviceDesc() *grpc.ServiceDesc {
 		}
 		d.Streams = append(d.Streams, v01Stream)
 	}
+	// Methods only 0.0.x has (GetSandboxConfig, which the 0.0.111 CLI
+	// reads) are served while the gateway speaks 0.0.x.
+	for _, o := range old.Methods {
+		if slices.ContainsFunc(cur.Methods, func(m grpc.MethodDesc) bool { return m.MethodName == o.MethodName }) {
+			continue
+		}
+		legacyHandler := o.Handler
+		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: o.MethodName,
+			Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+				if g.countLine(o.MethodName) == gatewayline.V01 {
+					return nil, status.Errorf(codes.Unimplemented, "unknown method %s for service %s", o.MethodName, cur.ServiceName)
+				}
+				return legacyHandler(g, ctx, dec, icpt)
+			}})
+	}
 	return d
 }
 

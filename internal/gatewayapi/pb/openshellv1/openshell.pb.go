@@ -3586,7 +3586,7 @@ const file_legacy_openshell_proto_rawDesc = "" +
 	"\x15SANDBOX_PHASE_UNKNOWN\x10\x05\x12\x1a\n" +
 	"\x16SANDBOX_PHASE_STOPPING\x10\x06\x12\x19\n" +
 	"\x15SANDBOX_PHASE_STOPPED\x10\a\x12\x1a\n" +
-	"\x16SANDBOX_PHASE_STARTING\x10\b2\xb5\x11\n" +
+	"\x16SANDBOX_PHASE_STARTING\x10\b2\xb6\x12\n" +
 	"\tOpenShell\x12Q\n" +
 	"\x06Health\x12\".openshell.legacy.v1.HealthRequest\x1a#.openshell.legacy.v1.HealthResponse\x12i\n" +
 	"\x0eGetGatewayInfo\x12*.openshell.legacy.v1.GetGatewayInfoRequest\x1a+.openshell.legacy.v1.GetGatewayInfoResponse\x12`\n" +
@@ -3606,7 +3606,8 @@ const file_legacy_openshell_proto_rawDesc = "" +
 	"\x0eUpdateProvider\x12*.openshell.legacy.v1.UpdateProviderRequest\x1a%.openshell.legacy.v1.ProviderResponse\x12i\n" +
 	"\x0eDeleteProvider\x12*.openshell.legacy.v1.DeleteProviderRequest\x1a+.openshell.legacy.v1.DeleteProviderResponse\x12c\n" +
 	"\fUpdateConfig\x12(.openshell.legacy.v1.UpdateConfigRequest\x1a).openshell.legacy.v1.UpdateConfigResponse\x12\x81\x01\n" +
-	"\x16GetSandboxPolicyStatus\x122.openshell.legacy.v1.GetSandboxPolicyStatusRequest\x1a3.openshell.legacy.v1.GetSandboxPolicyStatusResponse\x12l\n" +
+	"\x16GetSandboxPolicyStatus\x122.openshell.legacy.v1.GetSandboxPolicyStatusRequest\x1a3.openshell.legacy.v1.GetSandboxPolicyStatusResponse\x12\x7f\n" +
+	"\x10GetSandboxConfig\x124.openshell.legacy.sandbox.v1.GetSandboxConfigRequest\x1a5.openshell.legacy.sandbox.v1.GetSandboxConfigResponse\x12l\n" +
 	"\x0fCreateWorkspace\x12+.openshell.legacy.v1.CreateWorkspaceRequest\x1a,.openshell.legacy.v1.CreateWorkspaceResponse\x12c\n" +
 	"\fGetWorkspace\x12(.openshell.legacy.v1.GetWorkspaceRequest\x1a).openshell.legacy.v1.GetWorkspaceResponse\x12l\n" +
 	"\x0fDeleteWorkspace\x12+.openshell.legacy.v1.DeleteWorkspaceRequest\x1a,.openshell.legacy.v1.DeleteWorkspaceResponseBXZVgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1;openshellv1b\x06proto3"
@@ -3626,77 +3627,79 @@ func file_legacy_openshell_proto_rawDescGZIP() []byte {
 var file_legacy_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_legacy_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_legacy_openshell_proto_goTypes = []any{
-	(ServiceStatus)(0),                     // 0: openshell.legacy.v1.ServiceStatus
-	(PolicyStatus)(0),                      // 1: openshell.legacy.v1.PolicyStatus
-	(SandboxPhase)(0),                      // 2: openshell.legacy.v1.SandboxPhase
-	(*HealthRequest)(nil),                  // 3: openshell.legacy.v1.HealthRequest
-	(*HealthResponse)(nil),                 // 4: openshell.legacy.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),          // 5: openshell.legacy.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),         // 6: openshell.legacy.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),              // 7: openshell.legacy.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),      // 8: openshell.legacy.v1.ComputeDriverCapabilities
-	(*Sandbox)(nil),                        // 9: openshell.legacy.v1.Sandbox
-	(*SandboxSpec)(nil),                    // 10: openshell.legacy.v1.SandboxSpec
-	(*ResourceRequirements)(nil),           // 11: openshell.legacy.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),        // 12: openshell.legacy.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),                // 13: openshell.legacy.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                  // 14: openshell.legacy.v1.SandboxStatus
-	(*SandboxCondition)(nil),               // 15: openshell.legacy.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),           // 16: openshell.legacy.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),              // 17: openshell.legacy.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),           // 18: openshell.legacy.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),          // 19: openshell.legacy.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),           // 20: openshell.legacy.v1.DeleteSandboxRequest
-	(*StopSandboxRequest)(nil),             // 21: openshell.legacy.v1.StopSandboxRequest
-	(*StartSandboxRequest)(nil),            // 22: openshell.legacy.v1.StartSandboxRequest
-	(*DeleteSandboxResponse)(nil),          // 23: openshell.legacy.v1.DeleteSandboxResponse
-	(*SandboxResponse)(nil),                // 24: openshell.legacy.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),            // 25: openshell.legacy.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),             // 26: openshell.legacy.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                 // 27: openshell.legacy.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                  // 28: openshell.legacy.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),           // 29: openshell.legacy.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),   // 30: openshell.legacy.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil),  // 31: openshell.legacy.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),   // 32: openshell.legacy.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil),  // 33: openshell.legacy.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),    // 34: openshell.legacy.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),   // 35: openshell.legacy.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),          // 36: openshell.legacy.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),             // 37: openshell.legacy.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),          // 38: openshell.legacy.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),          // 39: openshell.legacy.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),               // 40: openshell.legacy.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),         // 41: openshell.legacy.v1.DeleteProviderResponse
-	(*UpdateConfigRequest)(nil),            // 42: openshell.legacy.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),           // 43: openshell.legacy.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),         // 44: openshell.legacy.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 45: openshell.legacy.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 46: openshell.legacy.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 47: openshell.legacy.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),         // 48: openshell.legacy.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),        // 49: openshell.legacy.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),  // 50: openshell.legacy.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil), // 51: openshell.legacy.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),          // 52: openshell.legacy.v1.SandboxPolicyRevision
-	nil,                                    // 53: openshell.legacy.v1.SandboxSpec.EnvironmentEntry
-	nil,                                    // 54: openshell.legacy.v1.SandboxTemplate.LabelsEntry
-	nil,                                    // 55: openshell.legacy.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                    // 56: openshell.legacy.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                    // 57: openshell.legacy.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                    // 58: openshell.legacy.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                    // 59: openshell.legacy.v1.SandboxLogLine.FieldsEntry
-	nil,                                    // 60: openshell.legacy.v1.PlatformEvent.MetadataEntry
-	nil,                                    // 61: openshell.legacy.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
-	nil,                                    // 62: openshell.legacy.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                    // 63: openshell.legacy.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                    // 64: openshell.legacy.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                    // 65: openshell.legacy.v1.SandboxPolicyRevision.ProvenanceEntry
-	(*datamodelv1.ObjectMeta)(nil),         // 66: openshell.legacy.datamodel.v1.ObjectMeta
-	(*sandboxv1.SandboxPolicy)(nil),        // 67: openshell.legacy.sandbox.v1.SandboxPolicy
-	(*structpb.Struct)(nil),                // 68: google.protobuf.Struct
-	(*datamodelv1.Provider)(nil),           // 69: openshell.legacy.datamodel.v1.Provider
-	(*datamodelv1.Workspace)(nil),          // 70: openshell.legacy.datamodel.v1.Workspace
+	(ServiceStatus)(0),                         // 0: openshell.legacy.v1.ServiceStatus
+	(PolicyStatus)(0),                          // 1: openshell.legacy.v1.PolicyStatus
+	(SandboxPhase)(0),                          // 2: openshell.legacy.v1.SandboxPhase
+	(*HealthRequest)(nil),                      // 3: openshell.legacy.v1.HealthRequest
+	(*HealthResponse)(nil),                     // 4: openshell.legacy.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),              // 5: openshell.legacy.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),             // 6: openshell.legacy.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),                  // 7: openshell.legacy.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),          // 8: openshell.legacy.v1.ComputeDriverCapabilities
+	(*Sandbox)(nil),                            // 9: openshell.legacy.v1.Sandbox
+	(*SandboxSpec)(nil),                        // 10: openshell.legacy.v1.SandboxSpec
+	(*ResourceRequirements)(nil),               // 11: openshell.legacy.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),            // 12: openshell.legacy.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                    // 13: openshell.legacy.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                      // 14: openshell.legacy.v1.SandboxStatus
+	(*SandboxCondition)(nil),                   // 15: openshell.legacy.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),               // 16: openshell.legacy.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),                  // 17: openshell.legacy.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),               // 18: openshell.legacy.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),              // 19: openshell.legacy.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),               // 20: openshell.legacy.v1.DeleteSandboxRequest
+	(*StopSandboxRequest)(nil),                 // 21: openshell.legacy.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),                // 22: openshell.legacy.v1.StartSandboxRequest
+	(*DeleteSandboxResponse)(nil),              // 23: openshell.legacy.v1.DeleteSandboxResponse
+	(*SandboxResponse)(nil),                    // 24: openshell.legacy.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),                // 25: openshell.legacy.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),                 // 26: openshell.legacy.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                     // 27: openshell.legacy.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                      // 28: openshell.legacy.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),               // 29: openshell.legacy.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),       // 30: openshell.legacy.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),      // 31: openshell.legacy.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),       // 32: openshell.legacy.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),      // 33: openshell.legacy.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),        // 34: openshell.legacy.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),       // 35: openshell.legacy.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),              // 36: openshell.legacy.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),                 // 37: openshell.legacy.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),              // 38: openshell.legacy.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),              // 39: openshell.legacy.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),                   // 40: openshell.legacy.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),             // 41: openshell.legacy.v1.DeleteProviderResponse
+	(*UpdateConfigRequest)(nil),                // 42: openshell.legacy.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),               // 43: openshell.legacy.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),             // 44: openshell.legacy.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),            // 45: openshell.legacy.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),                // 46: openshell.legacy.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),               // 47: openshell.legacy.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),             // 48: openshell.legacy.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),            // 49: openshell.legacy.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),      // 50: openshell.legacy.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil),     // 51: openshell.legacy.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),              // 52: openshell.legacy.v1.SandboxPolicyRevision
+	nil,                                        // 53: openshell.legacy.v1.SandboxSpec.EnvironmentEntry
+	nil,                                        // 54: openshell.legacy.v1.SandboxTemplate.LabelsEntry
+	nil,                                        // 55: openshell.legacy.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                        // 56: openshell.legacy.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                        // 57: openshell.legacy.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                        // 58: openshell.legacy.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                        // 59: openshell.legacy.v1.SandboxLogLine.FieldsEntry
+	nil,                                        // 60: openshell.legacy.v1.PlatformEvent.MetadataEntry
+	nil,                                        // 61: openshell.legacy.v1.UpdateProviderRequest.CredentialExpiresAtMsEntry
+	nil,                                        // 62: openshell.legacy.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                        // 63: openshell.legacy.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                        // 64: openshell.legacy.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                        // 65: openshell.legacy.v1.SandboxPolicyRevision.ProvenanceEntry
+	(*datamodelv1.ObjectMeta)(nil),             // 66: openshell.legacy.datamodel.v1.ObjectMeta
+	(*sandboxv1.SandboxPolicy)(nil),            // 67: openshell.legacy.sandbox.v1.SandboxPolicy
+	(*structpb.Struct)(nil),                    // 68: google.protobuf.Struct
+	(*datamodelv1.Provider)(nil),               // 69: openshell.legacy.datamodel.v1.Provider
+	(*datamodelv1.Workspace)(nil),              // 70: openshell.legacy.datamodel.v1.Workspace
+	(*sandboxv1.GetSandboxConfigRequest)(nil),  // 71: openshell.legacy.sandbox.v1.GetSandboxConfigRequest
+	(*sandboxv1.GetSandboxConfigResponse)(nil), // 72: openshell.legacy.sandbox.v1.GetSandboxConfigResponse
 }
 var file_legacy_openshell_proto_depIdxs = []int32{
 	0,  // 0: openshell.legacy.v1.HealthResponse.status:type_name -> openshell.legacy.v1.ServiceStatus
@@ -3764,32 +3767,34 @@ var file_legacy_openshell_proto_depIdxs = []int32{
 	39, // 62: openshell.legacy.v1.OpenShell.DeleteProvider:input_type -> openshell.legacy.v1.DeleteProviderRequest
 	42, // 63: openshell.legacy.v1.OpenShell.UpdateConfig:input_type -> openshell.legacy.v1.UpdateConfigRequest
 	50, // 64: openshell.legacy.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.legacy.v1.GetSandboxPolicyStatusRequest
-	44, // 65: openshell.legacy.v1.OpenShell.CreateWorkspace:input_type -> openshell.legacy.v1.CreateWorkspaceRequest
-	46, // 66: openshell.legacy.v1.OpenShell.GetWorkspace:input_type -> openshell.legacy.v1.GetWorkspaceRequest
-	48, // 67: openshell.legacy.v1.OpenShell.DeleteWorkspace:input_type -> openshell.legacy.v1.DeleteWorkspaceRequest
-	4,  // 68: openshell.legacy.v1.OpenShell.Health:output_type -> openshell.legacy.v1.HealthResponse
-	6,  // 69: openshell.legacy.v1.OpenShell.GetGatewayInfo:output_type -> openshell.legacy.v1.GetGatewayInfoResponse
-	24, // 70: openshell.legacy.v1.OpenShell.CreateSandbox:output_type -> openshell.legacy.v1.SandboxResponse
-	24, // 71: openshell.legacy.v1.OpenShell.GetSandbox:output_type -> openshell.legacy.v1.SandboxResponse
-	19, // 72: openshell.legacy.v1.OpenShell.ListSandboxes:output_type -> openshell.legacy.v1.ListSandboxesResponse
-	23, // 73: openshell.legacy.v1.OpenShell.DeleteSandbox:output_type -> openshell.legacy.v1.DeleteSandboxResponse
-	26, // 74: openshell.legacy.v1.OpenShell.WatchSandbox:output_type -> openshell.legacy.v1.SandboxStreamEvent
-	24, // 75: openshell.legacy.v1.OpenShell.StopSandbox:output_type -> openshell.legacy.v1.SandboxResponse
-	24, // 76: openshell.legacy.v1.OpenShell.StartSandbox:output_type -> openshell.legacy.v1.SandboxResponse
-	31, // 77: openshell.legacy.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.legacy.v1.AttachSandboxProviderResponse
-	33, // 78: openshell.legacy.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.legacy.v1.DetachSandboxProviderResponse
-	35, // 79: openshell.legacy.v1.OpenShell.ListSandboxProviders:output_type -> openshell.legacy.v1.ListSandboxProvidersResponse
-	40, // 80: openshell.legacy.v1.OpenShell.CreateProvider:output_type -> openshell.legacy.v1.ProviderResponse
-	40, // 81: openshell.legacy.v1.OpenShell.GetProvider:output_type -> openshell.legacy.v1.ProviderResponse
-	40, // 82: openshell.legacy.v1.OpenShell.UpdateProvider:output_type -> openshell.legacy.v1.ProviderResponse
-	41, // 83: openshell.legacy.v1.OpenShell.DeleteProvider:output_type -> openshell.legacy.v1.DeleteProviderResponse
-	43, // 84: openshell.legacy.v1.OpenShell.UpdateConfig:output_type -> openshell.legacy.v1.UpdateConfigResponse
-	51, // 85: openshell.legacy.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.legacy.v1.GetSandboxPolicyStatusResponse
-	45, // 86: openshell.legacy.v1.OpenShell.CreateWorkspace:output_type -> openshell.legacy.v1.CreateWorkspaceResponse
-	47, // 87: openshell.legacy.v1.OpenShell.GetWorkspace:output_type -> openshell.legacy.v1.GetWorkspaceResponse
-	49, // 88: openshell.legacy.v1.OpenShell.DeleteWorkspace:output_type -> openshell.legacy.v1.DeleteWorkspaceResponse
-	68, // [68:89] is the sub-list for method output_type
-	47, // [47:68] is the sub-list for method input_type
+	71, // 65: openshell.legacy.v1.OpenShell.GetSandboxConfig:input_type -> openshell.legacy.sandbox.v1.GetSandboxConfigRequest
+	44, // 66: openshell.legacy.v1.OpenShell.CreateWorkspace:input_type -> openshell.legacy.v1.CreateWorkspaceRequest
+	46, // 67: openshell.legacy.v1.OpenShell.GetWorkspace:input_type -> openshell.legacy.v1.GetWorkspaceRequest
+	48, // 68: openshell.legacy.v1.OpenShell.DeleteWorkspace:input_type -> openshell.legacy.v1.DeleteWorkspaceRequest
+	4,  // 69: openshell.legacy.v1.OpenShell.Health:output_type -> openshell.legacy.v1.HealthResponse
+	6,  // 70: openshell.legacy.v1.OpenShell.GetGatewayInfo:output_type -> openshell.legacy.v1.GetGatewayInfoResponse
+	24, // 71: openshell.legacy.v1.OpenShell.CreateSandbox:output_type -> openshell.legacy.v1.SandboxResponse
+	24, // 72: openshell.legacy.v1.OpenShell.GetSandbox:output_type -> openshell.legacy.v1.SandboxResponse
+	19, // 73: openshell.legacy.v1.OpenShell.ListSandboxes:output_type -> openshell.legacy.v1.ListSandboxesResponse
+	23, // 74: openshell.legacy.v1.OpenShell.DeleteSandbox:output_type -> openshell.legacy.v1.DeleteSandboxResponse
+	26, // 75: openshell.legacy.v1.OpenShell.WatchSandbox:output_type -> openshell.legacy.v1.SandboxStreamEvent
+	24, // 76: openshell.legacy.v1.OpenShell.StopSandbox:output_type -> openshell.legacy.v1.SandboxResponse
+	24, // 77: openshell.legacy.v1.OpenShell.StartSandbox:output_type -> openshell.legacy.v1.SandboxResponse
+	31, // 78: openshell.legacy.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.legacy.v1.AttachSandboxProviderResponse
+	33, // 79: openshell.legacy.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.legacy.v1.DetachSandboxProviderResponse
+	35, // 80: openshell.legacy.v1.OpenShell.ListSandboxProviders:output_type -> openshell.legacy.v1.ListSandboxProvidersResponse
+	40, // 81: openshell.legacy.v1.OpenShell.CreateProvider:output_type -> openshell.legacy.v1.ProviderResponse
+	40, // 82: openshell.legacy.v1.OpenShell.GetProvider:output_type -> openshell.legacy.v1.ProviderResponse
+	40, // 83: openshell.legacy.v1.OpenShell.UpdateProvider:output_type -> openshell.legacy.v1.ProviderResponse
+	41, // 84: openshell.legacy.v1.OpenShell.DeleteProvider:output_type -> openshell.legacy.v1.DeleteProviderResponse
+	43, // 85: openshell.legacy.v1.OpenShell.UpdateConfig:output_type -> openshell.legacy.v1.UpdateConfigResponse
+	51, // 86: openshell.legacy.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.legacy.v1.GetSandboxPolicyStatusResponse
+	72, // 87: openshell.legacy.v1.OpenShell.GetSandboxConfig:output_type -> openshell.legacy.sandbox.v1.GetSandboxConfigResponse
+	45, // 88: openshell.legacy.v1.OpenShell.CreateWorkspace:output_type -> openshell.legacy.v1.CreateWorkspaceResponse
+	47, // 89: openshell.legacy.v1.OpenShell.GetWorkspace:output_type -> openshell.legacy.v1.GetWorkspaceResponse
+	49, // 90: openshell.legacy.v1.OpenShell.DeleteWorkspace:output_type -> openshell.legacy.v1.DeleteWorkspaceResponse
+	69, // [69:91] is the sub-list for method output_type
+	47, // [47:69] is the sub-list for method input_type
 	47, // [47:47] is the sub-list for extension type_name
 	47, // [47:47] is the sub-list for extension extendee
 	0,  // [0:47] is the sub-list for field type_name

@@ -19,6 +19,7 @@ package openshellv1
 
 import (
 	context "context"
+	sandboxv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -48,6 +49,7 @@ const (
 	OpenShell_DeleteProvider_FullMethodName         = "/openshell.legacy.v1.OpenShell/DeleteProvider"
 	OpenShell_UpdateConfig_FullMethodName           = "/openshell.legacy.v1.OpenShell/UpdateConfig"
 	OpenShell_GetSandboxPolicyStatus_FullMethodName = "/openshell.legacy.v1.OpenShell/GetSandboxPolicyStatus"
+	OpenShell_GetSandboxConfig_FullMethodName       = "/openshell.legacy.v1.OpenShell/GetSandboxConfig"
 	OpenShell_CreateWorkspace_FullMethodName        = "/openshell.legacy.v1.OpenShell/CreateWorkspace"
 	OpenShell_GetWorkspace_FullMethodName           = "/openshell.legacy.v1.OpenShell/GetWorkspace"
 	OpenShell_DeleteWorkspace_FullMethodName        = "/openshell.legacy.v1.OpenShell/DeleteWorkspace"
@@ -75,6 +77,7 @@ type OpenShellClient interface {
 	DeleteProvider(ctx context.Context, in *DeleteProviderRequest, opts ...grpc.CallOption) (*DeleteProviderResponse, error)
 	UpdateConfig(ctx context.Context, in *UpdateConfigRequest, opts ...grpc.CallOption) (*UpdateConfigResponse, error)
 	GetSandboxPolicyStatus(ctx context.Context, in *GetSandboxPolicyStatusRequest, opts ...grpc.CallOption) (*GetSandboxPolicyStatusResponse, error)
+	GetSandboxConfig(ctx context.Context, in *sandboxv1.GetSandboxConfigRequest, opts ...grpc.CallOption) (*sandboxv1.GetSandboxConfigResponse, error)
 	CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error)
 	GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(ctx context.Context, in *DeleteWorkspaceRequest, opts ...grpc.CallOption) (*DeleteWorkspaceResponse, error)
@@ -277,6 +280,16 @@ func (c *openShellClient) GetSandboxPolicyStatus(ctx context.Context, in *GetSan
 	return out, nil
 }
 
+func (c *openShellClient) GetSandboxConfig(ctx context.Context, in *sandboxv1.GetSandboxConfigRequest, opts ...grpc.CallOption) (*sandboxv1.GetSandboxConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(sandboxv1.GetSandboxConfigResponse)
+	err := c.cc.Invoke(ctx, OpenShell_GetSandboxConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *openShellClient) CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateWorkspaceResponse)
@@ -329,6 +342,7 @@ type OpenShellServer interface {
 	DeleteProvider(context.Context, *DeleteProviderRequest) (*DeleteProviderResponse, error)
 	UpdateConfig(context.Context, *UpdateConfigRequest) (*UpdateConfigResponse, error)
 	GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error)
+	GetSandboxConfig(context.Context, *sandboxv1.GetSandboxConfigRequest) (*sandboxv1.GetSandboxConfigResponse, error)
 	CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error)
 	GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(context.Context, *DeleteWorkspaceRequest) (*DeleteWorkspaceResponse, error)
@@ -395,6 +409,9 @@ func (UnimplementedOpenShellServer) UpdateConfig(context.Context, *UpdateConfigR
 }
 func (UnimplementedOpenShellServer) GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSandboxPolicyStatus not implemented")
+}
+func (UnimplementedOpenShellServer) GetSandboxConfig(context.Context, *sandboxv1.GetSandboxConfigRequest) (*sandboxv1.GetSandboxConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSandboxConfig not implemented")
 }
 func (UnimplementedOpenShellServer) CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateWorkspace not implemented")
@@ -743,6 +760,24 @@ func _OpenShell_GetSandboxPolicyStatus_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpenShell_GetSandboxConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sandboxv1.GetSandboxConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).GetSandboxConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_GetSandboxConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).GetSandboxConfig(ctx, req.(*sandboxv1.GetSandboxConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpenShell_CreateWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateWorkspaceRequest)
 	if err := dec(in); err != nil {
@@ -871,6 +906,10 @@ var OpenShell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSandboxPolicyStatus",
 			Handler:    _OpenShell_GetSandboxPolicyStatus_Handler,
+		},
+		{
+			MethodName: "GetSandboxConfig",
+			Handler:    _OpenShell_GetSandboxConfig_Handler,
 		},
 		{
 			MethodName: "CreateWorkspace",

@@ -23,6 +23,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PolicySource int32
+
+const (
+	PolicySource_POLICY_SOURCE_UNSPECIFIED PolicySource = 0
+	PolicySource_POLICY_SOURCE_SANDBOX     PolicySource = 1
+	PolicySource_POLICY_SOURCE_GLOBAL      PolicySource = 2
+)
+
+// Enum value maps for PolicySource.
+var (
+	PolicySource_name = map[int32]string{
+		0: "POLICY_SOURCE_UNSPECIFIED",
+		1: "POLICY_SOURCE_SANDBOX",
+		2: "POLICY_SOURCE_GLOBAL",
+	}
+	PolicySource_value = map[string]int32{
+		"POLICY_SOURCE_UNSPECIFIED": 0,
+		"POLICY_SOURCE_SANDBOX":     1,
+		"POLICY_SOURCE_GLOBAL":      2,
+	}
+)
+
+func (x PolicySource) Enum() *PolicySource {
+	p := new(PolicySource)
+	*p = x
+	return p
+}
+
+func (x PolicySource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicySource) Descriptor() protoreflect.EnumDescriptor {
+	return file_legacy_sandbox_proto_enumTypes[0].Descriptor()
+}
+
+func (PolicySource) Type() protoreflect.EnumType {
+	return &file_legacy_sandbox_proto_enumTypes[0]
+}
+
+func (x PolicySource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicySource.Descriptor instead.
+func (PolicySource) EnumDescriptor() ([]byte, []int) {
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
 type SandboxPolicy struct {
 	state           protoimpl.MessageState        `protogen:"open.v1"`
 	Version         uint32                        `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -787,6 +836,129 @@ func (x *L7DenyRule) GetParams() map[string]*L7QueryMatcher {
 	return nil
 }
 
+// GetSandboxConfig (0.0.111: the supervisor's and the CLI's `sandbox get`
+// read of a sandbox's effective policy). The operator does not call it;
+// the test gateway serves it for the release's CLI.
+type GetSandboxConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxConfigRequest) Reset() {
+	*x = GetSandboxConfigRequest{}
+	mi := &file_legacy_sandbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxConfigRequest) ProtoMessage() {}
+
+func (x *GetSandboxConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legacy_sandbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetSandboxConfigRequest) Descriptor() ([]byte, []int) {
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetSandboxConfigRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+type GetSandboxConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *SandboxPolicy         `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Version       uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	PolicyHash    string                 `protobuf:"bytes,3,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	PolicySource  PolicySource           `protobuf:"varint,6,opt,name=policy_source,json=policySource,proto3,enum=openshell.legacy.sandbox.v1.PolicySource" json:"policy_source,omitempty"`
+	Workspace     string                 `protobuf:"bytes,10,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSandboxConfigResponse) Reset() {
+	*x = GetSandboxConfigResponse{}
+	mi := &file_legacy_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxConfigResponse) ProtoMessage() {}
+
+func (x *GetSandboxConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legacy_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetSandboxConfigResponse) Descriptor() ([]byte, []int) {
+	return file_legacy_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetSandboxConfigResponse) GetPolicy() *SandboxPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GetSandboxConfigResponse) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetSandboxConfigResponse) GetPolicyHash() string {
+	if x != nil {
+		return x.PolicyHash
+	}
+	return ""
+}
+
+func (x *GetSandboxConfigResponse) GetPolicySource() PolicySource {
+	if x != nil {
+		return x.PolicySource
+	}
+	return PolicySource_POLICY_SOURCE_UNSPECIFIED
+}
+
+func (x *GetSandboxConfigResponse) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
 var File_legacy_sandbox_proto protoreflect.FileDescriptor
 
 const file_legacy_sandbox_proto_rawDesc = "" +
@@ -873,7 +1045,22 @@ const file_legacy_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1af\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
-	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\tBTZRgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1;sandboxv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\v2+.openshell.legacy.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01J\x04\b\b\x10\t\"8\n" +
+	"\x17GetSandboxConfigRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"\x87\x02\n" +
+	"\x18GetSandboxConfigResponse\x12B\n" +
+	"\x06policy\x18\x01 \x01(\v2*.openshell.legacy.sandbox.v1.SandboxPolicyR\x06policy\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1f\n" +
+	"\vpolicy_hash\x18\x03 \x01(\tR\n" +
+	"policyHash\x12N\n" +
+	"\rpolicy_source\x18\x06 \x01(\x0e2).openshell.legacy.sandbox.v1.PolicySourceR\fpolicySource\x12\x1c\n" +
+	"\tworkspace\x18\n" +
+	" \x01(\tR\tworkspace*b\n" +
+	"\fPolicySource\x12\x1d\n" +
+	"\x19POLICY_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15POLICY_SOURCE_SANDBOX\x10\x01\x12\x18\n" +
+	"\x14POLICY_SOURCE_GLOBAL\x10\x02BTZRgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1;sandboxv1b\x06proto3"
 
 var (
 	file_legacy_sandbox_proto_rawDescOnce sync.Once
@@ -887,49 +1074,55 @@ func file_legacy_sandbox_proto_rawDescGZIP() []byte {
 	return file_legacy_sandbox_proto_rawDescData
 }
 
-var file_legacy_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_legacy_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_legacy_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_legacy_sandbox_proto_goTypes = []any{
-	(*SandboxPolicy)(nil),     // 0: openshell.legacy.sandbox.v1.SandboxPolicy
-	(*FilesystemPolicy)(nil),  // 1: openshell.legacy.sandbox.v1.FilesystemPolicy
-	(*LandlockPolicy)(nil),    // 2: openshell.legacy.sandbox.v1.LandlockPolicy
-	(*ProcessPolicy)(nil),     // 3: openshell.legacy.sandbox.v1.ProcessPolicy
-	(*NetworkPolicyRule)(nil), // 4: openshell.legacy.sandbox.v1.NetworkPolicyRule
-	(*NetworkEndpoint)(nil),   // 5: openshell.legacy.sandbox.v1.NetworkEndpoint
-	(*NetworkBinary)(nil),     // 6: openshell.legacy.sandbox.v1.NetworkBinary
-	(*L7Rule)(nil),            // 7: openshell.legacy.sandbox.v1.L7Rule
-	(*L7QueryMatcher)(nil),    // 8: openshell.legacy.sandbox.v1.L7QueryMatcher
-	(*L7Allow)(nil),           // 9: openshell.legacy.sandbox.v1.L7Allow
-	(*L7DenyRule)(nil),        // 10: openshell.legacy.sandbox.v1.L7DenyRule
-	nil,                       // 11: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	nil,                       // 12: openshell.legacy.sandbox.v1.L7Allow.QueryEntry
-	nil,                       // 13: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
-	nil,                       // 14: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
-	nil,                       // 15: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
+	(PolicySource)(0),                // 0: openshell.legacy.sandbox.v1.PolicySource
+	(*SandboxPolicy)(nil),            // 1: openshell.legacy.sandbox.v1.SandboxPolicy
+	(*FilesystemPolicy)(nil),         // 2: openshell.legacy.sandbox.v1.FilesystemPolicy
+	(*LandlockPolicy)(nil),           // 3: openshell.legacy.sandbox.v1.LandlockPolicy
+	(*ProcessPolicy)(nil),            // 4: openshell.legacy.sandbox.v1.ProcessPolicy
+	(*NetworkPolicyRule)(nil),        // 5: openshell.legacy.sandbox.v1.NetworkPolicyRule
+	(*NetworkEndpoint)(nil),          // 6: openshell.legacy.sandbox.v1.NetworkEndpoint
+	(*NetworkBinary)(nil),            // 7: openshell.legacy.sandbox.v1.NetworkBinary
+	(*L7Rule)(nil),                   // 8: openshell.legacy.sandbox.v1.L7Rule
+	(*L7QueryMatcher)(nil),           // 9: openshell.legacy.sandbox.v1.L7QueryMatcher
+	(*L7Allow)(nil),                  // 10: openshell.legacy.sandbox.v1.L7Allow
+	(*L7DenyRule)(nil),               // 11: openshell.legacy.sandbox.v1.L7DenyRule
+	(*GetSandboxConfigRequest)(nil),  // 12: openshell.legacy.sandbox.v1.GetSandboxConfigRequest
+	(*GetSandboxConfigResponse)(nil), // 13: openshell.legacy.sandbox.v1.GetSandboxConfigResponse
+	nil,                              // 14: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	nil,                              // 15: openshell.legacy.sandbox.v1.L7Allow.QueryEntry
+	nil,                              // 16: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
+	nil,                              // 17: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
+	nil,                              // 18: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
 }
 var file_legacy_sandbox_proto_depIdxs = []int32{
-	1,  // 0: openshell.legacy.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.legacy.sandbox.v1.FilesystemPolicy
-	2,  // 1: openshell.legacy.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.legacy.sandbox.v1.LandlockPolicy
-	3,  // 2: openshell.legacy.sandbox.v1.SandboxPolicy.process:type_name -> openshell.legacy.sandbox.v1.ProcessPolicy
-	11, // 3: openshell.legacy.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	5,  // 4: openshell.legacy.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.legacy.sandbox.v1.NetworkEndpoint
-	6,  // 5: openshell.legacy.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.legacy.sandbox.v1.NetworkBinary
-	7,  // 6: openshell.legacy.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.legacy.sandbox.v1.L7Rule
-	10, // 7: openshell.legacy.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.legacy.sandbox.v1.L7DenyRule
-	9,  // 8: openshell.legacy.sandbox.v1.L7Rule.allow:type_name -> openshell.legacy.sandbox.v1.L7Allow
-	12, // 9: openshell.legacy.sandbox.v1.L7Allow.query:type_name -> openshell.legacy.sandbox.v1.L7Allow.QueryEntry
-	13, // 10: openshell.legacy.sandbox.v1.L7Allow.params:type_name -> openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
-	14, // 11: openshell.legacy.sandbox.v1.L7DenyRule.query:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
-	15, // 12: openshell.legacy.sandbox.v1.L7DenyRule.params:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
-	4,  // 13: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.legacy.sandbox.v1.NetworkPolicyRule
-	8,  // 14: openshell.legacy.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
-	8,  // 15: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
-	8,  // 16: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
-	8,  // 17: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	2,  // 0: openshell.legacy.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.legacy.sandbox.v1.FilesystemPolicy
+	3,  // 1: openshell.legacy.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.legacy.sandbox.v1.LandlockPolicy
+	4,  // 2: openshell.legacy.sandbox.v1.SandboxPolicy.process:type_name -> openshell.legacy.sandbox.v1.ProcessPolicy
+	14, // 3: openshell.legacy.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	6,  // 4: openshell.legacy.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.legacy.sandbox.v1.NetworkEndpoint
+	7,  // 5: openshell.legacy.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.legacy.sandbox.v1.NetworkBinary
+	8,  // 6: openshell.legacy.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.legacy.sandbox.v1.L7Rule
+	11, // 7: openshell.legacy.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.legacy.sandbox.v1.L7DenyRule
+	10, // 8: openshell.legacy.sandbox.v1.L7Rule.allow:type_name -> openshell.legacy.sandbox.v1.L7Allow
+	15, // 9: openshell.legacy.sandbox.v1.L7Allow.query:type_name -> openshell.legacy.sandbox.v1.L7Allow.QueryEntry
+	16, // 10: openshell.legacy.sandbox.v1.L7Allow.params:type_name -> openshell.legacy.sandbox.v1.L7Allow.ParamsEntry
+	17, // 11: openshell.legacy.sandbox.v1.L7DenyRule.query:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry
+	18, // 12: openshell.legacy.sandbox.v1.L7DenyRule.params:type_name -> openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry
+	1,  // 13: openshell.legacy.sandbox.v1.GetSandboxConfigResponse.policy:type_name -> openshell.legacy.sandbox.v1.SandboxPolicy
+	0,  // 14: openshell.legacy.sandbox.v1.GetSandboxConfigResponse.policy_source:type_name -> openshell.legacy.sandbox.v1.PolicySource
+	5,  // 15: openshell.legacy.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.legacy.sandbox.v1.NetworkPolicyRule
+	9,  // 16: openshell.legacy.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	9,  // 17: openshell.legacy.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	9,  // 18: openshell.legacy.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	9,  // 19: openshell.legacy.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.legacy.sandbox.v1.L7QueryMatcher
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_legacy_sandbox_proto_init() }
@@ -942,13 +1135,14 @@ func file_legacy_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legacy_sandbox_proto_rawDesc), len(file_legacy_sandbox_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      1,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_legacy_sandbox_proto_goTypes,
 		DependencyIndexes: file_legacy_sandbox_proto_depIdxs,
+		EnumInfos:         file_legacy_sandbox_proto_enumTypes,
 		MessageInfos:      file_legacy_sandbox_proto_msgTypes,
 	}.Build()
 	File_legacy_sandbox_proto = out.File
