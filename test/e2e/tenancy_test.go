@@ -115,10 +115,10 @@ func TestTenancy(t *testing.T) {
 	t.Run("CreateDeleteRaces", tn.createDeleteRaces)
 }
 
-// createDeleteRaces (N1, N2, H4) deletes sandboxes 0-1 s after creating
-// them, all at once — half attaching a provider (so their status says
-// Pending while it is pushed) — while the gateway answers slowly, and an
-// editor tries to create a quarter of them with force-release already set.
+// createDeleteRaces (N1, N2, H4): an editor deletes sandboxes 0-1 s after
+// creating them, all at once — half attaching a provider (so their status
+// says Pending while it is pushed) — while the gateway answers slowly, and
+// tries to create a quarter of them with force-release already set first.
 // Whatever moment each deletion meets (before the create, during it,
 // between the gateway's answer and the status write), nothing is left: no
 // agents.x-k8s.io Sandbox, no gateway sandbox, no provider attachment, and
@@ -131,6 +131,9 @@ func (tn *tenancySuite) createDeleteRaces(t *testing.T) {
 	c := cluster.Client
 	tenant := tenancyNamespace(ctx, t, "races", map[string]string{"team": "a"})
 	bind(ctx, t, tenant, "erin", "edit")
+	// Every race is the editor's own: she creates and deletes with exactly
+	// the RBAC OLM's aggregated edit role gives her.
+	editor := as(t, "erin")
 	e := struct{ tenant, sbNS string }{tenant, tn.sbNS}
 	tn.st.Gateway.SetDelay(20 * time.Millisecond) // widen each window between a call and its status write
 	defer tn.st.Gateway.SetDelay(0)
@@ -161,19 +164,19 @@ func (tn *tenancySuite) createDeleteRaces(t *testing.T) {
 			if i%4 == 1 {
 				preset := sb.DeepCopy()
 				preset.Annotations = map[string]string{openshellv1alpha1.AnnotationForceRelease: "true"}
-				if err := as(t, "erin").Create(ctx, preset); apierrors.IsForbidden(err) && strings.Contains(err.Error(), "FinalizerProtected") {
+				if err := editor.Create(ctx, preset); apierrors.IsForbidden(err) && strings.Contains(err.Error(), "FinalizerProtected") {
 					refused.Add(1)
 				} else {
 					errs <- fmt.Errorf("an editor's create with force-release set: want FinalizerProtected, got %v", err)
 				}
 			}
-			if err := c.Create(ctx, sb); err != nil {
+			if err := editor.Create(ctx, sb); err != nil {
 				errs <- err
 				return
 			}
 			// The race's own timing (the workload), not a synchronisation.
 			time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
-			if err := c.Delete(ctx, sb); err != nil && !apierrors.IsNotFound(err) {
+			if err := editor.Delete(ctx, sb); err != nil && !apierrors.IsNotFound(err) {
 				errs <- err
 			}
 		}()
