@@ -119,8 +119,9 @@ func (t *Tokens) sign(o *coordinationv1.Lease) error {
 	return nil
 }
 
-// parseLease reads a membership Lease back, if the relay wrote it.
-func (t *Tokens) parseLease(o *coordinationv1.Lease) (membership, lease, error) {
+// verifiedLease reads a membership Lease back, if the relay wrote it (its
+// signature checks out).
+func (t *Tokens) verifiedLease(o *coordinationv1.Lease) (membership, lease, error) {
 	b, err := signedFields(o)
 	if err != nil {
 		return membership{}, lease{}, err
@@ -128,12 +129,12 @@ func (t *Tokens) parseLease(o *coordinationv1.Lease) (membership, lease, error) 
 	if err := t.Issuer.VerifyRecord(b, o.Annotations[annotationSignature]); err != nil {
 		return membership{}, lease{}, fmt.Errorf("lease %s is not the relay's: %w", o.Name, err)
 	}
-	return parseLease(o)
+	return leaseFields(o)
 }
 
-// parseLease reads a membership Lease's fields (parse only: Tokens.parseLease
-// also checks who wrote it).
-func parseLease(o *coordinationv1.Lease) (membership, lease, error) {
+// leaseFields reads a membership Lease's fields, trusting them: only
+// Tokens.verifiedLease, which checks who wrote them, may call it.
+func leaseFields(o *coordinationv1.Lease) (membership, lease, error) {
 	a := o.Annotations
 	m := membership{gateway: a[annotationGateway], namespace: o.Labels[labelTenantNamespace], workspace: a[annotationWorkspace], subject: a[annotationSubject]}
 	if m.gateway == "" || m.namespace == "" || m.workspace == "" || m.subject == "" || leaseName(m) != o.Name {
@@ -194,7 +195,7 @@ func (t *Tokens) recordOnce(ctx context.Context, m membership, l lease) error {
 		return err
 	}
 	// A Lease the relay did not sign is replaced, not merged.
-	if _, held, err := t.parseLease(cur); err == nil {
+	if _, held, err := t.verifiedLease(cur); err == nil {
 		if held.grant == exchanged && l.grant != exchanged {
 			l.user, l.grant = held.user, held.grant
 		}
@@ -223,7 +224,7 @@ func (t *Tokens) reserve(ctx context.Context, m membership) error {
 	}
 	n := 0
 	for i := range list.Items {
-		if _, _, err := t.parseLease(&list.Items[i]); err == nil {
+		if _, _, err := t.verifiedLease(&list.Items[i]); err == nil {
 			n++ // forged Leases take no one's place
 		}
 	}

@@ -273,17 +273,17 @@ func TestForgedLeasesAreIgnored(t *testing.T) {
 	if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: leaseName(m)}, o); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tk.parseLease(o); err != nil {
+	if _, _, err := tk.verifiedLease(o); err != nil {
 		t.Fatalf("the relay's own lease: %v", err)
 	}
 	escalated := o.DeepCopy()
 	escalated.Annotations[annotationUser] = `{"name":"dave","groups":["system:masters"]}`
-	if _, _, err := tk.parseLease(escalated); err == nil {
+	if _, _, err := tk.verifiedLease(escalated); err == nil {
 		t.Fatal("a lease whose groups were changed was believed")
 	}
 	longer := o.DeepCopy()
 	longer.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
-	if _, _, err := tk.parseLease(longer); err == nil {
+	if _, _, err := tk.verifiedLease(longer); err == nil {
 		t.Fatal("a lease whose term was changed was believed")
 	}
 	// Unsigned Leases labelled with team-b do not count against team-b.
@@ -319,7 +319,7 @@ func TestLeasesMerge(t *testing.T) {
 		if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: leaseName(m)}, o); err != nil {
 			t.Fatal(err)
 		}
-		got, l, err := tk.parseLease(o)
+		got, l, err := tk.verifiedLease(o)
 		if err != nil || got != m {
 			t.Fatalf("parse: %v, %+v", err, got)
 		}

@@ -193,7 +193,7 @@ func (t *Tokens) recheck(ctx context.Context) {
 	for i := range items {
 		o := &items[i]
 		seen[o.Name] = true
-		m, l, err := t.parseLease(o)
+		m, l, err := t.verifiedLease(o)
 		if err != nil {
 			log.Info("ignoring a lease the relay did not write", "lease", o.Name, "error", err.Error())
 			continue
