@@ -223,7 +223,10 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 	g.Expect(env).To(HaveKeyWithValue("OPERATOR_CONDITION_NAME", csv.Name))
 	g.Expect(dep.Spec.Template.Annotations).To(HaveKeyWithValue("olm.targetNamespaces", strings.Join(targets, ",")))
-	expectOperatorNetworkPolicy(ctx, g, dep)
+	expectNetworkPolicy(ctx, g, dep)
+	relay := &appsv1.Deployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment}, relay)).To(Succeed())
+	expectNetworkPolicy(ctx, g, relay)
 
 	// The ServiceAccount reaches its target namespaces, and only those.
 	sa := "system:serviceaccount:" + opNS + ":" + dep.Spec.Template.Spec.ServiceAccountName
@@ -519,17 +522,18 @@ func catalogBundleImage(t *testing.T, configs, bundle string) string {
 	return ""
 }
 
-// expectOperatorNetworkPolicy: OLM created the bundle's NetworkPolicy next
-// to the operator. It selects the operator's pods and admits each of their
-// ports and nothing else; the metrics port only from the monitoring stack.
-// A port added to the Deployment and forgotten here fails this test.
-func expectOperatorNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Deployment) {
+// expectNetworkPolicy: OLM created the bundle's NetworkPolicy of a
+// Deployment (the operator's, the relay's), named as it is. It selects the
+// Deployment's pods and admits each of their ports and nothing else; a
+// metrics port only from the monitoring stack. A port added to the
+// Deployment and forgotten in the policy fails this test.
+func expectNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Deployment) {
 	np := &networkingv1.NetworkPolicy{}
-	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: deploymentName}, np)).To(Succeed(),
-		"OLM did not create the operator's NetworkPolicy")
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: dep.Name}, np)).To(Succeed(),
+		"OLM did not create the NetworkPolicy of %s", dep.Name)
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sel.Matches(labels.Set(dep.Spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the operator's pods")
+	g.Expect(sel.Matches(labels.Set(dep.Spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the pods of %s", dep.Name)
 	g.Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress))
 	admitted := map[int32][]networkingv1.NetworkPolicyPeer{}
 	for _, rule := range np.Spec.Ingress {
