@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -57,17 +56,7 @@ func TestSuspendResume(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: sbNS, Name: crName}, cr)).To(Succeed())
 	crUID := cr.GetUID()
 
-	setSuspend := func(v bool) {
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &openshellv1alpha1.OpenShellSandbox{}
-			if err := c.Get(ctx, key, cur); err != nil {
-				return err
-			}
-			cur.Spec.Suspend = v
-			return c.Update(ctx, cur)
-		})).To(Succeed())
-	}
-	setSuspend(true)
+	setSuspend(ctx, g, key, true)
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, key)
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseSuspended), "%+v", cur.Status.Conditions)
@@ -84,7 +73,7 @@ func TestSuspendResume(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 	g.Expect(st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, tenant))).To(HaveLen(1), "the gateway keeps the one sandbox")
 
-	setSuspend(false)
+	setSuspend(ctx, g, key, false)
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, key)
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)

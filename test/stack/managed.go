@@ -8,13 +8,18 @@ import (
 	"net/url"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -33,8 +38,9 @@ type ManagedGateway struct {
 	Gateway *testgateway.Gateway
 	Object  *openshellv1alpha1.OpenShellGateway
 
-	stack *Stack
-	opts  testgateway.Options
+	stack  *Stack
+	client client.Client
+	opts   testgateway.Options
 }
 
 // AddManagedGateway creates a Managed gateway ns/name running version ("":
@@ -64,11 +70,15 @@ func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name
 		return nil, err
 	}
 	n := render.NamesFor(obj)
-	m := &ManagedGateway{Object: obj, stack: s, opts: testgateway.Options{
+	kube, err := s.asGatewayAccount(obj)
+	if err != nil {
+		return nil, err
+	}
+	m := &ManagedGateway{Object: obj, stack: s, client: c, opts: testgateway.Options{
 		Cert: cert,
 		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
 			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
-		Kube: s.kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
+		Kube: kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
 		DefaultImage: framework.TestImages.Default.Sandbox, SupervisorImage: framework.TestImages.Default.Supervisor,
 		ClientTLSSecret: n.ClientTLS, ServiceAccount: n.SandboxSA,
 		// What the operator renders into a 0.1.5 gateway's config.
@@ -90,6 +100,9 @@ func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgate
 	if m.Gateway != nil {
 		m.Gateway.Stop()
 	}
+	if err := m.waitForGrants(ctx, version); err != nil {
+		return nil, err
+	}
 	gw, err := testgateway.Start(ctx, m.opts)
 	if err != nil {
 		return nil, fmt.Errorf("start the test gateway for %s/%s: %w", m.Object.Namespace, m.Object.Name, err)
@@ -104,6 +117,44 @@ func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgate
 	served, _ := url.Parse(gw.Endpoint())
 	m.stack.route(u.Host, served.Host)
 	return gw, nil
+}
+
+// asGatewayAccount is a client with the identity of the gateway's own
+// ServiceAccount: the test gateway playing a Managed gateway's pod makes
+// every Kubernetes request with exactly the RBAC the operator granted that
+// gateway, so a grant the runtime needs and the operator forgot fails the
+// test.
+func (s *Stack) asGatewayAccount(obj *openshellv1alpha1.OpenShellGateway) (client.WithWatch, error) {
+	cfg := rest.CopyConfig(s.gwCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(obj.Namespace, render.NamesFor(obj).Fullname),
+		Groups: append(serviceaccount.MakeGroupNames(obj.Namespace), user.AllAuthenticated)}
+	return client.NewWithWatch(cfg, client.Options{Scheme: s.kube.Scheme()})
+}
+
+// waitForGrants waits until the operator has granted the gateway's
+// ServiceAccount what the pod of version needs in its sandbox namespace
+// (the operator binds it as it installs or upgrades the gateway; the pod
+// would not start before).
+func (m *ManagedGateway) waitForGrants(ctx context.Context, version string) error {
+	n := render.NamesFor(m.Object)
+	checks := []authorizationv1.ResourceAttributes{{Namespace: n.SandboxNamespace, Verb: "watch", Group: "agents.x-k8s.io", Resource: "sandboxes"}}
+	if l, err := gatewayline.Of(version); err == nil && l == gatewayline.V01 {
+		checks = append(checks, authorizationv1.ResourceAttributes{Namespace: n.SandboxNamespace, Verb: "create", Resource: "pods"})
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, attrs := range checks {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   serviceaccount.MakeUsername(m.Object.Namespace, n.Fullname),
+				Groups: append(serviceaccount.MakeGroupNames(m.Object.Namespace), user.AllAuthenticated), ResourceAttributes: &attrs}}
+			if err := m.client.Create(ctx, sar); err != nil {
+				return false, err
+			}
+			if !sar.Status.Allowed {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // servingCert waits for the certificate the operator (its built-in PKI, or

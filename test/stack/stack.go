@@ -112,6 +112,7 @@ type Stack struct {
 	issuerURL string
 	opts      Options
 	kube      client.WithWatch
+	gwCfg     *rest.Config
 
 	// routes send gateway connections by Service address to the local
 	// processes playing Managed gateways' pods (dialGateway).
@@ -428,7 +429,7 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	s.kube = kube
+	s.kube, s.gwCfg = kube, gwCfg
 	s.Gateway, s.GatewayObj, err = s.startGateway(ctx, c, opts.GatewayName, opts.SandboxNamespace, nil)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/test/sandboxpod"
 )
 
@@ -46,12 +47,15 @@ var transient = map[string]bool{
 type driver struct {
 	g   *Gateway
 	gvk schema.GroupVersionKind
+	// ctx is the gateway's life: work that outlives a request (the 0.1
+	// bootstrap) ends with it.
+	ctx context.Context
 }
 
 // newDriver probes v1beta1 then v1alpha1 (cached for the process, as the
 // gateway does) and starts watching its Sandbox CRs.
 func newDriver(ctx context.Context, g *Gateway) (*driver, error) {
-	d := &driver{g: g}
+	d := &driver{g: g, ctx: ctx}
 	for _, v := range []string{"v1beta1", "v1alpha1"} {
 		gvk := schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: v, Kind: "Sandbox"}
 		list := &unstructured.UnstructuredList{}
@@ -122,8 +126,13 @@ func RenderSandbox(gvk schema.GroupVersionKind, in SandboxCR) (*unstructured.Uns
 	return cr, nil
 }
 
-// create renders the sidecar-topology pod into an agents.x-k8s.io Sandbox.
+// create renders the sandbox's runtime: while the gateway speaks 0.1, the
+// two-pod runtime (runtime01.go); before, the sidecar-topology pod in an
+// agents.x-k8s.io Sandbox.
 func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sandbox) error {
+	if d.g.line() == gatewayline.V01 {
+		return d.create01(ctx, row, sb)
+	}
 	o := d.g.opts
 	env := map[string]string{}
 	for k, v := range sb.Spec.Environment {
@@ -247,6 +256,13 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	defer d.g.mu.Unlock()
 	if row.deleting {
 		phase = openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING
+	}
+	if rt := row.runtime; rt != nil && rt.holding && phase != openshellv1.SandboxPhase_SANDBOX_PHASE_DELETING {
+		// Until the bootstrap is done the Sandbox passes through states
+		// (suspended, a pod of an earlier Sandbox of its name still
+		// going) that are not the sandbox's: it is provisioning, and
+		// fails only if the bootstrap does.
+		phase = openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING
 	}
 	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR || (row.sb.Status.ExitCode != nil && !row.deleting) {
 		phase = row.sb.Status.Phase // ERROR is sticky, and so is an exited agent's phase

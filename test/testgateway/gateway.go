@@ -122,6 +122,9 @@ type sandboxRow struct {
 	failLoad  string
 	// logs is the sandbox's bounded log buffer (0.1 GetSandboxLogs).
 	logs []*v01.SandboxLogLine
+	// runtime is the 0.1 runtime of a sandbox created while the gateway
+	// spoke 0.1 (nil: the 0.0.x sidecar pod).
+	runtime *runtime01
 }
 
 // Start serves until Stop.

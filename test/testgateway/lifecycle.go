@@ -108,6 +108,12 @@ func (g *Gateway) setPhase(r *sandboxRow, phase openshellv1.SandboxPhase) {
 // spec.operatingMode, v1alpha1 spec.replicas. The CR, and with it the
 // workspace volume, stays.
 func (d *driver) setRunning(ctx context.Context, row *sandboxRow, running bool) error {
+	d.g.mu.Lock()
+	two := row.runtime != nil
+	d.g.mu.Unlock()
+	if two {
+		return d.setRunning01(ctx, row, running)
+	}
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(d.gvk)
 	cr.SetNamespace(d.g.opts.Namespace)
