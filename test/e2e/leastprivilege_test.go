@@ -304,7 +304,7 @@ func managedGatewayRefused(ctx context.Context, t *testing.T, ns string) {
 func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS string, renewal bool) {
 	g := NewWithT(t)
 	c := cluster.Client
-	createVolume(ctx, t, "pv-"+ns)
+	createVolume(ctx, t, ns, "managed")
 	// A platform provider profile: ignored on 0.0.111, imported into the
 	// gateway's platform catalog once it runs 0.1.
 	prof := declareSampleProfile(ctx, t, ns)

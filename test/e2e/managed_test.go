@@ -90,7 +90,7 @@ func startManagedStack(ctx context.Context, t *testing.T, g Gomega, prefix, vers
 	own := framework.CreateNamespace(ctx, t, c, prefix+"-operator")
 	platform := framework.CreatePlatformNamespace(ctx, t, c, prefix+"-platform")
 	tenant := framework.CreateNamespace(ctx, t, c, prefix+"-tenant")
-	createVolume(ctx, t, "pv-"+platform)
+	createVolume(ctx, t, platform, "managed")
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: own, SandboxNamespace: own, PlayManagedGateways: true,
 		Manager: operator.Options{WatchNamespaces: []string{own, platform, tenant},
 			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{GatewayNamespaces: []string{platform}}}}})
