@@ -267,6 +267,9 @@ func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
 	if row.sb.Status.Phase == openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR || (row.sb.Status.ExitCode != nil && !row.deleting) {
 		phase = row.sb.Status.Phase // ERROR is sticky, and so is an exited agent's phase
 	}
+	if rt := row.runtime; rt != nil && rt.failure != nil {
+		conds = append(conds, rt.failure) // and so is a failed bootstrap's reason
+	}
 	switch row.transition {
 	case openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPING:
 		if phase != openshellv1.SandboxPhase_SANDBOX_PHASE_STOPPED {

@@ -3,6 +3,7 @@ package testgateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,7 +33,9 @@ import (
 // one bootstrap Secret for each Pod. Both Pods wait behind a scheduling
 // gate until their Secrets exist. Every object is created with the
 // gateway's own Kubernetes credentials, so a test that gives it only the
-// RBAC the operator grants a gateway proves that RBAC sufficient.
+// RBAC the operator grants a gateway shows that RBAC sufficient for this
+// model of the runtime (where it is simpler than the release's driver:
+// docs/real-components.md).
 const (
 	FenceWorkloads    = "openshell-sandbox-workloads"
 	FenceSupervisors  = "openshell-sandbox-supervisors"
@@ -56,6 +59,13 @@ type runtime01 struct {
 	// Secrets exist and its gates are being cleared: meanwhile the sandbox
 	// is PROVISIONING, whatever its (first suspended) Sandbox says.
 	holding bool
+	// running is set once a generation has been started (its supervisor
+	// Pod created and its Sandbox released) and cleared by a stop: a
+	// second start of a running sandbox starts nothing.
+	running bool
+	// failure is the condition a failed bootstrap left; the phase ERROR
+	// is sticky, and so is the reason, whatever the Sandbox reports next.
+	failure *openshellv1.SandboxCondition
 }
 
 // SupervisorPodName and the other names are the runtime's, by sandbox ID.
@@ -80,7 +90,7 @@ func (d *driver) create01(ctx context.Context, row *sandboxRow, sb *openshellv1.
 	if err != nil {
 		return err
 	}
-	rt := &runtime01{uid: uid, generation: 1, holding: true}
+	rt := &runtime01{uid: uid, generation: 1, holding: true, running: true}
 	cr, err := d.renderSandbox01(row, sb, rt, false)
 	if err != nil {
 		return err
@@ -325,18 +335,26 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 	d.g.mu.Lock()
 	crUID := row.runtime.crUID
 	d.g.mu.Unlock()
-	// The Pod is the Sandbox's name; one of an earlier Sandbox of that
-	// name (a rebuild after state loss) may still be going: wait for the
-	// one this Sandbox controls.
+	// The Pod is the Sandbox's name, whatever the generation: one of an
+	// earlier Sandbox of that name (a rebuild after state loss) or of this
+	// Sandbox's previous generation may still be going. Wait for the live
+	// one this Sandbox controls that mounts this generation's Secret.
 	workload := &corev1.Pod{}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if !d.current(row, gen) {
+			return false, errSuperseded
+		}
 		err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: crName}, workload)
 		if err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		owner := metav1.GetControllerOf(workload)
-		return owner != nil && owner.UID == crUID, nil
+		return owner != nil && owner.UID == crUID && workload.DeletionTimestamp == nil &&
+			bootstrapSecretOf(workload) == workloadSecretName(id, gen), nil
 	})
+	if errors.Is(err, errSuperseded) {
+		return
+	}
 	if err != nil {
 		d.failBootstrap(row, gen, fmt.Sprintf("the workload Pod did not appear: %v", err))
 		return
@@ -348,6 +366,10 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 	supervisor := &corev1.Pod{}
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: SupervisorPodName(id)}, supervisor); err != nil {
 		d.failBootstrap(row, gen, fmt.Sprintf("read the supervisor Pod: %v", err))
+		return
+	}
+	if supervisor.DeletionTimestamp != nil || bootstrapSecretOf(supervisor) != supervisorSecretName(id, gen) {
+		d.failBootstrap(row, gen, "the supervisor Pod is not this generation's")
 		return
 	}
 	descriptor, _ := json.Marshal(map[string]any{"sandbox_id": id, "generation": gen, "boundary_port": boundaryPort})
@@ -373,12 +395,42 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 		row.runtime.holding = false
 	}
 	d.g.mu.Unlock()
-	for _, p := range []*corev1.Pod{workload, supervisor} {
+	// The supervisor first: the sandbox is READY once its workload Pod
+	// is, and by then its supervisor is no longer gated. Each release is
+	// for this generation only; a stop or a newer start in between owns
+	// the Pods now.
+	for _, p := range []*corev1.Pod{supervisor, workload} {
+		if !d.current(row, gen) {
+			return
+		}
 		if err := kube.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"schedulingGates":null}}`))); err != nil {
 			d.failBootstrap(row, gen, fmt.Sprintf("release Pod %s: %v", p.Name, err))
 			return
 		}
 	}
+}
+
+// errSuperseded ends a bootstrap whose generation is no longer the one
+// to run.
+var errSuperseded = fmt.Errorf("superseded by a stop or a later generation")
+
+// current reports whether gen is the sandbox's running generation.
+func (d *driver) current(row *sandboxRow, gen int) bool {
+	d.g.mu.Lock()
+	defer d.g.mu.Unlock()
+	rt := row.runtime
+	return rt != nil && rt.generation == gen && rt.running && !row.deleting
+}
+
+// bootstrapSecretOf is the Secret a workload Pod's bootstrap volume
+// mounts: it names the generation the Pod belongs to.
+func bootstrapSecretOf(p *corev1.Pod) string {
+	for _, v := range p.Spec.Volumes {
+		if v.Name == "bootstrap" && v.Secret != nil {
+			return v.Secret.SecretName
+		}
+	}
+	return ""
 }
 
 // validateWorkload says what makes an admitted workload Pod not the one
@@ -407,12 +459,12 @@ func validateWorkload(p *corev1.Pod, id string) string {
 func (d *driver) failBootstrap(row *sandboxRow, gen int, msg string) {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
-	if row.runtime == nil || row.runtime.generation != gen || row.deleting || d.ctx.Err() != nil {
+	if row.runtime == nil || row.runtime.generation != gen || !row.runtime.running || row.deleting || d.ctx.Err() != nil {
 		return
 	}
+	row.runtime.failure = &openshellv1.SandboxCondition{Type: "Ready", Status: "False", Reason: "BootstrapFailed", Message: msg}
 	row.sb.Status.Phase = openshellv1.SandboxPhase_SANDBOX_PHASE_ERROR
-	row.sb.Status.Conditions = append(row.sb.Status.Conditions, &openshellv1.SandboxCondition{Type: "Ready", Status: "False",
-		Reason: "BootstrapFailed", Message: msg})
+	row.sb.Status.Conditions = append(row.sb.Status.Conditions, row.runtime.failure)
 	row.sb.Metadata.ResourceVersion++
 	d.g.notify(row.sb.Metadata.Id)
 }
@@ -420,45 +472,63 @@ func (d *driver) failBootstrap(row *sandboxRow, gen int, msg string) {
 // setRunning01 stops a 0.1 sandbox (the Sandbox suspended, its supervisor
 // Pod deleted) or starts it as a new generation: new Secrets, a new
 // supervisor Pod, the Sandbox released with the new generation's template.
+// A start of a running sandbox (a retried StartSandbox) starts nothing; a
+// start that fails leaves the sandbox stopped, so that a retry starts
+// again from a clean slate.
 func (d *driver) setRunning01(ctx context.Context, row *sandboxRow, running bool) error {
 	d.g.mu.Lock()
 	rt, sb := row.runtime, row.sb
-	id := sb.Metadata.Id
-	rt.holding = running
+	if running && rt.running {
+		d.g.mu.Unlock()
+		return nil
+	}
+	rt.running, rt.holding = running, running
+	if running {
+		rt.generation++
+	}
+	gen := rt.generation
+	cr, err := d.renderSandbox01(row, sb, rt, true)
+	sup := d.supervisorPod(sb, row, rt)
 	d.g.mu.Unlock()
 	if !running {
 		if err := d.patchSandbox(ctx, row.crName, map[string]any{"operatingMode": "Suspended"}); err != nil {
 			return err
 		}
-		sup := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: d.g.opts.Namespace}}
 		return client.IgnoreNotFound(d.g.opts.Kube.Delete(ctx, sup))
 	}
-	d.g.mu.Lock()
-	rt.generation++
-	gen := rt.generation
-	cr, err := d.renderSandbox01(row, sb, rt, true)
-	sup := d.supervisorPod(sb, row, rt)
-	d.g.mu.Unlock()
+	if err == nil {
+		err = d.start01(ctx, row.crName, cr, sup)
+	}
 	if err != nil {
-		return err
-	}
-	// The previous generation's supervisor Pod must be gone before this
-	// one (same name) is created.
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := d.g.opts.Kube.Get(ctx, client.ObjectKeyFromObject(sup), &corev1.Pod{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	}); err != nil {
-		return fmt.Errorf("wait for the previous supervisor Pod to go: %w", err)
-	}
-	if err := d.g.opts.Kube.Create(ctx, sup); err != nil {
-		return fmt.Errorf("create the supervisor Pod: %w", err)
-	}
-	spec, _, _ := unstructured.NestedMap(cr.Object, "spec")
-	if err := d.patchSandbox(ctx, row.crName, spec); err != nil {
+		d.g.mu.Lock()
+		if rt.generation == gen {
+			rt.running, rt.holding = false, false
+		}
+		d.g.mu.Unlock()
 		return err
 	}
 	go d.bootstrap(row, gen)
 	return nil
+}
+
+// start01 replaces the supervisor Pod (an earlier generation's, or one a
+// failed start left) with sup and releases the Sandbox with cr's spec.
+func (d *driver) start01(ctx context.Context, crName string, cr *unstructured.Unstructured, sup *corev1.Pod) error {
+	kube := d.g.opts.Kube
+	if err := kube.Delete(ctx, sup.DeepCopy()); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the previous supervisor Pod: %w", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := kube.Get(ctx, client.ObjectKeyFromObject(sup), &corev1.Pod{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return fmt.Errorf("wait for the previous supervisor Pod to go: %w", err)
+	}
+	if err := kube.Create(ctx, sup); err != nil {
+		return fmt.Errorf("create the supervisor Pod: %w", err)
+	}
+	spec, _, _ := unstructured.NestedMap(cr.Object, "spec")
+	return d.patchSandbox(ctx, crName, spec)
 }
 
 // patchSandbox merge-patches the Sandbox's spec (operatingMode is
