@@ -240,7 +240,7 @@ $(OPENSHELL_CLI): hack/debian-package.sh | $(LOCALBIN)
 	echo "$(OPENSHELL_CLI_SHA256)  $(OPENSHELL_CLI_DIR)/$(OPENSHELL_CLI_WHEEL)" | sha256sum -c -
 	cd $(OPENSHELL_CLI_DIR) && python3 -m zipfile -e $(OPENSHELL_CLI_WHEEL) . && rm $(OPENSHELL_CLI_WHEEL)
 	chmod +x $(OPENSHELL_CLI_DIR)/openshell-$(OPENSHELL_CLI_VERSION).data/scripts/openshell
-	for p in $(OPENSHELL_CLI_RUNTIME); do hack/debian-package.sh trixie $${p%%=*} $${p#*=} $(OPENSHELL_CLI_DIR)/glibc; done
+	for p in $(OPENSHELL_CLI_RUNTIME); do hack/debian-package.sh trixie $${p%%=*} $${p#*=} $(OPENSHELL_CLI_DIR)/glibc || exit 1; done
 	printf '#!/bin/sh\nd="$$(dirname "$$0")/openshell-cli"\nlib="$$d/glibc/usr/lib/x86_64-linux-gnu"\nexec "$$lib/ld-linux-x86-64.so.2" --library-path "$$lib" "$$d/openshell-$(OPENSHELL_CLI_VERSION).data/scripts/openshell" "$$@"\n' \
 		> $(LOCALBIN)/openshell && chmod +x $(LOCALBIN)/openshell
 	$(LOCALBIN)/openshell --version | grep -qx "openshell $(OPENSHELL_CLI_VERSION)"

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 suite=$1 package=$2 prefix=$3 dest=$4
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=${DEBIAN_MIRROR:-https://deb.debian.org/debian}
 keyring=${DEBIAN_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,10 +28,24 @@ gpgv --keyring "$keyring" --output "$work/Release" "$work/InRelease" 2>"$work/gp
 	exit 1
 }
 
+# A good signature on another suite's Release (an older one, replayed by
+# a mirror in the path) must not pass for this suite's.
+codename=$(sed -n 's/^Codename: //p' "$work/Release")
+[ "$codename" = "$suite" ] || {
+	echo "debian-package: the signed Release is for '$codename', not $suite" >&2
+	exit 1
+}
+
 index=main/binary-amd64/Packages.xz
 want=$(awk -v f="$index" '/^SHA256:/{s=1; next} /^[A-Za-z]/{s=0} s && $3==f {print $1}' "$work/Release")
 [ -n "$want" ] || { echo "debian-package: $suite's Release names no $index" >&2; exit 1; }
-fetch "$mirror/dists/$suite/$index" "$work/Packages.xz"
+# By digest where the archive offers it (Debian does): a mirror updating
+# between the two fetches then cannot hand over a newer index.
+if grep -qx 'Acquire-By-Hash: yes' "$work/Release"; then
+	fetch "$mirror/dists/$suite/main/binary-amd64/by-hash/SHA256/$want" "$work/Packages.xz"
+else
+	fetch "$mirror/dists/$suite/$index" "$work/Packages.xz"
+fi
 echo "$want  $work/Packages.xz" | sha256sum -c --quiet -
 
 xz -dc "$work/Packages.xz" >"$work/Packages"

@@ -173,10 +173,16 @@ func newCLI(ctx context.Context, t *testing.T, st *stack.Stack, subject string) 
 	return c
 }
 
+// cliTimeout bounds one CLI command: a CLI that hangs (on a prompt, or a
+// stream that never ends) fails its test instead of the suite's deadline.
+const cliTimeout = 2 * time.Minute
+
 // try runs the CLI and returns what it printed (stdout, then stderr).
 func (c *cli) try(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.BinDir(), "openshell"), args...)
+	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "openshell"), args...)
 	cmd.Env, cmd.Dir = c.env, c.home
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -190,7 +196,9 @@ func (c *cli) try(t *testing.T, args ...string) ([]byte, error) {
 // run runs the CLI, fails the test if it fails, and returns its stdout.
 func (c *cli) run(t *testing.T, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.BinDir(), "openshell"), args...)
+	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "openshell"), args...)
 	cmd.Env, cmd.Dir = c.env, c.home
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
