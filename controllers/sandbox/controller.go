@@ -76,6 +76,7 @@ type Reconciler struct {
 	ForceReleaseAfter time.Duration
 
 	settling settlingCreates
+	budget   budgetLedger
 	upstream upstreamWatch
 }
 
@@ -99,10 +100,9 @@ type observed struct {
 	// defaultPolicies names the namespace's default policies, read only
 	// when spec.policyRef is empty.
 	defaultPolicies []string
-	// budgetPeers are the namespace's sandboxes on the same gateway created
-	// before this one, read only when the gateway has a namespace budget:
-	// the earlier ones are charged first, so concurrent creates that the
-	// webhook admitted together resolve the same way on every replica.
+	// budgetPeers are the namespace's sandboxes on the same gateway, read
+	// only when the gateway has a namespace budget; evaluate sees only
+	// those charged before this one (budgetLedger.charged).
 	budgetPeers       []openshellv1alpha1.OpenShellSandbox
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
@@ -153,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !evaluate(sb, obs) {
+	if !r.evaluateCharged(sb, obs) {
 		// A blocked or rejected sandbox is not an error: nothing is retried
 		// until a watched input (CRD, gateway, policy, provider, image
 		// policy, spec) changes. That decision is the whole of acting on
@@ -220,7 +220,8 @@ func (r *Reconciler) observePolicy(ctx context.Context, sb *openshellv1alpha1.Op
 }
 
 // observeBudgetPeers reads, when gw has a namespace budget, the namespace's
-// sandboxes on gw created before sb.
+// sandboxes on gw (which of them are charged before sb is decided under the
+// budget ledger's lock).
 func (r *Reconciler) observeBudgetPeers(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox,
 	gw *openshellv1alpha1.OpenShellGateway) ([]openshellv1alpha1.OpenShellSandbox, error) {
 	if gw == nil || gw.Spec.SandboxControls.NamespaceBudget == nil {
@@ -231,16 +232,7 @@ func (r *Reconciler) observeBudgetPeers(ctx context.Context, sb *openshellv1alph
 		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
 		return nil, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
 	}
-	// Sandboxes the gateway runs are charged whatever their age; of the
-	// others, the earlier ones first.
-	var earlier []openshellv1alpha1.OpenShellSandbox
-	for _, p := range peers.Items {
-		if p.Status.SandboxID != "" || p.CreationTimestamp.Before(&sb.CreationTimestamp) ||
-			(p.CreationTimestamp.Equal(&sb.CreationTimestamp) && p.Name < sb.Name) {
-			earlier = append(earlier, p)
-		}
-	}
-	return earlier, nil
+	return peers.Items, nil
 }
 
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {

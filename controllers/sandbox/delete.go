@@ -232,6 +232,7 @@ func (r *Reconciler) release(ctx context.Context, sb *openshellv1alpha1.OpenShel
 	}
 	r.Gateways.Followers().Stop(client.ObjectKeyFromObject(sb))
 	r.settling.forget(client.ObjectKeyFromObject(sb))
+	r.budget.forget(client.ObjectKeyFromObject(sb))
 	return ctrl.Result{}, nil
 }
 

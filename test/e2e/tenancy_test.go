@@ -41,6 +41,7 @@ import (
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 // tenancyLabel marks the namespaces this suite's webhooks apply to, so that
@@ -104,6 +105,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("ProviderSecretReference", tn.providerSecretReference)
 	t.Run("ProviderProfileWriters", tn.providerProfileWriters)
 	t.Run("NegativeQuantity", tn.negativeQuantity)
+	t.Run("DeviceSlicesCountAsGPUs", tn.deviceSlicesCountAsGPUs)
 	t.Run("SecretFanOutIsBounded", tn.secretFanOutIsBounded)
 	t.Run("PodLabelsCannotClaimATenant", tn.podLabelsCannotClaimATenant)
 	t.Run("PodAnnotationsCannotChangeTheRuntime", tn.podAnnotationsCannotChangeTheRuntime)
@@ -911,6 +913,96 @@ func (tn *tenancySuite) negativeQuantity(t *testing.T) {
 	sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"),
 		"nvidia.com/gpu": resource.MustParse("4611686018427387904"), "rdma/hca": resource.MustParse("4611686018427387904")}}
 	expectForbidden(g, as(t, "erin").Create(ctx, sb), "InvalidResources", "asks for at most 65536 of a device")
+}
+
+// deviceSlicesCountAsGPUs (N7): an editor cannot get past a gateway's GPU
+// ceiling or its namespace's GPU budget by asking for MIG slices, KVM or
+// RDMA devices instead of nvidia.com/gpu — at admission, and in the
+// reconciler when no webhook runs, even while a charged sandbox's create
+// is still in flight at the gateway.
+func (tn *tenancySuite) deviceSlicesCountAsGPUs(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := tenancyNamespace(ctx, t, "team-n7", map[string]string{"team": "a"})
+	bind(ctx, t, ns, "erin", "edit")
+	gwc, gw, err := tn.st.AddGatewayWith(ctx, cluster.Client, "devices", tenancyNamespace(ctx, t, "devices-sandboxes", nil),
+		func(_ *testgateway.Options, gw *openshellv1alpha1.OpenShellGateway) {
+			gw.Spec.SandboxControls.MaxGPUs = ptr.To[int32](3)
+			gw.Spec.SandboxControls.NamespaceBudget = &openshellv1alpha1.NamespaceBudget{MaxGPUs: ptr.To[int32](3)}
+		})
+	g.Expect(err).NotTo(HaveOccurred())
+	withDevices := func(ns, name string, devices corev1.ResourceList) *openshellv1alpha1.OpenShellSandbox {
+		sb := sandboxOn(ns, name, gw)
+		limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		for k, v := range devices {
+			limits[k] = v
+		}
+		sb.Spec.Resources = &corev1.ResourceRequirements{Limits: limits}
+		return sb
+	}
+	slices := corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("2")}
+	sharedAndRDMA := corev1.ResourceList{"nvidia.com/gpu.shared": resource.MustParse("1"), "rdma/hca": resource.MustParse("1")}
+	erin := as(t, "erin")
+
+	// The ceiling: four MIG slices, or a KVM device beside three, are four
+	// devices on a gateway that allows three per sandbox.
+	expectForbidden(g, erin.Create(ctx, withDevices(ns, "mig", corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("4")})),
+		openshellv1alpha1.SandboxReasonResourceLimitExceeded, "4 GPUs and devices")
+	expectForbidden(g, erin.Create(ctx, withDevices(ns, "vm", corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("3"),
+		"devices.kubevirt.io/kvm": resource.MustParse("1")})), openshellv1alpha1.SandboxReasonResourceLimitExceeded, "4 GPUs and devices")
+
+	// The budget: two slices are charged; a shared GPU and an RDMA device
+	// beside them make four, over the namespace's three.
+	g.Expect(erin.Create(ctx, withDevices(ns, "slices", slices))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		// The webhook reads its peers from the operator's cache: refused
+		// once the cache holds the first sandbox (a dry run charges nothing).
+		expectForbidden(g, erin.Create(ctx, withDevices(ns, "more", sharedAndRDMA), client.DryRunAll),
+			openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, "would have 4 GPUs")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// Without the webhook the reconciler charges the same devices, and
+	// charges a sandbox it accepted whose create has not answered yet: an
+	// older sandbox, rejected over the ceiling and then edited down while
+	// the newer one's create is in flight, is still refused.
+	race := tenancyNamespace(ctx, t, "team-n7-race", map[string]string{"team": "a"})
+	bind(ctx, t, race, "erin", "edit")
+	tn.withoutWebhooks(ctx, t, func() {
+		older := withDevices(race, "first", corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("4")})
+		g.Expect(erin.Create(ctx, older)).To(Succeed())
+		waitPhase(ctx, g, client.ObjectKeyFromObject(older), openshellv1alpha1.SandboxPhaseRejected)
+		reached, release := gwc.HoldNext("CreateSandbox")
+		defer release()
+		// Named to sort after the older one: were both created in the same
+		// second, the name would not make the newer one earlier.
+		newer := withDevices(race, "second", slices)
+		g.Expect(erin.Create(ctx, newer)).To(Succeed())
+		select {
+		case <-reached:
+		case <-ctx.Done():
+			t.Fatal("the newer sandbox's create never reached the gateway")
+		}
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellSandbox{}
+			if err := erin.Get(ctx, client.ObjectKeyFromObject(older), cur); err != nil {
+				return err
+			}
+			cur.Spec.Resources.Limits = withDevices(race, "first", sharedAndRDMA).Spec.Resources.Limits
+			return erin.Update(ctx, cur)
+		})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(older))
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseRejected), "%+v", cur.Status.Conditions)
+			acc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			g.Expect(acc.Reason).To(Equal(openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded))
+			g.Expect(acc.Message).To(ContainSubstring("would have 4 GPUs"))
+			g.Expect(cur.Status.SandboxID).To(BeEmpty(), "a refused sandbox reached the gateway")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		release()
+		waitPhase(ctx, g, client.ObjectKeyFromObject(newer), openshellv1alpha1.SandboxPhaseReady)
+	})
 }
 
 // workspaceAndProviderConflict injects, through the gateway itself, a
