@@ -332,11 +332,11 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 }
 
 func secretUnreadable(msg string) *refusal {
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonSecretNotFound, msg}
+	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonSecretNotFound, message: msg}
 }
 
 func envTooLarge(msg string) *refusal {
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonEnvTooLarge, msg}
+	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonEnvTooLarge, message: msg}
 }
 
 // recordPhase emits an event when the phase changes, except for the normal

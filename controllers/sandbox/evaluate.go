@@ -24,8 +24,9 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 		if r := gate(sb, obs); r != nil {
 			status.SetCondition(sb, openshellv1alpha1.ConditionAccepted, metav1.ConditionFalse, r.reason, r.message)
 			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, r.reason, r.message)
-			// A sandbox that runs keeps its phase unless it is refused outright.
-			if sb.Status.SandboxID == "" || r.phase == openshellv1alpha1.SandboxPhaseRejected {
+			// A sandbox that runs keeps its phase unless it is refused
+			// outright or cannot be running any more.
+			if sb.Status.SandboxID == "" || r.phase == openshellv1alpha1.SandboxPhaseRejected || r.notRunning {
 				sb.Status.Phase = r.phase
 			}
 			return false
@@ -83,6 +84,10 @@ func setResolutionConditions(sb *openshellv1alpha1.OpenShellSandbox, obs observe
 type refusal struct {
 	phase           openshellv1alpha1.SandboxPhase
 	reason, message string
+	// notRunning says the refusal means the sandbox cannot be running (the
+	// API of its runtime object is gone), so even a sandbox that ran takes
+	// the refusal's phase: phase Ready must mean running.
+	notRunning bool
 }
 
 // gates are the checks before any gateway call, in order: the first that
@@ -106,7 +111,7 @@ func refuseOrHold(sb *openshellv1alpha1.OpenShellSandbox, v *sandboxcontrols.Vio
 	if v == nil {
 		return nil
 	}
-	return &refusal{rejectedOrHeld(sb), v.Reason, v.Message}
+	return &refusal{phase: rejectedOrHeld(sb), reason: v.Reason, message: v.Message}
 }
 
 // budgetGate charges the sandbox to its namespace's budget on the gateway
@@ -143,9 +148,12 @@ func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal
 	case !blocked:
 		return nil
 	case !obs.preflightKnown:
-		return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonPreflightPending, msg}
+		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonPreflightPending, message: msg}
 	default:
-		return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing, msg}
+		// Deleting the CRD deleted every agents.x-k8s.io Sandbox with it:
+		// nothing runs, whatever the gateway last said.
+		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing,
+			message: msg, notRunning: true}
 	}
 }
 
@@ -153,8 +161,8 @@ func gatewayGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal 
 	if obs.gateway != nil {
 		return nil
 	}
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonGatewayNotFound,
-		fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey())}
+	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonGatewayNotFound,
+		message: fmt.Sprintf("OpenShellGateway %s not found: create it or fix spec.gatewayRef", sb.GatewayKey())}
 }
 
 // gatewayAccessGate refuses a sandbox not yet created; one that runs is
@@ -163,23 +171,23 @@ func gatewayAccessGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *re
 	if obs.gatewayAccess == "" {
 		return nil
 	}
-	return &refusal{rejectedOrHeld(sb), openshellv1alpha1.ReasonGatewayNotAllowed, obs.gatewayAccess}
+	return &refusal{phase: rejectedOrHeld(sb), reason: openshellv1alpha1.ReasonGatewayNotAllowed, message: obs.gatewayAccess}
 }
 
 func policyGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	if sb.Spec.PolicyRef == nil || obs.policy != nil {
 		return nil
 	}
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonPolicyNotFound,
-		fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace)}
+	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonPolicyNotFound,
+		message: fmt.Sprintf("OpenShellPolicy %s not found in namespace %s", sb.Spec.PolicyRef.Name, sb.Namespace)}
 }
 
 func providersGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	if len(obs.missingProviders) == 0 {
 		return nil
 	}
-	return &refusal{openshellv1alpha1.SandboxPhasePending, openshellv1alpha1.SandboxReasonProviderNotFound,
-		fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace)}
+	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonProviderNotFound,
+		message: fmt.Sprintf("OpenShellProvider %s not found in namespace %s", strings.Join(obs.missingProviders, ", "), sb.Namespace)}
 }
 
 func envGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
@@ -192,7 +200,7 @@ func imageGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	if obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce || sb.Status.SandboxID != "" {
 		return nil
 	}
-	return &refusal{openshellv1alpha1.SandboxPhaseRejected, obs.image.Reason, obs.image.Message}
+	return &refusal{phase: openshellv1alpha1.SandboxPhaseRejected, reason: obs.image.Reason, message: obs.image.Message}
 }
 
 // unsynced lists providers not yet pushed to the gateway: their status has

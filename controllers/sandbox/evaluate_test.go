@@ -65,6 +65,36 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// TestEvaluateARunningSandbox: a refusal holds a running sandbox in its
+// phase, except one that means it cannot run: with the Sandbox CRD gone
+// (its deletion took every agents.x-k8s.io Sandbox), phase Ready would lie.
+func TestEvaluateARunningSandbox(t *testing.T) {
+	available := preflight.Result{AgentSandbox: preflight.AgentSandbox{Available: true, Preferred: "v1alpha1"}}
+	allowed := imagepolicy.Decision{Allowed: true, Reason: imagepolicy.ReasonAllowed, Message: "ok"}
+	for name, tt := range map[string]struct {
+		obs   observed
+		phase openshellv1alpha1.SandboxPhase
+	}{
+		"crd missing": {observed{preflight: preflight.Result{AgentSandbox: preflight.EvaluateAgentSandbox(nil)}, preflightKnown: true,
+			gateway: &openshellv1alpha1.OpenShellGateway{}, image: allowed}, openshellv1alpha1.SandboxPhasePending},
+		"gateway missing (held)": {observed{preflight: available, preflightKnown: true, image: allowed}, openshellv1alpha1.SandboxPhaseReady},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
+			sb.Status.SandboxID, sb.Status.Phase = "3f6c", openshellv1alpha1.SandboxPhaseReady
+			if evaluate(sb, tt.obs) {
+				t.Fatal("a refused sandbox may go to the gateway")
+			}
+			if sb.Status.Phase != tt.phase {
+				t.Fatalf("phase = %s, want %s", sb.Status.Phase, tt.phase)
+			}
+			if meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionReady) {
+				t.Fatal("Ready stays True")
+			}
+		})
+	}
+}
+
 // TestUnsynced: only a push that succeeded counts. The provider controller
 // records its intent (an entry without a push) before pushing, and keeps it
 // when the push meets another owner's provider of the same name.

@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -614,6 +615,83 @@ func TestAgentSandboxesLostTogether(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	t.Logf("figure: %d Ready sandboxes whose agents.x-k8s.io Sandboxes were deleted together all ran again %s later",
 		n, time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// TestAgentSandboxCRDLost (Ready means running): the Sandbox CRD itself is
+// deleted, taking every agents.x-k8s.io Sandbox with it, and later
+// installed again. While it is gone no OpenShellSandbox says Ready, in its
+// phase or its condition, and each says why (AgentSandboxCRDMissing); once
+// it is back each runs again on a new one, none twice. The
+// CRD is restored before the test ends, so the suites after it find the
+// cluster as they expect (no e2e test runs in parallel).
+func TestAgentSandboxCRDLost(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "crdlost", nil)
+	const n = 2
+	first := map[client.ObjectKey]string{}
+	for i := range n {
+		sb := sandboxOn(e.tenant, fmt.Sprintf("victim-%d", i), e.st.GatewayObj)
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+		first[client.ObjectKeyFromObject(sb)] = ""
+	}
+	for key := range first {
+		waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+		first[key] = sandboxStatus(ctx, g, key).Status.SandboxID
+	}
+
+	crd, err := framework.AgentSandboxCRD(framework.AgentSandboxBetaOnly)
+	g.Expect(err).NotTo(HaveOccurred())
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		g.Eventually(func() error { return framework.InstallCRD(ctx, c, crd) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		g.Expect(framework.WaitCRDReady(ctx, c, crd)).To(Succeed())
+	}
+	defer restore()
+	deleted := time.Now()
+	g.Expect(c.Delete(ctx, crd.DeepCopy())).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "the Sandbox CRD is not gone")
+	g.Eventually(func(g Gomega) {
+		for key := range first {
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhasePending), "%s %+v", key.Name, cur.Status.Conditions)
+			ready := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing))
+			g.Expect(ready.Message).To(ContainSubstring("sandboxes.agents.x-k8s.io"))
+		}
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a sandbox whose Sandbox CRD is gone still says Ready")
+	t.Logf("figure: %d Ready sandboxes stopped saying Ready %s after the Sandbox CRD's deletion began", n, time.Since(deleted).Round(100*time.Millisecond))
+
+	restore()
+	back := time.Now()
+	g.Eventually(func(g Gomega) {
+		ids := map[string]bool{}
+		for key, was := range first {
+			cur := sandboxStatus(ctx, g, key)
+			g.Expect(cur.Status.SandboxID).NotTo(Equal(was), "%s not re-created", key.Name)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+			ids[cur.Status.SandboxID] = true
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(n), "one agents.x-k8s.io Sandbox per OpenShellSandbox")
+		for _, item := range l.Items {
+			g.Expect(ids).To(HaveKey(item.GetLabels()[sandbox.LabelSandboxID]), "a Sandbox no OpenShellSandbox names")
+		}
+		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(n))
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), cluster.CheckProcessesMessage)
+	t.Logf("figure: with the CRD installed again, all %d ran again %s later", n, time.Since(back).Round(100*time.Millisecond))
 }
 
 // expectUpstreamMissing waits for a sandbox whose gateway still reports
