@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"path/filepath"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +23,7 @@ func relay(args []string) int {
 	fs := flag.NewFlagSet(relayCommand, flag.ContinueOnError)
 	var o operator.RelayOptions
 	fs.StringVar(&o.BindAddress, "bind-address", ":8443", "Address serving the access.openshell.ai API.")
-	certDir := fs.String("cert-dir", "/apiserver.local.config/certificates", "Folder with the serving certificate the APIService trusts (OLM mounts apiserver.crt and apiserver.key here).")
+	certDir := fs.String("cert-dir", operator.RelayCertDir, "Folder with the serving certificate the APIService trusts ("+operator.RelayCertFile+" and "+operator.RelayKeyFile+": OLM mounts them here).")
 	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, whose keys sign gateway tokens (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444).`)
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "How long a stopping relay waits for its sessions to close after telling their clients to reconnect.")
 	zapOpts := zap.Options{Development: false}
@@ -33,7 +34,7 @@ func relay(args []string) int {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("relay")
 	o.Log = log
-	o.CertFile, o.KeyFile = *certDir+"/apiserver.crt", *certDir+"/apiserver.key"
+	o.CertFile, o.KeyFile = filepath.Join(*certDir, operator.RelayCertFile), filepath.Join(*certDir, operator.RelayKeyFile)
 	o.IssuerNamespace, o.IssuerKeySecret = os.Getenv(operatorenv.EnvOperatorNamespace), operator.OIDCKeySecret
 	if o.IssuerNamespace == "" {
 		log.Error(nil, "The relay needs OPERATOR_NAMESPACE for the issuer's key Secret")

@@ -24,6 +24,15 @@ import (
 	"github.com/openshell/openshell-operator/internal/tlsprofile"
 )
 
+// RelayCertDir is where the relay reads its serving certificate by default,
+// as RelayCertFile and RelayKeyFile: where OLM mounts an APIService's
+// certificate, and where the plain installs (config/base) mount theirs.
+const (
+	RelayCertDir  = "/apiserver.local.config/certificates"
+	RelayCertFile = "apiserver.crt"
+	RelayKeyFile  = "apiserver.key"
+)
+
 // RelayOptions configure the relay, the data plane through which Sandbox
 // Consumers use their sandboxes (manager relay). It runs as a Deployment
 // of its own, not in the operator's: an operator upgrade must not cut
