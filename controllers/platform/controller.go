@@ -3,7 +3,9 @@
 // and the ServiceMonitor of its metrics, in the operator's namespace, and
 // its console YAML samples
 // (internal/console, cluster-scoped) — each only where preflight finds its
-// API served, like Routes. The objects ship inside the binary, so they
+// API served, like Routes; and, where the cluster network cannot select the
+// kube-apiserver's traffic, the NetworkPolicies that admit it
+// (APIServerIngress). The objects ship inside the binary, so they
 // always match this version (the rules its metrics); an upgrade applies the
 // new ones.
 package platform
@@ -15,8 +17,12 @@ import (
 
 	consolev1 "github.com/openshift/api/console/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +41,7 @@ import (
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;create;patch,namespace=system
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;create;patch,namespace=system
 // +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples,verbs=get;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;patch;delete,namespace=system
 
 // Reconciler keeps the operator's platform objects.
 type Reconciler struct {
@@ -91,6 +98,50 @@ func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonit
 	}
 }
 
+// NetworkTypeOVNKubernetes is the network plugin OpenShift reports for
+// OVN-Kubernetes, whose NetworkPolicies can select host-network traffic by
+// the namespace label policy-group.network.openshift.io/host-network.
+const NetworkTypeOVNKubernetes = "OVNKubernetes"
+
+// The kube-apiserver's ports on the operator's and the relay's pods, and
+// the pods as the bundle labels them (config/manager, config/relay).
+const (
+	webhookPort = 9443
+	relayPort   = 8443
+)
+
+var (
+	operatorPods = map[string]string{"app.kubernetes.io/name": "openshell-operator", "control-plane": "controller-manager"}
+	relayPods    = map[string]string{"app.kubernetes.io/name": "openshell-relay"}
+)
+
+// APIServerIngress renders the NetworkPolicies that admit every peer to the
+// operator's webhook port and to the relay's port: pure. The bundle's own
+// policies admit those ports only from the host network, where the
+// kube-apiserver runs, by the label OVN-Kubernetes gives host traffic. No
+// other network plugin offers such a label, and NetworkPolicies only add
+// to one another, so where the cluster network is anything else (or not
+// known: off OpenShift, or not readable) these are applied — else the
+// kube-apiserver could not call the webhook or the relay — and removed
+// where it is OVN-Kubernetes.
+func APIServerIngress(namespace string) []*networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	policy := func(name string, pods map[string]string, port int) *networkingv1.NetworkPolicy {
+		p := intstr.FromInt(port)
+		return &networkingv1.NetworkPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: pods},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}}}}},
+		}
+	}
+	return []*networkingv1.NetworkPolicy{
+		policy("openshell-operator-webhook-from-apiserver", operatorPods, webhookPort),
+		policy("openshell-operator-relay-from-apiserver", relayPods, relayPort),
+	}
+}
+
 // Desired lists the objects the platform pf serves an API for, each
 // labelled as the operator's (the console samples are cluster-scoped and
 // have no owner: an uninstall finds them by it): pure.
@@ -105,6 +156,11 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	}
 	if pf.ServiceMonitor {
 		out = append(out, ServiceMonitor(namespace, pf.OpenShift()))
+	}
+	if pf.NetworkType != NetworkTypeOVNKubernetes {
+		for _, np := range APIServerIngress(namespace) {
+			out = append(out, np)
+		}
 	}
 	if pf.ConsoleYAMLSample {
 		samples, err := console.Samples()
@@ -127,9 +183,21 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	return out, nil
 }
 
+// Unwanted lists the objects of Desired that pf calls for removing: the
+// APIServerIngress policies where OVN-Kubernetes selects host traffic.
+func Unwanted(pf preflight.Result, namespace string) []client.Object {
+	var out []client.Object
+	if pf.NetworkType == NetworkTypeOVNKubernetes {
+		for _, np := range APIServerIngress(namespace) {
+			out = append(out, np)
+		}
+	}
+	return out
+}
+
 // Reconcile applies the desired objects that are not in place (a restart
-// that finds them so writes nothing); one object's failure does not hold
-// back the others.
+// that finds them so writes nothing) and deletes the unwanted ones that
+// exist; one object's failure does not hold back the others.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	pf, known := r.Preflight.Get()
 	if !known {
@@ -143,6 +211,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	for _, o := range objs {
 		if err := apply.Apply(ctx, r.Client, r.APIReader, o); err != nil {
 			errs = append(errs, fmt.Errorf("apply %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
+		}
+	}
+	for _, o := range Unwanted(pf, r.Namespace) {
+		// Read first, so that steady state writes nothing.
+		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(o), o); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
+			continue
+		}
+		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
 		}
 	}
 	return ctrl.Result{}, errors.Join(errs...)

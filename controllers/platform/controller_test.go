@@ -12,9 +12,13 @@ import (
 	consolev1 "github.com/openshift/api/console/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -57,11 +61,19 @@ func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 		}
 		return out
 	}
-	g.Expect(kinds(preflight.Result{})).To(BeEmpty())
-	g.Expect(kinds(preflight.Result{PrometheusRule: true})).To(Equal([]string{"PrometheusRule"}))
-	g.Expect(kinds(preflight.Result{ConsoleYAMLSample: true})).To(HaveEach("ConsoleYAMLSample"))
-	g.Expect(kinds(preflight.Result{ServiceMonitor: true})).To(Equal([]string{"ServiceMonitor"}))
-	g.Expect(kinds(preflight.Result{PrometheusRule: true, ServiceMonitor: true, ConsoleYAMLSample: true})).To(HaveLen(6))
+	const ovn = platform.NetworkTypeOVNKubernetes
+	g.Expect(kinds(preflight.Result{NetworkType: ovn})).To(BeEmpty())
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, PrometheusRule: true})).To(Equal([]string{"PrometheusRule"}))
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, ConsoleYAMLSample: true})).To(HaveEach("ConsoleYAMLSample"))
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, ServiceMonitor: true})).To(Equal([]string{"ServiceMonitor"}))
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, PrometheusRule: true, ServiceMonitor: true, ConsoleYAMLSample: true})).To(HaveLen(6))
+	// Where host traffic cannot be selected, the kube-apiserver's ports are
+	// opened (and only there are they unwanted: none to delete).
+	for _, network := range []string{"", "OpenShiftSDN", "Calico"} {
+		g.Expect(kinds(preflight.Result{NetworkType: network})).To(Equal([]string{"NetworkPolicy", "NetworkPolicy"}), "network %q", network)
+		g.Expect(platform.Unwanted(preflight.Result{NetworkType: network}, "ops")).To(BeEmpty())
+	}
+	g.Expect(platform.Unwanted(preflight.Result{NetworkType: ovn}, "ops")).To(HaveLen(2))
 }
 
 // TestServiceMonitorScrapesTheBundledService: the ServiceMonitor selects
@@ -142,4 +154,71 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 	g.Eventually(func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-operator"}, &monitoringv1.PrometheusRule{})
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// TestAPIServerIngressFollowsTheNetwork: off OVN-Kubernetes (here the
+// cluster reports OpenShift SDN) the operator, with exactly the CSV's RBAC,
+// admits every peer to its webhook and relay ports, since the bundle's
+// policies admit only host traffic and nothing else can select it; once the
+// cluster reports OVN-Kubernetes (as this control plane does by default) it
+// removes them.
+func TestAPIServerIngressFollowsTheNetwork(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := env.Client
+	ns := framework.CreatePlatformNamespace(ctx, t, c, "netpol")
+	csv, err := framework.LoadCSV()
+	g.Expect(err).NotTo(HaveOccurred())
+	asOperator, _, err := framework.GrantLikeOLM(ctx, c, env.Config, csv, ns, []string{ns})
+	g.Expect(err).NotTo(HaveOccurred())
+	usage := &framework.APIUsage{}
+	asOperator.Wrap(usage.Wrap)
+	start := func() func() {
+		return framework.StartManager(t, asOperator, operator.Options{WatchNamespaces: []string{ns},
+			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: ns, GatewayNamespaces: []string{ns}}}})
+	}
+	reportNetwork := func(networkType string) {
+		t.Helper()
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := &unstructured.Unstructured{}
+			n.SetAPIVersion("config.openshift.io/v1")
+			n.SetKind("Network")
+			if err := c.Get(ctx, client.ObjectKey{Name: "cluster"}, n); err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedField(n.Object, networkType, "status", "networkType"); err != nil {
+				return err
+			}
+			return c.Update(ctx, n) // the Network CRD has no status subresource
+		})).To(Succeed())
+	}
+	want := platform.APIServerIngress(ns)
+	g.Expect(want).To(HaveLen(2))
+
+	reportNetwork("OpenShiftSDN")
+	t.Cleanup(func() { reportNetwork(platform.NetworkTypeOVNKubernetes) })
+	stop := start()
+	g.Eventually(func(g Gomega) {
+		for _, np := range want {
+			cur := &networkingv1.NetworkPolicy{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(np), cur)).To(Succeed())
+			g.Expect(cur.Spec.PodSelector).To(Equal(np.Spec.PodSelector))
+			g.Expect(cur.Spec.Ingress).To(Equal(np.Spec.Ingress))
+			g.Expect(cur.Labels).To(HaveKeyWithValue(render.LabelManagedBy, render.ManagedByValue))
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	stop()
+
+	reportNetwork(platform.NetworkTypeOVNKubernetes)
+	stop = start()
+	g.Eventually(func(g Gomega) {
+		for _, np := range want {
+			err := c.Get(ctx, client.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", np.Name, err)
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	stop()
+	g.Expect(usage.Forbidden()).To(BeEmpty(), "the CSV's RBAC refused a request")
+	g.Expect(usage.Seen()).To(ContainElements("networking.k8s.io/networkpolicies get", "networking.k8s.io/networkpolicies patch",
+		"networking.k8s.io/networkpolicies delete"))
 }

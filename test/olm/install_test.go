@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -96,6 +97,7 @@ func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.Ins
 	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	_, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
+	expectAPIServerIngress(ctx, g, opNS)
 
 	// Admitted by the webhook OLM registered, reached through the Service
 	// OLM created. A 0.1 gateway: consumers use their sandbox through it.
@@ -549,8 +551,42 @@ func expectNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Deployment) 
 		if p.Name == "metrics" {
 			g.Expect(admitted[p.ContainerPort]).NotTo(BeEmpty(), "the metrics port is open to every peer")
 		}
+		// The kube-apiserver's ports: from the host network only.
+		if p.ContainerPort == 9443 || (p.ContainerPort == 8443 && p.Name == "https") {
+			g.Expect(admitted[p.ContainerPort]).To(ConsistOf(HaveField("NamespaceSelector.MatchLabels",
+				HaveKeyWithValue("policy-group.network.openshift.io/host-network", ""))), "port %s (%d) is open beyond the host network", p.Name, p.ContainerPort)
+		}
 	}
 	g.Expect(admitted).To(HaveLen(len(ports)), "the NetworkPolicy admits a port the operator does not serve")
+}
+
+// expectAPIServerIngress: this cluster's network cannot select host traffic
+// (it is not OVN-Kubernetes), so the running operator, with the CSV's RBAC
+// in this install mode, admits the kube-apiserver to its webhook port and
+// the relay's port from every peer, and to no other port.
+func expectAPIServerIngress(ctx context.Context, g Gomega, opNS string) {
+	c := cluster.Client
+	deps := map[string]*appsv1.Deployment{deploymentName: {}, relayDeployment: {}}
+	for name, d := range deps {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: name}, d)).To(Succeed())
+	}
+	for _, want := range platform.APIServerIngress(opNS) {
+		selected := 0
+		for _, d := range deps {
+			if labels.SelectorFromSet(want.Spec.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
+				selected++
+			}
+		}
+		g.Expect(selected).To(Equal(1), "%s selects the pods of %d Deployments", want.Name, selected)
+		g.Eventually(func(g Gomega) {
+			np := &networkingv1.NetworkPolicy{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(want), np)).To(Succeed(), "the operator did not admit the kube-apiserver")
+			g.Expect(np.Spec.PodSelector).To(Equal(want.Spec.PodSelector))
+			g.Expect(np.Spec.Ingress).To(HaveLen(1))
+			g.Expect(np.Spec.Ingress[0].From).To(BeEmpty())
+			g.Expect(np.Spec.Ingress[0].Ports).To(ConsistOf(HaveField("Port.IntVal", BeElementOf(int32(9443), int32(8443)))))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	}
 }
 
 // issuerURLOf is the operator's OIDC issuer URL behind the balancer.
