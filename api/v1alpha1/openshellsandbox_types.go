@@ -361,7 +361,8 @@ const (
 	SandboxReasonAccepted = "Accepted"
 	// SandboxReasonAgentSandboxCRDMissing: the agents.x-k8s.io Sandbox CRD is
 	// missing, not established or serves no supported version. The sandbox
-	// waits (phase Pending) and is re-queued when the CRD appears.
+	// waits (phase Pending, even one that ran: the CRD's deletion took its
+	// runtime object) and is re-queued when the CRD appears.
 	SandboxReasonAgentSandboxCRDMissing = "AgentSandboxCRDMissing"
 	// SandboxReasonPreflightPending: the operator has not probed the cluster yet.
 	SandboxReasonPreflightPending = "PreflightPending"
