@@ -10,7 +10,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/util/retry"
@@ -49,25 +51,7 @@ func TestManagedGatewayRuns01Runtime(t *testing.T) {
 	for _, name := range []string{testgateway.FenceWorkloads, testgateway.FenceSupervisors} {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &networkingv1.NetworkPolicy{})).To(Succeed(), "fence %s", name)
 	}
-	runtimePods := func(g Gomega) (workload, supervisor *corev1.Pod) {
-		pods := &corev1.PodList{}
-		g.Expect(c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{testgateway.LabelBoundaryPair: strings.ToLower(id)})).To(Succeed())
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			switch p.Labels[testgateway.LabelBoundaryRole] {
-			case "workload":
-				workload = p
-			case "supervisor":
-				supervisor = p
-			}
-		}
-		g.Expect(workload).NotTo(BeNil(), "no workload Pod")
-		g.Expect(supervisor).NotTo(BeNil(), "no supervisor Pod")
-		return workload, supervisor
-	}
+	runtimePods := func(g Gomega) (workload, supervisor *corev1.Pod) { return runtimePods01(ctx, g, ns, id) }
 	workload, supervisor := runtimePods(g)
 	for _, p := range []*corev1.Pod{workload, supervisor} {
 		g.Expect(p.Spec.SchedulingGates).To(BeEmpty(), "%s is still gated", p.Name)
@@ -140,6 +124,91 @@ func TestManagedGatewayRuns01Runtime(t *testing.T) {
 		g.Expect(c.List(ctx, crs, client.InNamespace(ns), client.MatchingLabels{testgateway.LabelSandboxID: id})).To(Succeed())
 		g.Expect(crs.Items).To(BeEmpty(), "agents.x-k8s.io Sandbox left")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// runtimePods01 finds a 0.1 sandbox's live (not terminating) workload and
+// supervisor Pods by their boundary labels.
+func runtimePods01(ctx context.Context, g Gomega, ns, id string) (workload, supervisor *corev1.Pod) {
+	pods := &corev1.PodList{}
+	g.Expect(cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{testgateway.LabelBoundaryPair: strings.ToLower(id)})).To(Succeed())
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		switch p.Labels[testgateway.LabelBoundaryRole] {
+		case "workload":
+			workload = p
+		case "supervisor":
+			supervisor = p
+		}
+	}
+	g.Expect(workload).NotTo(BeNil(), "no workload Pod")
+	g.Expect(supervisor).NotTo(BeNil(), "no supervisor Pod")
+	return workload, supervisor
+}
+
+// TestRuntime01ResumeWaitsForTheOldWorkloadPod: a resume while the previous
+// generation's workload Pod is still terminating (held here by a finalizer;
+// a slow kubelet does the same). The new generation's Pod has the same
+// name. While the old Pod stays, the sandbox is neither Ready nor failed
+// and no Secret of the new generation exists; once it goes, the sandbox is
+// Ready on a new Pod that mounts the new generation's Secret, which it
+// owns, ungated. (Here the resume itself waits for the old Pod; the
+// bootstrap's own guard against a terminating Pod is not reached.)
+func TestRuntime01ResumeWaitsForTheOldWorkloadPod(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	_, m, tenant := startManagedStack(ctx, t, g, "rt01old", "")
+	declareSampleProfile(ctx, t, tenant)
+	_, sb := createSampleTenant(ctx, t, tenant, "sk-rt", client.ObjectKeyFromObject(m.Object))
+	key := client.ObjectKeyFromObject(sb)
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+	ns := render.NamesFor(m.Object).SandboxNamespace
+	id := sandboxStatus(ctx, g, key).Status.SandboxID
+	old, _ := runtimePods01(ctx, g, ns, id)
+
+	const hold = "openshell-e2e/hold"
+	g.Expect(c.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+hold+`"]}}`)))).To(Succeed())
+	release := func() {
+		_ = c.Patch(context.Background(), old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	}
+	defer release()
+	setSuspend(ctx, g, key, true)
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseSuspended)
+	g.Eventually(func(g Gomega) {
+		cur := &corev1.Pod{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(old), cur)).To(Succeed())
+		g.Expect(cur.DeletionTimestamp).NotTo(BeNil())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the suspended generation's workload Pod is not terminating")
+	setSuspend(ctx, g, key, false)
+	gen2 := client.ObjectKey{Namespace: ns, Name: "os-sandbox-" + strings.ToLower(id) + "-000000000002"}
+	g.Consistently(func(g Gomega) {
+		phase := sandboxStatus(ctx, g, key).Status.Phase
+		g.Expect(phase).NotTo(BeElementOf(openshellv1alpha1.SandboxPhaseReady, openshellv1alpha1.SandboxPhaseError))
+		cur := &corev1.Pod{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(old), cur)).To(Succeed())
+		g.Expect(cur.UID).To(Equal(old.UID))
+		err := c.Get(ctx, gen2, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the new generation was bootstrapped on the old Pod: %v", err)
+	}).WithContext(ctx).WithTimeout(3 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	release()
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+	workload, _ := runtimePods01(ctx, g, ns, id)
+	g.Expect(workload.UID).NotTo(Equal(old.UID))
+	g.Expect(workload.Spec.SchedulingGates).To(BeEmpty())
+	var mounted []string
+	for _, v := range workload.Spec.Volumes {
+		if v.Secret != nil {
+			mounted = append(mounted, v.Secret.SecretName)
+		}
+	}
+	g.Expect(mounted).To(ContainElement(gen2.Name))
+	secret := &corev1.Secret{}
+	g.Expect(c.Get(ctx, gen2, secret)).To(Succeed())
+	g.Expect(secret.OwnerReferences).To(ContainElement(HaveField("UID", workload.UID)), "owned by the new Pod")
 }
 
 // setSuspend sets an OpenShellSandbox's spec.suspend.

@@ -412,7 +412,7 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 
 // errSuperseded ends a bootstrap whose generation is no longer the one
 // to run.
-var errSuperseded = fmt.Errorf("superseded by a stop or a later generation")
+var errSuperseded = errors.New("superseded by a stop or a later generation")
 
 // current reports whether gen is the sandbox's running generation.
 func (d *driver) current(row *sandboxRow, gen int) bool {
@@ -486,16 +486,18 @@ func (d *driver) setRunning01(ctx context.Context, row *sandboxRow, running bool
 	if running {
 		rt.generation++
 	}
-	gen := rt.generation
-	cr, err := d.renderSandbox01(row, sb, rt, true)
-	sup := d.supervisorPod(sb, row, rt)
-	d.g.mu.Unlock()
+	gen, id := rt.generation, sb.Metadata.Id
 	if !running {
+		d.g.mu.Unlock()
 		if err := d.patchSandbox(ctx, row.crName, map[string]any{"operatingMode": "Suspended"}); err != nil {
 			return err
 		}
+		sup := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: d.g.opts.Namespace}}
 		return client.IgnoreNotFound(d.g.opts.Kube.Delete(ctx, sup))
 	}
+	cr, err := d.renderSandbox01(row, sb, rt, true)
+	sup := d.supervisorPod(sb, row, rt)
+	d.g.mu.Unlock()
 	if err == nil {
 		err = d.start01(ctx, row.crName, cr, sup)
 	}
