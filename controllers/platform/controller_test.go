@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	consolev1 "github.com/openshift/api/console/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -103,15 +104,8 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	ns := framework.CreatePlatformNamespace(ctx, t, c, "ops")
-	// With exactly the CSV's RBAC (OwnNamespace), every request recorded.
-	csv, err := framework.LoadCSV()
-	g.Expect(err).NotTo(HaveOccurred())
-	asOperator, _, err := framework.GrantLikeOLM(ctx, c, env.Config, csv, ns, []string{ns})
-	g.Expect(err).NotTo(HaveOccurred())
-	usage := &framework.APIUsage{}
-	asOperator.Wrap(usage.Wrap)
-	framework.StartManager(t, asOperator, operator.Options{WatchNamespaces: []string{ns},
-		Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: ns, GatewayNamespaces: []string{ns}}}})
+	csv, usage, start := asTheOperator(t, ns)
+	start()
 	pr := &monitoringv1.PrometheusRule{}
 	g.Eventually(func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-operator"}, pr)
@@ -149,8 +143,7 @@ func TestRulesInstalledWhereTheAPIIsServed(t *testing.T) {
 	// Deleted, it is put back at the next apply (a restart, or a
 	// preflight change).
 	g.Expect(c.Delete(ctx, pr)).To(Succeed())
-	framework.StartManager(t, asOperator, operator.Options{WatchNamespaces: []string{ns},
-		Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: ns, GatewayNamespaces: []string{ns}}}})
+	start()
 	g.Eventually(func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-operator"}, &monitoringv1.PrometheusRule{})
 	}).WithTimeout(30 * time.Second).Should(Succeed())
@@ -167,16 +160,7 @@ func TestAPIServerIngressFollowsTheNetwork(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	ns := framework.CreatePlatformNamespace(ctx, t, c, "netpol")
-	csv, err := framework.LoadCSV()
-	g.Expect(err).NotTo(HaveOccurred())
-	asOperator, _, err := framework.GrantLikeOLM(ctx, c, env.Config, csv, ns, []string{ns})
-	g.Expect(err).NotTo(HaveOccurred())
-	usage := &framework.APIUsage{}
-	asOperator.Wrap(usage.Wrap)
-	start := func() func() {
-		return framework.StartManager(t, asOperator, operator.Options{WatchNamespaces: []string{ns},
-			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: ns, GatewayNamespaces: []string{ns}}}})
-	}
+	_, usage, start := asTheOperator(t, ns)
 	reportNetwork := func(networkType string) {
 		t.Helper()
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -221,4 +205,25 @@ func TestAPIServerIngressFollowsTheNetwork(t *testing.T) {
 	g.Expect(usage.Forbidden()).To(BeEmpty(), "the CSV's RBAC refused a request")
 	g.Expect(usage.Seen()).To(ContainElements("networking.k8s.io/networkpolicies get", "networking.k8s.io/networkpolicies patch",
 		"networking.k8s.io/networkpolicies delete"))
+}
+
+// asTheOperator grants the CSV's RBAC in ns as OLM does (OwnNamespace) and
+// returns the CSV, the recorder of every request made with it, and a start
+// of the operator under it (which returns its stop).
+func asTheOperator(t *testing.T, ns string) (*operatorsv1alpha1.ClusterServiceVersion, *framework.APIUsage, func() func()) {
+	t.Helper()
+	csv, err := framework.LoadCSV()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asOperator, _, err := framework.GrantLikeOLM(context.Background(), env.Client, env.Config, csv, ns, []string{ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := &framework.APIUsage{}
+	asOperator.Wrap(usage.Wrap)
+	return csv, usage, func() func() {
+		return framework.StartManager(t, asOperator, operator.Options{WatchNamespaces: []string{ns},
+			Controllers: operator.ControllerOptions{Platform: tenancy.Platform{OperatorNamespace: ns, GatewayNamespaces: []string{ns}}}})
+	}
 }

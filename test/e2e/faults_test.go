@@ -582,37 +582,12 @@ func TestAgentSandboxesLostTogether(t *testing.T) {
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "lost", nil)
 	const n = 3
-	first := map[client.ObjectKey]string{}
-	for i := range n {
-		sb := sandboxOn(e.tenant, fmt.Sprintf("victim-%d", i), e.st.GatewayObj)
-		g.Expect(c.Create(ctx, sb)).To(Succeed())
-		first[client.ObjectKeyFromObject(sb)] = ""
-	}
-	for key := range first {
-		waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
-		first[key] = sandboxStatus(ctx, g, key).Status.SandboxID
-	}
+	first := readySandboxes(ctx, g, e, n)
 	gone := &unstructured.Unstructured{}
 	gone.SetGroupVersionKind(sandboxGVK)
 	deleted := time.Now()
 	g.Expect(c.DeleteAllOf(ctx, gone, client.InNamespace(e.sbNS))).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		ids := map[string]bool{}
-		for key, was := range first {
-			cur := sandboxStatus(ctx, g, key)
-			g.Expect(cur.Status.SandboxID).NotTo(Equal(was), "%s not re-created", key.Name)
-			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
-			ids[cur.Status.SandboxID] = true
-		}
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
-		g.Expect(l.Items).To(HaveLen(n), "one agents.x-k8s.io Sandbox per OpenShellSandbox")
-		for _, item := range l.Items {
-			g.Expect(ids).To(HaveKey(item.GetLabels()[sandbox.LabelSandboxID]), "a Sandbox no OpenShellSandbox names")
-		}
-		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(n))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	expectRunningAgain(ctx, g, e, first, time.Minute)
 	t.Logf("figure: %d Ready sandboxes whose agents.x-k8s.io Sandboxes were deleted together all ran again %s later",
 		n, time.Since(deleted).Round(100*time.Millisecond))
 }
@@ -631,16 +606,7 @@ func TestAgentSandboxCRDLost(t *testing.T) {
 	c := cluster.Client
 	e := newFaultEnv(ctx, t, "crdlost", nil)
 	const n = 2
-	first := map[client.ObjectKey]string{}
-	for i := range n {
-		sb := sandboxOn(e.tenant, fmt.Sprintf("victim-%d", i), e.st.GatewayObj)
-		g.Expect(c.Create(ctx, sb)).To(Succeed())
-		first[client.ObjectKeyFromObject(sb)] = ""
-	}
-	for key := range first {
-		waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
-		first[key] = sandboxStatus(ctx, g, key).Status.SandboxID
-	}
+	first := readySandboxes(ctx, g, e, n)
 
 	crd, err := framework.AgentSandboxCRD(framework.AgentSandboxBetaOnly)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -674,6 +640,30 @@ func TestAgentSandboxCRDLost(t *testing.T) {
 
 	restore()
 	back := time.Now()
+	expectRunningAgain(ctx, g, e, first, 2*time.Minute)
+	t.Logf("figure: with the CRD installed again, all %d ran again %s later", n, time.Since(back).Round(100*time.Millisecond))
+}
+
+// readySandboxes creates n sandboxes on the fault env's gateway and
+// returns their gateway IDs once each is Ready.
+func readySandboxes(ctx context.Context, g Gomega, e faultEnv, n int) map[client.ObjectKey]string {
+	first := map[client.ObjectKey]string{}
+	for i := range n {
+		sb := sandboxOn(e.tenant, fmt.Sprintf("victim-%d", i), e.st.GatewayObj)
+		g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
+		first[client.ObjectKeyFromObject(sb)] = ""
+	}
+	for key := range first {
+		waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+		first[key] = sandboxStatus(ctx, g, key).Status.SandboxID
+	}
+	return first
+}
+
+// expectRunningAgain waits until every sandbox of first runs again on a
+// new gateway sandbox, with exactly one agents.x-k8s.io Sandbox each and
+// none that no OpenShellSandbox names.
+func expectRunningAgain(ctx context.Context, g Gomega, e faultEnv, first map[client.ObjectKey]string, within time.Duration) {
 	g.Eventually(func(g Gomega) {
 		ids := map[string]bool{}
 		for key, was := range first {
@@ -684,14 +674,13 @@ func TestAgentSandboxCRDLost(t *testing.T) {
 		}
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
-		g.Expect(l.Items).To(HaveLen(n), "one agents.x-k8s.io Sandbox per OpenShellSandbox")
+		g.Expect(cluster.Client.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(len(first)), "one agents.x-k8s.io Sandbox per OpenShellSandbox")
 		for _, item := range l.Items {
 			g.Expect(ids).To(HaveKey(item.GetLabels()[sandbox.LabelSandboxID]), "a Sandbox no OpenShellSandbox names")
 		}
-		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(n))
-	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), cluster.CheckProcessesMessage)
-	t.Logf("figure: with the CRD installed again, all %d ran again %s later", n, time.Since(back).Round(100*time.Millisecond))
+		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(len(first)))
+	}).WithContext(ctx).WithTimeout(within).Should(Succeed(), cluster.CheckProcessesMessage)
 }
 
 // expectUpstreamMissing waits for a sandbox whose gateway still reports
