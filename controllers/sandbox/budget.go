@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -8,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/index"
 )
 
 // budgetLedger remembers the sandboxes this reconciler accepted under a
@@ -17,11 +20,14 @@ import (
 // accepted one, with a name that sorts first, saw neither an earlier peer
 // nor a running one and was accepted too — both ran, over the budget.
 //
-// Its lock spans choosing the charged peers, evaluating and recording the
-// decision, so two concurrent reconciles in one namespace charge each
-// other. Only the leader reconciles, so one process's ledger is enough;
-// after a restart the cache's Accepted conditions carry the same facts.
-// The sandbox reconciler is its only user.
+// Its lock spans listing the namespace's sandboxes (from the cache),
+// choosing the charged ones, evaluating and recording the decision, so two
+// concurrent reconciles in one namespace charge each other. An entry stays
+// until the sandbox is refused or released, or the cache shows it running
+// (a create's status write can wait for the sandbox to settle, holding the
+// ID in memory only). Only the leader reconciles, so one process's ledger
+// is enough; after a restart the cache's Accepted conditions carry the
+// same facts. The sandbox reconciler is its only user.
 type budgetLedger struct {
 	mu       sync.Mutex
 	accepted map[client.ObjectKey]types.UID
@@ -34,11 +40,12 @@ func (l *budgetLedger) lock() func() {
 }
 
 // record notes sb as accepted (or not) under its namespace's budget. Call
-// with the lock held. A sandbox whose status shows it running needs no
-// entry: the cache charges it.
+// with the lock held. sb's own status may show it running before the cache
+// does (a held status write), so that does not drop the entry: charged
+// does, once the cache shows it.
 func (l *budgetLedger) record(sb *openshellv1alpha1.OpenShellSandbox, accepted bool) {
 	key := client.ObjectKeyFromObject(sb)
-	if !accepted || sb.Status.SandboxID != "" {
+	if !accepted {
 		delete(l.accepted, key)
 		return
 	}
@@ -55,46 +62,73 @@ func (l *budgetLedger) forget(key client.ObjectKey) {
 	delete(l.accepted, key)
 }
 
-// charged picks, from the namespace's sandboxes on sb's gateway, those
-// charged before sb (CheckBudget then skips the rejected and deleted).
+// charged picks, from the namespace's sandboxes on sb's gateway (read from
+// the cache under the lock), those charged before sb (CheckBudget then
+// skips the rejected and deleted), and drops the entries the cache now
+// makes needless: another incarnation's, or one the cache shows running.
 // Call with the lock held.
 func (l *budgetLedger) charged(sb *openshellv1alpha1.OpenShellSandbox, peers []openshellv1alpha1.OpenShellSandbox) []openshellv1alpha1.OpenShellSandbox {
+	acceptedHere := func(o *openshellv1alpha1.OpenShellSandbox) bool {
+		key := client.ObjectKeyFromObject(o)
+		uid, ok := l.accepted[key]
+		if ok && (uid != o.UID || o.Status.SandboxID != "") && o != sb {
+			delete(l.accepted, key)
+		}
+		return ok && uid == o.UID
+	}
+	self := accepted(sb, acceptedHere(sb))
 	var out []openshellv1alpha1.OpenShellSandbox
-	for _, p := range peers {
+	for i := range peers {
+		p := &peers[i]
 		if p.UID == sb.UID {
 			continue
 		}
-		uid, ok := l.accepted[client.ObjectKeyFromObject(&p)]
-		if chargedBefore(sb, &p, ok && uid == p.UID) {
-			out = append(out, p)
+		if chargedBefore(sb, p, self, accepted(p, acceptedHere(p))) {
+			out = append(out, *p)
 		}
 	}
 	return out
 }
 
+// accepted says whether a sandbox runs or was accepted: by its status, or by
+// this reconciler a moment ago (here).
+func accepted(sb *openshellv1alpha1.OpenShellSandbox, here bool) bool {
+	return here || sb.Status.SandboxID != "" || meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+}
+
 // chargedBefore decides whether peer is charged before sb: whatever its age
-// once it runs, was accepted (by status, or by this reconciler a moment
-// ago), and otherwise the earlier first — by creation time, then by name,
-// so that sandboxes neither of which is accepted yet resolve the same way
-// whichever is reconciled first. Pure.
-func chargedBefore(sb, peer *openshellv1alpha1.OpenShellSandbox, acceptedHere bool) bool {
-	if peer.Status.SandboxID != "" || acceptedHere || meta.IsStatusConditionTrue(peer.Status.Conditions, openshellv1alpha1.ConditionAccepted) {
+// once it runs; before sb when it was accepted and sb was not; and
+// otherwise the earlier first — by creation time, then by name, so that
+// sandboxes in the same state resolve the same way whichever is reconciled
+// first (two accepted ones that a cut budget no longer fits both do not
+// both lose their place). Pure.
+func chargedBefore(sb, peer *openshellv1alpha1.OpenShellSandbox, sbAccepted, peerAccepted bool) bool {
+	if peer.Status.SandboxID != "" {
 		return true
+	}
+	if peerAccepted != sbAccepted {
+		return peerAccepted
 	}
 	return peer.CreationTimestamp.Before(&sb.CreationTimestamp) ||
 		(peer.CreationTimestamp.Equal(&sb.CreationTimestamp) && peer.Name < sb.Name)
 }
 
 // evaluateCharged is evaluate with the namespace budget (if the gateway
-// has one) charged under the ledger's lock: the peers charged before sb
-// are chosen, the gates run and the acceptance is recorded as one step.
-func (r *Reconciler) evaluateCharged(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
+// has one) charged under the ledger's lock: the namespace's sandboxes are
+// listed, those charged before sb chosen, the gates run and the acceptance
+// recorded as one step.
+func (r *Reconciler) evaluateCharged(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (bool, error) {
 	if obs.gateway == nil || obs.gateway.Spec.SandboxControls.NamespaceBudget == nil {
-		return evaluate(sb, obs)
+		return evaluate(sb, obs), nil
 	}
 	defer r.budget.lock()()
-	obs.budgetPeers = r.budget.charged(sb, obs.budgetPeers)
+	peers := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
+		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
+		return false, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
+	}
+	obs.budgetPeers = r.budget.charged(sb, peers.Items)
 	ok := evaluate(sb, obs)
 	r.budget.record(sb, meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted))
-	return ok
+	return ok, nil
 }

@@ -16,25 +16,25 @@ func TestChargedBefore(t *testing.T) {
 	sb := func(name string, created metav1.Time) *openshellv1alpha1.OpenShellSandbox {
 		return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created}}
 	}
-	running := sb("b", later)
+	running := sb("c", later)
 	running.Status.SandboxID = "id"
-	accepted := sb("b", later)
-	accepted.Status.Conditions = []metav1.Condition{{Type: openshellv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue}}
 	for name, tc := range map[string]struct {
-		peer         *openshellv1alpha1.OpenShellSandbox
-		acceptedHere bool
-		want         bool
+		peer                     *openshellv1alpha1.OpenShellSandbox
+		sbAccepted, peerAccepted bool
+		want                     bool
 	}{
-		"older":                               {peer: sb("z", now), want: true},
-		"newer":                               {peer: sb("b", later)},
-		"same second, name first":             {peer: sb("a", later), want: true},
-		"same second, name after":             {peer: sb("c", later)},
-		"newer but running":                   {peer: running, want: true},
-		"newer but accepted by status":        {peer: accepted, want: true},
-		"newer but accepted, not yet written": {peer: sb("c", later), acceptedHere: true, want: true},
+		"older":                                   {peer: sb("z", now), want: true},
+		"newer":                                   {peer: sb("c", later)},
+		"same second, name first":                 {peer: sb("a", later), want: true},
+		"same second, name after":                 {peer: sb("c", later)},
+		"newer but running":                       {peer: running, sbAccepted: true, want: true},
+		"newer but accepted, sb not":              {peer: sb("c", later), peerAccepted: true, want: true},
+		"older but not accepted, sb is":           {peer: sb("z", now), sbAccepted: true},
+		"both accepted, not running: the earlier": {peer: sb("z", now), sbAccepted: true, peerAccepted: true, want: true},
+		"both accepted, not running: not a later": {peer: sb("c", later), sbAccepted: true, peerAccepted: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := chargedBefore(sb("b", later), tc.peer, tc.acceptedHere); got != tc.want {
+			if got := chargedBefore(sb("b", later), tc.peer, tc.sbAccepted, tc.peerAccepted); got != tc.want {
 				t.Errorf("chargedBefore = %v, want %v", got, tc.want)
 			}
 		})
@@ -42,8 +42,9 @@ func TestChargedBefore(t *testing.T) {
 }
 
 // TestBudgetLedger: an acceptance is charged to the namespace's other
-// sandboxes until the cache shows it (or it is refused or released), and
-// only for the incarnation that was accepted.
+// sandboxes until the cache shows it running (its own status showing it,
+// before its write lands, is not enough), or it is refused, and only for
+// the incarnation that was accepted.
 func TestBudgetLedger(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
 	mk := func(name string, uid types.UID) openshellv1alpha1.OpenShellSandbox {
@@ -65,7 +66,11 @@ func TestBudgetLedger(t *testing.T) {
 	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 0 {
 		t.Fatalf("before any acceptance: charged %v", got)
 	}
-	l.record(&later, true)
+	// Accepted, its ID restored into its own working copy only (the
+	// status write waits): the entry stays.
+	working := later
+	working.Status.SandboxID = "id"
+	l.record(&working, true)
 	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 1 || got[0] != "later" {
 		t.Fatalf("after accepting %q: charged %v", later.Name, got)
 	}
@@ -73,13 +78,20 @@ func TestBudgetLedger(t *testing.T) {
 	if got := l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{recreated}); len(got) != 0 {
 		t.Fatalf("another incarnation of the accepted name is charged: %v", names(got))
 	}
-	l.record(&later, false)
+	if len(l.accepted) != 0 {
+		t.Fatalf("another incarnation's entry is kept: %v", l.accepted)
+	}
+	l.record(&working, true)
+	l.record(&working, false)
 	if got := l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later}); len(got) != 0 {
 		t.Fatalf("a refused sandbox stays charged: %v", names(got))
 	}
-	later.Status.SandboxID = "id"
-	l.record(&later, true)
+	// Once the cache shows it running, the entry goes (the cache charges it).
+	l.record(&working, true)
+	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{working})); len(got) != 1 {
+		t.Fatalf("a running sandbox is not charged: %v", got)
+	}
 	if len(l.accepted) != 0 {
-		t.Fatalf("a running sandbox keeps an entry: %v", l.accepted)
+		t.Fatalf("a sandbox the cache shows running keeps an entry: %v", l.accepted)
 	}
 }

@@ -100,9 +100,9 @@ type observed struct {
 	// defaultPolicies names the namespace's default policies, read only
 	// when spec.policyRef is empty.
 	defaultPolicies []string
-	// budgetPeers are the namespace's sandboxes on the same gateway, read
-	// only when the gateway has a namespace budget; evaluate sees only
-	// those charged before this one (budgetLedger.charged).
+	// budgetPeers are the namespace's sandboxes on the same gateway charged
+	// before this one, chosen under the budget ledger's lock
+	// (evaluateCharged) when the gateway has a namespace budget.
 	budgetPeers       []openshellv1alpha1.OpenShellSandbox
 	providers         []*openshellv1alpha1.OpenShellProvider
 	missingProviders  []string
@@ -120,6 +120,9 @@ type observed struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	sb := &openshellv1alpha1.OpenShellSandbox{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.budget.forget(req.NamespacedName) // gone without its finalizer (no webhook ran)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
@@ -153,7 +156,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !r.evaluateCharged(sb, obs) {
+	ok, err := r.evaluateCharged(ctx, sb, obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ok {
 		// A blocked or rejected sandbox is not an error: nothing is retried
 		// until a watched input (CRD, gateway, policy, provider, image
 		// policy, spec) changes. That decision is the whole of acting on
@@ -219,22 +226,6 @@ func (r *Reconciler) observePolicy(ctx context.Context, sb *openshellv1alpha1.Op
 	return p, defaults, nil
 }
 
-// observeBudgetPeers reads, when gw has a namespace budget, the namespace's
-// sandboxes on gw (which of them are charged before sb is decided under the
-// budget ledger's lock).
-func (r *Reconciler) observeBudgetPeers(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox,
-	gw *openshellv1alpha1.OpenShellGateway) ([]openshellv1alpha1.OpenShellSandbox, error) {
-	if gw == nil || gw.Spec.SandboxControls.NamespaceBudget == nil {
-		return nil, nil
-	}
-	peers := &openshellv1alpha1.OpenShellSandboxList{}
-	if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
-		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
-		return nil, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
-	}
-	return peers.Items, nil
-}
-
 func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (observed, error) {
 	var obs observed
 	obs.preflight, obs.preflightKnown = r.Preflight.Get()
@@ -251,9 +242,6 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		}
 	case !apierrors.IsNotFound(err):
 		return obs, fmt.Errorf("get gateway %s: %w", sb.GatewayKey(), err)
-	}
-	if obs.budgetPeers, err = r.observeBudgetPeers(ctx, sb, obs.gateway); err != nil {
-		return obs, err
 	}
 	d, enf, err := r.Policies.Check(ctx, r.Client, sb, obs.gateway)
 	if err != nil {
