@@ -201,6 +201,18 @@ type PodLabelValue string
 // +kubebuilder:validation:MaxLength=4096
 type PodAnnotationValue string
 
+// AppliedResources is what a namespace budget charges a running sandbox
+// for (spec.sandboxControls.namespaceBudget of its gateway).
+type AppliedResources struct {
+	// Devices counts its GPUs and device-like extended resources, as
+	// maxGPUs does.
+	// +optional
+	Devices int64 `json:"devices,omitempty"`
+	// Requests are its requests (a limit where no request is set).
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
 // SandboxPhase summarises a sandbox's conditions.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Rejected;Error;Stopped;Suspended;Completed;Deleting
 type SandboxPhase string
@@ -288,6 +300,13 @@ type OpenShellSandboxStatus struct {
 	// AppliedPolicyHash is the hash of the policy last applied in place.
 	// +optional
 	AppliedPolicyHash string `json:"appliedPolicyHash,omitempty"`
+
+	// AppliedResources is what the gateway sandbox was created with, as a
+	// namespace budget counts it. While the sandbox runs, the budget charges
+	// it the larger of this and its spec: an edit that lowers its resources
+	// frees nothing until the gateway has applied it.
+	// +optional
+	AppliedResources *AppliedResources `json:"appliedResources,omitempty"`
 
 	// PolicyVersion is the gateway's version of the applied policy.
 	// +optional

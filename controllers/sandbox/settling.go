@@ -28,6 +28,7 @@ type settled struct {
 	gateway, workspace, name, id string
 	specHash, policyHash         string
 	providers                    []string
+	resources                    *openshellv1alpha1.AppliedResources
 }
 
 // settlingCreates holds, for each sandbox created at the gateway whose
@@ -50,7 +51,8 @@ func (s *settlingCreates) hold(sb *openshellv1alpha1.OpenShellSandbox) {
 		s.m = map[client.ObjectKey]settled{}
 	}
 	s.m[client.ObjectKeyFromObject(sb)] = settled{uid: sb.UID, gateway: st.Gateway, workspace: st.Workspace, name: st.GatewaySandboxName,
-		id: st.SandboxID, specHash: st.AppliedSpecHash, policyHash: st.AppliedPolicyHash, providers: slices.Clone(st.AttachedProviders)}
+		id: st.SandboxID, specHash: st.AppliedSpecHash, policyHash: st.AppliedPolicyHash, providers: slices.Clone(st.AttachedProviders),
+		resources: st.AppliedResources.DeepCopy()}
 }
 
 // restore puts what a held create answered into sb's status, unless status
@@ -71,6 +73,7 @@ func (s *settlingCreates) restore(sb *openshellv1alpha1.OpenShellSandbox) bool {
 	st := &sb.Status
 	st.Gateway, st.Workspace, st.GatewaySandboxName, st.SandboxID = c.gateway, c.workspace, c.name, c.id
 	st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders = c.specHash, c.policyHash, slices.Clone(c.providers)
+	st.AppliedResources = c.resources.DeepCopy()
 	return true
 }
 

@@ -137,6 +137,7 @@ func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
 		st.ReplacedSandboxID = st.SandboxID
 	}
 	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
+	st.AppliedResources = nil
 	st.AgentSandbox, st.ExitCode, st.CompletionTime = nil, nil, nil
 }
 
@@ -287,6 +288,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	}
 	sb.Status.SandboxID = current.Metadata.Id
 	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = d.specHash, d.policyHash
+	sb.Status.AppliedResources = sandboxcontrols.Applied(sb)
 	sb.Status.AttachedProviders = current.Spec.GetProviders()
 	return current, outcome{}, nil
 }

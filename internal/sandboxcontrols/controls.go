@@ -183,6 +183,45 @@ func PolicyViolation(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alph
 	return nil
 }
 
+// Charge is what a namespace budget charges another sandbox: its devices
+// (GPUs) and requests, and while it runs at least what the gateway created
+// it with (status.appliedResources), so that an edit that lowers its
+// resources and waits to be applied (held by a missing Secret, say) frees
+// nothing for the others. Negative requests (refused at admission) never
+// lower the charge.
+func Charge(sb *openshellv1alpha1.OpenShellSandbox) (devices int64, req corev1.ResourceList) {
+	devices, req = GPUs(sb), corev1.ResourceList{}
+	for k, v := range requests(sb) {
+		if v.Sign() > 0 {
+			req[k] = v
+		}
+	}
+	if a := sb.Status.AppliedResources; a != nil && sb.Status.SandboxID != "" {
+		devices = max(devices, a.Devices)
+		for k, v := range a.Requests {
+			if cur, ok := req[k]; v.Sign() > 0 && (!ok || v.Cmp(cur) > 0) {
+				req[k] = v.DeepCopy()
+			}
+		}
+	}
+	return devices, req
+}
+
+// Applied is what status.appliedResources records for a sandbox created
+// from its current spec.
+func Applied(sb *openshellv1alpha1.OpenShellSandbox) *openshellv1alpha1.AppliedResources {
+	a := &openshellv1alpha1.AppliedResources{Devices: GPUs(sb)}
+	for k, v := range requests(sb) {
+		if v.Sign() > 0 {
+			if a.Requests == nil {
+				a.Requests = corev1.ResourceList{}
+			}
+			a.Requests[k] = v
+		}
+	}
+	return a
+}
+
 // requests are what a sandbox counts against a budget: its requests, a
 // limit standing in for a missing request (as Kubernetes defaults it).
 func requests(sb *openshellv1alpha1.OpenShellSandbox) corev1.ResourceList {
@@ -229,11 +268,9 @@ func CheckBudget(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.O
 			continue
 		}
 		count++
-		gpus += GPUs(o)
-		for k, v := range requests(o) {
-			if v.Sign() < 0 {
-				continue // refused at admission; never lowers the others' charge
-			}
+		devices, req := Charge(o)
+		gpus += devices
+		for k, v := range req {
 			q := used[k]
 			q.Add(v)
 			used[k] = q

@@ -245,3 +245,25 @@ func TestGPUsNeverWrap(t *testing.T) {
 		t.Fatalf("GPUs = %d, want %d (each refused count as MaxDevices)", got, 3*MaxDevices)
 	}
 }
+
+// TestChargeOfARunningSandbox: while a sandbox runs, an edit that lowers its
+// devices or requests (and waits to be applied) charges what it was created
+// with; once it does not run, its spec.
+func TestChargeOfARunningSandbox(t *testing.T) {
+	sb := &openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("4Gi")}}}}
+	sb.Status.AppliedResources = &openshellv1alpha1.AppliedResources{Devices: 2,
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	devices, req := Charge(sb)
+	if devices != 0 || req.Cpu().String() != "1" {
+		t.Fatalf("not running: charged %d devices, %v; want its spec", devices, req)
+	}
+	sb.Status.SandboxID = "id"
+	devices, req = Charge(sb)
+	if devices != 2 || req.Cpu().String() != "2" || req.Memory().String() != "4Gi" {
+		t.Fatalf("running: charged %d devices, cpu %s, memory %s; want 2, 2 and 4Gi (the larger of each)", devices, req.Cpu(), req.Memory())
+	}
+	if a := Applied(sb); a.Devices != 0 || a.Requests.Cpu().String() != "1" {
+		t.Fatalf("Applied = %+v, want its spec", a)
+	}
+}

@@ -962,6 +962,32 @@ func (tn *tenancySuite) deviceSlicesCountAsGPUs(t *testing.T) {
 			openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, "would have 4 GPUs")
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
+	// The first sandbox's create is done before one is held below (a hold
+	// takes the gateway's next CreateSandbox, whichever it is).
+	waitPhase(ctx, g, client.ObjectKey{Namespace: ns, Name: "slices"}, openshellv1alpha1.SandboxPhaseReady)
+
+	// Nor by lowering a running sandbox's devices in an edit that cannot be
+	// applied (its env names a Secret that does not exist, so it keeps
+	// running as created): it is charged what it runs with until then.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := erin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slices"}, cur); err != nil {
+			return err
+		}
+		cur.Spec.Resources.Limits = withDevices(ns, "slices", nil).Spec.Resources.Limits
+		cur.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "TOKEN", ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+			SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: "nowhere", Key: "token"}}}}
+		return erin.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKey{Namespace: ns, Name: "slices"})
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(openshellv1alpha1.SandboxReasonSecretNotFound))
+		g.Expect(cur.Status.SandboxID).NotTo(BeEmpty(), "it keeps running as created")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	expectForbidden(g, erin.Create(ctx, withDevices(ns, "two-more", corev1.ResourceList{"nvidia.com/gpu.shared": resource.MustParse("2")})),
+		openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded, "would have 4 GPUs")
+
 	// Without the webhook the reconciler charges the same devices, and
 	// charges a sandbox it accepted whose create has not answered yet: an
 	// older sandbox, rejected over the ceiling and then edited down while
