@@ -25,8 +25,9 @@ func evaluate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) bool {
 			status.SetCondition(sb, openshellv1alpha1.ConditionAccepted, metav1.ConditionFalse, r.reason, r.message)
 			status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, r.reason, r.message)
 			// A sandbox that runs keeps its phase unless it is refused
-			// outright or cannot be running any more.
-			if sb.Status.SandboxID == "" || r.phase == openshellv1alpha1.SandboxPhaseRejected || r.notRunning {
+			// outright, or said to run (Ready, Provisioning) when it
+			// cannot be running any more.
+			if sb.Status.SandboxID == "" || r.phase == openshellv1alpha1.SandboxPhaseRejected || (r.notRunning && saysRunning(sb.Status.Phase)) {
 				sb.Status.Phase = r.phase
 			}
 			return false
@@ -142,7 +143,12 @@ func controlsGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal
 	return refuseOrHold(sb, sandboxcontrols.Check(obs.gateway, sb, types))
 }
 
-func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+// saysRunning is whether a phase claims the runtime runs or is starting.
+func saysRunning(p openshellv1alpha1.SandboxPhase) bool {
+	return p == openshellv1alpha1.SandboxPhaseReady || p == openshellv1alpha1.SandboxPhaseProvisioning
+}
+
+func preflightGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
 	blocked, msg := preflight.Blocking(obs.preflight, obs.preflightKnown)
 	switch {
 	case !blocked:
@@ -150,10 +156,14 @@ func preflightGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal
 	case !obs.preflightKnown:
 		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonPreflightPending, message: msg}
 	default:
-		// Deleting the CRD deleted every agents.x-k8s.io Sandbox with it:
-		// nothing runs, whatever the gateway last said.
+		// A CRD deleted (or being deleted) deletes every agents.x-k8s.io
+		// Sandbox with it: a sandbox whose runtime object was found in this
+		// cluster does not run, whatever its gateway last said. (One of an
+		// External gateway that runs its sandboxes elsewhere was never
+		// found here.)
+		located := sb.Status.AgentSandbox != nil && sb.Status.AgentSandbox.Namespace != ""
 		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonAgentSandboxCRDMissing,
-			message: msg, notRunning: true}
+			message: msg, notRunning: obs.preflight.AgentSandbox.Gone && located}
 	}
 }
 

@@ -67,26 +67,35 @@ func TestEvaluate(t *testing.T) {
 
 // TestEvaluateARunningSandbox: a refusal holds a running sandbox in its
 // phase, except one that means it cannot run: with the Sandbox CRD gone
-// (its deletion took every agents.x-k8s.io Sandbox), phase Ready would lie.
+// (its deletion took every agents.x-k8s.io Sandbox), phase Ready would lie
+// for a sandbox whose runtime object was found in this cluster.
 func TestEvaluateARunningSandbox(t *testing.T) {
 	available := preflight.Result{AgentSandbox: preflight.AgentSandbox{Available: true, Preferred: "v1alpha1"}}
+	gone := preflight.Result{AgentSandbox: preflight.EvaluateAgentSandbox(nil)}
+	notEstablished := preflight.Result{AgentSandbox: preflight.AgentSandbox{Reason: preflight.ReasonCRDNotEstablished, Message: "not established"}}
 	allowed := imagepolicy.Decision{Allowed: true, Reason: imagepolicy.ReasonAllowed, Message: "ok"}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	here := &openshellv1alpha1.AgentSandboxReference{APIVersion: "agents.x-k8s.io/v1beta1", Namespace: "sandboxes", Name: "s"}
 	for name, tt := range map[string]struct {
-		obs   observed
-		phase openshellv1alpha1.SandboxPhase
+		obs       observed
+		located   *openshellv1alpha1.AgentSandboxReference
+		was, want openshellv1alpha1.SandboxPhase
 	}{
-		"crd missing": {observed{preflight: preflight.Result{AgentSandbox: preflight.EvaluateAgentSandbox(nil)}, preflightKnown: true,
-			gateway: &openshellv1alpha1.OpenShellGateway{}, image: allowed}, openshellv1alpha1.SandboxPhasePending},
-		"gateway missing (held)": {observed{preflight: available, preflightKnown: true, image: allowed}, openshellv1alpha1.SandboxPhaseReady},
+		"crd gone":                         {observed{preflight: gone, preflightKnown: true, gateway: gw, image: allowed}, here, openshellv1alpha1.SandboxPhaseReady, openshellv1alpha1.SandboxPhasePending},
+		"crd gone, provisioning":           {observed{preflight: gone, preflightKnown: true, gateway: gw, image: allowed}, here, openshellv1alpha1.SandboxPhaseProvisioning, openshellv1alpha1.SandboxPhasePending},
+		"crd gone, suspended stays":        {observed{preflight: gone, preflightKnown: true, gateway: gw, image: allowed}, here, openshellv1alpha1.SandboxPhaseSuspended, openshellv1alpha1.SandboxPhaseSuspended},
+		"crd gone, runtime not found here": {observed{preflight: gone, preflightKnown: true, gateway: gw, image: allowed}, nil, openshellv1alpha1.SandboxPhaseReady, openshellv1alpha1.SandboxPhaseReady},
+		"crd not established (it runs)":    {observed{preflight: notEstablished, preflightKnown: true, gateway: gw, image: allowed}, here, openshellv1alpha1.SandboxPhaseReady, openshellv1alpha1.SandboxPhaseReady},
+		"gateway missing (held)":           {observed{preflight: available, preflightKnown: true, image: allowed}, here, openshellv1alpha1.SandboxPhaseReady, openshellv1alpha1.SandboxPhaseReady},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}}
-			sb.Status.SandboxID, sb.Status.Phase = "3f6c", openshellv1alpha1.SandboxPhaseReady
+			sb.Status.SandboxID, sb.Status.Phase, sb.Status.AgentSandbox = "3f6c", tt.was, tt.located
 			if evaluate(sb, tt.obs) {
 				t.Fatal("a refused sandbox may go to the gateway")
 			}
-			if sb.Status.Phase != tt.phase {
-				t.Fatalf("phase = %s, want %s", sb.Status.Phase, tt.phase)
+			if sb.Status.Phase != tt.want {
+				t.Fatalf("phase = %s, want %s", sb.Status.Phase, tt.want)
 			}
 			if meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionReady) {
 				t.Fatal("Ready stays True")

@@ -84,6 +84,9 @@ type AgentSandbox struct {
 	// ConversionWebhook is true for releases (v0.5.x) that serve both
 	// versions through a conversion webhook.
 	ConversionWebhook bool
+	// Gone is true when the CRD is absent or being deleted: its deletion
+	// deletes every agents.x-k8s.io Sandbox, so none runs.
+	Gone bool
 	// Reason and Message explain the state for a condition.
 	Reason, Message string
 }
@@ -101,7 +104,7 @@ func SelectVersion(served []string) (string, bool) {
 // EvaluateAgentSandbox turns the CRD (nil when absent) into a verdict.
 func EvaluateAgentSandbox(crd *apiextensionsv1.CustomResourceDefinition) AgentSandbox {
 	if crd == nil {
-		return AgentSandbox{Reason: ReasonCRDNotFound,
+		return AgentSandbox{Reason: ReasonCRDNotFound, Gone: true,
 			Message: "CustomResourceDefinition " + AgentSandboxCRD + " not found: " + AgentSandboxInstallHint}
 	}
 	var served []string
@@ -120,6 +123,7 @@ func EvaluateAgentSandbox(crd *apiextensionsv1.CustomResourceDefinition) AgentSa
 		as.Message = fmt.Sprintf("CustomResourceDefinition %s exists but is not Established yet (served versions: %s)",
 			AgentSandboxCRD, list(served))
 		if !crd.DeletionTimestamp.IsZero() {
+			as.Gone = true
 			as.Message = fmt.Sprintf("CustomResourceDefinition %s is being deleted", AgentSandboxCRD)
 		}
 		return as

@@ -611,13 +611,31 @@ func TestAgentSandboxCRDLost(t *testing.T) {
 	crd, err := framework.AgentSandboxCRD(framework.AgentSandboxBetaOnly)
 	g.Expect(err).NotTo(HaveOccurred())
 	restored := false
+	// Restored with a context of its own (the test's may have run out), and
+	// only once the deletion has finished: an update of a CRD still
+	// terminating would "succeed" and then go with it.
 	restore := func() {
 		if restored {
 			return
 		}
 		restored = true
-		g.Eventually(func() error { return framework.InstallCRD(ctx, c, crd) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		g.Expect(framework.WaitCRDReady(ctx, c, crd)).To(Succeed())
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(rctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+		}).WithContext(rctx).WithTimeout(time.Minute).Should(BeTrue(), "the Sandbox CRD is not gone")
+		g.Expect(framework.InstallCRD(rctx, c, crd)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cur := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(c.Get(rctx, client.ObjectKeyFromObject(crd), cur)).To(Succeed())
+			g.Expect(cur.DeletionTimestamp).To(BeNil())
+			established := false
+			for _, cond := range cur.Status.Conditions {
+				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+			}
+			g.Expect(established).To(BeTrue(), "the Sandbox CRD is not Established")
+		}).WithContext(rctx).WithTimeout(time.Minute).Should(Succeed())
+		g.Expect(framework.WaitCRDReady(rctx, c, crd)).To(Succeed())
 	}
 	defer restore()
 	deleted := time.Now()
