@@ -115,30 +115,40 @@ var (
 	relayPods    = map[string]string{"app.kubernetes.io/name": "openshell-relay"}
 )
 
+// The names of the APIServerIngress policies, before the install's name
+// prefix (NamePrefix for the bundle and the plain installs).
+const (
+	WebhookIngress = "webhook-from-apiserver"
+	RelayIngress   = "relay-from-apiserver"
+	NamePrefix     = "openshell-operator-"
+)
+
 // APIServerIngress renders the NetworkPolicies that admit every peer to the
-// operator's webhook port and to the relay's port: pure. The bundle's own
-// policies admit those ports only from the host network, where the
-// kube-apiserver runs, by the label OVN-Kubernetes gives host traffic. No
-// other network plugin offers such a label, and NetworkPolicies only add
-// to one another, so where the cluster network is anything else (or not
-// known: off OpenShift, or not readable) these are applied — else the
-// kube-apiserver could not call the webhook or the relay — and removed
-// where it is OVN-Kubernetes.
-func APIServerIngress(namespace string) []*networkingv1.NetworkPolicy {
+// operator's webhook port and to the relay's port, named with prefix:
+// pure. The bundle's own policies admit those ports only from the host
+// network, where the kube-apiserver runs, by the label OVN-Kubernetes gives
+// host traffic; no other network plugin offers such a label. The bundle
+// and the plain installs ship these too (hack/manifests writes them from
+// here), so that a new install is reachable on any network before the
+// operator has looked; the operator deletes them where the cluster reports
+// OVN-Kubernetes and puts them back anywhere else (or where the network is
+// not known: off OpenShift, or not readable).
+func APIServerIngress(namespace, prefix string) []*networkingv1.NetworkPolicy {
 	tcp := corev1.ProtocolTCP
 	policy := func(name string, pods map[string]string, port int) *networkingv1.NetworkPolicy {
 		p := intstr.FromInt(port)
 		return &networkingv1.NetworkPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: prefix + name, Namespace: namespace,
+				Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: pods},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 				Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}}}}},
 		}
 	}
 	return []*networkingv1.NetworkPolicy{
-		policy("openshell-operator-webhook-from-apiserver", operatorPods, webhookPort),
-		policy("openshell-operator-relay-from-apiserver", relayPods, relayPort),
+		policy(WebhookIngress, operatorPods, webhookPort),
+		policy(RelayIngress, relayPods, relayPort),
 	}
 }
 
@@ -158,7 +168,7 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 		out = append(out, ServiceMonitor(namespace, pf.OpenShift()))
 	}
 	if pf.NetworkType != NetworkTypeOVNKubernetes {
-		for _, np := range APIServerIngress(namespace) {
+		for _, np := range APIServerIngress(namespace, NamePrefix) {
 			out = append(out, np)
 		}
 	}
@@ -188,7 +198,7 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 func Unwanted(pf preflight.Result, namespace string) []client.Object {
 	var out []client.Object
 	if pf.NetworkType == NetworkTypeOVNKubernetes {
-		for _, np := range APIServerIngress(namespace) {
+		for _, np := range APIServerIngress(namespace, NamePrefix) {
 			out = append(out, np)
 		}
 	}

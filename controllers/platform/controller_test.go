@@ -176,7 +176,7 @@ func TestAPIServerIngressFollowsTheNetwork(t *testing.T) {
 			return c.Update(ctx, n) // the Network CRD has no status subresource
 		})).To(Succeed())
 	}
-	want := platform.APIServerIngress(ns)
+	want := platform.APIServerIngress(ns, platform.NamePrefix)
 	g.Expect(want).To(HaveLen(2))
 
 	reportNetwork("OpenShiftSDN")

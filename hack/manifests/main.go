@@ -9,6 +9,10 @@
 //   - config/operand/: the static ClusterRoles the operator binds to each
 //     gateway (internal/render/gateway), shipped in the bundle with the
 //     SCC's `use` ClusterRole.
+//   - config/manager/apiserver_ingress.yaml, config/relay/apiserver_ingress.yaml:
+//     the NetworkPolicies admitting the kube-apiserver to the webhook and
+//     relay ports from every peer (controllers/platform APIServerIngress),
+//     which the operator deletes where OVN-Kubernetes can select host traffic.
 //   - config/base/all_namespaces_rbac.yaml: for plain (non-OLM) installs, which
 //     watch every namespace, the operator's namespaced Role from
 //     config/rbac/role.yaml as a ClusterRole bound cluster-wide — what OLM
@@ -30,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/internal/apply"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
@@ -43,15 +48,20 @@ func main() {
 	for _, r := range render.OperandClusterRoles() {
 		operand = append(operand, r)
 	}
+	// Shipped so that a new install admits the kube-apiserver on any
+	// network; the operator removes them on OVN-Kubernetes.
+	ingress := platform.APIServerIngress("system", "")
 	allNS, err := allNamespacesRBAC("config/rbac/role.yaml")
 	if err != nil {
 		fail(err)
 	}
 	for path, objs := range map[string][]client.Object{
-		"config/scc/scc.yaml":                  {scc.SidecarSCC()},
-		"config/scc/use_role.yaml":             {scc.UseRole()},
-		"config/operand/cluster_roles.yaml":    operand,
-		"config/base/all_namespaces_rbac.yaml": allNS,
+		"config/scc/scc.yaml":                   {scc.SidecarSCC()},
+		"config/scc/use_role.yaml":              {scc.UseRole()},
+		"config/operand/cluster_roles.yaml":     operand,
+		"config/base/all_namespaces_rbac.yaml":  allNS,
+		"config/manager/apiserver_ingress.yaml": {ingress[0]},
+		"config/relay/apiserver_ingress.yaml":   {ingress[1]},
 	} {
 		if err := write(path, objs); err != nil {
 			fail(err)

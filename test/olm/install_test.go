@@ -33,6 +33,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/platform"
+	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -561,16 +562,18 @@ func expectNetworkPolicy(ctx context.Context, g Gomega, dep *appsv1.Deployment) 
 }
 
 // expectAPIServerIngress: this cluster's network cannot select host traffic
-// (it is not OVN-Kubernetes), so the running operator, with the CSV's RBAC
-// in this install mode, admits the kube-apiserver to its webhook port and
-// the relay's port from every peer, and to no other port.
+// (it is not OVN-Kubernetes), so the policies admitting the kube-apiserver
+// to the webhook port and the relay's port from every peer, which the
+// bundle ships, stay: the running operator, with the CSV's RBAC in this
+// install mode, applies them as its own (its applied-hash annotation), and
+// they admit no other port.
 func expectAPIServerIngress(ctx context.Context, g Gomega, opNS string) {
 	c := cluster.Client
 	deps := map[string]*appsv1.Deployment{deploymentName: {}, relayDeployment: {}}
 	for name, d := range deps {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: name}, d)).To(Succeed())
 	}
-	for _, want := range platform.APIServerIngress(opNS) {
+	for _, want := range platform.APIServerIngress(opNS, platform.NamePrefix) {
 		selected := 0
 		for _, d := range deps {
 			if labels.SelectorFromSet(want.Spec.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
@@ -580,7 +583,8 @@ func expectAPIServerIngress(ctx context.Context, g Gomega, opNS string) {
 		g.Expect(selected).To(Equal(1), "%s selects the pods of %d Deployments", want.Name, selected)
 		g.Eventually(func(g Gomega) {
 			np := &networkingv1.NetworkPolicy{}
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(want), np)).To(Succeed(), "the operator did not admit the kube-apiserver")
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(want), np)).To(Succeed(), "nothing admits the kube-apiserver")
+			g.Expect(np.Annotations).To(HaveKey(apply.AnnotationAppliedHash), "the operator did not apply %s", np.Name)
 			g.Expect(np.Spec.PodSelector).To(Equal(want.Spec.PodSelector))
 			g.Expect(np.Spec.Ingress).To(HaveLen(1))
 			g.Expect(np.Spec.Ingress[0].From).To(BeEmpty())

@@ -3,6 +3,7 @@ package bundle
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
@@ -64,6 +66,19 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 		return fmt.Errorf("no relay Deployment")
 	}
 	ns, sa := dep.Namespace, dep.Spec.Template.Spec.ServiceAccountName
+	// The relay runs the operator's image, as pinned for the manager.
+	for _, u := range docs {
+		if u.GetKind() != "Deployment" || u.GetLabels()["app.kubernetes.io/name"] != "openshell-operator" {
+			continue
+		}
+		mgr := &appsv1.Deployment{}
+		if err := convert(u, mgr); err != nil {
+			return err
+		}
+		if got, want := dep.Spec.Template.Spec.Containers[0].Image, mgr.Spec.Template.Spec.Containers[0].Image; got != want {
+			return fmt.Errorf("the relay runs image %q, the operator %q", got, want)
+		}
+	}
 	pod := labels.Set(dep.Spec.Template.Labels)
 	ctr := dep.Spec.Template.Spec.Containers[0]
 
@@ -151,7 +166,7 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 			return fmt.Errorf("no Certificate issues Secret %s", secret)
 		}
 		names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
-		if len(names) == 0 || names[0] != dns {
+		if len(names) != 2 || names[0] != dns || names[1] != dns+".cluster.local" {
 			return fmt.Errorf("Certificate %s is for %v, the APIService calls %s", cert.GetName(), names, dns)
 		}
 		if got, want := api.GetAnnotations()["cert-manager.io/inject-ca-from"], ns+"/"+cert.GetName(); got != want {
@@ -217,7 +232,17 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 		}
 	}
 
-	// Its NetworkPolicy admits the aggregator's calls on 8443.
+	// Its NetworkPolicies admit the aggregator's calls on 8443: the
+	// bundle's own from the host network only, and the one the operator
+	// keeps off OVN-Kubernetes from every peer, exactly as it renders it
+	// (shipped too, so that a new install is reachable on any network).
+	var hostOnly, open bool
+	var wantOpen *networkingv1.NetworkPolicy
+	for _, np := range platform.APIServerIngress(ns, platform.NamePrefix) {
+		if labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(pod) {
+			wantOpen = np
+		}
+	}
 	for _, u := range docs {
 		if u.GetKind() != "NetworkPolicy" || u.GetNamespace() != ns {
 			continue
@@ -226,16 +251,25 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 		if err := convert(u, np); err != nil {
 			return err
 		}
-		if labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(pod) && len(np.Spec.PodSelector.MatchLabels) > 0 {
-			for _, r := range np.Spec.Ingress {
-				for _, p := range r.Ports {
-					if p.Port != nil && (p.Port.IntValue() == 8443 || p.Port.StrVal == "https") {
-						return nil
-					}
-				}
+		if len(np.Spec.PodSelector.MatchLabels) == 0 || !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(pod) {
+			continue
+		}
+		switch {
+		case wantOpen != nil && np.Name == wantOpen.Name:
+			if !reflect.DeepEqual(np.Spec, wantOpen.Spec) {
+				return fmt.Errorf("NetworkPolicy %s is not what the operator renders: %+v", np.Name, np.Spec)
 			}
-			return fmt.Errorf("NetworkPolicy %s selects the relay but admits nothing on 8443", np.Name)
+			open = true
+		case len(np.Spec.Ingress) == 1 && len(np.Spec.Ingress[0].Ports) == 1 && np.Spec.Ingress[0].Ports[0].Port.IntValue() == 8443 &&
+			len(np.Spec.Ingress[0].From) == 1 && np.Spec.Ingress[0].From[0].NamespaceSelector != nil &&
+			reflect.DeepEqual(np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels, map[string]string{"policy-group.network.openshift.io/host-network": ""}):
+			hostOnly = true
+		default:
+			return fmt.Errorf("NetworkPolicy %s selects the relay with other rules: %+v", np.Name, np.Spec)
 		}
 	}
-	return fmt.Errorf("no NetworkPolicy selects the relay's pods")
+	if !hostOnly || !open {
+		return fmt.Errorf("the relay's NetworkPolicies: host network only %v, every peer (operator-kept) %v", hostOnly, open)
+	}
+	return nil
 }
