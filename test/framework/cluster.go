@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -273,8 +274,31 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort picks a loopback port that is free now, for a server the caller
+// starts later. It picks below the kernel's ephemeral range (where every
+// process's outgoing connections take their local ports): a port from that
+// range could be taken by any connection between the pick and the bind,
+// which was seen as "bind: address already in use" for the e2e tenancy
+// suite's webhook server.
 func FreePort() (int, error) {
+	hi := 32767
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start > 11024 {
+				hi = start - 1
+			}
+		}
+	}
+	lo := max(1024, hi-12000)
+	for range 200 {
+		p := lo + rand.IntN(hi-lo+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return p, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pick free port: %w", err)
