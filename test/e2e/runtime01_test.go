@@ -184,6 +184,11 @@ func TestRuntime01ResumeWaitsForTheOldWorkloadPod(t *testing.T) {
 		g.Expect(cur.DeletionTimestamp).NotTo(BeNil())
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the suspended generation's workload Pod is not terminating")
 	setSuspend(ctx, g, key, false)
+	// The operator has acted on the resume before the window is watched.
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	gen2 := client.ObjectKey{Namespace: ns, Name: "os-sandbox-" + strings.ToLower(id) + "-000000000002"}
 	g.Consistently(func(g Gomega) {
 		phase := sandboxStatus(ctx, g, key).Status.Phase
