@@ -15,85 +15,106 @@ import (
 
 // budgetLedger remembers the sandboxes this reconciler accepted under a
 // namespace budget whose acceptance the cache does not show yet: a create
-// in flight at the gateway, or one whose status write waits to settle
-// (settleWindow). Without it a sandbox created in the same second as an
-// accepted one, with a name that sorts first, saw neither an earlier peer
-// nor a running one and was accepted too — both ran, over the budget.
+// in flight at the gateway, or one whose status write has not landed.
+// Without it a sandbox created in the same second as an accepted one, with
+// a name that sorts first, saw neither an earlier peer nor a running one
+// and was accepted too — both ran, over the budget.
 //
-// Its lock spans listing the namespace's sandboxes (from the cache),
-// choosing the charged ones, evaluating and recording the decision, so two
-// concurrent reconciles in one namespace charge each other. An entry stays
-// until the sandbox is refused or released, or the cache shows it running
-// (a create's status write can wait for the sandbox to settle, holding the
-// ID in memory only). Only the leader reconciles, so one process's ledger
-// is enough; after a restart the cache's Accepted conditions carry the
-// same facts. The sandbox reconciler is its only user.
+// Each namespace has a lock of its own that spans listing the namespace's
+// sandboxes (from the cache), choosing the charged ones, evaluating and
+// recording the decision, so two concurrent reconciles in one namespace
+// charge each other. An entry stays until the sandbox is released or
+// another incarnation takes its name, is refused while it does not run, or
+// the cache shows it running or accepted for its current generation. Only
+// the leader reconciles, so one process's ledger is enough; after a
+// restart the cache's status carries the same facts, because a first
+// status write is never held where a namespace budget applies (sync). The
+// sandbox reconciler is its only user.
 type budgetLedger struct {
+	mu     sync.Mutex
+	shards map[string]*budgetShard
+}
+
+// budgetShard is one namespace's part of the ledger.
+type budgetShard struct {
 	mu       sync.Mutex
-	accepted map[client.ObjectKey]types.UID
+	accepted map[string]types.UID // by sandbox name
 }
 
-// lock holds the ledger until the returned func is called.
-func (l *budgetLedger) lock() func() {
+// lock holds namespace's shard until the returned func is called.
+func (l *budgetLedger) lock(namespace string) (*budgetShard, func()) {
 	l.mu.Lock()
-	return l.mu.Unlock
-}
-
-// record notes sb as accepted (or not) under its namespace's budget. Call
-// with the lock held. sb's own status may show it running before the cache
-// does (a held status write), so that does not drop the entry: charged
-// does, once the cache shows it.
-func (l *budgetLedger) record(sb *openshellv1alpha1.OpenShellSandbox, accepted bool) {
-	key := client.ObjectKeyFromObject(sb)
-	if !accepted {
-		delete(l.accepted, key)
-		return
+	if l.shards == nil {
+		l.shards = map[string]*budgetShard{}
 	}
-	if l.accepted == nil {
-		l.accepted = map[client.ObjectKey]types.UID{}
+	s := l.shards[namespace]
+	if s == nil {
+		s = &budgetShard{accepted: map[string]types.UID{}}
+		l.shards[namespace] = s
 	}
-	l.accepted[key] = sb.UID
+	l.mu.Unlock()
+	s.mu.Lock()
+	return s, s.mu.Unlock
 }
 
 // forget drops a released sandbox's entry.
 func (l *budgetLedger) forget(key client.ObjectKey) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.accepted, key)
+	s, unlock := l.lock(key.Namespace)
+	defer unlock()
+	delete(s.accepted, key.Name)
+}
+
+// record notes sb as accepted (or not) under its namespace's budget. Call
+// with the lock held. A refused sandbox that runs keeps its entry (it still
+// runs, and the cache may not show it yet); charged drops it once the cache
+// does.
+func (s *budgetShard) record(sb *openshellv1alpha1.OpenShellSandbox, accepted bool) {
+	if !accepted && sb.Status.SandboxID == "" {
+		delete(s.accepted, sb.Name)
+		return
+	}
+	if accepted {
+		s.accepted[sb.Name] = sb.UID
+	}
 }
 
 // charged picks, from the namespace's sandboxes on sb's gateway (read from
 // the cache under the lock), those charged before sb (CheckBudget then
 // skips the rejected and deleted), and drops the entries the cache now
-// makes needless: another incarnation's, or one the cache shows running.
-// Call with the lock held.
-func (l *budgetLedger) charged(sb *openshellv1alpha1.OpenShellSandbox, peers []openshellv1alpha1.OpenShellSandbox) []openshellv1alpha1.OpenShellSandbox {
-	acceptedHere := func(o *openshellv1alpha1.OpenShellSandbox) bool {
-		key := client.ObjectKeyFromObject(o)
-		uid, ok := l.accepted[key]
-		if ok && (uid != o.UID || o.Status.SandboxID != "") && o != sb {
-			delete(l.accepted, key)
+// makes needless. Call with the lock held.
+func (s *budgetShard) charged(sb *openshellv1alpha1.OpenShellSandbox, peers []openshellv1alpha1.OpenShellSandbox) []openshellv1alpha1.OpenShellSandbox {
+	here := func(o *openshellv1alpha1.OpenShellSandbox) bool {
+		uid, ok := s.accepted[o.Name]
+		if ok && o != sb && (uid != o.UID || o.Status.SandboxID != "" || acceptedNow(o)) {
+			delete(s.accepted, o.Name) // another incarnation's, or the cache shows it
 		}
 		return ok && uid == o.UID
 	}
-	self := accepted(sb, acceptedHere(sb))
+	self := accepted(sb, here(sb))
 	var out []openshellv1alpha1.OpenShellSandbox
 	for i := range peers {
 		p := &peers[i]
 		if p.UID == sb.UID {
 			continue
 		}
-		if chargedBefore(sb, p, self, accepted(p, acceptedHere(p))) {
+		if chargedBefore(sb, p, self, accepted(p, here(p))) {
 			out = append(out, *p)
 		}
 	}
 	return out
 }
 
-// accepted says whether a sandbox runs or was accepted: by its status, or by
-// this reconciler a moment ago (here).
+// acceptedNow says whether a sandbox's status accepts its current spec.
+func acceptedNow(sb *openshellv1alpha1.OpenShellSandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+	return c != nil && c.Status == "True" && c.ObservedGeneration == sb.Generation
+}
+
+// accepted says whether a sandbox runs or was accepted: for its current
+// spec by its status (an acceptance of an earlier spec does not let an
+// edit jump the queue), or by this reconciler a moment ago (here).
 func accepted(sb *openshellv1alpha1.OpenShellSandbox, here bool) bool {
-	return here || sb.Status.SandboxID != "" || meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+	return here || sb.Status.SandboxID != "" || acceptedNow(sb)
 }
 
 // chargedBefore decides whether peer is charged before sb: whatever its age
@@ -114,21 +135,29 @@ func chargedBefore(sb, peer *openshellv1alpha1.OpenShellSandbox, sbAccepted, pee
 }
 
 // evaluateCharged is evaluate with the namespace budget (if the gateway
-// has one) charged under the ledger's lock: the namespace's sandboxes are
-// listed, those charged before sb chosen, the gates run and the acceptance
-// recorded as one step.
+// has one) charged under the namespace's ledger lock: the namespace's
+// sandboxes are listed, those charged before sb chosen, the gates run and
+// the acceptance recorded as one step.
 func (r *Reconciler) evaluateCharged(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, obs observed) (bool, error) {
-	if obs.gateway == nil || obs.gateway.Spec.SandboxControls.NamespaceBudget == nil {
+	if !budgeted(obs) {
+		r.budget.forget(client.ObjectKeyFromObject(sb)) // a budget removed leaves no stale entry
 		return evaluate(sb, obs), nil
 	}
-	defer r.budget.lock()()
+	shard, unlock := r.budget.lock(sb.Namespace)
+	defer unlock()
 	peers := &openshellv1alpha1.OpenShellSandboxList{}
-	if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace),
+	// Read only (charged copies what it keeps): no deep copy of every peer.
+	if err := r.Client.List(ctx, peers, client.InNamespace(sb.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
 		return false, fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err)
 	}
-	obs.budgetPeers = r.budget.charged(sb, peers.Items)
+	obs.budgetPeers = shard.charged(sb, peers.Items)
 	ok := evaluate(sb, obs)
-	r.budget.record(sb, meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted))
+	shard.record(sb, meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.ConditionAccepted))
 	return ok, nil
+}
+
+// budgeted says whether the sandbox's gateway has a namespace budget.
+func budgeted(obs observed) bool {
+	return obs.gateway != nil && obs.gateway.Spec.SandboxControls.NamespaceBudget != nil
 }

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
@@ -42,20 +43,20 @@ func TestChargedBefore(t *testing.T) {
 }
 
 // TestBudgetLedger: an acceptance is charged to the namespace's other
-// sandboxes until the cache shows it running (its own status showing it,
-// before its write lands, is not enough), or it is refused, and only for
-// the incarnation that was accepted.
+// sandboxes until the cache shows it (running, or accepted for its current
+// spec; its own working copy showing an ID, before its write lands, is not
+// enough), or it is refused while not running, and only for the
+// incarnation that was accepted.
 func TestBudgetLedger(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
 	mk := func(name string, uid types.UID) openshellv1alpha1.OpenShellSandbox {
-		return openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: uid, CreationTimestamp: now}}
+		return openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: uid, CreationTimestamp: now, Generation: 1}}
 	}
 	// In the same second, "later" sorts after "judged": only its acceptance
 	// can charge it to judged.
 	later, judged := mk("later", "uid-2"), mk("judged", "uid-1")
 	var l budgetLedger
-	unlock := l.lock()
-	defer unlock()
+	s, unlock := l.lock("team")
 	names := func(peers []openshellv1alpha1.OpenShellSandbox) []string {
 		var out []string
 		for _, p := range peers {
@@ -63,35 +64,77 @@ func TestBudgetLedger(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 0 {
+	if got := names(s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 0 {
 		t.Fatalf("before any acceptance: charged %v", got)
 	}
 	// Accepted, its ID restored into its own working copy only (the
 	// status write waits): the entry stays.
 	working := later
 	working.Status.SandboxID = "id"
-	l.record(&working, true)
-	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 1 || got[0] != "later" {
+	s.record(&working, true)
+	if got := names(s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later, judged})); len(got) != 1 || got[0] != "later" {
 		t.Fatalf("after accepting %q: charged %v", later.Name, got)
 	}
+	// Refused while it runs (a held edit): still charged.
+	s.record(&working, false)
+	if got := names(s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later})); len(got) != 1 {
+		t.Fatalf("a refused sandbox that runs is not charged: %v", got)
+	}
 	recreated := mk("later", "uid-3")
-	if got := l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{recreated}); len(got) != 0 {
+	if got := s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{recreated}); len(got) != 0 {
 		t.Fatalf("another incarnation of the accepted name is charged: %v", names(got))
 	}
-	if len(l.accepted) != 0 {
-		t.Fatalf("another incarnation's entry is kept: %v", l.accepted)
+	if len(s.accepted) != 0 {
+		t.Fatalf("another incarnation's entry is kept: %v", s.accepted)
 	}
-	l.record(&working, true)
-	l.record(&working, false)
-	if got := l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later}); len(got) != 0 {
+	// Refused while it does not run: no longer charged.
+	s.record(&later, true)
+	s.record(&later, false)
+	if got := s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{later}); len(got) != 0 {
 		t.Fatalf("a refused sandbox stays charged: %v", names(got))
 	}
 	// Once the cache shows it running, the entry goes (the cache charges it).
-	l.record(&working, true)
-	if got := names(l.charged(&judged, []openshellv1alpha1.OpenShellSandbox{working})); len(got) != 1 {
+	s.record(&working, true)
+	if got := names(s.charged(&judged, []openshellv1alpha1.OpenShellSandbox{working})); len(got) != 1 {
 		t.Fatalf("a running sandbox is not charged: %v", got)
 	}
-	if len(l.accepted) != 0 {
-		t.Fatalf("a sandbox the cache shows running keeps an entry: %v", l.accepted)
+	if len(s.accepted) != 0 {
+		t.Fatalf("a sandbox the cache shows running keeps an entry: %v", s.accepted)
+	}
+	unlock()
+	// Another namespace has a shard of its own; forget takes the lock.
+	other, unlockOther := l.lock("elsewhere")
+	if other == s {
+		t.Fatal("namespaces share a shard")
+	}
+	unlockOther()
+	s, unlock = l.lock("team")
+	s.record(&later, true)
+	unlock()
+	l.forget(client.ObjectKeyFromObject(&later))
+	if len(s.accepted) != 0 {
+		t.Fatalf("forget left %v", s.accepted)
+	}
+}
+
+// TestAnEarlierAcceptanceDoesNotJumpTheQueue: a sandbox accepted for an
+// earlier spec and edited since counts as not accepted, so an accepted
+// newer peer is charged before it.
+func TestAnEarlierAcceptanceDoesNotJumpTheQueue(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	older := openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "older", Namespace: "team", UID: "1", CreationTimestamp: now, Generation: 2}}
+	older.Status.Conditions = []metav1.Condition{{Type: openshellv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+	newer := openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "newer", Namespace: "team", UID: "2",
+		CreationTimestamp: metav1.NewTime(now.Add(time.Second)), Generation: 1}}
+	newer.Status.Conditions = []metav1.Condition{{Type: openshellv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+	var l budgetLedger
+	s, unlock := l.lock("team")
+	defer unlock()
+	if got := s.charged(&older, []openshellv1alpha1.OpenShellSandbox{newer}); len(got) != 1 {
+		t.Fatalf("the accepted newer sandbox is not charged before an edited older one: %v", got)
+	}
+	older.Status.Conditions[0].ObservedGeneration = 2
+	if got := s.charged(&older, []openshellv1alpha1.OpenShellSandbox{newer}); len(got) != 0 {
+		t.Fatalf("both accepted for their specs: the newer one is charged first: %v", got)
 	}
 }

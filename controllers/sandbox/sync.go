@@ -177,6 +177,11 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	// the operator derives (reconcileDelete), so no separate write is
 	// needed before the create.
 	sb.Status.Workspace, sb.Status.GatewaySandboxName, sb.Status.Gateway = ws, d.name, gwconn.Key(gw)
+	if st := &sb.Status; st.SandboxID != "" && st.AppliedResources == nil && st.AppliedSpecHash == d.specHash {
+		// Created before status recorded it (an operator upgrade): its spec,
+		// unchanged since (the hash covers resources and GPUs), is what runs.
+		st.AppliedResources = sandboxcontrols.Applied(sb)
+	}
 	step := nextStep(sb.Status, d)
 	res, err := r.drive(ctx, conn, sb, obs, d, step)
 	if err != nil {
@@ -184,7 +189,9 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
 	sb.Status.ObservedGeneration = sb.Generation
-	if holdable(orig, sb, step == stepCreate) {
+	// Where a namespace budget applies, the first report is never held:
+	// a restart must find every acceptance in status (budgetLedger).
+	if holdable(orig, sb, step == stepCreate) && !budgeted(obs) {
 		r.settling.hold(sb)
 		return ctrl.Result{RequeueAfter: settleWindow}, true, nil
 	}
