@@ -281,16 +281,27 @@ func nodeReady(n *corev1.Node) bool {
 // which was seen as "bind: address already in use" for the e2e tenancy
 // suite's webhook server.
 func FreePort() (int, error) {
-	hi := 32767
+	// Below the ephemeral range and the default NodePort range (30000+).
+	lo, hi := 18000, 29999
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
-			if start, err := strconv.Atoi(f[0]); err == nil && start > 11024 {
-				hi = start - 1
+			start, err1 := strconv.Atoi(f[0])
+			end, err2 := strconv.Atoi(f[1])
+			switch {
+			case err1 != nil || err2 != nil:
+			case start <= hi && start > 7024:
+				lo, hi = start-6000, start-1
+			case start <= hi && end < 59535:
+				lo, hi = end+1, end+6000 // the range starts low: pick above it
+			case start <= hi:
+				lo, hi = 0, 0 // no room outside it: let the kernel pick
 			}
 		}
 	}
-	lo := max(1024, hi-12000)
 	for range 200 {
+		if hi == 0 {
+			break
+		}
 		p := lo + rand.IntN(hi-lo+1)
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
