@@ -118,11 +118,8 @@ type observed struct {
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	sb := &openshellv1alpha1.OpenShellSandbox{}
-	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.budget.forget(req.NamespacedName) // gone without its finalizer (no webhook ran)
-		}
+	sb, err := r.fetch(ctx, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
@@ -179,6 +176,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		res.RequeueAfter = max(left, time.Millisecond) // look again when it expires
 	}
 	return res, err
+}
+
+// fetch reads the sandbox. One that is gone (deleted without its
+// finalizer, where no webhook set it) forgets its budget ledger entry.
+func (r *Reconciler) fetch(ctx context.Context, key client.ObjectKey) (*openshellv1alpha1.OpenShellSandbox, error) {
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	err := r.Client.Get(ctx, key, sb)
+	if apierrors.IsNotFound(err) {
+		r.budget.forget(key)
+	}
+	return sb, err
 }
 
 // ttlLeft says how long a finished sandbox with spec.ttlSecondsAfterFinished
