@@ -25,7 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 
@@ -239,12 +241,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	return ctrl.Result{}, errors.Join(errs...)
 }
 
-// SetupWithManager reconciles one key at start and whenever preflight's
-// result changes (the Prometheus Operator or the console installed later).
+// SetupWithManager reconciles one key at start, whenever preflight's
+// result changes (the Prometheus Operator or the console installed later)
+// and whenever an APIServerIngress policy changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	start, to := enqueue.Singleton(types.NamespacedName{Namespace: r.Namespace, Name: "openshell-operator"})
+	// The APIServerIngress policies are looked at again whenever one
+	// changes: one put back where the cluster is OVN-Kubernetes (an OLM
+	// upgrade, a GitOps sync) is deleted again, one deleted elsewhere is
+	// put back.
+	ingress := map[string]bool{}
+	for _, np := range APIServerIngress(r.Namespace, NamePrefix) {
+		ingress[np.Name] = true
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("platform").
 		WatchesRawSource(start).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), to)).
+		Watches(&networkingv1.NetworkPolicy{}, to, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace && ingress[o.GetName()]
+		}))).
 		Complete(r)
 }

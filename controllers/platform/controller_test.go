@@ -195,12 +195,18 @@ func TestAPIServerIngressFollowsTheNetwork(t *testing.T) {
 
 	reportNetwork(platform.NetworkTypeOVNKubernetes)
 	stop = start()
-	g.Eventually(func(g Gomega) {
-		for _, np := range want {
-			err := c.Get(ctx, client.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", np.Name, err)
-		}
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	gone := func() {
+		g.Eventually(func(g Gomega) {
+			for _, np := range want {
+				err := c.Get(ctx, client.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", np.Name, err)
+			}
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	gone()
+	// Put back (as an OLM upgrade or a GitOps sync would): deleted again.
+	g.Expect(c.Create(ctx, want[0].DeepCopy())).To(Succeed())
+	gone()
 	stop()
 	g.Expect(usage.Forbidden()).To(BeEmpty(), "the CSV's RBAC refused a request")
 	g.Expect(usage.Seen()).To(ContainElements("networking.k8s.io/networkpolicies get", "networking.k8s.io/networkpolicies patch",
