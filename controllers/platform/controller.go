@@ -19,6 +19,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -117,13 +118,11 @@ var (
 )
 
 // The names of the APIServerIngress policies, before the install's name
-// prefix (NamePrefix for the bundle and the plain installs), and the label
-// that finds them whatever prefix an install gave them.
+// prefix (NamePrefix for the bundle and the plain installs).
 const (
-	WebhookIngress        = "webhook-from-apiserver"
-	RelayIngress          = "relay-from-apiserver"
-	NamePrefix            = "openshell-operator-"
-	LabelAPIServerIngress = "openshell.ai/apiserver-ingress"
+	WebhookIngress = "webhook-from-apiserver"
+	RelayIngress   = "relay-from-apiserver"
+	NamePrefix     = "openshell-operator-"
 )
 
 // APIServerIngress renders the NetworkPolicies that admit every peer to the
@@ -143,7 +142,7 @@ func APIServerIngress(namespace, prefix string) []*networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{
 			TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
 			ObjectMeta: metav1.ObjectMeta{Name: prefix + name, Namespace: namespace,
-				Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, LabelAPIServerIngress: "true"}},
+				Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: pods},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 				Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}}}}},
@@ -170,7 +169,7 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	if pf.ServiceMonitor {
 		out = append(out, ServiceMonitor(namespace, pf.OpenShift()))
 	}
-	if !RemovesAPIServerIngress(pf) {
+	if pf.NetworkType != NetworkTypeOVNKubernetes {
 		for _, np := range APIServerIngress(namespace, NamePrefix) {
 			out = append(out, np)
 		}
@@ -196,11 +195,16 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	return out, nil
 }
 
-// RemovesAPIServerIngress says whether pf calls for deleting the
-// APIServerIngress policies (found by LabelAPIServerIngress): where
-// OVN-Kubernetes selects host traffic.
-func RemovesAPIServerIngress(pf preflight.Result) bool {
-	return pf.NetworkType == NetworkTypeOVNKubernetes
+// Unwanted lists the objects of Desired that pf calls for removing: the
+// APIServerIngress policies where OVN-Kubernetes selects host traffic.
+func Unwanted(pf preflight.Result, namespace string) []client.Object {
+	var out []client.Object
+	if pf.NetworkType == NetworkTypeOVNKubernetes {
+		for _, np := range APIServerIngress(namespace, NamePrefix) {
+			out = append(out, np)
+		}
+	}
+	return out
 }
 
 // Reconcile applies the desired objects that are not in place (a restart
@@ -221,17 +225,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, fmt.Errorf("apply %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
 		}
 	}
-	if RemovesAPIServerIngress(pf) {
-		// Listed first (by label, whatever name prefix the install gave
-		// them), so that steady state writes nothing.
-		list := &networkingv1.NetworkPolicyList{}
-		if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{LabelAPIServerIngress: "true"}); err != nil {
-			errs = append(errs, fmt.Errorf("list the kube-apiserver's NetworkPolicies: %w", err))
+	for _, o := range Unwanted(pf, r.Namespace) {
+		// Read first, so that steady state writes nothing.
+		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(o), o); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
+			continue
 		}
-		for i := range list.Items {
-			if err := r.Client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("delete NetworkPolicy %s: %w", list.Items[i].Name, err))
-			}
+		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err))
 		}
 	}
 	return ctrl.Result{}, errors.Join(errs...)
@@ -246,11 +250,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// changes: one put back where the cluster is OVN-Kubernetes (an OLM
 	// upgrade, a GitOps sync) is deleted again, one deleted elsewhere is
 	// put back.
+	ingress := map[string]bool{}
+	for _, np := range APIServerIngress(r.Namespace, NamePrefix) {
+		ingress[np.Name] = true
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("platform").
 		WatchesRawSource(start).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), to)).
 		Watches(&networkingv1.NetworkPolicy{}, to, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.Namespace && o.GetLabels()[LabelAPIServerIngress] == "true"
+			return o.GetNamespace() == r.Namespace && ingress[o.GetName()]
 		}))).
 		Complete(r)
 }
