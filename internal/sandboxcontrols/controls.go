@@ -190,11 +190,10 @@ func PolicyViolation(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alph
 // nothing for the others. Negative requests (refused at admission) never
 // lower the charge.
 func Charge(sb *openshellv1alpha1.OpenShellSandbox) (devices int64, req corev1.ResourceList) {
-	devices, req = GPUs(sb), corev1.ResourceList{}
-	for k, v := range requests(sb) {
-		if v.Sign() > 0 {
-			req[k] = v
-		}
+	spec := Applied(sb)
+	devices, req = spec.Devices, spec.Requests
+	if req == nil {
+		req = corev1.ResourceList{}
 	}
 	if a := sb.Status.AppliedResources; a != nil && sb.Status.SandboxID != "" {
 		devices = max(devices, a.Devices)
