@@ -82,7 +82,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	defer st.close()
 	ex := &executor{target: st.target, rec: st.rec, exitCode: -1, end: st.end}
-	remotecommand.ServeExec(w, r.WithContext(st.ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
+	remotecommand.ServeExec(streamWriter{ResponseWriter: w}, r.WithContext(st.ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
 		remotecommand.SupportedStreamingProtocols)
 	if !ex.ran {
 		ex.err = errors.New("the stream was not established")

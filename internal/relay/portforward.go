@@ -1,12 +1,10 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 
@@ -35,7 +33,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshe
 	// context and never looks at the request's: the session's end
 	// (revocation, deletion, drain, its time limit) reaches the forwarded
 	// connections only through f.session and by closing the connection.
-	portforward.ServePortForward(closedAtEnd{w, st.ctx}, r.WithContext(st.ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
+	portforward.ServePortForward(streamWriter{w, st.ctx}, r.WithContext(st.ctx), f, sb.Name, string(sb.UID), nil, idleTimeout, streamCreationTimeout,
 		portforward.SupportedProtocols)
 	st.rec.End(0, f.firstErr())
 }
@@ -115,26 +113,6 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 			f.rec.Out(len(data))
 		}
 	}
-}
-
-// closedAtEnd hands the streaming library a connection that is closed
-// when ctx (the session) ends, so the client learns of the end at once.
-type closedAtEnd struct {
-	http.ResponseWriter
-	ctx context.Context
-}
-
-func (c closedAtEnd) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h, ok := c.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("the connection cannot be taken over for streaming")
-	}
-	conn, rw, err := h.Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	context.AfterFunc(c.ctx, func() { _ = conn.Close() })
-	return conn, rw, nil
 }
 
 func (f *forwarder) fail(err error) error {
