@@ -19,10 +19,9 @@ import (
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
-// Stream limits. A stdin chunk stays far below gRPC's 4 MiB message cap;
-// the idle timeout ends a session nobody types in or reads from.
+// Stream limits. The idle timeout ends a session nobody types in or reads
+// from.
 const (
-	stdinChunk            = 32 << 10
 	idleTimeout           = 30 * time.Minute
 	streamCreationTimeout = 30 * time.Second
 )
@@ -37,6 +36,25 @@ type Target struct {
 	// (gatewayapi.WithBearer) instead of the operator's, so that the
 	// gateway authorizes and audits the user.
 	Token string
+	// owner, when set, is the check that the sandbox at the gateway is
+	// the object's, still under way when Open returns.
+	owner *ownerCheck
+}
+
+// Verified waits until the sandbox at the gateway is known to be the
+// object's: nothing may reach it before. Gateways.Open starts the check
+// and does not wait for it, so that its round trip to the gateway
+// overlaps the client's stream set-up.
+func (t *Target) Verified(ctx context.Context) error {
+	if t.owner == nil {
+		return nil
+	}
+	select {
+	case <-t.owner.done:
+		return t.owner.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Gateways opens the gateway of a Ready sandbox for a user the relay has
@@ -107,6 +125,10 @@ type executor struct {
 func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	e.ran = true
+	if err := e.target.Verified(ctx); err != nil {
+		e.err = err
+		return err
+	}
 	stream, err := e.target.Client.ExecSandboxInteractive(e.target.callContext(ctx))
 	if err != nil {
 		e.err = err
@@ -186,7 +208,7 @@ func (e *executor) write(w io.Writer, b []byte) {
 }
 
 func (e *executor) forwardStdin(in io.Reader, send func(*openshellv1.ExecSandboxInput) error, closeSend func()) {
-	buf := make([]byte, stdinChunk)
+	buf := make([]byte, chunk)
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {

@@ -53,14 +53,9 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	t := &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid), Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}
 	// The name is derived, but whoever holds a gateway token for the
 	// workspace could replace the sandbox behind it: use it only while
-	// it is still this object's.
-	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: t.Sandbox, WorkspaceScope: gatewayapi.Workspace(t.Workspace)})
-	if err != nil {
-		return nil, fmt.Errorf("read sandbox %s at the gateway: %w", t.Sandbox, err)
-	}
-	if owner := got.GetSandbox().GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID]; owner != string(sb.UID) {
-		return nil, fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
-	}
+	// it is still this object's. The check's round trip overlaps the
+	// client's stream set-up; every use waits for it (Target.Verified).
+	t.owner = checkOwner(ctx, conn, t, sb)
 	if g.Tokens != nil && gwconn.UsesIssuer(gw) {
 		grant := grant{verb: verb, name: sb.Name, sub: sub}
 		if t.Token, err = g.Tokens.actAs(ctx, conn, gw, membership{gateway: sb.Status.Gateway, namespace: sb.Namespace,
@@ -69,6 +64,32 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 		}
 	}
 	return t, nil
+}
+
+// checkOwner starts reading the sandbox at the gateway and checking that
+// it is sb's (its owner label names sb's UID).
+func checkOwner(ctx context.Context, conn openshellv1.OpenShellClient, t *Target, sb *openshellv1alpha1.OpenShellSandbox) *ownerCheck {
+	c := &ownerCheck{done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+	go func() {
+		defer close(c.done)
+		defer cancel()
+		got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: t.Sandbox, WorkspaceScope: gatewayapi.Workspace(t.Workspace)})
+		if err != nil {
+			c.err = fmt.Errorf("read sandbox %s at the gateway: %w", t.Sandbox, err)
+			return
+		}
+		if owner := got.GetSandbox().GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID]; owner != string(sb.UID) {
+			c.err = fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
+		}
+	}()
+	return c
+}
+
+// ownerCheck is the outcome of checkOwner, once done is closed.
+type ownerCheck struct {
+	done chan struct{}
+	err  error
 }
 
 // lookupGateway reads the gateway a sandbox's status names

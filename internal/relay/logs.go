@@ -49,6 +49,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	defer st.close()
 	target, ctx, end, rec := st.target, st.ctx, st.end, st.rec
+	if err := target.Verified(ctx); err != nil {
+		rec.End(0, err)
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be used: %v", err)))
+		return
+	}
 	callCtx := target.callContext(ctx)
 	req := &openshellv1.GetSandboxLogsRequest{Sandbox: target.Sandbox, Lines: uint32(lines), WorkspaceScope: gatewayapi.Workspace(target.Workspace)}
 	resp, err := target.Client.GetSandboxLogs(callCtx, req)

@@ -15,8 +15,12 @@ import (
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
-// forwardChunk is the largest data frame sent to the gateway.
-const forwardChunk = 32 << 10
+// chunk is the most data one message to the gateway carries (a
+// forwarded connection's or an exec's stdin): 32 KiB less room for the
+// message's own framing, so that gRPC's buffer pool hands out (and
+// clears) 32 KiB buffers for it, not 64 KiB ones. Both ways, since the
+// gateway answers in the sizes it is sent.
+const chunk = 32<<10 - 64
 
 // portForward serves openshellsandboxes/portforward with kubectl
 // port-forward's protocol (portforward.k8s.io over SPDY): each connection
@@ -60,6 +64,9 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("port %d is not a TCP port", port)
 	}
+	if err := f.target.Verified(f.session); err != nil {
+		return f.fail(err)
+	}
 	ctx, cancel := context.WithCancel(f.target.callContext(f.session))
 	defer cancel()
 	// The session's end closes this connection too (a blocked read on it
@@ -77,7 +84,7 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	}
 	// Client → sandbox: half-close at the client's EOF.
 	go func() {
-		buf := make([]byte, forwardChunk)
+		buf := make([]byte, chunk)
 		for {
 			n, err := conn.Read(buf)
 			if n > 0 {

@@ -1,0 +1,154 @@
+package relay_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/client-go/rest"
+	utilexec "k8s.io/client-go/util/exec"
+
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+)
+
+// endless is stdin that never ends and never waits: a client still typing
+// (or pinging) when the command ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'y'
+	}
+	return len(p), nil
+}
+
+// behindAggregator is cfg for the relay behind the kube-apiserver's own
+// proxy for upgraded connections (apimachinery's UpgradeAwareHandler, as
+// the aggregator runs it): when either direction of the proxied
+// connection ends, it closes both.
+func (e *benchEnv) behindAggregator(t testing.TB) *rest.Config {
+	backend, err := url.Parse(e.cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proxy.NewUpgradeAwareHandler(backend, &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, false, false, errorResponder{t})
+	h.UseRequestLocation = true
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	return &rest.Config{Host: front.URL}
+}
+
+type errorResponder struct{ t testing.TB }
+
+func (r errorResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
+	r.t.Logf("proxy: %v", err)
+	http.Error(w, err.Error(), http.StatusBadGateway)
+}
+
+// TestExitCodeSurvivesTheAggregator: a command's exit reaches a client
+// that is still sending when the relay ends the session. The relay writes
+// the exit status and closes; if it closed at once, the aggregator's
+// client-to-relay copy could fail first and the aggregator would close the
+// client's connection before the status got there: client-go reads an
+// empty status as success.
+func TestExitCodeSurvivesTheAggregator(t *testing.T) {
+	e := startBench(t)
+	e.cfg = e.behindAggregator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range 40 {
+		_, err := e.execRelay(ctx, endless{}, "exit", "7")
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 7 {
+			t.Fatalf("exec %d ended with %v, want exit code 7", i, err)
+		}
+	}
+}
+
+// TestNothingReachesAnotherOwnersSandbox: the gateway's sandbox of the
+// derived name was replaced by one the object does not own (whoever holds
+// a token for the workspace can do that). An exec, a log read and a
+// forwarded connection are refused with the reason, and no command runs.
+// The check runs while the client sets its streams up; each use waits
+// for it.
+func TestNothingReachesAnotherOwnersSandbox(t *testing.T) {
+	e := startBench(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	other := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other", UID: "other-uid"},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "platform/gw", GatewaySandboxName: "y"}}
+	if err := e.env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.env.Client.Status().Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	e.env.Gateway.SeedSandbox(e.ws, sandboxspec.SandboxName("team-a", "other"), map[string]string{sandboxspec.LabelOwnerUID: "someone-else"})
+	const refusal = "is not this object's (owner"
+
+	_, err := e.execRelayTo(ctx, "other", nil, "echo", "hi")
+	if err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("exec: %v, want the refusal %q", err, refusal)
+	}
+	logs, err := e.logsRelay(ctx, "other")
+	if err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("logs: %q, %v, want the refusal %q", logs, err, refusal)
+	}
+	conn, err := net.Dial("tcp", e.forwardPortTo(t, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte("hello"))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := conn.Read(make([]byte, 5)); err == nil {
+		t.Fatalf("a forwarded connection reached the other owner's sandbox (%d bytes back)", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the forwarded connection was neither refused nor closed")
+	}
+	resp, err := e.direct.GetSandboxLogs(ctx, &openshellv1.GetSandboxLogsRequest{Sandbox: sandboxspec.SandboxName("team-a", "other"),
+		WorkspaceScope: gatewayapi.Workspace(e.ws), Lines: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range resp.GetLogs() {
+		if strings.Contains(l.GetMessage(), "exec") {
+			t.Fatalf("a command ran in the other owner's sandbox: %s", l.GetMessage())
+		}
+	}
+}
+
+// logsRelay reads a sandbox's logs through the relay; a refusal is an
+// error carrying the status's body.
+func (e *benchEnv) logsRelay(ctx context.Context, sandbox string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cfg.Host+accessv1alpha1.Path("team-a", sandbox, accessv1alpha1.SubresourceLog), nil)
+	if err != nil {
+		return "", err
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return string(body), err
+}
