@@ -25,6 +25,8 @@ func relay(args []string) int {
 	fs.StringVar(&o.BindAddress, "bind-address", ":8443", "Address serving the access.openshell.ai API.")
 	certDir := fs.String("cert-dir", operator.RelayCertDir, "Folder with the serving certificate the APIService trusts ("+operator.RelayCertFile+" and "+operator.RelayKeyFile+": OLM mounts them here).")
 	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, whose keys sign gateway tokens (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444).`)
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8444", `Address serving the relay's metrics (HTTPS, callers allowed to get /metrics); "0" serves none.`)
+	fs.IntVar(&o.MaxSessions, "max-sessions", 0, "Sessions one replica holds at most (0: 400, for the Deployment's 512 MiB memory limit); more are refused with a retry, which may reach another replica.")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "How long a stopping relay waits for its sessions to close after telling their clients to reconnect.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(fs)

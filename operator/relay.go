@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
@@ -59,7 +62,12 @@ type RelayOptions struct {
 	// DrainTimeout bounds the wait for open sessions to close once they
 	// have been told the relay is stopping (default 10 s).
 	DrainTimeout time.Duration
-	Log          logr.Logger
+	// MetricsAddr serves the relay's metrics (its sessions) over HTTPS to
+	// callers allowed to get /metrics; "" or "0" serves none.
+	MetricsAddr string
+	// MaxSessions bounds the sessions one replica holds (0: 400).
+	MaxSessions int
+	Log         logr.Logger
 }
 
 // Relay is a relay built from its options: the server, and what runs
@@ -102,7 +110,13 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	}
 	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
 		Leases: c, LeaseNamespace: leaseNS}
-	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens,
+	// The controller-runtime registry: the relay's metrics server serves
+	// it, with client-go's request metrics beside the relay's own.
+	metrics, err := relay.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("register the relay's metrics: %w", err)
+	}
+	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens, Metrics: metrics, MaxSessions: o.MaxSessions,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv}
 	r.run = append(r.run,
@@ -198,10 +212,36 @@ func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
 	// Set before the profile's per-handshake configuration copies it.
 	tlsConfig := relayTLS(&tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12})
 	profile.ServerOption(tlsConfig)
+	if err := serveRelayMetrics(ctx, cfg, o.MetricsAddr, profile.ServerOption); err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", o.BindAddress)
 	if err != nil {
 		return fmt.Errorf("listen for the relay: %w", err)
 	}
 	o.Log.Info("Serving the access.openshell.ai API", "address", lis.Addr().String())
 	return r.Serve(ctx, lis, tlsConfig, o.DrainTimeout)
+}
+
+// serveRelayMetrics serves the controller-runtime registry (the relay's
+// sessions) on addr as the operator serves its own: HTTPS with the
+// certificate the service-ca issues for the relay's metrics Service where
+// there is one (OpenShift), a self-signed one elsewhere, and only to
+// callers a TokenReview and a SubjectAccessReview (get /metrics) allow.
+func serveRelayMetrics(ctx context.Context, cfg *rest.Config, addr string, profile func(*tls.Config)) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("the metrics server's client: %w", err)
+	}
+	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: addr, SecureServing: true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){profile, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}}, cfg, hc)
+	if err != nil {
+		return fmt.Errorf("the relay's metrics server: %w", err)
+	}
+	go func() { _ = srv.Start(ctx) }()
+	return nil
 }

@@ -83,17 +83,33 @@ const serviceCAFile = "/etc/prometheus/configmaps/serving-certs-ca-bundle/servic
 // short of a CA the operator does not have: the token still authenticates
 // Prometheus, and the metrics are not secret.
 func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonitor {
+	return serviceMonitor("openshell-operator", namespace, MetricsService, "openshell-operator", openshift)
+}
+
+// RelayMetricsService is the relay's metrics Service as the bundle names
+// it (config/relay/metrics_service.yaml with config/olm's name prefix).
+const RelayMetricsService = "openshell-operator-relay-metrics"
+
+// RelayServiceMonitor has Prometheus scrape the relay's metrics (its open
+// sessions, what to scale it on) the same way.
+func RelayServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonitor {
+	return serviceMonitor("openshell-relay", namespace, RelayMetricsService, "openshell-relay", openshift)
+}
+
+// serviceMonitor scrapes the https port of the metrics Service service,
+// selected by its app.kubernetes.io/name label app.
+func serviceMonitor(name, namespace, service, app string, openshift bool) *monitoringv1.ServiceMonitor {
 	tlsConfig := &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{InsecureSkipVerify: ptr.To(true)}}
 	if openshift {
 		tlsConfig = &monitoringv1.TLSConfig{CAFile: serviceCAFile,
-			SafeTLSConfig: monitoringv1.SafeTLSConfig{ServerName: ptr.To(MetricsService + "." + namespace + ".svc")}}
+			SafeTLSConfig: monitoringv1.SafeTLSConfig{ServerName: ptr.To(service + "." + namespace + ".svc")}}
 	}
 	return &monitoringv1.ServiceMonitor{
 		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
-		ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: monitoringv1.ServiceMonitorSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
-				"app.kubernetes.io/name": "openshell-operator", "app.kubernetes.io/component": "metrics"}},
+				"app.kubernetes.io/name": app, "app.kubernetes.io/component": "metrics"}},
 			Endpoints: []monitoringv1.Endpoint{{Port: "https", Path: "/metrics", Scheme: "https",
 				BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", TLSConfig: tlsConfig}},
 		},
@@ -167,7 +183,7 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 		out = append(out, pr)
 	}
 	if pf.ServiceMonitor {
-		out = append(out, ServiceMonitor(namespace, pf.OpenShift()))
+		out = append(out, ServiceMonitor(namespace, pf.OpenShift()), RelayServiceMonitor(namespace, pf.OpenShift()))
 	}
 	if pf.NetworkType != NetworkTypeOVNKubernetes {
 		for _, np := range APIServerIngress(namespace, NamePrefix) {

@@ -66,8 +66,8 @@ func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 	g.Expect(kinds(preflight.Result{NetworkType: ovn})).To(BeEmpty())
 	g.Expect(kinds(preflight.Result{NetworkType: ovn, PrometheusRule: true})).To(Equal([]string{"PrometheusRule"}))
 	g.Expect(kinds(preflight.Result{NetworkType: ovn, ConsoleYAMLSample: true})).To(HaveEach("ConsoleYAMLSample"))
-	g.Expect(kinds(preflight.Result{NetworkType: ovn, ServiceMonitor: true})).To(Equal([]string{"ServiceMonitor"}))
-	g.Expect(kinds(preflight.Result{NetworkType: ovn, PrometheusRule: true, ServiceMonitor: true, ConsoleYAMLSample: true})).To(HaveLen(6))
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, ServiceMonitor: true})).To(Equal([]string{"ServiceMonitor", "ServiceMonitor"}))
+	g.Expect(kinds(preflight.Result{NetworkType: ovn, PrometheusRule: true, ServiceMonitor: true, ConsoleYAMLSample: true})).To(HaveLen(7))
 	// Where host traffic cannot be selected, the kube-apiserver's ports are
 	// opened (and only there are they unwanted: none to delete).
 	for _, network := range []string{"", "OpenShiftSDN", "Calico"} {
@@ -77,22 +77,33 @@ func TestDesiredFollowsTheAPIsServed(t *testing.T) {
 	g.Expect(platform.Unwanted(preflight.Result{NetworkType: ovn}, "ops")).To(HaveLen(2))
 }
 
-// TestServiceMonitorScrapesTheBundledService: the ServiceMonitor selects
-// the metrics Service the bundle ships, by name for TLS and by labels.
+// TestServiceMonitorScrapesTheBundledService: each ServiceMonitor (the
+// operator's, the relay's) selects the metrics Service the bundle ships,
+// by name for TLS and by labels, and that Service the pods serving it.
 func TestServiceMonitorScrapesTheBundledService(t *testing.T) {
-	g := NewWithT(t)
-	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", platform.MetricsService+"_v1_service.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	svc := &corev1.Service{}
-	g.Expect(yaml.Unmarshal(raw, svc)).To(Succeed())
-	sm := platform.ServiceMonitor("ops", true)
-	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sel.Matches(labels.Set(svc.Labels))).To(BeTrue(), "selector %v, Service labels %v", sel, svc.Labels)
-	g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Name", sm.Spec.Endpoints[0].Port)))
-	g.Expect(svc.Annotations).To(HaveKey("service.beta.openshift.io/serving-cert-secret-name"))
-	g.Expect(*sm.Spec.Endpoints[0].TLSConfig.ServerName).To(Equal(platform.MetricsService + ".ops.svc"))
-	g.Expect(platform.ServiceMonitor("ops", false).Spec.Endpoints[0].TLSConfig.CAFile).To(BeEmpty())
+	for _, tc := range []struct {
+		service string
+		monitor func(string, bool) *monitoringv1.ServiceMonitor
+	}{
+		{platform.MetricsService, platform.ServiceMonitor},
+		{platform.RelayMetricsService, platform.RelayServiceMonitor},
+	} {
+		t.Run(tc.service, func(t *testing.T) {
+			g := NewWithT(t)
+			raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", tc.service+"_v1_service.yaml"))
+			g.Expect(err).NotTo(HaveOccurred())
+			svc := &corev1.Service{}
+			g.Expect(yaml.Unmarshal(raw, svc)).To(Succeed())
+			sm := tc.monitor("ops", true)
+			sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(sel.Matches(labels.Set(svc.Labels))).To(BeTrue(), "selector %v, Service labels %v", sel, svc.Labels)
+			g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Name", sm.Spec.Endpoints[0].Port)))
+			g.Expect(svc.Annotations).To(HaveKey("service.beta.openshift.io/serving-cert-secret-name"))
+			g.Expect(*sm.Spec.Endpoints[0].TLSConfig.ServerName).To(Equal(tc.service + ".ops.svc"))
+			g.Expect(tc.monitor("ops", false).Spec.Endpoints[0].TLSConfig.CAFile).To(BeEmpty())
+		})
+	}
 }
 
 // TestRulesInstalledWhereTheAPIIsServed: with the Prometheus Operator's

@@ -7,15 +7,20 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Session limits (defaults of Server.MaxSessionsPerUser and
-// MaxSessionsPerNamespace): one user, or one namespace, cannot hold the
-// relay's streams (and the gateway's) for everyone else. A refusal is 429
-// with what to do.
+// Session limits (defaults of Server.MaxSessionsPerUser,
+// MaxSessionsPerNamespace and MaxSessions): one user, or one namespace,
+// cannot hold the relay's streams (and the gateway's) for everyone else,
+// a refusal is 429 with what to do; and a replica holds no more sessions
+// than its memory limit allows (make bench: some 0.9 MiB each over SPDY,
+// against the Deployment's 512 MiB), a refusal is 503, which sends the
+// client to retry, and the retry may reach another replica.
 const (
 	maxSessionsPerUser      = 16
 	maxSessionsPerNamespace = 64
+	maxSessions             = 400
 	// maxCommandBytes bounds an exec's command line (it travels in the
 	// URL and in the gateway's start message).
 	maxCommandBytes = 32 << 10
@@ -29,12 +34,14 @@ var errDraining = errors.New("the relay serving this session is shutting down: r
 // sessions counts the open sessions per user and per namespace, and holds
 // the open ones so that a stopping relay can end them with a notice.
 type sessions struct {
-	mu             sync.Mutex
-	perUser, perNS int
-	byUser         map[string]int
-	byNS           map[string]int
-	draining       bool
-	live           map[*stream]struct{}
+	mu                  sync.Mutex
+	perUser, perNS, max int
+	metrics             *Metrics
+	total               int
+	byUser              map[string]int
+	byNS                map[string]int
+	draining            bool
+	live                map[*stream]struct{}
 	// idle is closed when the last open session of a draining relay ends.
 	idle chan struct{}
 }
@@ -98,28 +105,32 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 		s.byUser, s.byNS = map[string]int{}, map[string]int{}
 	}
 	if s.draining {
+		s.metrics.refused(RefusedDraining)
 		return nil, apierrors.NewServiceUnavailable("this relay is shutting down: run the command again to reach another replica")
 	}
-	perUser, perNS := s.perUser, s.perNS
-	if perUser <= 0 {
-		perUser = maxSessionsPerUser
-	}
-	if perNS <= 0 {
-		perNS = maxSessionsPerNamespace
-	}
+	perUser, perNS, most := orDefault(s.perUser, maxSessionsPerUser), orDefault(s.perNS, maxSessionsPerNamespace), orDefault(s.max, maxSessions)
 	switch {
 	case s.byUser[user] >= perUser:
+		s.metrics.refused(RefusedUserLimit)
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", user, s.byUser[user]), 5)
 	case s.byNS[namespace] >= perNS:
+		s.metrics.refused(RefusedNamespaceLimit)
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", namespace, s.byNS[namespace]), 5)
+	case s.total >= most:
+		s.metrics.refused(RefusedReplicaLimit)
+		st := apierrors.NewServiceUnavailable(fmt.Sprintf("this relay replica has %d open sessions, the most it holds: run the command again to reach another replica (a platform admin can add replicas)", s.total))
+		st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return nil, st
 	}
 	s.byUser[user]++
 	s.byNS[namespace]++
+	s.total++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			s.total--
 			if s.byUser[user]--; s.byUser[user] == 0 {
 				delete(s.byUser, user)
 			}
@@ -128,6 +139,13 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 			}
 		})
 	}, nil
+}
+
+func orDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }
 
 // commandBytes is the size of a command line.

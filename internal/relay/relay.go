@@ -71,8 +71,10 @@ type Server struct {
 	// Tokens serves the token exchange (nil: not offered).
 	Tokens *Tokens
 	// MaxSessionsPerUser and MaxSessionsPerNamespace bound the open
-	// sessions (0: 16 and 64).
-	MaxSessionsPerUser, MaxSessionsPerNamespace int
+	// sessions (0: 16 and 64), MaxSessions a replica's (0: 400).
+	MaxSessionsPerUser, MaxSessionsPerNamespace, MaxSessions int
+	// Metrics counts sessions (nil: not counted).
+	Metrics *Metrics
 
 	openOnce sync.Once
 	open     sessions
@@ -80,7 +82,9 @@ type Server struct {
 
 // sessions returns the session counter with the server's limits.
 func (s *Server) sessions() *sessions {
-	s.openOnce.Do(func() { s.open.perUser, s.open.perNS = s.MaxSessionsPerUser, s.MaxSessionsPerNamespace })
+	s.openOnce.Do(func() {
+		s.open.perUser, s.open.perNS, s.open.max, s.open.metrics = s.MaxSessionsPerUser, s.MaxSessionsPerNamespace, s.MaxSessions, s.Metrics
+	})
 	return &s.open
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -405,5 +407,39 @@ func TestSessionLimits(t *testing.T) {
 	}
 	if _, refused := s.acquire("erin", "team-b"); refused != nil {
 		t.Fatalf("another namespace: %v", refused)
+	}
+}
+
+// TestReplicaLimit: a replica holds at most max sessions whoever opens
+// them; a refusal is 503 with a retry, which may reach another replica.
+// Each refusal is counted by reason.
+func TestReplicaLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sessions{max: 3, metrics: m}
+	var releases []func()
+	for i := range 3 {
+		rel, refused := s.acquire(fmt.Sprint("user-", i), fmt.Sprint("ns-", i))
+		if refused != nil {
+			t.Fatalf("session %d refused: %v", i, refused)
+		}
+		releases = append(releases, rel)
+	}
+	_, refused := s.acquire("erin", "team-b")
+	if refused == nil || !apierrors.IsServiceUnavailable(refused) || !strings.Contains(refused.Error(), "another replica") {
+		t.Fatalf("past the replica's limit: %v, want 503 naming another replica", refused)
+	}
+	if secs, ok := apierrors.SuggestsClientDelay(refused); !ok || secs != 1 {
+		t.Fatalf("the refusal suggests no retry (%d, %v)", secs, ok)
+	}
+	releases[0]()
+	if _, refused := s.acquire("erin", "team-b"); refused != nil {
+		t.Fatalf("after a release: %v", refused)
+	}
+	if got := testutil.ToFloat64(m.refusals.WithLabelValues(RefusedReplicaLimit)); got != 1 {
+		t.Fatalf("%s{reason=%q} = %v, want 1", MetricSessionRefusals, RefusedReplicaLimit, got)
 	}
 }

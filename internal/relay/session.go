@@ -130,9 +130,11 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshe
 	st := &stream{target: target, ctx: ctx, end: end, rec: s.Audit.Start(ctx, sb, session)}
 	open := s.sessions()
 	open.track(st)
+	s.Metrics.opened(sub)
 	st.release = func() {
 		open.untrack(st)
 		release()
+		s.Metrics.closed(sub, st.rec.in.Load(), st.rec.out.Load())
 	}
 	return st
 }

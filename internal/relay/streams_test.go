@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/rest"
@@ -23,6 +25,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -151,4 +154,68 @@ func (e *benchEnv) logsRelay(ctx context.Context, sandbox string) (string, error
 		return "", fmt.Errorf("%s: %s", resp.Status, body)
 	}
 	return string(body), err
+}
+
+// TestSessionsAreCounted: an open exec is on the sessions gauge while it
+// runs and off it after; the bytes it moved are counted once it ends.
+func TestSessionsAreCounted(t *testing.T) {
+	e := startBench(t)
+	reg := prometheus.NewRegistry()
+	m, err := relay.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Metrics = m
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdin, feed := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.execRelay(ctx, stdin, "cat")
+		done <- err
+	}()
+	waitGatewayExecs(t, e, 1)
+	if got := gauge(t, reg, relay.MetricSessions, "exec"); got != 1 {
+		t.Fatalf("%s{subresource=exec} = %v with one exec open, want 1", relay.MetricSessions, got)
+	}
+	if _, err := feed.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	_ = feed.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The client has its exit status before the relay's handler returns.
+	for deadline := time.Now().Add(10 * time.Second); gauge(t, reg, relay.MetricSessions, "exec") != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s{subresource=exec} stayed at %v after the exec ended, want 0", relay.MetricSessions, gauge(t, reg, relay.MetricSessions, "exec"))
+		}
+	}
+	if got := gauge(t, reg, relay.MetricSessionBytes, "in"); got != 5 {
+		t.Fatalf("%s{direction=in} = %v, want the 5 bytes sent", relay.MetricSessionBytes, got)
+	}
+}
+
+// gauge is the value of metric name with the one label value given.
+func gauge(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == label {
+				if f.GetType() == dto.MetricType_GAUGE {
+					return m.GetGauge().GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, label)
+	return 0
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	routev1 "github.com/openshift/api/route/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -423,30 +421,10 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 // (TokenReview) and authorizes (SubjectAccessReview).
 func scrapeMetrics(ctx context.Context, t *testing.T, ns string, port int) {
 	g := NewWithT(t)
-	c := cluster.Client
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus", Namespace: ns}}
-	g.Expect(c.Create(ctx, sa)).To(Succeed())
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}
-	for _, o := range []client.Object{role, binding} {
-		g.Expect(c.Create(ctx, o)).To(Succeed())
-		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
-	g.Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
-	// The endpoint's certificate is self-signed (OLM deployments mount a
-	// service CA one); only the authentication is under test here.
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test only
+	token := framework.MetricsReader(ctx, t, cluster.Client, ns)
 	g.Eventually(func(g Gomega) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+		code, body, err := framework.Scrape(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), token)
 		g.Expect(err).NotTo(HaveOccurred())
-		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
-		resp, err := hc.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(code).To(Equal(http.StatusOK), "%s", body)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 }

@@ -103,7 +103,7 @@ func installAndRun(ctx context.Context, t *testing.T, mode operatorsv1alpha1.Ins
 	// Admitted by the webhook OLM registered, reached through the Service
 	// OLM created. A 0.1 gateway: consumers use their sandbox through it.
 	gw, gwObj, sb, _ := startDataPlane(ctx, t, opNS, tenant, "first", issuerURL, ca, "0.1.5")
-	expectConsumerAccess(ctx, t, gw, tenant, sb.Name)
+	expectConsumerAccess(ctx, t, gw, opNS, tenant, sb.Name)
 
 	// OLM's aggregated roles let a namespace editor write the tenant kinds;
 	// the operator's webhook, reached through the Service OLM created,

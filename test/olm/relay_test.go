@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,6 +36,10 @@ import (
 
 // relayDeployment is the relay's Deployment as the bundle names it.
 const relayDeployment = "openshell-operator-relay"
+
+// relayMetrics is the metrics URL of the relay runRelayAsPod runs, by the
+// operator's namespace.
+var relayMetrics sync.Map
 
 // runRelayAsPod starts the relay as a pod of the Deployment OLM created
 // would run it: with its ServiceAccount's token (exactly the RBAC the CSV
@@ -88,16 +94,30 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	metricsPort, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var args []string
+	metrics := false
 	for _, a := range ctr.Args {
-		if !strings.HasPrefix(a, "--bind-address=") {
+		switch {
+		case strings.HasPrefix(a, "--bind-address="):
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			metrics = true
+		default:
 			args = append(args, a)
 		}
 	}
 	if len(args) == 0 || args[0] != "relay" {
 		t.Fatalf("the relay Deployment runs %v, not the relay command", ctr.Args)
 	}
-	args = append(args, "--bind-address=127.0.0.1:"+strconv.Itoa(port), "--cert-dir="+certDir, "--oidc-issuer-url="+run.issuerURL)
+	if !metrics {
+		t.Fatalf("the relay Deployment serves no metrics: %v", ctr.Args)
+	}
+	relayMetrics.Store(opNS, "https://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics")
+	args = append(args, "--bind-address=127.0.0.1:"+strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
+		"--cert-dir="+certDir, "--oidc-issuer-url="+run.issuerURL)
 	env := []string{"KUBECONFIG=" + kubeconfig, "OPERATOR_NAMESPACE=" + opNS}
 	p, err := framework.StartProcessEnv(dir, "relay", run.bin, env, args...)
 	if err != nil {
@@ -162,8 +182,10 @@ func serviceAccountKubeconfig(ctx context.Context, t *testing.T, ns, name, dir s
 // SubjectAccessReview, the sandbox, its gateway and namespace, the
 // gateway's CA Secret, the issuer's keys); a user without the role is
 // refused; a Tenant Admin exchanges a token (the membership Lease in the
-// relay's namespace).
-func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gateway, ns, name string) {
+// relay's namespace). The relay's metrics count the sessions, for a
+// scraper allowed to get /metrics (a TokenReview and a
+// SubjectAccessReview under the CSV's RBAC) and no one else.
+func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gateway, opNS, ns, name string) {
 	t.Helper()
 	g := NewWithT(t)
 	nsObj := &corev1.Namespace{}
@@ -201,6 +223,22 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	var stdout, stderr bytes.Buffer
 	g.Expect(ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})).To(Succeed(), "%s", stderr.String())
 	g.Expect(stdout.String()).To(Equal("hi\n"))
+
+	url, ok := relayMetrics.Load(opNS)
+	g.Expect(ok).To(BeTrue(), "no relay runs for %s", opNS)
+	token := framework.MetricsReader(ctx, t, cluster.Client, opNS)
+	g.Eventually(func(g Gomega) {
+		code, body, err := framework.Scrape(ctx, url.(string), token)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(code).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(body).To(ContainSubstring(`openshell_relay_sessions_started_total{subresource="exec"} 1`))
+		g.Expect(body).To(ContainSubstring(`openshell_relay_sessions{subresource="exec"} 0`))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's metrics, scraped as Prometheus does")
+	nobody := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-metrics", Namespace: opNS}}
+	g.Expect(cluster.Client.Create(ctx, nobody)).To(Succeed())
+	code, body, err := framework.Scrape(ctx, url.(string), framework.ServiceAccountToken(ctx, t, cluster.Client, nobody))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusForbidden), "a token not allowed to get /metrics: %s", body)
 
 	// A Tenant Admin's token exchange: the membership's Lease in the
 	// relay's namespace, the member added at the gateway.

@@ -260,9 +260,7 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 				return fmt.Errorf("NetworkPolicy %s is not what the operator renders: %+v", np.Name, np.Spec)
 			}
 			open = true
-		case len(np.Spec.Ingress) == 1 && len(np.Spec.Ingress[0].Ports) == 1 && np.Spec.Ingress[0].Ports[0].Port.IntValue() == 8443 &&
-			len(np.Spec.Ingress[0].From) == 1 && np.Spec.Ingress[0].From[0].NamespaceSelector != nil &&
-			reflect.DeepEqual(np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels, map[string]string{"policy-group.network.openshift.io/host-network": ""}):
+		case hostOnlyAPI(np):
 			hostOnly = true
 		default:
 			return fmt.Errorf("NetworkPolicy %s selects the relay with other rules: %+v", np.Name, np.Spec)
@@ -272,4 +270,26 @@ func checkRelay(overlay string, docs []*unstructured.Unstructured) error {
 		return fmt.Errorf("the relay's NetworkPolicies: host network only %v, every peer (operator-kept) %v", hostOnly, open)
 	}
 	return nil
+}
+
+// hostOnlyAPI: the policy admits the relay's API port (8443) from the host
+// network only, and its other ports (metrics) only from peers it names.
+func hostOnlyAPI(np *networkingv1.NetworkPolicy) bool {
+	api := false
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 {
+			return false // open to every peer
+		}
+		for _, p := range rule.Ports {
+			if p.Port.IntValue() != 8443 {
+				continue
+			}
+			if len(rule.Ports) != 1 || len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil ||
+				!reflect.DeepEqual(rule.From[0].NamespaceSelector.MatchLabels, map[string]string{"policy-group.network.openshift.io/host-network": ""}) {
+				return false
+			}
+			api = true
+		}
+	}
+	return api
 }

@@ -1,0 +1,100 @@
+package relay
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The relay's metric names. Sessions are what a replica carries, and what
+// to scale the relay on (docs/consumer-access.md); labels stay
+// low-cardinality: subresources and refusal reasons, never users,
+// namespaces or sandboxes.
+const (
+	MetricSessions        = "openshell_relay_sessions"
+	MetricSessionsStarted = "openshell_relay_sessions_started_total"
+	MetricSessionRefusals = "openshell_relay_session_refusals_total"
+	MetricSessionBytes    = "openshell_relay_session_bytes_total"
+)
+
+// Refusal reasons of MetricSessionRefusals.
+const (
+	RefusedUserLimit      = "user_limit"
+	RefusedNamespaceLimit = "namespace_limit"
+	RefusedReplicaLimit   = "replica_limit"
+	RefusedDraining       = "draining"
+)
+
+// Metrics counts a relay's sessions. A nil *Metrics counts nothing.
+type Metrics struct {
+	open     *prometheus.GaugeVec
+	started  *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+}
+
+// NewMetrics registers the relay's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricSessions,
+			Help: "Sessions (exec, log, portforward) open on this relay replica, by subresource."}, []string{"subresource"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSessionsStarted,
+			Help: "Sessions this relay replica started, by subresource."}, []string{"subresource"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSessionRefusals,
+			Help: "Sessions this relay replica refused for a limit or its shutdown, by reason."}, []string{"reason"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSessionBytes,
+			Help: "Bytes ended sessions moved through this relay replica: in from users, out to them."}, []string{"direction"}),
+	}
+	// A process that builds a second relay (a test's second replica)
+	// shares the first one's collectors.
+	var err error
+	if m.open, err = register(reg, m.open); err != nil {
+		return nil, err
+	}
+	if m.started, err = register(reg, m.started); err != nil {
+		return nil, err
+	}
+	if m.refusals, err = register(reg, m.refusals); err != nil {
+		return nil, err
+	}
+	if m.bytes, err = register(reg, m.bytes); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{SubresourceExec, SubresourceLog, SubresourcePortForward} {
+		m.open.WithLabelValues(sub)
+		m.started.WithLabelValues(sub)
+	}
+	return m, nil
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
+}
+
+func (m *Metrics) opened(sub string) {
+	if m != nil {
+		m.open.WithLabelValues(sub).Inc()
+		m.started.WithLabelValues(sub).Inc()
+	}
+}
+
+func (m *Metrics) closed(sub string, in, out int64) {
+	if m != nil {
+		m.open.WithLabelValues(sub).Dec()
+		m.bytes.WithLabelValues("in").Add(float64(in))
+		m.bytes.WithLabelValues("out").Add(float64(out))
+	}
+}
+
+func (m *Metrics) refused(reason string) {
+	if m != nil {
+		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
