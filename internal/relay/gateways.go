@@ -35,6 +35,17 @@ type ResolverGateways struct {
 
 // Open implements Gateways.
 func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, verb, sub string) (*Target, error) {
+	// The namespace's UID is read while the gateway is looked up and
+	// connected to: requests to the kube-apiserver side by side.
+	type nsRead struct {
+		uid types.UID
+		err error
+	}
+	nsc := make(chan nsRead, 1)
+	go func() {
+		uid, err := namespaceUID(ctx, g.Reader, sb.Namespace)
+		nsc <- nsRead{uid, err}
+	}()
 	gw, err := lookupGateway(ctx, g.Reader, sb.Status.Gateway)
 	if err != nil {
 		return nil, err
@@ -46,10 +57,11 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	if conn.Line == gatewayline.Legacy {
 		return nil, fmt.Errorf("gateway %s runs OpenShell 0.0.x, which has no exec or log API for the relay: upgrade it to 0.1", sb.Status.Gateway)
 	}
-	uid, err := namespaceUID(ctx, g.Reader, sb.Namespace)
-	if err != nil {
-		return nil, err
+	ns := <-nsc
+	if ns.err != nil {
+		return nil, ns.err
 	}
+	uid := ns.uid
 	t := &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid), Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}
 	// The name is derived, but whoever holds a gateway token for the
 	// workspace could replace the sandbox behind it: use it only while

@@ -145,6 +145,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gr := schema.GroupResource{Group: Group, Resource: Resource}
+	// The sandbox is read while the request is authorized, two requests
+	// to the kube-apiserver side by side; what was read is looked at only
+	// once the user is allowed, and a refusal does not wait for it.
+	sb := &openshellv1alpha1.OpenShellSandbox{}
+	read := make(chan error, 1)
+	go func() { read <- s.Reader.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, sb) }()
 	allowed, reason, err := s.Authz.Allowed(r.Context(), resp.User, verb, ns, name, sub)
 	switch {
 	case err != nil:
@@ -158,8 +164,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewForbidden(gr, name, errors.New(msg)))
 		return
 	}
-	sb := &openshellv1alpha1.OpenShellSandbox{}
-	if err := s.Reader.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, sb); err != nil {
+	if err := <-read; err != nil {
 		if apierrors.IsNotFound(err) {
 			writeStatus(w, apierrors.NewNotFound(gr, name))
 			return
