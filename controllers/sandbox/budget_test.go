@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
@@ -136,5 +137,37 @@ func TestAnEarlierAcceptanceDoesNotJumpTheQueue(t *testing.T) {
 	older.Status.Conditions[0].ObservedGeneration = 2
 	if got := s.charged(&older, []openshellv1alpha1.OpenShellSandbox{newer}); len(got) != 0 {
 		t.Fatalf("both accepted for their specs: the newer one is charged first: %v", got)
+	}
+}
+
+// TestChargeMayHaveDropped: the events that wake sandboxes waiting for
+// their namespace's budget are those after which a peer may charge less;
+// status writes that change nothing charged, and creates, do not.
+func TestChargeMayHaveDropped(t *testing.T) {
+	base := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady}}
+	for name, tc := range map[string]struct {
+		edit func(*openshellv1alpha1.OpenShellSandbox)
+		want bool
+	}{
+		"a condition's message": {func(s *openshellv1alpha1.OpenShellSandbox) { s.Status.Conditions = []metav1.Condition{{Type: "Ready"}} }, false},
+		"a spec edit":           {func(s *openshellv1alpha1.OpenShellSandbox) { s.Generation = 2 }, true},
+		"a phase":               {func(s *openshellv1alpha1.OpenShellSandbox) { s.Status.Phase = openshellv1alpha1.SandboxPhaseCompleted }, true},
+		"deletion begun":        {func(s *openshellv1alpha1.OpenShellSandbox) { s.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
+		"what it was created with": {func(s *openshellv1alpha1.OpenShellSandbox) {
+			s.Status.AppliedResources = &openshellv1alpha1.AppliedResources{}
+		}, true},
+	} {
+		n := base.DeepCopy()
+		tc.edit(n)
+		if got := chargeMayHaveDropped.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: n}); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+	if chargeMayHaveDropped.Create(event.CreateEvent{Object: base}) {
+		t.Error("a create can only charge more")
+	}
+	if !chargeMayHaveDropped.Delete(event.DeleteEvent{Object: base}) {
+		t.Error("a deletion frees what the sandbox was charged")
 	}
 }

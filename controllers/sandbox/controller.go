@@ -7,9 +7,11 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -396,6 +399,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return r.byIndex(index.SandboxPolicy, client.Object.GetName)(ctx, o)
 		}), builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxProviders, client.Object.GetName))).
+		// A sandbox refused for its namespace's budget is looked at again
+		// when a peer's charge may have dropped; nothing else would wake it.
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.budgetWaiters), builder.WithPredicates(chargeMayHaveDropped)).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
 		})).
@@ -411,6 +417,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return r.startUpstreamWatch(mgr, c)
+}
+
+// budgetWaiters re-queues the sandboxes of o's namespace that its budget
+// refused, o aside.
+func (r *Reconciler) budgetWaiters(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{index.SandboxWaitsForBudget: "true"})
+	return slices.DeleteFunc(reqs, func(req reconcile.Request) bool { return req.Name == o.GetName() })
+}
+
+// chargeMayHaveDropped passes the events after which a sandbox may charge
+// its namespace's budget less: its deletion, a spec edit, and a change of
+// its phase or of what it was created with (a run finished, an edit
+// applied).
+var chargeMayHaveDropped = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellSandbox)
+		n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellSandbox)
+		if !ok1 || !ok2 {
+			return false
+		}
+		return o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) || o.Status.Phase != n.Status.Phase ||
+			!equality.Semantic.DeepEqual(o.Status.AppliedResources, n.Status.AppliedResources)
+	},
 }
 
 // byIndex re-queues the sandboxes whose index field equals key(o); for

@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -32,6 +33,10 @@ const (
 	// SandboxID indexes sandboxes by the gateway sandbox ID status records
 	// (the label the gateway's driver puts on its agents.x-k8s.io Sandbox).
 	SandboxID = "status.sandboxID"
+	// SandboxWaitsForBudget indexes, by "true", the sandboxes refused for
+	// their namespace's budget: those to look at again when a peer's
+	// charge may have dropped.
+	SandboxWaitsForBudget = "status.waitsForBudget"
 	// ProviderSecret indexes providers by their credentials Secret.
 	ProviderSecret = "spec.credentialsSecretRef.name"
 	// ProviderType indexes providers by their type (the profile id).
@@ -57,6 +62,13 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		{&openshellv1alpha1.OpenShellSandbox{}, SandboxID, func(o client.Object) []string {
 			if id := o.(*openshellv1alpha1.OpenShellSandbox).Status.SandboxID; id != "" {
 				return []string{id}
+			}
+			return nil
+		}},
+		{&openshellv1alpha1.OpenShellSandbox{}, SandboxWaitsForBudget, func(o client.Object) []string {
+			c := meta.FindStatusCondition(o.(*openshellv1alpha1.OpenShellSandbox).Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == openshellv1alpha1.SandboxReasonNamespaceBudgetExceeded {
+				return []string{"true"}
 			}
 			return nil
 		}},

@@ -919,7 +919,8 @@ func (tn *tenancySuite) negativeQuantity(t *testing.T) {
 // ceiling or its namespace's GPU budget by asking for MIG slices, KVM or
 // RDMA devices instead of nvidia.com/gpu — at admission, and in the
 // reconciler when no webhook runs, even while a charged sandbox's create
-// is still in flight at the gateway.
+// is still in flight at the gateway. A sandbox the budget refused runs
+// once a peer's deletion makes room.
 func (tn *tenancySuite) deviceSlicesCountAsGPUs(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -1028,6 +1029,11 @@ func (tn *tenancySuite) deviceSlicesCountAsGPUs(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		release()
 		waitPhase(ctx, g, client.ObjectKeyFromObject(newer), openshellv1alpha1.SandboxPhaseReady)
+
+		// Once the newer one is gone the older one fits, and it is looked
+		// at again without an edit of its own.
+		g.Expect(erin.Delete(ctx, newer)).To(Succeed())
+		waitPhase(ctx, g, client.ObjectKeyFromObject(older), openshellv1alpha1.SandboxPhaseReady)
 	})
 }
 
