@@ -270,6 +270,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	}
 	resp, err := conn.CreateSandbox(ctx, req)
 	var current *openshellv1.Sandbox
+	applied := sandboxcontrols.Applied(sb)
 	switch code := grpcstatus.Code(err); {
 	case err == nil:
 		current = resp.Sandbox // no event: status names it (events are API writes, and sandboxes come in bursts)
@@ -278,6 +279,10 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 		if current, o, err = r.adopt(ctx, conn, sb, d); err != nil || o.stop {
 			return nil, o, err
 		}
+		// Created from whatever spec the object had then: charged for
+		// what the gateway runs, not for the spec now.
+		res, gpu := sandboxspec.RenderedResources(current.GetSpec())
+		applied = sandboxcontrols.Applied(&openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res, GPU: gpu}})
 	case code == codes.InvalidArgument:
 		setSyncFailure(sb, openshellv1alpha1.SandboxReasonRejectedByGateway, "the gateway refused the sandbox: "+grpcstatus.Convert(err).Message())
 		return nil, stopWith(ctrl.Result{}), nil
@@ -295,7 +300,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	}
 	sb.Status.SandboxID = current.Metadata.Id
 	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = d.specHash, d.policyHash
-	sb.Status.AppliedResources = sandboxcontrols.Applied(sb)
+	sb.Status.AppliedResources = applied
 	sb.Status.AttachedProviders = current.Spec.GetProviders()
 	return current, outcome{}, nil
 }

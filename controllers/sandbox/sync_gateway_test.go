@@ -21,6 +21,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/test/gatewaytest"
@@ -154,6 +155,24 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		f.sync(t, sb)
 		if sb.Status.SandboxID == "" || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
 			t.Fatalf("not adopted: id %q phase %s %+v", sb.Status.SandboxID, sb.Status.Phase, sb.Status.Conditions)
+		}
+	})
+	t.Run("an adopted sandbox is charged what the gateway runs", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		three := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 3} })
+		f.sync(t, three)
+		// Its status lost, and its spec lowered meanwhile: the gateway
+		// still runs it with three GPUs.
+		one := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 1} })
+		f.sync(t, one)
+		if one.Status.SandboxID != three.Status.SandboxID {
+			t.Fatalf("not adopted: id %q, created %q", one.Status.SandboxID, three.Status.SandboxID)
+		}
+		if a := one.Status.AppliedResources; a == nil || a.Devices != 3 {
+			t.Fatalf("appliedResources %+v, want the 3 GPUs the gateway runs", a)
+		}
+		if devices, _ := sandboxcontrols.Charge(one); devices != 3 {
+			t.Errorf("charged %d GPUs, want 3", devices)
 		}
 	})
 	t.Run("a sandbox of our name that is not ours is a NameConflict", func(t *testing.T) {

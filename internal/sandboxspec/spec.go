@@ -10,12 +10,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -261,6 +263,35 @@ func quantities(l corev1.ResourceList) map[string]any {
 		out[string(k)] = v.String()
 	}
 	return out
+}
+
+// RenderedResources reads back what Render put in a gateway sandbox's spec
+// for sb's resources and GPUs, as the spec fields it came from: what the
+// gateway runs a sandbox with, when its spec may since have changed (a
+// sandbox adopted after its status was lost). Values it cannot read are
+// left out.
+func RenderedResources(spec *openshellv1.SandboxSpec) (*corev1.ResourceRequirements, *openshellv1alpha1.SandboxGPU) {
+	var gpu *openshellv1alpha1.SandboxGPU
+	if c := spec.GetResourceRequirements().GetGpu(); c != nil && c.Count != nil {
+		gpu = &openshellv1alpha1.SandboxGPU{Count: int32(min(c.GetCount(), math.MaxInt32))}
+	}
+	fields := spec.GetTemplate().GetResources().GetFields()
+	if len(fields) == 0 {
+		return nil, gpu
+	}
+	list := func(name string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for k, v := range fields[name].GetStructValue().GetFields() {
+			if q, err := resource.ParseQuantity(v.GetStringValue()); err == nil {
+				out[corev1.ResourceName(k)] = q
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	return &corev1.ResourceRequirements{Limits: list("limits"), Requests: list("requests")}, gpu
 }
 
 // ImmutableHash hashes what cannot change in place (image, command, env,

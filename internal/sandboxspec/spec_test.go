@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -617,5 +618,39 @@ func TestProfile(t *testing.T) {
 	// Every category the CRD admits has its enum value.
 	if len(profileCategory) != 8 {
 		t.Errorf("profileCategory has %d entries: the CRD's enum has 7 values plus the default", len(profileCategory))
+	}
+}
+
+// TestRenderedResourcesReadsBackWhatSandboxSpecRendered: the resources and
+// GPUs a rendered gateway spec carries read back as the spec fields they
+// came from, so what a gateway runs can be charged when the object's spec
+// has changed since.
+func TestRenderedResourcesReadsBackWhatSandboxSpecRendered(t *testing.T) {
+	for name, mutate := range map[string]func(*openshellv1alpha1.OpenShellSandbox){
+		"none": nil,
+		"GPUs": func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 2} },
+		"limits and requests, devices among them": func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.Resources = &corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), "nvidia.com/mig-1g.10gb": resource.MustParse("3")},
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1536Mi")}}
+		},
+		"limits only": func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sb := sandbox(mutate)
+			spec, err := SandboxSpec(sb, SpecInputs{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, gpu := RenderedResources(spec)
+			if !equality.Semantic.DeepEqual(res, sb.Spec.Resources) {
+				t.Errorf("resources %+v, rendered from %+v", res, sb.Spec.Resources)
+			}
+			if !equality.Semantic.DeepEqual(gpu, sb.Spec.GPU) {
+				t.Errorf("GPU %+v, rendered from %+v", gpu, sb.Spec.GPU)
+			}
+		})
 	}
 }
