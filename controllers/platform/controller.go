@@ -185,7 +185,7 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 	if pf.ServiceMonitor {
 		out = append(out, ServiceMonitor(namespace, pf.OpenShift()), RelayServiceMonitor(namespace, pf.OpenShift()))
 	}
-	if pf.NetworkType != NetworkTypeOVNKubernetes {
+	if !selectsHostTraffic(pf) {
 		for _, np := range APIServerIngress(namespace, NamePrefix) {
 			out = append(out, np)
 		}
@@ -215,12 +215,19 @@ func Desired(pf preflight.Result, namespace string) ([]client.Object, error) {
 // APIServerIngress policies where OVN-Kubernetes selects host traffic.
 func Unwanted(pf preflight.Result, namespace string) []client.Object {
 	var out []client.Object
-	if pf.NetworkType == NetworkTypeOVNKubernetes {
+	if selectsHostTraffic(pf) {
 		for _, np := range APIServerIngress(namespace, NamePrefix) {
 			out = append(out, np)
 		}
 	}
 	return out
+}
+
+// selectsHostTraffic: the cluster's network lets a NetworkPolicy admit
+// the host network alone (the bundle's own policies then suffice, and the
+// APIServerIngress ones are unwanted).
+func selectsHostTraffic(pf preflight.Result) bool {
+	return pf.NetworkType == NetworkTypeOVNKubernetes
 }
 
 // Reconcile applies the desired objects that are not in place (a restart

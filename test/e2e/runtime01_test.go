@@ -20,6 +20,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -39,14 +40,9 @@ func TestManagedGatewayRuns01Runtime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	_, m, tenant := startManagedStack(ctx, t, g, "rt01", "")
-	declareSampleProfile(ctx, t, tenant)
-	_, sb := createSampleTenant(ctx, t, tenant, "sk-rt", client.ObjectKeyFromObject(m.Object))
-	key := client.ObjectKeyFromObject(sb)
-	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+	rt := startRuntime01Sandbox(ctx, t, g, "rt01")
+	m, tenant, key, ns, id := rt.gateway, rt.tenant, rt.key, rt.ns, rt.id
 	n := render.NamesFor(m.Object)
-	ns := n.SandboxNamespace
-	id := sandboxStatus(ctx, g, key).Status.SandboxID
 
 	for _, name := range []string{testgateway.FenceWorkloads, testgateway.FenceSupervisors} {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &networkingv1.NetworkPolicy{})).To(Succeed(), "fence %s", name)
@@ -110,7 +106,7 @@ func TestManagedGatewayRuns01Runtime(t *testing.T) {
 
 	// Deletion: nothing of the runtime stays (the garbage collector
 	// follows the owner references the driver set).
-	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Expect(c.Delete(ctx, rt.sandbox)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
 		g.Expect(c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{testgateway.LabelBoundaryPair: strings.ToLower(id)})).To(Succeed())
@@ -128,6 +124,28 @@ func TestManagedGatewayRuns01Runtime(t *testing.T) {
 
 // runtimePods01 finds a 0.1 sandbox's live (not terminating) workload and
 // supervisor Pods by their boundary labels.
+// runtime01Sandbox is the sample tenant's sandbox, Ready, at a Managed
+// gateway on the operator's default 0.1 release: the gateway, the sandbox,
+// the tenant namespace, its key, the gateway's sandbox namespace and the
+// sandbox's ID there.
+type runtime01Sandbox struct {
+	gateway        *stack.ManagedGateway
+	sandbox        *openshellv1alpha1.OpenShellSandbox
+	tenant, ns, id string
+	key            client.ObjectKey
+}
+
+func startRuntime01Sandbox(ctx context.Context, t *testing.T, g Gomega, prefix string) runtime01Sandbox {
+	t.Helper()
+	_, m, tenant := startManagedStack(ctx, t, g, prefix, "")
+	declareSampleProfile(ctx, t, tenant)
+	_, sb := createSampleTenant(ctx, t, tenant, "sk-rt", client.ObjectKeyFromObject(m.Object))
+	key := client.ObjectKeyFromObject(sb)
+	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
+	return runtime01Sandbox{gateway: m, sandbox: sb, tenant: tenant, key: key, ns: render.NamesFor(m.Object).SandboxNamespace,
+		id: sandboxStatus(ctx, g, key).Status.SandboxID}
+}
+
 func runtimePods01(ctx context.Context, g Gomega, ns, id string) (workload, supervisor *corev1.Pod) {
 	pods := &corev1.PodList{}
 	g.Expect(cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{testgateway.LabelBoundaryPair: strings.ToLower(id)})).To(Succeed())
@@ -161,13 +179,8 @@ func TestRuntime01ResumeWaitsForTheOldWorkloadPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	_, m, tenant := startManagedStack(ctx, t, g, "rt01old", "")
-	declareSampleProfile(ctx, t, tenant)
-	_, sb := createSampleTenant(ctx, t, tenant, "sk-rt", client.ObjectKeyFromObject(m.Object))
-	key := client.ObjectKeyFromObject(sb)
-	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
-	ns := render.NamesFor(m.Object).SandboxNamespace
-	id := sandboxStatus(ctx, g, key).Status.SandboxID
+	rt := startRuntime01Sandbox(ctx, t, g, "rt01old")
+	key, ns, id := rt.key, rt.ns, rt.id
 	old, _ := runtimePods01(ctx, g, ns, id)
 
 	const hold = "openshell-e2e/hold"
