@@ -270,7 +270,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	}
 	resp, err := conn.CreateSandbox(ctx, req)
 	var current *openshellv1.Sandbox
-	applied := sandboxcontrols.Applied(sb)
+	applied, specHash := sandboxcontrols.Applied(sb), d.specHash
 	switch code := grpcstatus.Code(err); {
 	case err == nil:
 		current = resp.Sandbox // no event: status names it (events are API writes, and sandboxes come in bursts)
@@ -283,6 +283,9 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 		// what the gateway runs, not for the spec now.
 		res, gpu := sandboxspec.RenderedResources(current.GetSpec())
 		applied = sandboxcontrols.Applied(&openshellv1alpha1.OpenShellSandbox{Spec: openshellv1alpha1.OpenShellSandboxSpec{Resources: res, GPU: gpu}})
+		if !sandboxspec.SameRun(d.spec, current.GetSpec()) {
+			specHash = "" // an immutable field changed since: the next reconcile recreates it
+		}
 	case code == codes.InvalidArgument:
 		setSyncFailure(sb, openshellv1alpha1.SandboxReasonRejectedByGateway, "the gateway refused the sandbox: "+grpcstatus.Convert(err).Message())
 		return nil, stopWith(ctrl.Result{}), nil
@@ -299,7 +302,7 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 		return nil, outcome{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	sb.Status.SandboxID = current.Metadata.Id
-	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = d.specHash, d.policyHash
+	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = specHash, d.policyHash
 	sb.Status.AppliedResources = applied
 	sb.Status.AttachedProviders = current.Spec.GetProviders()
 	return current, outcome{}, nil

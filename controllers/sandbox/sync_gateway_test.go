@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,6 +175,54 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 		}
 		if devices, _ := sandboxcontrols.Charge(one); devices != 3 {
 			t.Errorf("charged %d GPUs, want 3", devices)
+		}
+	})
+	t.Run("an adopted sandbox created from the same spec is kept, on either line", func(t *testing.T) {
+		for _, version := range []string{"", "0.1.5"} {
+			f := newGatewayFixture(t)
+			if version != "" {
+				f.gw.ReportVersion(version)
+				f.obs.gateway = f.obs.gateway.DeepCopy()
+				f.obs.gateway.Status.Version = version
+			}
+			spec := func(s *openshellv1alpha1.OpenShellSandbox) {
+				s.Spec.Command = []string{"agent", "--serve"}
+				s.Spec.LogLevel = "debug"
+				s.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 2}
+				s.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "MODE", Value: ptr.To("fast")}} // not given back
+				s.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1536Mi")}}
+			}
+			first := sandboxWith(spec)
+			f.sync(t, first)
+			again := sandboxWith(spec)
+			f.sync(t, again)
+			if again.Status.SandboxID != first.Status.SandboxID || again.Status.AppliedSpecHash != first.Status.AppliedSpecHash {
+				t.Fatalf("line %q: adopted %q with hash %q, want %q with %q: the gateway's stored spec reads as another",
+					version, again.Status.SandboxID, again.Status.AppliedSpecHash, first.Status.SandboxID, first.Status.AppliedSpecHash)
+			}
+		}
+	})
+	t.Run("an adopted sandbox created from an earlier spec is recreated", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		first := sandboxWith(nil)
+		f.sync(t, first)
+		// Its status lost, and its image changed meanwhile: the gateway
+		// still runs the first image, and the next reconciles replace it.
+		now := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) { s.Spec.Image = "registry.example.com/agent@sha256:4567" })
+		f.sync(t, now)
+		if now.Status.SandboxID != first.Status.SandboxID || now.Status.AppliedSpecHash != "" {
+			t.Fatalf("adopted %q with applied hash %q: want the first sandbox, its spec unknown", now.Status.SandboxID, now.Status.AppliedSpecHash)
+		}
+		for i := 0; i < 5 && now.Status.AppliedSpecHash == ""; i++ {
+			f.sync(t, now)
+		}
+		if now.Status.SandboxID == first.Status.SandboxID || now.Status.AppliedSpecHash == "" {
+			t.Fatalf("not recreated: id %q (first %q), applied hash %q", now.Status.SandboxID, first.Status.SandboxID, now.Status.AppliedSpecHash)
+		}
+		got, err := f.gw.GetSandbox(context.Background(), &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName("team-a", "agent"), Workspace: f.workspace()})
+		if err != nil || got.GetSandbox().GetSpec().GetTemplate().GetImage() != now.Spec.Image {
+			t.Fatalf("the gateway runs %v (%v), want %s", got.GetSandbox().GetSpec().GetTemplate().GetImage(), err, now.Spec.Image)
 		}
 	})
 	t.Run("a sandbox of our name that is not ours is a NameConflict", func(t *testing.T) {

@@ -294,6 +294,24 @@ func RenderedResources(spec *openshellv1.SandboxSpec) (*corev1.ResourceRequireme
 	return &corev1.ResourceRequirements{Limits: list("limits"), Requests: list("requests")}, gpu
 }
 
+// SameRun reports whether a gateway sandbox whose spec is got runs what sb
+// asks for now, rendered as want, in what changes only by recreating it:
+// image, command, log level, resources and GPUs, each where want sets it
+// (a gateway fills some it is not given: a command, for one). Env is left
+// out (a gateway does not give a sandbox's environment back: it holds
+// Secret values), and so are labels, annotations and the runtime class (a
+// gateway may add its own). For a sandbox adopted after its status was
+// lost, when nothing recorded which spec created it: a field unset since
+// is not seen, and a needless recreate is the worse mistake.
+func SameRun(want, got *openshellv1.SandboxSpec) bool {
+	wt, gt := want.GetTemplate(), got.GetTemplate()
+	return (wt.GetImage() == "" || wt.GetImage() == gt.GetImage()) &&
+		(len(want.GetCommand()) == 0 || slices.Equal(want.GetCommand(), got.GetCommand())) &&
+		(want.GetLogLevel() == "" || want.GetLogLevel() == got.GetLogLevel()) &&
+		(want.GetResourceRequirements() == nil || proto.Equal(want.GetResourceRequirements(), got.GetResourceRequirements())) &&
+		(wt.GetResources() == nil || proto.Equal(wt.GetResources(), gt.GetResources()))
+}
+
 // ImmutableHash hashes what cannot change in place (image, command, env,
 // GPU, resources, log level): a change means a new gateway sandbox. Env is
 // hashed by its references, not the Secret values, so rotating an env

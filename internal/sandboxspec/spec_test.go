@@ -654,3 +654,53 @@ func TestRenderedResourcesReadsBackWhatSandboxSpecRendered(t *testing.T) {
 		})
 	}
 }
+
+// TestSameRun: an adopted gateway sandbox runs the object's spec unless an
+// immutable field it gives back differs.
+func TestSameRun(t *testing.T) {
+	render := func(sb *openshellv1alpha1.OpenShellSandbox) *openshellv1.SandboxSpec {
+		spec, err := SandboxSpec(sb, SpecInputs{Env: map[string]string{"TOKEN": "v2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec
+	}
+	now := sandbox(func(sb *openshellv1alpha1.OpenShellSandbox) {
+		sb.Spec.GPU = &openshellv1alpha1.SandboxGPU{Count: 1}
+		sb.Spec.Command = []string{"agent"}
+		sb.Spec.LogLevel = "info"
+		sb.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	})
+	want := render(now)
+	then := func(edit func(*openshellv1alpha1.OpenShellSandbox)) *openshellv1.SandboxSpec {
+		sb := now.DeepCopy()
+		edit(sb)
+		return render(sb)
+	}
+	withoutEnv := render(now)
+	withoutEnv.Environment = nil // as a gateway gives a sandbox back
+	bare := sandbox(nil)
+	defaulted := render(bare)
+	defaulted.Command = []string{"/bin/bash", "-l"} // a gateway's default for no command
+	for name, tc := range map[string]struct {
+		got  *openshellv1.SandboxSpec
+		same bool
+	}{
+		"the same spec":              {render(now), true},
+		"given back without its env": {withoutEnv, true},
+		"another image":              {then(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.Image = "registry.example.com/agent@sha256:4567" }), false},
+		"another command":            {then(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.Command = []string{"other"} }), false},
+		"more GPUs":                  {then(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.GPU.Count = 2 }), false},
+		"other resources": {then(func(sb *openshellv1alpha1.OpenShellSandbox) {
+			sb.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
+		}), false},
+		"another log level": {then(func(sb *openshellv1alpha1.OpenShellSandbox) { sb.Spec.LogLevel = "debug" }), false},
+	} {
+		if got := SameRun(want, tc.got); got != tc.same {
+			t.Errorf("%s: %v, want %v", name, got, tc.same)
+		}
+	}
+	if !SameRun(render(bare), defaulted) {
+		t.Error("a gateway's default for a field the spec leaves unset reads as another spec")
+	}
+}
