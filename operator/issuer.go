@@ -62,7 +62,7 @@ func (s *issuerServer) Start(ctx context.Context) error {
 	}
 	// Discovery and JWKS are small: bound every phase of a request, and
 	// serve HTTP/1.1 only, like the metrics and webhook servers.
-	s.tls.NextProtos = []string{"http/1.1"}
+	http1Only(s.tls)
 	if s.tlsOpt != nil {
 		s.tlsOpt(s.tls)
 	}

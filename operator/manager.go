@@ -113,6 +113,23 @@ type OIDCOptions struct {
 	CertClock func() time.Time
 }
 
+// metricsServing serves the controller-runtime registry on addr with
+// tlsOpts; secure serves HTTPS and admits only callers a TokenReview and a
+// SubjectAccessReview (get /metrics) allow. The operator's metrics and the
+// relay's are served alike.
+func metricsServing(addr string, secure bool, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr, SecureServing: secure, TLSOpts: tlsOpts}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
+// http1Only makes a server speak HTTP/1.1 only: the relay's streams
+// upgrade their connection, which HTTP/2 cannot, and the other servers
+// keep HTTP/2 off unless --enable-http2 turns it on.
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
 // New builds a manager with every controller registered.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// Every server follows the cluster's TLS security profile (OpenShift's
@@ -121,16 +138,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	profile.Log = ctrl.Log.WithName("tls-profile")
 	tlsOpts := []func(*tls.Config){profile.ServerOption}
 	if !opts.EnableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+		tlsOpts = append(tlsOpts, http1Only)
 	}
-	metricsOpts := metricsserver.Options{
-		BindAddress:   opts.MetricsAddr,
-		SecureServing: opts.SecureMetrics,
-		TLSOpts:       tlsOpts,
-	}
-	if opts.SecureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
+	metricsOpts := metricsServing(opts.MetricsAddr, opts.SecureMetrics, tlsOpts)
 	sc := newScope(opts.WatchNamespaces, opts.Controllers.Platform.OperatorNamespace, opts.Controllers.Platform.GatewayNamespaces)
 	opts.Controllers.Platform.GatewayNamespaces = sc.platform
 	cacheOpts, err := cacheOptions(cfg, sc)

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -189,7 +188,7 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 // which HTTP/2 cannot.
 func relayTLS(c *tls.Config) *tls.Config {
 	c.ClientAuth = tls.RequestClientCert
-	c.NextProtos = []string{"http/1.1"}
+	http1Only(c)
 	return c
 }
 
@@ -236,9 +235,7 @@ func serveRelayMetrics(ctx context.Context, cfg *rest.Config, addr string, profi
 	if err != nil {
 		return fmt.Errorf("the metrics server's client: %w", err)
 	}
-	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: addr, SecureServing: true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
-		TLSOpts:        []func(*tls.Config){profile, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}}, cfg, hc)
+	srv, err := metricsserver.NewServer(metricsServing(addr, true, []func(*tls.Config){profile, http1Only}), cfg, hc)
 	if err != nil {
 		return fmt.Errorf("the relay's metrics server: %w", err)
 	}

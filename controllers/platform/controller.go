@@ -83,7 +83,7 @@ const serviceCAFile = "/etc/prometheus/configmaps/serving-certs-ca-bundle/servic
 // short of a CA the operator does not have: the token still authenticates
 // Prometheus, and the metrics are not secret.
 func ServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonitor {
-	return serviceMonitor("openshell-operator", namespace, MetricsService, "openshell-operator", openshift)
+	return serviceMonitor("openshell-operator", namespace, MetricsService, openshift)
 }
 
 // RelayMetricsService is the relay's metrics Service as the bundle names
@@ -93,12 +93,12 @@ const RelayMetricsService = "openshell-operator-relay-metrics"
 // RelayServiceMonitor has Prometheus scrape the relay's metrics (its open
 // sessions, what to scale it on) the same way.
 func RelayServiceMonitor(namespace string, openshift bool) *monitoringv1.ServiceMonitor {
-	return serviceMonitor("openshell-relay", namespace, RelayMetricsService, "openshell-relay", openshift)
+	return serviceMonitor("openshell-relay", namespace, RelayMetricsService, openshift)
 }
 
-// serviceMonitor scrapes the https port of the metrics Service service,
-// selected by its app.kubernetes.io/name label app.
-func serviceMonitor(name, namespace, service, app string, openshift bool) *monitoringv1.ServiceMonitor {
+// serviceMonitor, named app, scrapes the https port of the metrics Service
+// service, selected by its app.kubernetes.io/name label app.
+func serviceMonitor(app, namespace, service string, openshift bool) *monitoringv1.ServiceMonitor {
 	tlsConfig := &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{InsecureSkipVerify: ptr.To(true)}}
 	if openshift {
 		tlsConfig = &monitoringv1.TLSConfig{CAFile: serviceCAFile,
@@ -106,7 +106,7 @@ func serviceMonitor(name, namespace, service, app string, openshift bool) *monit
 	}
 	return &monitoringv1.ServiceMonitor{
 		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: namespace},
 		Spec: monitoringv1.ServiceMonitorSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
 				"app.kubernetes.io/name": app, "app.kubernetes.io/component": "metrics"}},

@@ -421,12 +421,7 @@ func BenchmarkLogsFollow(b *testing.B) {
 	e := startBench(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cfg.Host+accessv1alpha1.Path("team-a", "agent", accessv1alpha1.SubresourceLog)+"?follow=true", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := c.Do(req)
+	resp, err := e.openLog(ctx, "agent", "follow=true")
 	if err != nil {
 		b.Fatal(err)
 	}

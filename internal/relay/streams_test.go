@@ -139,12 +139,7 @@ func TestNothingReachesAnotherOwnersSandbox(t *testing.T) {
 // logsRelay reads a sandbox's logs through the relay; a refusal is an
 // error carrying the status's body.
 func (e *benchEnv) logsRelay(ctx context.Context, sandbox string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cfg.Host+accessv1alpha1.Path("team-a", sandbox, accessv1alpha1.SubresourceLog), nil)
-	if err != nil {
-		return "", err
-	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := c.Do(req)
+	resp, err := e.openLog(ctx, sandbox, "")
 	if err != nil {
 		return "", err
 	}
@@ -154,6 +149,21 @@ func (e *benchEnv) logsRelay(ctx context.Context, sandbox string) (string, error
 		return "", fmt.Errorf("%s: %s", resp.Status, body)
 	}
 	return string(body), err
+}
+
+// openLog starts a log read of a sandbox through the relay, with query
+// ("follow=true") when set.
+func (e *benchEnv) openLog(ctx context.Context, sandbox, query string) (*http.Response, error) {
+	u := e.cfg.Host + accessv1alpha1.Path("team-a", sandbox, accessv1alpha1.SubresourceLog)
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return c.Do(req)
 }
 
 // TestSessionsAreCounted: an open exec is on the sessions gauge while it
