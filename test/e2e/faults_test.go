@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -517,19 +518,33 @@ func TestAPIServerPausedDuringCreates(t *testing.T) {
 // (0.1); "noticed late" one that keeps reporting the sandbox READY until
 // its sweep's grace has passed (0.0.111): meanwhile the sandbox says it
 // does not run (Ready False, UpstreamSandboxMissing), and once the gateway
-// notices it runs again.
+// notices it runs again. "while the gateway's watch is down": the
+// gateway's connections to the kube-apiserver drop (a partition, or a
+// watch the API server closed under load) and the object goes before it
+// reconnects; no watch event will ever tell it, so it must list again
+// (as its driver's watcher does, and its sweep would), or the sandbox
+// stays in Error for good.
 func TestAgentSandboxDeletedByHand(t *testing.T) {
-	for _, late := range []bool{false, true} {
-		name := "noticed at once"
-		if late {
-			name = "noticed late"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		late, blind bool
+	}{{name: "noticed at once"}, {name: "noticed late", late: true}, {name: "while the gateway's watch is down", blind: true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			c := cluster.Client
-			e := newFaultEnv(ctx, t, "byhand", nil)
+			opts, link := stack.Options{}, (*framework.Balancer)(nil)
+			if tc.blind {
+				u, err := url.Parse(cluster.Config.Host)
+				g.Expect(err).NotTo(HaveOccurred())
+				link, err = framework.StartBalancer(u.Host)
+				g.Expect(err).NotTo(HaveOccurred())
+				defer link.Stop()
+				opts.GatewayConfig = rest.CopyConfig(cluster.Config)
+				opts.GatewayConfig.Host = fmt.Sprintf("https://127.0.0.1:%d", link.Port())
+			}
+			e := newFaultEnvWith(ctx, t, "byhand", opts)
 			sb := sandboxOn(e.tenant, "victim", e.st.GatewayObj)
 			g.Expect(c.Create(ctx, sb)).To(Succeed())
 			key := client.ObjectKeyFromObject(sb)
@@ -541,13 +556,18 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 			g.Expect(list.Items).To(HaveLen(1))
 			g.Expect(sandboxStatus(ctx, g, key).Status.AgentSandbox).To(HaveField("Namespace", e.sbNS), "an External gateway's Sandbox is located in the cluster")
 			notice := func() {}
-			if late {
+			switch {
+			case tc.late:
 				notice = e.st.Gateway.DelayRuntimeDeletionNotice()
+				defer notice()
+			case tc.blind:
+				link.Cut()
+				notice = link.Restore
 				defer notice()
 			}
 			deleted := time.Now()
 			g.Expect(c.Delete(ctx, &list.Items[0])).To(Succeed())
-			if late {
+			if tc.late || tc.blind {
 				expectUpstreamMissing(ctx, g, e, key, first)
 				t.Logf("figure: the loss was reported %s after the deletion", time.Since(deleted).Round(100*time.Millisecond))
 				notice()

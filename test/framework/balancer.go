@@ -15,6 +15,9 @@ type Balancer struct {
 	backends []string
 	mu       sync.Mutex
 	next     int
+	// cut refuses connections (Cut); live are the client sides open now.
+	cut  bool
+	live map[net.Conn]struct{}
 }
 
 // StartBalancer listens on a free loopback port.
@@ -23,7 +26,7 @@ func StartBalancer(backends ...string) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Balancer{lis: lis, backends: backends}
+	b := &Balancer{lis: lis, backends: backends, live: map[net.Conn]struct{}{}}
 	go b.serve()
 	return b, nil
 }
@@ -37,6 +40,24 @@ func (b *Balancer) Add(addr string) {
 
 // Port is where the balancer listens.
 func (b *Balancer) Port() int { return b.lis.Addr().(*net.TCPAddr).Port }
+
+// Cut drops every connection through the balancer and refuses new ones
+// until Restore: a network partition between clients and the backends.
+func (b *Balancer) Cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cut = true
+	for c := range b.live {
+		_ = c.Close()
+	}
+}
+
+// Restore ends a Cut.
+func (b *Balancer) Restore() {
+	b.mu.Lock()
+	b.cut = false
+	b.mu.Unlock()
+}
 
 // Stop stops accepting.
 func (b *Balancer) Stop() { _ = b.lis.Close() }
@@ -54,8 +75,20 @@ func (b *Balancer) serve() {
 func (b *Balancer) forward(in net.Conn) {
 	var out net.Conn
 	b.mu.Lock()
-	n := len(b.backends)
+	n, cut := len(b.backends), b.cut
+	if !cut {
+		b.live[in] = struct{}{}
+	}
 	b.mu.Unlock()
+	if cut {
+		_ = in.Close()
+		return
+	}
+	defer func() {
+		b.mu.Lock()
+		delete(b.live, in)
+		b.mu.Unlock()
+	}()
 	for range n {
 		b.mu.Lock()
 		addr := b.backends[b.next%len(b.backends)]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -206,29 +207,52 @@ func (d *driver) delete(ctx context.Context, row *sandboxRow) (bool, error) {
 	return err == nil, err
 }
 
-// watch follows the CRs and maps them onto rows, reconnecting on failure.
+// watch follows the CRs and maps them onto rows with an informer: a list,
+// a watch from the list's resource version, and a new list whenever the
+// watch breaks (the API server closed it, or the connection dropped under
+// load). A CR deleted while no watch ran is missing from that list and is
+// delivered as a deletion; a watch merely started again from "now" would
+// never tell, and the row would stay DELETING (or READY) for good. The
+// real gateway's periodic sweep removes such a row once its CR is missing
+// from the driver's snapshot (docs: "Watch and status mapping"); the
+// informer reaches that end state without the sweep's grace.
 func (d *driver) watch(ctx context.Context) {
-	for ctx.Err() == nil {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(d.gvk)
-		w, err := d.g.opts.Kube.Watch(ctx, list, client.InNamespace(d.g.opts.Namespace), d.selector())
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			d.apply(ev.Type, u)
-		}
-		w.Stop()
+	sel := labels.SelectorFromSet(labels.Set(d.selector()))
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(d.gvk)
+			err := d.g.opts.Kube.List(ctx, list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel,
+				Limit: opts.Limit, Continue: opts.Continue, Raw: &opts})
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(d.gvk)
+			return d.g.opts.Kube.Watch(ctx, list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel, Raw: &opts})
+		},
 	}
+	example := &unstructured.Unstructured{}
+	example.SetGroupVersionKind(d.gvk)
+	inf := toolscache.NewSharedIndexInformer(lw, example, 0, toolscache.Indexers{})
+	on := func(t watch.EventType) func(any) {
+		return func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj // deleted while no watch ran: its last known state
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				d.apply(t, u)
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    on(watch.Added),
+		UpdateFunc: func(_, obj any) { on(watch.Modified)(obj) },
+		DeleteFunc: on(watch.Deleted),
+	}); err != nil {
+		return // only when the informer already stopped
+	}
+	inf.RunWithContext(ctx)
 }
 
 func (d *driver) apply(t watch.EventType, u *unstructured.Unstructured) {
