@@ -589,6 +589,67 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 	}
 }
 
+// TestAgentSandboxDeletedAsItBecomesReady (Ready means running): the
+// agents.x-k8s.io Sandbox goes at the moment the gateway tells the
+// operator that the sandbox is Ready, so the operator's status write, the
+// first to name the gateway sandbox's ID, races the deletion's event: that
+// event may reach the operator while its cache has no sandbox with that
+// ID yet. The sandbox must still be re-created, not left Ready on a gateway
+// sandbox that is gone until the next resync, hours later (in CI this left
+// TestCreateIsIdempotentOn01's loss unnoticed).
+func TestAgentSandboxDeletedAsItBecomesReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	e := newFaultEnv(ctx, t, "asready", nil)
+	var once sync.Once
+	var at time.Time
+	deleted := make(chan struct{})
+	// The first READY the operator is told, on the stream or in a read: the
+	// Sandbox is deleted before the answer leaves the gateway.
+	e.st.Gateway.Trace(func(event, name string) {
+		if event != testgateway.TraceReadySent && event != testgateway.TraceReadyAnswered {
+			return
+		}
+		once.Do(func() {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(sandboxGVK)
+			if err := c.DeleteAllOf(ctx, u, client.InNamespace(e.sbNS), client.MatchingLabels{testgateway.LabelSandboxName: name}); err != nil {
+				t.Errorf("delete the Sandbox of %s: %v", name, err)
+			}
+			at = time.Now()
+			close(deleted)
+		})
+	})
+	// The create's answer is lost, so the operator learns the sandbox only
+	// once it is Ready (on the retry): its first status write names the ID
+	// and says Ready at once, as the settle window makes it do for any
+	// sandbox that is quick to start.
+	e.st.Gateway.LoseNextResponse("CreateSandbox")
+	sb := sandboxOn(e.tenant, "ephemeral", e.st.GatewayObj)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	select {
+	case <-deleted:
+	case <-ctx.Done():
+		t.Fatal("the gateway never reported the sandbox READY")
+	}
+	key := client.ObjectKeyFromObject(sb)
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, key)
+		g.Expect(cur.Status.ReplacedSandboxID).NotTo(BeEmpty(), "the loss went unnoticed: status %+v", cur.Status)
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", cur.Status.ReplacedSandboxID))
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(sandboxGVK)
+		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(1))
+		g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("figure: a sandbox whose Sandbox went as it became Ready ran again %s later", time.Since(at).Round(100*time.Millisecond))
+	g.Expect(e.st.Gateway.Created()).To(Equal(2), "the first incarnation and the one that replaced it, none created from a stale cache")
+}
+
 // TestAgentSandboxesLostTogether (Ready means running): every
 // agents.x-k8s.io Sandbox of the sandbox namespace goes at once, in one
 // collection delete — what a namespace emptied by hand, or the Sandbox

@@ -73,12 +73,14 @@ type Gateway struct {
 	calls        map[string]int
 	lineCalls    map[string]int // "0.1 CreateSandbox"
 	authFailures int
-	requestIDs   []string
-	unavailable  bool
-	delay        time.Duration
-	failNext     map[string]codes.Code
-	holdNext     map[string]hold
-	loseNext     map[string]bool
+	// created counts the sandboxes CreateSandbox made (not its refusals).
+	created     int
+	requestIDs  []string
+	unavailable bool
+	delay       time.Duration
+	failNext    map[string]codes.Code
+	holdNext    map[string]hold
+	loseNext    map[string]bool
 	// replays are the 0.1 idempotency keys seen (request_id), with what
 	// they answered; replayed counts the answers given again.
 	replays  map[string]replay
@@ -238,8 +240,10 @@ func (g *Gateway) DelayRuntimeDeletionNotice() (notice func()) {
 }
 
 // Trace makes the gateway call fn at points of a sandbox's way to Ready
-// (TraceCreateReceived, TraceReadySent) with the gateway sandbox's name;
-// the benchmark splits the operator path's latency with it.
+// (TraceCreateReceived, TraceReadySent, TraceReadyAnswered) with the
+// gateway sandbox's name, before the answer leaves: the benchmark splits
+// the operator path's latency with it, and a fault test acts at the
+// moment the operator learns that a sandbox is Ready.
 func (g *Gateway) Trace(fn func(event, sandbox string)) {
 	g.mu.Lock()
 	g.trace = fn
@@ -250,6 +254,7 @@ func (g *Gateway) Trace(fn func(event, sandbox string)) {
 const (
 	TraceCreateReceived = "CreateSandbox received"
 	TraceReadySent      = "READY sent on WatchSandbox"
+	TraceReadyAnswered  = "READY answered on GetSandbox"
 )
 
 func (g *Gateway) traced(event, sandbox string) {
@@ -278,6 +283,10 @@ func (g *Gateway) RequestIDs() []string {
 	defer g.mu.Unlock()
 	return append([]string{}, g.requestIDs...)
 }
+
+// Created counts the sandboxes CreateSandbox made; a create refused (the
+// name taken, say) or answered from a replay is not one.
+func (g *Gateway) Created() int { g.mu.Lock(); defer g.mu.Unlock(); return g.created }
 
 // AuthFailures counts rejected calls.
 func (g *Gateway) AuthFailures() int { g.mu.Lock(); defer g.mu.Unlock(); return g.authFailures }

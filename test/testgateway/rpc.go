@@ -217,6 +217,7 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 		g.addRevision(row, 1)
 	}
 	g.byID[row.sb.Metadata.Id] = row
+	g.created++
 	resp := proto.Clone(row.sb).(*openshellv1.Sandbox)
 	g.mu.Unlock()
 
@@ -263,12 +264,28 @@ func (g *Gateway) lookupAt(ws, name string, expected uint64) (*sandboxRow, error
 // GetSandbox reads the stored row.
 func (g *Gateway) GetSandbox(_ context.Context, req *openshellv1.GetSandboxRequest) (*openshellv1.SandboxResponse, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	r, err := g.lookup(req.Workspace, req.Name)
 	if err != nil {
+		g.mu.Unlock()
 		return nil, err
 	}
-	return &openshellv1.SandboxResponse{Sandbox: proto.Clone(r.sb).(*openshellv1.Sandbox)}, nil
+	sb := proto.Clone(r.sb).(*openshellv1.Sandbox)
+	g.mu.Unlock()
+	if sb.GetStatus().GetPhase() == openshellv1.SandboxPhase_SANDBOX_PHASE_READY {
+		g.traced(TraceReadyAnswered, sb.GetMetadata().GetName())
+	}
+	return &openshellv1.SandboxResponse{Sandbox: sb}, nil
+}
+
+// idOf is the ID of a workspace's sandbox of that name.
+func (g *Gateway) idOf(workspace, name string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, err := g.lookup(workspace, name)
+	if err != nil {
+		return "", err
+	}
+	return r.sb.GetMetadata().GetId(), nil
 }
 
 // ListSandboxes lists a workspace, filtered by an equality label selector.

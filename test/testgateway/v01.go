@@ -312,7 +312,7 @@ func (s *v01Server) WatchSandbox(in *v01.WatchSandboxRequest, stream grpc.Server
 	if err := requireSelector(in); err != nil {
 		return err
 	}
-	got, err := s.g.GetSandbox(stream.Context(), &legacy.GetSandboxRequest{Name: in.GetSandbox(), Workspace: in.GetWorkspaceScope().GetWorkspace()})
+	id, err := s.g.idOf(in.GetWorkspaceScope().GetWorkspace(), in.GetSandbox())
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (s *v01Server) WatchSandbox(in *v01.WatchSandboxRequest, stream grpc.Server
 	if err := gatewayapi.ToLegacy(in, lreq); err != nil {
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	lreq.Id = got.GetSandbox().GetMetadata().GetId()
+	lreq.Id = id
 	return s.g.WatchSandbox(lreq, legacyEvents{stream})
 }
 
