@@ -81,6 +81,7 @@ type Reconciler struct {
 	settling settlingCreates
 	budget   budgetLedger
 	upstream upstreamWatch
+	written  ownWrites
 }
 
 // observed is what one reconcile read from the cluster.
@@ -120,11 +121,25 @@ type observed struct {
 }
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sb, err := r.fetch(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.written.behind(req.NamespacedName, sb.ResourceVersion) {
+		// The cache predates this reconciler's last write: acting on it
+		// would act twice (ownWrites). Its arrival re-queues the sandbox;
+		// the requeue only bounds a cache that never catches up.
+		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
+	}
+	read := sb.ResourceVersion
+	defer func() { r.written.record(req.NamespacedName, read, sb.ResourceVersion) }()
+	return r.reconcileCurrent(ctx, sb)
+}
+
+// reconcileCurrent acts on a sandbox whose cached copy is at least as new
+// as this reconciler's last write to it.
+func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (res ctrl.Result, retErr error) {
 	if !sb.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, sb)
 	}
@@ -402,6 +417,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A sandbox refused for its namespace's budget is looked at again
 		// when a peer's charge may have dropped; nothing else would wake it.
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.budgetWaiters), builder.WithPredicates(chargeMayHaveDropped)).
+		// A Sandbox that went before the cache named its sandbox (upstream.go),
+		// and a reconcile that waited for the cache to show its last write.
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.claimed), builder.WithPredicates(namesNewSandboxID)).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(r.written.predicate())).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
 		})).

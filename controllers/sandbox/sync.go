@@ -403,6 +403,18 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 	if err != nil {
 		return nil, false, false, fmt.Errorf("get sandbox: %w", err)
 	}
+	if id, got := sb.Status.SandboxID, resp.Sandbox.GetMetadata().GetId(); id != "" && got != id {
+		// The name belongs to another incarnation now: the one status names
+		// is gone. Its report would be read as this one's; instead the next
+		// create meets the other and adopts it if it is this object's (by
+		// owner UID), or says whose it is.
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox",
+			"the gateway's sandbox %s is no longer %s (now %s); taking it up again", d.name, id, got)
+		forgetGatewaySandbox(sb)
+		r.settling.forget(key)
+		r.Gateways.Followers().Stop(key)
+		return nil, gone, true, nil
+	}
 	return resp.Sandbox, gone, false, nil
 }
 

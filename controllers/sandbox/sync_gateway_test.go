@@ -298,6 +298,30 @@ func TestStateMachineAgainstTheGateway(t *testing.T) {
 			t.Fatalf("not created again: id %q, creates %d", sb.Status.SandboxID, f.gw.Calls()["CreateSandbox"])
 		}
 	})
+	t.Run("a name that holds another incarnation now is taken up again, not reported as the first", func(t *testing.T) {
+		f := newGatewayFixture(t)
+		sb := sandboxWith(nil)
+		f.sync(t, sb)
+		first := sb.Status.SandboxID
+		sb.Status.Phase = openshellv1alpha1.SandboxPhaseReady
+		// The first is lost and the name holds a second one of this
+		// object's (a create made from a cache that lagged the status write).
+		if _, err := f.gw.DeleteSandbox(context.Background(), &openshellv1.DeleteSandboxRequest{Name: sb.Status.GatewaySandboxName, Workspace: sb.Status.Workspace}); err != nil {
+			t.Fatal(err)
+		}
+		f.gw.SeedSandbox(f.workspace(), sb.Status.GatewaySandboxName, map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)})
+		f.sync(t, sb)
+		if sb.Status.SandboxID != "" || sb.Status.ReplacedSandboxID != first {
+			t.Fatalf("another incarnation's report taken for %s: %+v", first, sb.Status)
+		}
+		f.sync(t, sb)
+		if id := sb.Status.SandboxID; id == "" || id == first || sb.Status.Phase != openshellv1alpha1.SandboxPhaseReady {
+			t.Fatalf("the second incarnation not adopted: %+v", sb.Status)
+		}
+		if names := f.gw.SandboxNames(f.workspace()); len(names) != 1 {
+			t.Fatalf("gateway sandboxes %v, want the one", names)
+		}
+	})
 	t.Run("a policy edit applies in place", func(t *testing.T) {
 		f := newGatewayFixture(t)
 		pol := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: "team-a"}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +34,83 @@ import (
 type upstreamWatch struct {
 	mu      sync.Mutex
 	watched map[string]bool // served version → watch started
+	// unclaimed are the gateway IDs of Sandboxes that went (or changed ID)
+	// while no OpenShellSandbox in the cache named them, and when. The
+	// first status write of a sandbox quick to start names its ID and says
+	// Ready at once; a Sandbox deleted just then can have its event reach
+	// the operator before that write reaches the cache, and without this
+	// the loss would wait for the next resync.
+	unclaimed map[string]time.Time
+}
+
+// Tombstones of unclaimed Sandboxes last far longer than the cache can lag
+// behind a status write, and are bounded in number: past the bound, a
+// loss in that race is noticed at the next resync, as before.
+const (
+	unclaimedTTL = 2 * time.Minute
+	unclaimedMax = 4096
+)
+
+// remember records that a Sandbox of gateway ID id changed while no
+// OpenShellSandbox in the cache named it.
+func (u *upstreamWatch) remember(id string, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.unclaimed == nil {
+		u.unclaimed = map[string]time.Time{}
+	}
+	if len(u.unclaimed) >= unclaimedMax {
+		for k, at := range u.unclaimed {
+			if now.Sub(at) > unclaimedTTL {
+				delete(u.unclaimed, k)
+			}
+		}
+	}
+	if len(u.unclaimed) < unclaimedMax {
+		u.unclaimed[id] = now
+	}
+}
+
+// claim says whether a Sandbox of gateway ID id changed, unclaimed, within
+// unclaimedTTL before now, and forgets it.
+func (u *upstreamWatch) claim(id string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	at, ok := u.unclaimed[id]
+	if !ok {
+		return false
+	}
+	delete(u.unclaimed, id)
+	return now.Sub(at) <= unclaimedTTL
+}
+
+// namesNewSandboxID passes an OpenShellSandbox whose status came to name a
+// gateway sandbox (its first status write, or a re-creation's): the moment
+// an unclaimed Sandbox's event can find it.
+var namesNewSandboxID = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return sandboxID(e.Object) != "" },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		id := sandboxID(e.ObjectNew)
+		return id != "" && id != sandboxID(e.ObjectOld)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func sandboxID(o client.Object) string {
+	if sb, ok := o.(*openshellv1alpha1.OpenShellSandbox); ok {
+		return sb.Status.SandboxID
+	}
+	return ""
+}
+
+// claimed re-queues an OpenShellSandbox whose gateway sandbox's Sandbox
+// went while the cache did not yet say it was this object's.
+func (r *Reconciler) claimed(_ context.Context, o client.Object) []reconcile.Request {
+	if id := sandboxID(o); id != "" && r.upstream.claim(id, time.Now()) {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	}
+	return nil
 }
 
 // agentSandboxGVK is the Sandbox kind at a served version.
@@ -49,7 +127,11 @@ func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controlle
 		if id == "" {
 			return nil
 		}
-		return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
+		reqs := enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
+		if len(reqs) == 0 {
+			r.upstream.remember(id, time.Now())
+		}
+		return reqs
 	})
 	// Only a deletion (or a change of what the gateway's ID label says)
 	// concerns the OpenShellSandbox, and a creation it has not located

@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+)
+
+func TestOwnWritesWaitForTheCache(t *testing.T) {
+	key := client.ObjectKey{Namespace: "team-a", Name: "agent"}
+	at := func(rv string) *openshellv1alpha1.OpenShellSandbox {
+		return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}
+	}
+	update := func(w *ownWrites, rv string) bool {
+		return w.predicate().Update(event.UpdateEvent{ObjectOld: at("0"), ObjectNew: at(rv)})
+	}
+
+	var w ownWrites
+	w.record(key, "5", "5") // wrote nothing
+	if w.behind(key, "5") {
+		t.Fatal("behind without a write")
+	}
+	w.record(key, "5", "6")
+	if !w.behind(key, "5") {
+		t.Fatal("a cache still at the version the write was based on is not behind")
+	}
+	if update(&w, "5") {
+		t.Error("an event still at the old version woke the reconcile")
+	}
+	if !update(&w, "6") {
+		t.Fatal("the write's arrival did not wake the put-off reconcile")
+	}
+	if w.behind(key, "6") || update(&w, "7") {
+		t.Error("the entry outlived the cache catching up")
+	}
+
+	// An arrival with no reconcile waiting wakes nothing; a newer cache
+	// clears the entry.
+	w.record(key, "7", "8")
+	if update(&w, "8") {
+		t.Error("woke a reconcile nobody put off")
+	}
+	if w.behind(key, "8") || w.behind(key, "7") {
+		t.Error("behind after the cache showed the write")
+	}
+
+	// A deleted object is forgotten.
+	w.record(key, "9", "10")
+	w.predicate().Delete(event.DeleteEvent{Object: at("10")})
+	if w.behind(key, "9") {
+		t.Error("entry kept after the object was deleted")
+	}
+}
+
+func TestUnclaimedSandboxesAreClaimedOnce(t *testing.T) {
+	now := time.Now()
+	var u upstreamWatch
+	u.remember("id-1", now)
+	if u.claim("id-2", now) {
+		t.Error("claimed an ID never remembered")
+	}
+	if !u.claim("id-1", now.Add(time.Second)) {
+		t.Fatal("a Sandbox gone before the cache named its sandbox was not claimed")
+	}
+	if u.claim("id-1", now.Add(time.Second)) {
+		t.Error("claimed twice")
+	}
+	u.remember("id-3", now)
+	if u.claim("id-3", now.Add(unclaimedTTL+time.Second)) {
+		t.Error("claimed past its TTL")
+	}
+	// Bounded: past the bound, expired entries make room and new ones
+	// beyond it are dropped.
+	for i := range unclaimedMax + 10 {
+		u.remember(string(rune('a'+i%26))+time.Duration(i).String(), now)
+	}
+	if n := len(u.unclaimed); n > unclaimedMax {
+		t.Fatalf("%d tombstones, bound %d", n, unclaimedMax)
+	}
+	u.remember("late", now.Add(unclaimedTTL+time.Minute))
+	if !u.claim("late", now.Add(unclaimedTTL+time.Minute)) {
+		t.Error("expired entries did not make room")
+	}
+}
+
+func TestClaimedRequeuesTheSandboxThatNamesTheID(t *testing.T) {
+	r := &Reconciler{}
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agent"},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{SandboxID: "id-1"}}
+	if reqs := r.claimed(context.Background(), sb); len(reqs) != 0 {
+		t.Fatalf("requeued %v with nothing unclaimed", reqs)
+	}
+	r.upstream.remember("id-1", time.Now())
+	old := sb.DeepCopy()
+	old.Status.SandboxID = ""
+	if !namesNewSandboxID.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: sb}) || namesNewSandboxID.Update(event.UpdateEvent{ObjectOld: sb, ObjectNew: sb}) {
+		t.Error("the predicate does not pass exactly the update that names a new sandbox ID")
+	}
+	if reqs := r.claimed(context.Background(), sb); len(reqs) != 1 || reqs[0].NamespacedName != client.ObjectKeyFromObject(sb) {
+		t.Fatalf("requeued %v, want the sandbox", reqs)
+	}
+}
