@@ -22,7 +22,7 @@ done
 n=${#todo[@]}
 [ "$n" -eq 0 ] && exit 0
 echo "Building ${n} component(s) from pinned Go modules into bin/. The first run downloads and compiles"
-echo "them (about 11 minutes on two cores with empty caches); later runs reuse them. Build output: ${log}"
+echo "them (about 8 minutes on two cores with empty caches); later runs reuse them. Build output: ${log}"
 
 # label names a target for people: its file, or for a stamp its folder.
 label() {
