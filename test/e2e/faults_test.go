@@ -578,11 +578,7 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 				g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
 				g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)).To(BeNil(),
 					"the loss is still reported after the sandbox was re-created")
-				l := &unstructured.UnstructuredList{}
-				l.SetGroupVersionKind(sandboxGVK)
-				g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
-				g.Expect(l.Items).To(HaveLen(1))
-				g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
+				expectOnlySandboxOf(ctx, g, e.sbNS, cur.Status.SandboxID)
 			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 			t.Logf("figure: a Ready sandbox whose agents.x-k8s.io Sandbox was deleted by hand ran again %s later", time.Since(deleted).Round(100*time.Millisecond))
 		})
@@ -640,11 +636,7 @@ func TestAgentSandboxDeletedAsItBecomesReady(t *testing.T) {
 		g.Expect(cur.Status.ReplacedSandboxID).NotTo(BeEmpty(), "the loss went unnoticed: status %+v", cur.Status)
 		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", cur.Status.ReplacedSandboxID))
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(sandboxGVK)
-		g.Expect(c.List(ctx, l, client.InNamespace(e.sbNS))).To(Succeed())
-		g.Expect(l.Items).To(HaveLen(1))
-		g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, cur.Status.SandboxID))
+		expectOnlySandboxOf(ctx, g, e.sbNS, cur.Status.SandboxID)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	t.Logf("figure: a sandbox whose Sandbox went as it became Ready ran again %s later", time.Since(at).Round(100*time.Millisecond))
 	g.Expect(e.st.Gateway.Created()).To(Equal(2), "the first incarnation and the one that replaced it, none created from a stale cache")
@@ -780,6 +772,17 @@ func expectRunningAgain(ctx context.Context, g Gomega, e faultEnv, first map[cli
 		}
 		g.Expect(e.st.Gateway.SandboxNames(sandboxWorkspace(ctx, g, e.tenant))).To(HaveLen(len(first)))
 	}).WithContext(ctx).WithTimeout(within).Should(Succeed(), cluster.CheckProcessesMessage)
+}
+
+// expectOnlySandboxOf checks that the sandbox namespace holds one
+// agents.x-k8s.io Sandbox, the one of gateway sandbox id: nothing
+// orphaned or duplicated beside it.
+func expectOnlySandboxOf(ctx context.Context, g Gomega, ns, id string) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(sandboxGVK)
+	g.Expect(cluster.Client.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+	g.Expect(l.Items).To(HaveLen(1))
+	g.Expect(l.Items[0].GetLabels()).To(HaveKeyWithValue(sandbox.LabelSandboxID, id))
 }
 
 // expectUpstreamMissing waits for a sandbox whose gateway still reports
