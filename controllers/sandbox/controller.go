@@ -203,6 +203,7 @@ func (r *Reconciler) fetch(ctx context.Context, key client.ObjectKey) (*openshel
 	err := r.Client.Get(ctx, key, sb)
 	if apierrors.IsNotFound(err) {
 		r.budget.forget(key)
+		r.written.forget(key) // its delete event may have come before the last write was recorded
 	}
 	return sb, err
 }
