@@ -8,18 +8,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// ownWrites remembers, per sandbox, the resourceVersion this reconciler
-// last read before it wrote the object and the one its write produced,
-// until the cache shows something newer than the read. The cache lags the
-// API server: a reconcile queued between a write and its arrival (by a
-// stream's event, a requeue, another watch) reads the object as it was
-// before the write, and its status write would conflict — but the gateway
-// calls it makes first would not. A sandbox whose first status write named
-// it and said Ready, lost just then, read back without its ID, was created
-// a second time under the same name while status went on naming the
-// first. Such a reconcile waits for the cache instead (the ReplicaSet
-// controller's expectations, for one object). The sandbox reconciler is
-// its only user.
+// ownWrites remembers, per sandbox, the resourceVersion this reconciler's
+// last write to it was based on, until the cache shows a newer one. The
+// cache lags the API server: a reconcile queued between a write and its
+// arrival (by a stream's event, a requeue, another watch) reads the object
+// as it was before the write, and its status write would conflict — but
+// the gateway calls it makes first would not. A sandbox whose first status
+// write named it and said Ready, lost just then, read back without its ID,
+// was created a second time under the same name while status went on
+// naming the first. Such a reconcile waits for the cache instead (the
+// ReplicaSet controller's expectations, for one object). The sandbox
+// reconciler is its only user.
 type ownWrites struct {
 	mu sync.Mutex
 	m  map[client.ObjectKey]ownWrite

@@ -395,9 +395,7 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 	}
 	resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 	if grpcstatus.Code(err) == codes.NotFound {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", "the gateway no longer has sandbox %s; recreating it", d.name)
-		forgetGatewaySandbox(sb)
-		r.settling.forget(key) // a held create's answer names the lost sandbox: never restore it
+		r.forgetLost(sb, "the gateway no longer has sandbox %s; recreating it", d.name)
 		return nil, gone, true, nil
 	}
 	if err != nil {
@@ -408,14 +406,20 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 		// is gone. Its report would be read as this one's; instead the next
 		// create meets the other and adopts it if it is this object's (by
 		// owner UID), or says whose it is.
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox",
-			"the gateway's sandbox %s is no longer %s (now %s); taking it up again", d.name, id, got)
-		forgetGatewaySandbox(sb)
-		r.settling.forget(key)
+		r.forgetLost(sb, "the gateway's sandbox %s is no longer %s (now %s); taking it up again", d.name, id, got)
 		r.Gateways.Followers().Stop(key)
 		return nil, gone, true, nil
 	}
 	return resp.Sandbox, gone, false, nil
+}
+
+// forgetLost says why the gateway sandbox status names is gone (event
+// SandboxMissing) and forgets it, so that the next reconcile creates it
+// anew, or adopts the one now under its name.
+func (r *Reconciler) forgetLost(sb *openshellv1alpha1.OpenShellSandbox, format string, args ...any) {
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "SandboxMissing", "GetSandbox", format, args...)
+	forgetGatewaySandbox(sb)
+	r.settling.forget(client.ObjectKeyFromObject(sb)) // a held create's answer names the lost sandbox: never restore it
 }
 
 // observePhase follows the gateway's phase: while it moves, from the

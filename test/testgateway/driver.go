@@ -218,18 +218,20 @@ func (d *driver) delete(ctx context.Context, row *sandboxRow) (bool, error) {
 // informer reaches that end state without the sweep's grace.
 func (d *driver) watch(ctx context.Context) {
 	sel := labels.SelectorFromSet(labels.Set(d.selector()))
+	// The informer's options, within the driver's namespace and selector.
+	scoped := func(opts *metav1.ListOptions) (*unstructured.UnstructuredList, *client.ListOptions) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(d.gvk)
+		return list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel, Limit: opts.Limit, Continue: opts.Continue, Raw: opts}
+	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(d.gvk)
-			err := d.g.opts.Kube.List(ctx, list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel,
-				Limit: opts.Limit, Continue: opts.Continue, Raw: &opts})
-			return list, err
+			list, o := scoped(&opts)
+			return list, d.g.opts.Kube.List(ctx, list, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(d.gvk)
-			return d.g.opts.Kube.Watch(ctx, list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel, Raw: &opts})
+			list, o := scoped(&opts)
+			return d.g.opts.Kube.Watch(ctx, list, o)
 		},
 	}
 	example := &unstructured.Unstructured{}
