@@ -219,7 +219,11 @@ func serveCatalog(ctx context.Context, t *testing.T, name, configs string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := framework.StartProcess(t.TempDir(), "opm-"+name, opm, "serve", configs, "-p", strconv.Itoa(port))
+	// No startup profiling endpoint: opm binds it on a fixed port
+	// (localhost:6060), so a second opm on the machine (another suite, a
+	// test run before this one has wound down) exits and the CatalogSource
+	// never becomes READY.
+	p, err := framework.StartProcess(t.TempDir(), "opm-"+name, opm, "serve", configs, "-p", strconv.Itoa(port), "--pprof-addr=")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +235,9 @@ func serveCatalog(ctx context.Context, t *testing.T, name, configs string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), cs) })
-	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+	ready, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = framework.WaitFor(ready, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		cur := &operatorsv1alpha1.CatalogSource{}
 		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(cs), cur); err != nil {
 			return false, err
