@@ -16,6 +16,7 @@ import (
 
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/trust"
 	"github.com/openshell/openshell-operator/operator"
@@ -57,6 +58,10 @@ func main() {
 	// the limit), while another client's writes stayed in the same range.
 	// On the server, API Priority and Fairness keeps the operator's service
 	// account from crowding other users.
+	var relayScaleDownDelay time.Duration
+	flag.DurationVar(&relayScaleDownDelay, "relay-scale-down-delay", relayload.DefaultScaling.ScaleDownDelay,
+		"How long the relay's sessions must have needed fewer replicas before it is scaled down (scaling up is at once); "+
+			"the bounds are "+relayload.EnvMinReplicas+", "+relayload.EnvMaxReplicas+" (0: not scaled) and "+relayload.EnvSessionsPerReplica+".")
 	var qps float64
 	var burst int
 	flag.Float64Var(&qps, "kube-api-qps", 200, "Sustained requests per second to the Kubernetes API server.")
@@ -86,6 +91,15 @@ func main() {
 	}
 	opts.Controllers.Platform = platform
 	opts.Controllers.OperatorCondition = os.Getenv(operatorenv.EnvOperatorConditionName)
+	scaling, err := relayload.ScalingFromEnv(os.Getenv)
+	if err != nil {
+		log.Error(err, "Invalid relay scaling")
+		os.Exit(1)
+	}
+	scaling.ScaleDownDelay = relayScaleDownDelay
+	opts.Controllers.RelayScaling = scaling
+	log.Info("Scaling the relay on its sessions", "minReplicas", scaling.Min, "maxReplicas", scaling.Max,
+		"sessionsPerReplica", scaling.SessionsPerReplica, "enabled", scaling.Enabled())
 	roots, rootsFrom := trust.SystemPEM()
 	log.Info("Managed gateways trust these public roots", "from", rootsFrom)
 	opts.Controllers.TrustRoots = roots

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/operator"
 )
 
@@ -27,6 +29,8 @@ func relay(args []string) int {
 	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, whose keys sign gateway tokens (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444).`)
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8444", `Address serving the relay's metrics (HTTPS, callers allowed to get /metrics); "0" serves none.`)
 	fs.IntVar(&o.MaxSessions, "max-sessions", 0, "Sessions one replica holds at most (0: 400, for the Deployment's 512 MiB memory limit); more are refused with a retry, which may reach another replica.")
+	fs.IntVar(&o.MaxSessionsPerUser, "max-sessions-per-user", 0, "Sessions one user holds at most across the replicas (0: 16); more are refused with 429.")
+	fs.IntVar(&o.MaxSessionsPerNamespace, "max-sessions-per-namespace", 0, "Sessions one namespace holds at most across the replicas (0: 64); more are refused with 429.")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "How long a stopping relay waits for its sessions to close after telling their clients to reconnect.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(fs)
@@ -38,6 +42,7 @@ func relay(args []string) int {
 	o.Log = log
 	o.CertFile, o.KeyFile = filepath.Join(*certDir, operator.RelayCertFile), filepath.Join(*certDir, operator.RelayKeyFile)
 	o.IssuerNamespace, o.IssuerKeySecret = os.Getenv(operatorenv.EnvOperatorNamespace), operator.OIDCKeySecret
+	o.Replica = relayload.Replica{Pod: os.Getenv(relayload.EnvPodName), UID: types.UID(os.Getenv(relayload.EnvPodUID))}
 	if o.IssuerNamespace == "" {
 		log.Error(nil, "The relay needs OPERATOR_NAMESPACE for the issuer's key Secret")
 		return 1

@@ -8,6 +8,7 @@ import (
 	routev1 "github.com/openshift/api/route/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openshell/openshell-operator/internal/relayload"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
 
@@ -33,13 +35,15 @@ type scope struct {
 	// platform are the served gateway namespaces: the only ones holding the
 	// operator's children, and the only ones tenants cannot write to.
 	platform []string
+	// operator is the operator's own namespace (empty out of cluster).
+	operator string
 }
 
 // newScope reconciles the install mode with the tenancy setting. A gateway
 // namespace outside the OperatorGroup's targets is dropped: the bundle's
 // namespaced RBAC does not reach it, and an informer there would fail.
 func newScope(watch []string, opNS string, gatewayNS []string) scope {
-	s := scope{watch: slices.Clone(watch)}
+	s := scope{watch: slices.Clone(watch), operator: opNS}
 	if len(s.watch) > 0 && opNS != "" && !slices.Contains(s.watch, opNS) {
 		s.watch = append(s.watch, opNS)
 	}
@@ -85,6 +89,12 @@ func cacheOptions(cfg *rest.Config, s scope) (cache.Options, error) {
 		// Metadata only: the gateway pods' UIDs (status.instance).
 		&corev1.Pod{}:                child,
 		&rbacv1.ClusterRoleBinding{}: {Label: ours},
+	}
+	// Leases: only the relay replicas' load, in the operator's namespace
+	// (not every node's heartbeat and every operator's leader election).
+	if s.operator != "" {
+		byObject[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{
+			s.operator: {LabelSelector: labels.SelectorFromSet(labels.Set{relayload.Label: "true"})}}}
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {

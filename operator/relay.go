@@ -22,6 +22,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/scheme"
 	"github.com/openshell/openshell-operator/internal/tlsprofile"
 )
@@ -64,9 +65,18 @@ type RelayOptions struct {
 	// MetricsAddr serves the relay's metrics (its sessions) over HTTPS to
 	// callers allowed to get /metrics; "" or "0" serves none.
 	MetricsAddr string
-	// MaxSessions bounds the sessions one replica holds (0: 400).
-	MaxSessions int
-	Log         logr.Logger
+	// MaxSessions bounds the sessions one replica holds (0: 400);
+	// MaxSessionsPerUser and MaxSessionsPerNamespace those of one user and
+	// of one namespace across the replicas (0: 16 and 64).
+	MaxSessions, MaxSessionsPerUser, MaxSessionsPerNamespace int
+	// Replica is the pod the relay runs in (POD_NAME, POD_UID): it
+	// publishes its sessions in a Lease that pod owns, for the other
+	// replicas' limits and the operator's scaling. Without it the replica
+	// counts its limits alone and its sessions do not scale the relay.
+	Replica relayload.Replica
+	// LoadInterval spaces the writes of the replica's load (default 1 s).
+	LoadInterval time.Duration
+	Log          logr.Logger
 }
 
 // Relay is a relay built from its options: the server, and what runs
@@ -115,9 +125,17 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	if err != nil {
 		return nil, fmt.Errorf("register the relay's metrics: %w", err)
 	}
-	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens, Metrics: metrics, MaxSessions: o.MaxSessions,
+	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens, Metrics: metrics,
+		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv}
+	if o.Replica.Pod != "" && o.Replica.UID != "" {
+		srv.Share = &relay.LoadShare{Client: c, Kube: kube, Namespace: leaseNS, Replica: o.Replica, Keys: issuer,
+			MinInterval: o.LoadInterval, Log: o.Log.WithName("load")}
+		r.run = append(r.run, func(ctx context.Context) { srv.Share.Run(ctx, srv) })
+	} else {
+		o.Log.Info("No " + relayload.EnvPodName + " and " + relayload.EnvPodUID + ": this replica counts its session limits alone and its sessions do not scale the relay")
+	}
 	r.run = append(r.run,
 		func(ctx context.Context) {
 			broadcaster.StartRecordingToSink(ctx.Done())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +21,7 @@ import (
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/providerprofile"
+	"github.com/openshell/openshell-operator/controllers/relayscale"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
@@ -29,6 +31,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/webhook"
 )
@@ -81,6 +84,9 @@ type ControllerOptions struct {
 	// default); SweepPeriod is how often every gateway is swept for
 	// sandboxes whose object is gone (0: the default).
 	ForceReleaseAfter, SweepPeriod time.Duration
+	// RelayScaling scales the relay's Deployment, in the operator's
+	// namespace, on its replicas' sessions (zero: not scaled).
+	RelayScaling relayload.Scaling
 }
 
 // setupControllers registers, in order, the indexes, every reconciler
@@ -154,6 +160,23 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if ns := opts.Platform.OperatorNamespace; ns != "" {
 		if err := (&platform.Reconciler{Client: c, APIReader: api, Preflight: store, Namespace: ns}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up platform objects: %w", err)
+		}
+	}
+	// The relays sign their load with the issuer's keys: without an issuer
+	// they publish none.
+	if ns := opts.Platform.OperatorNamespace; ns != "" && opts.Issuer != nil && opts.RelayScaling.Enabled() {
+		relayDeployment, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultNamespaces: map[string]cache.Config{ns: {FieldSelector: fields.OneTermEqualSelector("metadata.name", relayscale.Deployment)}}})
+		if err != nil {
+			return fmt.Errorf("create the relay Deployment's cache: %w", err)
+		}
+		if err := mgr.Add(relayDeployment); err != nil {
+			return err
+		}
+		rs := &relayscale.Reconciler{Client: c, Deployments: relayDeployment, Keys: opts.Issuer, Namespace: ns, Scaling: opts.RelayScaling,
+			Recorder: rec, Clock: opts.Clock}
+		if err := rs.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up relay scaling: %w", err)
 		}
 	}
 	if opts.OperatorCondition != "" {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openshell/openshell-operator/internal/relayload"
 )
 
 // Session limits (defaults of Server.MaxSessionsPerUser,
@@ -44,6 +47,32 @@ type sessions struct {
 	live                map[*stream]struct{}
 	// idle is closed when the last open session of a draining relay ends.
 	idle chan struct{}
+	// others counts the other replicas' open sessions of a user and of a
+	// namespace, as they last published them (nil: this replica alone);
+	// changed hears of every change of this replica's counts (buffered,
+	// nil: no one listens). Both are the load share's (loadShare).
+	others  func(user, namespace string) (byUser, byNS int)
+	changed chan struct{}
+}
+
+// snapshot is this replica's load as the other replicas and the operator
+// read it.
+func (s *sessions) snapshot() relayload.Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return relayload.Load{Sessions: s.total, Users: maps.Clone(s.byUser), Namespaces: maps.Clone(s.byNS)}
+}
+
+// signal tells the load share the counts changed; a signal already
+// pending covers this one.
+func (s *sessions) signal() {
+	if s.changed == nil {
+		return
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
 // track holds an open session until untrack; on a draining relay it is
@@ -109,13 +138,20 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 		return nil, apierrors.NewServiceUnavailable("this relay is shutting down: run the command again to reach another replica")
 	}
 	perUser, perNS, most := orDefault(s.perUser, maxSessionsPerUser), orDefault(s.perNS, maxSessionsPerNamespace), orDefault(s.max, maxSessions)
+	// The limits hold across the replicas: theirs are added as they last
+	// published them (within a second), this replica's exactly.
+	userOpen, nsOpen := s.byUser[user], s.byNS[namespace]
+	if s.others != nil {
+		u, n := s.others(user, namespace)
+		userOpen, nsOpen = userOpen+u, nsOpen+n
+	}
 	switch {
-	case s.byUser[user] >= perUser:
+	case userOpen >= perUser:
 		s.metrics.refused(RefusedUserLimit)
-		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", user, s.byUser[user]), 5)
-	case s.byNS[namespace] >= perNS:
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", user, userOpen), 5)
+	case nsOpen >= perNS:
 		s.metrics.refused(RefusedNamespaceLimit)
-		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", namespace, s.byNS[namespace]), 5)
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", namespace, nsOpen), 5)
 	case s.total >= most:
 		s.metrics.refused(RefusedReplicaLimit)
 		st := apierrors.NewServiceUnavailable(fmt.Sprintf("this relay replica has %d open sessions, the most it holds: run the command again to reach another replica (a platform admin can add replicas)", s.total))
@@ -125,11 +161,13 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 	s.byUser[user]++
 	s.byNS[namespace]++
 	s.total++
+	s.signal()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			defer s.signal()
 			s.total--
 			if s.byUser[user]--; s.byUser[user] == 0 {
 				delete(s.byUser, user)

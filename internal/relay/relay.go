@@ -75,6 +75,10 @@ type Server struct {
 	MaxSessionsPerUser, MaxSessionsPerNamespace, MaxSessions int
 	// Metrics counts sessions (nil: not counted).
 	Metrics *Metrics
+	// Share publishes this replica's sessions and adds the other
+	// replicas' to the per-user and per-namespace counts (nil: this
+	// replica counts alone). Its Run must be started beside the server.
+	Share *LoadShare
 
 	openOnce sync.Once
 	open     sessions
@@ -84,6 +88,9 @@ type Server struct {
 func (s *Server) sessions() *sessions {
 	s.openOnce.Do(func() {
 		s.open.perUser, s.open.perNS, s.open.max, s.open.metrics = s.MaxSessionsPerUser, s.MaxSessionsPerNamespace, s.MaxSessions, s.Metrics
+		if s.Share != nil {
+			s.open.others, s.open.changed = s.Share.othersFor, make(chan struct{}, 1)
+		}
 	})
 	return &s.open
 }

@@ -8,25 +8,30 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -442,4 +447,114 @@ func TestReplicaLimit(t *testing.T) {
 	if got := testutil.ToFloat64(m.refusals.WithLabelValues(RefusedReplicaLimit)); got != 1 {
 		t.Fatalf("%s{reason=%q} = %v, want 1", MetricSessionRefusals, RefusedReplicaLimit, got)
 	}
+}
+
+// TestLimitsHoldAcrossReplicas: a user's and a namespace's limits count
+// the sessions other replicas publish, so that a second replica does not
+// double them; another replica's own Lease is counted, this replica's
+// own is not counted twice, and a forged or deleted one counts for nothing.
+func TestLimitsHoldAcrossReplicas(t *testing.T) {
+	keys := leaseTokens(t).Issuer
+	share := &LoadShare{Replica: relayload.Replica{Pod: "relay-a", UID: "uid-a"}, Keys: keys}
+	var a sessions
+	a.perUser, a.perNS, a.others = 3, 5, share.othersFor
+	publish := func(pod string, l relayload.Load) *coordinationv1.Lease {
+		o, err := relayload.Render("operator", relayload.Replica{Pod: pod, UID: types.UID("uid-" + pod)}, l, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		share.observe(o)
+		return o
+	}
+	// Replica b holds two of dave's sessions and four of team-a's.
+	b := publish("relay-b", relayload.Load{Sessions: 4, Users: map[string]int{"dave": 2, "erin": 2}, Namespaces: map[string]int{"team-a": 4}})
+	// This replica's own Lease, as the informer also delivers it.
+	publish("relay-a", relayload.Load{Sessions: 1, Users: map[string]int{"dave": 1}, Namespaces: map[string]int{"team-a": 1}})
+	if _, refused := a.acquire("dave", "team-a"); refused != nil {
+		t.Fatalf("dave's third session: %v", refused)
+	}
+	if _, refused := a.acquire("dave", "team-b"); refused == nil || !strings.Contains(refused.Error(), "dave has 3 open sessions") {
+		t.Fatalf("dave's fourth session, two of them on another replica: %v", refused)
+	}
+	if _, refused := a.acquire("frank", "team-a"); refused == nil || !strings.Contains(refused.Error(), "namespace team-a has 5 open sessions") {
+		t.Fatalf("team-a's sixth session: %v", refused)
+	}
+	forged := b.DeepCopy()
+	forged.Name, forged.OwnerReferences[0].Name = relayload.Name("relay-c"), "relay-c"
+	share.observe(forged)
+	if u, n := share.othersFor("dave", "team-a"); u != 2 || n != 4 {
+		t.Fatalf("a forged Lease was counted: dave %d, team-a %d", u, n)
+	}
+	share.forget(b)
+	if _, refused := a.acquire("dave", "team-b"); refused != nil {
+		t.Fatalf("after replica b's Lease is gone: %v", refused)
+	}
+}
+
+// TestLoadIsPublished: a replica's Lease follows its sessions, counts a
+// burst in one write, and goes when the replica stops.
+func TestLoadIsPublished(t *testing.T) {
+	g := NewWithT(t)
+	tk := leaseTokens(t)
+	var writes atomic.Int32
+	c := interceptor.NewClient(tk.Leases.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+			writes.Add(1)
+			return c.Create(ctx, o, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			writes.Add(1)
+			return c.Update(ctx, o, opts...)
+		},
+	})
+	share := &LoadShare{Client: c, Namespace: "operator", Replica: relayload.Replica{Pod: "relay-a", UID: "uid-a"}, Keys: tk.Issuer,
+		MinInterval: 50 * time.Millisecond}
+	s := &Server{Share: share}
+	open := s.sessions()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); share.publish(ctx, open) }()
+	published := func() relayload.Load {
+		o := &coordinationv1.Lease{}
+		if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: relayload.Name("relay-a")}, o); err != nil {
+			return relayload.Load{Sessions: -1}
+		}
+		_, l, err := relayload.Read(o, tk.Issuer)
+		g.Expect(err).NotTo(HaveOccurred())
+		return l
+	}
+	g.Eventually(published).Should(Equal(relayload.Load{}), "an idle replica says so once")
+	idle := &coordinationv1.Lease{}
+	g.Expect(tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: relayload.Name("relay-a")}, idle)).To(Succeed())
+	var releases []func()
+	for range 5 {
+		rel, refused := open.acquire("dave", "team-a")
+		g.Expect(refused).To(BeNil())
+		releases = append(releases, rel)
+	}
+	g.Eventually(published).Should(Equal(relayload.Load{Sessions: 5, Users: map[string]int{"dave": 5}, Namespaces: map[string]int{"team-a": 5}}))
+	g.Expect(writes.Load()).To(BeNumerically("<=", 3), "a burst of five sessions is not five writes")
+	// Someone who may write Leases here replays the idle version (signed
+	// by the relay): the replica sees it (its informer) and writes its own
+	// again; and again after someone deletes it.
+	replay := func() *coordinationv1.Lease {
+		cur := &coordinationv1.Lease{}
+		g.Expect(tk.Leases.Get(ctx, client.ObjectKeyFromObject(idle), cur)).To(Succeed())
+		old := idle.DeepCopy()
+		old.ResourceVersion = cur.ResourceVersion
+		g.Expect(tk.Leases.Update(ctx, old)).To(Succeed())
+		return old
+	}
+	share.observe(replay())
+	g.Eventually(published).Should(HaveField("Sessions", 5), "a replayed Lease is written over")
+	g.Expect(tk.Leases.Delete(ctx, idle)).To(Succeed())
+	share.forget(idle)
+	g.Eventually(published).Should(HaveField("Sessions", 5), "a deleted Lease is written again")
+	for _, rel := range releases {
+		rel()
+	}
+	g.Eventually(published).Should(Equal(relayload.Load{}))
+	cancel()
+	<-done
+	g.Expect(published().Sessions).To(Equal(-1), "a stopped replica's Lease is deleted")
 }

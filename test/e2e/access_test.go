@@ -257,7 +257,7 @@ func TestConsumerAccess(t *testing.T) {
 		// A second replica starts after the exchange (a rolling update):
 		// it checks the same RBAC, groups included, and keeps gus a member
 		// through several of its rechecks (one a second).
-		second, err := st.StartRelayReplica(cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
+		second, err := st.StartRelayReplica(cluster.Config, st.GatewayObj.Namespace, stack.RelayOptions{Log: zap.New(zap.WriteTo(io.Discard))})
 		g.Expect(err).NotTo(HaveOccurred())
 		defer func() { g.Expect(second.Drain()).To(Succeed()) }()
 		g.Consistently(func(g Gomega) {

@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
@@ -40,6 +44,51 @@ const relayDeployment = "openshell-operator-relay"
 // relayMetrics is the metrics URL of the relay runRelayAsPod runs, by the
 // operator's namespace.
 var relayMetrics sync.Map
+
+// relayPodEnv is the relay container's environment as the kubelet gives it
+// to a pod of dep (the first the Deployment controller created): its
+// namespace, and its name and UID, which the relay names as the owner of
+// its load Lease.
+func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Deployment) []string {
+	t.Helper()
+	var pod corev1.Pod
+	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		list := &corev1.PodList{}
+		if err := cluster.Client.List(ctx, list, client.InNamespace(opNS), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
+			return false, err
+		}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				pod = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the relay Deployment has no pod: %v", err)
+	}
+	var env []string
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		v := e.Value
+		if f := e.ValueFrom; f != nil {
+			switch {
+			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.namespace":
+				v = opNS
+			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.name":
+				v = pod.Name
+			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.uid":
+				v = string(pod.UID)
+			case f.ResourceFieldRef != nil:
+				continue // GOMEMLIMIT: a process here has no limit
+			default:
+				t.Fatalf("relay env %s: %+v not handled", e.Name, f)
+			}
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	return env
+}
 
 // runRelayAsPod starts the relay as a pod of the Deployment OLM created
 // would run it: with its ServiceAccount's token (exactly the RBAC the CSV
@@ -118,7 +167,7 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 	relayMetrics.Store(opNS, "https://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics")
 	args = append(args, "--bind-address=127.0.0.1:"+strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
 		"--cert-dir="+certDir, "--oidc-issuer-url="+run.issuerURL)
-	env := []string{"KUBECONFIG=" + kubeconfig, "OPERATOR_NAMESPACE=" + opNS}
+	env := append([]string{"KUBECONFIG=" + kubeconfig}, relayPodEnv(ctx, t, opNS, dep)...)
 	p, err := framework.StartProcessEnv(dir, "relay", run.bin, env, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +272,19 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	var stdout, stderr bytes.Buffer
 	g.Expect(ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})).To(Succeed(), "%s", stderr.String())
 	g.Expect(stdout.String()).To(Equal("hi\n"))
+
+	// The relay published its sessions in its pod's load Lease, with the
+	// CSV's RBAC, signed so that the operator counts them.
+	keys := &oidc.Issuer{Client: cluster.Client, SecretNamespace: opNS, SecretName: operator.OIDCKeySecret}
+	g.Expect(keys.Load(ctx)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		list := &coordinationv1.LeaseList{}
+		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(opNS), client.MatchingLabels{relayload.Label: "true"})).To(Succeed())
+		g.Expect(list.Items).NotTo(BeEmpty(), "no load Lease")
+		_, load, err := relayload.Read(&list.Items[0], keys)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(load.Sessions).To(BeZero(), "the exec has ended")
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's load Lease")
 
 	url, ok := relayMetrics.Load(opNS)
 	g.Expect(ok).To(BeTrue(), "no relay runs for %s", opNS)

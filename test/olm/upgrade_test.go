@@ -24,6 +24,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/pki"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/test/framework"
@@ -58,7 +59,10 @@ func TestUpgrade(t *testing.T) {
 	tenant := framework.CreateNamespace(ctx, t, c, "tenant")
 	// The cluster admin serves gateways in the platform namespace too, as
 	// the documentation says, through the Subscription.
-	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{{Name: operatorenv.EnvGatewayNamespaces, Value: platform}}}
+	// And keeps three relay replicas at least, which the operator scales
+	// through the Deployment's scale subresource, with the CSV's RBAC.
+	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{{Name: operatorenv.EnvGatewayNamespaces, Value: platform},
+		{Name: relayload.EnvMinReplicas, Value: "3"}}}
 	issuerLB, err := framework.StartBalancer()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(issuerLB.Stop)
@@ -70,6 +74,7 @@ func TestUpgrade(t *testing.T) {
 	ca, err := pki.NewCA("olm-e2e", time.Hour, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	stopOld, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
+	expectRelayScaledTo(ctx, t, opNS, currentCSV, 3)
 
 	// The data plane: an External gateway with a Ready sandbox.
 	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca, "")
@@ -125,6 +130,9 @@ func TestUpgrade(t *testing.T) {
 	stopOld()
 	runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 	waitReady(ctx, g, sb)
+	// OLM put the new CSV's two relay replicas in place; the new operator
+	// scales them again.
+	expectRelayScaledTo(ctx, t, opNS, nextCSV, 3)
 	// OLM issues the webhook certificate anew when its Secret goes (the
 	// garbage collector deletes it with the replaced CSV, which alone owns
 	// it, at a moment load decides): force that now. The running operator
@@ -224,4 +232,32 @@ func operatorConditionStatus(ctx context.Context, g Gomega, ns, name string) *me
 	oc := &operatorsv2.OperatorCondition{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, oc)).To(Succeed())
 	return meta.FindStatusCondition(oc.Status.Conditions, operatorsv2.Upgradeable)
+}
+
+// expectRelayScaledTo waits until the operator has scaled the relay's
+// Deployment to replicas, all ready, while the CSV is Succeeded: OLM puts
+// the CSV's replicas back whenever it installs the Deployment again, and
+// the operator scales it again. Scaling never made OLM fail the CSV (its
+// Deployment stays Available while a replica is added): no failure over
+// the relay's Deployment in the CSV's history.
+func expectRelayScaledTo(ctx context.Context, t *testing.T, opNS, csvName string, replicas int32) {
+	t.Helper()
+	g := NewWithT(t)
+	c := cluster.Client
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	g.Eventually(func(g Gomega) {
+		dep := &appsv1.Deployment{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment}, dep)).To(Succeed())
+		g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(replicas)))
+		g.Expect(dep.Status.ReadyReplicas).To(Equal(replicas))
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: csvName}, csv)).To(Succeed())
+		g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded))
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), "the operator did not hold the relay at %d replicas", replicas)
+	// (An upgrade has failures of its own, which OLM resolves: a
+	// certificate Secret the garbage collector took with the old CSV.)
+	for _, cond := range csv.Status.Conditions {
+		if cond.Phase == operatorsv1alpha1.CSVPhaseFailed || cond.Reason == operatorsv1alpha1.CSVReasonNeedsReinstall {
+			g.Expect(cond.Message).NotTo(ContainSubstring("deployment "+relayDeployment), "OLM failed the CSV over the relay's Deployment")
+		}
+	}
 }

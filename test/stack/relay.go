@@ -20,6 +20,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 )
@@ -48,7 +49,22 @@ const relayService = "openshell-relay"
 // APIService with its CA, and waits until the API server reports it
 // Available. One per cluster at a time (the APIService is cluster-wide).
 func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
-	r, err := s.serveRelay(cfg, ns, log)
+	return s.StartRelayWith(ctx, cfg, ns, RelayOptions{Log: log})
+}
+
+// RelayOptions are what a test sets of a relay replica.
+type RelayOptions struct {
+	// Replica is the pod the replica says it runs in: it publishes its
+	// sessions (none: it counts alone, as a replica without POD_NAME).
+	Replica relayload.Replica
+	// MaxSessionsPerUser is the per-user limit (0: the default).
+	MaxSessionsPerUser int
+	Log                logr.Logger
+}
+
+// StartRelayWith is StartRelay with a replica's options.
+func (s *Stack) StartRelayWith(ctx context.Context, cfg *rest.Config, ns string, o RelayOptions) (*Relay, error) {
+	r, err := s.serveRelay(cfg, ns, o)
 	if err != nil {
 		return nil, err
 	}
@@ -62,16 +78,17 @@ func (s *Stack) StartRelay(ctx context.Context, cfg *rest.Config, ns string, log
 // StartRelayReplica serves another replica of the relay, not registered
 // (the API server reaches only the first): its membership rechecks run
 // against the same Leases, as a second pod's do.
-func (s *Stack) StartRelayReplica(cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
-	return s.serveRelay(cfg, ns, log)
+func (s *Stack) StartRelayReplica(cfg *rest.Config, ns string, o RelayOptions) (*Relay, error) {
+	return s.serveRelay(cfg, ns, o)
 }
 
 // serveRelay builds the relay as manager relay does, with the stack's
 // issuer, and serves it on loopback with a certificate of its own CA.
-func (s *Stack) serveRelay(cfg *rest.Config, ns string, log logr.Logger) (*Relay, error) {
+func (s *Stack) serveRelay(cfg *rest.Config, ns string, o RelayOptions) (*Relay, error) {
 	rctx, cancel := context.WithCancel(context.Background())
 	built, err := operator.NewRelay(rctx, cfg, operator.RelayOptions{IssuerURL: s.issuerURL, IssuerNamespace: s.opts.GatewayNamespace,
-		IssuerKeySecret: operator.OIDCKeySecret, MembershipRecheck: time.Second, Log: log})
+		IssuerKeySecret: operator.OIDCKeySecret, MembershipRecheck: time.Second, Replica: o.Replica,
+		MaxSessionsPerUser: o.MaxSessionsPerUser, Log: o.Log})
 	if err != nil {
 		cancel()
 		return nil, err
