@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,14 @@ func subresourcePath(ns, name, sub string) string {
 	return accessv1alpha1.Path(url.PathEscape(ns), url.PathEscape(name), sub)
 }
 
+// subresourceURL is a sandbox's subresource on the API server at host,
+// which may be served under a path, with or without a trailing slash
+// (kubectl accepts "https://api.example:6443/"; the joined "//apis/..."
+// would be a 404 of the server's own).
+func subresourceURL(host *url.URL, ns, name, sub string) *url.URL {
+	return &url.URL{Scheme: host.Scheme, Host: host.Host, Path: strings.TrimSuffix(host.Path, "/") + subresourcePath(ns, name, sub)}
+}
+
 // restClient is a client for the relay's plain requests (logs, token)
 // and the namespace the flags select.
 func restClient(flags *genericclioptions.ConfigFlags) (*rest.RESTClient, string, error) {
@@ -125,7 +134,8 @@ func runExec(ctx context.Context, cfg *rest.Config, ns, name string, cmd []strin
 	}
 	q := url.Values{"command": cmd, "stdout": {"true"}, "stderr": {strconv.FormatBool(!tty)},
 		"stdin": {strconv.FormatBool(stdin)}, "tty": {strconv.FormatBool(tty)}}
-	u := &url.URL{Scheme: host.Scheme, Host: host.Host, Path: host.Path + subresourcePath(ns, name, accessv1alpha1.SubresourceExec), RawQuery: q.Encode()}
+	u := subresourceURL(host, ns, name, accessv1alpha1.SubresourceExec)
+	u.RawQuery = q.Encode()
 	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
 	if err != nil {
 		return err
@@ -273,7 +283,7 @@ func portForwardCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			u := &url.URL{Scheme: host.Scheme, Host: host.Host, Path: host.Path + subresourcePath(ns, args[0], accessv1alpha1.SubresourcePortForward)}
+			u := subresourceURL(host, ns, args[0], accessv1alpha1.SubresourcePortForward)
 			transport, upgrader, err := spdy.RoundTripperFor(cfg)
 			if err != nil {
 				return err

@@ -25,6 +25,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/relayload"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
@@ -175,7 +176,10 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	g.Expect(err).NotTo(HaveOccurred())
 	// A short sweep period: the sweep then always runs while the sandbox
 	// is live, so its reads are exercised under the CSV's RBAC every time.
-	copts := operator.ControllerOptions{Platform: platform, SweepPeriod: 2 * time.Second}
+	// The relay is held at three replicas (no relay runs here: no
+	// sessions), which its scale subresource and the Lease cache exercise.
+	copts := operator.ControllerOptions{Platform: platform, SweepPeriod: 2 * time.Second,
+		RelayScaling: relayload.Scaling{Min: 3, Max: 3, SessionsPerReplica: 1, ScaleDownDelay: time.Second}}
 	if mode.renewLeaves {
 		copts.PKI.LeafValidity = 15 * time.Second
 	}
@@ -236,6 +240,11 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 
 	// Prometheus scrapes the authenticated metrics endpoint.
 	scrapeMetrics(ctx, t, ns.operator, metricsPort)
+
+	// The relay's Deployment, scaled by the operator to its minimum.
+	relay := createRelayDeployment(ctx, g, ns.operator)
+	g.Eventually(func(g Gomega) int32 { return relayReplicas(ctx, g, relay) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Equal(int32(3)), "the operator did not scale the relay under the CSV's RBAC")
 
 	// A managed gateway, installed, changed and deleted with its finalizer
 	// released; where only the operator's namespace is a platform

@@ -58,12 +58,7 @@ func TestRelayScalesOnSessions(t *testing.T) {
 
 	// The relay's Deployment as the bundle installs it (its pods are not
 	// what serves here), and two pods the replicas run as.
-	labels := map[string]string{"app.kubernetes.io/name": "openshell-relay"}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: relayscale.Deployment},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "relay", Image: "relay"}}}}}}
-	g.Expect(c.Create(ctx, dep)).To(Succeed())
+	dep := createRelayDeployment(ctx, g, gwNS)
 	replica := func(name string) relayload.Replica {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: name},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "relay", Image: "relay"}}}}
@@ -79,11 +74,7 @@ func TestRelayScalesOnSessions(t *testing.T) {
 	}
 	a, b := start("relay-a"), start("relay-b")
 
-	replicas := func(g Gomega) int32 {
-		s := &autoscalingv1.Scale{}
-		g.Expect(c.SubResource("scale").Get(ctx, dep, s)).To(Succeed())
-		return s.Spec.Replicas
-	}
+	replicas := func(g Gomega) int32 { return relayReplicas(ctx, g, dep) }
 	var open []io.Closer
 	closeAll := func() {
 		for _, o := range open {
@@ -175,4 +166,23 @@ func follow(ctx context.Context, g Gomega, r *stack.Relay, user, ns, name string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, nil, string(b)
+}
+
+// createRelayDeployment creates the relay's Deployment in ns as the bundle
+// names it, with the bundle's two replicas (its pods are kwok's).
+func createRelayDeployment(ctx context.Context, g Gomega, ns string) *appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": "openshell-relay"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relayscale.Deployment},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "relay", Image: "relay"}}}}}}
+	g.ExpectWithOffset(1, cluster.Client.Create(ctx, dep)).To(Succeed())
+	return dep
+}
+
+// relayReplicas is the relay Deployment's replicas, as its scale reads.
+func relayReplicas(ctx context.Context, g Gomega, dep *appsv1.Deployment) int32 {
+	s := &autoscalingv1.Scale{}
+	g.Expect(cluster.Client.SubResource("scale").Get(ctx, dep, s)).To(Succeed())
+	return s.Spec.Replicas
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +28,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -273,6 +278,10 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 	g.Expect(ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})).To(Succeed(), "%s", stderr.String())
 	g.Expect(stdout.String()).To(Equal("hi\n"))
 
+	// A port-forward, as kubectl port-forward speaks it (SPDY), to the echo
+	// inside the sandbox.
+	expectPortForward(ctx, g, cfg, ns, name)
+
 	// The relay published its sessions in its pod's load Lease, with the
 	// CSV's RBAC, signed so that the operator counts them.
 	keys := &oidc.Issuer{Client: cluster.Client, SecretNamespace: opNS, SecretName: operator.OIDCKeySecret}
@@ -313,4 +322,42 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 		g.Expect(tok.Subject).To(Equal(accessv1alpha1.SubjectPrefix + "tina"))
 		g.Expect(gw.Members(tok.Workspace)).To(HaveKey(tok.Subject))
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a tenant admin's token exchange through the relay OLM installed")
+}
+
+// expectPortForward forwards a local port to the echo the test gateway's
+// sandboxes serve, through the relay, as cfg's user, and sends a round
+// trip through it.
+func expectPortForward(ctx context.Context, g Gomega, cfg *rest.Config, ns, name string) {
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	u, err := url.Parse(cfg.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	u.Path = accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourcePortForward)
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	var errOut bytes.Buffer
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", testgateway.EchoPort)},
+		stop, ready, io.Discard, &errOut)
+	g.Expect(err).NotTo(HaveOccurred())
+	forwarded := make(chan error, 1)
+	go func() { forwarded <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-forwarded:
+		g.Expect(err).NotTo(HaveOccurred(), "port-forward through the relay OLM installed: %s", errOut.String())
+	case <-ctx.Done():
+		g.Expect(ctx.Err()).NotTo(HaveOccurred())
+	}
+	ports, err := fw.GetPorts()
+	g.Expect(err).NotTo(HaveOccurred())
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	_, err = conn.Write([]byte("ping\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	got := make([]byte, 5)
+	_, err = io.ReadFull(conn, got)
+	g.Expect(err).NotTo(HaveOccurred(), "%s", errOut.String())
+	g.Expect(string(got)).To(Equal("ping\n"), "the echo inside the sandbox, through the relay OLM installed")
 }
