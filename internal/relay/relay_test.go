@@ -254,7 +254,7 @@ func member(ns, subject string) membership {
 	return membership{gateway: "platform/gw", namespace: ns, workspace: "ws-" + ns, subject: SubjectPrefix + subject}
 }
 
-func leaseTokens(t *testing.T) *Tokens {
+func leaseTokens(t testing.TB) *Tokens {
 	t.Helper()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
