@@ -614,7 +614,21 @@ func reportUpstream(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1
 	status.SetCondition(sb, openshellv1alpha1.SandboxConditionUpstreamSandboxReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUpstreamSandboxMissing, msg)
 	status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonUpstreamSandboxMissing, msg)
 	sb.Status.Phase = openshellv1alpha1.SandboxPhaseError
-	return ctrl.Result{RequeueAfter: provisionPoll}
+	since := time.Duration(0)
+	if c := meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady); c != nil && !c.LastTransitionTime.IsZero() {
+		since = time.Since(c.LastTransitionTime.Time)
+	}
+	return ctrl.Result{RequeueAfter: upstreamRecheck(since)}
+}
+
+// upstreamRecheck is how soon to ask the gateway again about a sandbox
+// whose agents.x-k8s.io Sandbox went while the gateway still reports it
+// running: soon at first, since the operator's watch often hears of the
+// deletion a moment before the gateway's does (waiting a whole
+// provisionPoll then kept the sandbox down 15 s longer than needed), then
+// less often, up to provisionPoll, for a gateway slow to notice. Pure.
+func upstreamRecheck(since time.Duration) time.Duration {
+	return min(max(since/2, time.Second), provisionPoll)
 }
 
 // report maps the gateway sandbox onto status and says when to look again.

@@ -3,9 +3,11 @@ package sandbox
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -179,5 +181,30 @@ func TestRequirePolicySparesRunningSandboxes(t *testing.T) {
 	sb.Status.SandboxID = "running"
 	if r := policyRequiredGate(sb, observed{gateway: gw}); r != nil {
 		t.Fatalf("a running sandbox was held: %+v", r)
+	}
+}
+
+// TestUpstreamRecheck: a sandbox whose agents.x-k8s.io Sandbox went while
+// the gateway still reports it running is asked about again within a
+// second at first (the gateway usually notices a moment later), then
+// less often, never less than every provisionPoll.
+func TestUpstreamRecheck(t *testing.T) {
+	for since, want := range map[time.Duration]time.Duration{
+		0:                time.Second,
+		time.Second:      time.Second,
+		4 * time.Second:  2 * time.Second,
+		16 * time.Second: 8 * time.Second,
+		time.Minute:      provisionPoll,
+		time.Hour:        provisionPoll,
+	} {
+		if got := upstreamRecheck(since); got != want {
+			t.Errorf("upstreamRecheck(%s) = %s, want %s", since, got, want)
+		}
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{Status: openshellv1alpha1.OpenShellSandboxStatus{
+		AgentSandbox: &openshellv1alpha1.AgentSandboxReference{APIVersion: "agents.x-k8s.io/v1alpha1", Namespace: "sandboxes", Name: "gone"}}}
+	running := &openshellv1.Sandbox{Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_READY}}
+	if res := reportUpstream(sb, running, true, ctrl.Result{}); res.RequeueAfter != time.Second || sb.Status.Phase != openshellv1alpha1.SandboxPhaseError {
+		t.Errorf("just gone: %+v, phase %s; want a look in a second and Error", res, sb.Status.Phase)
 	}
 }

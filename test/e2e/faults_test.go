@@ -565,6 +565,7 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 				notice = link.Restore
 				defer notice()
 			}
+			ws := sandboxWorkspace(ctx, g, e.tenant)
 			deleted := time.Now()
 			g.Expect(c.Delete(ctx, &list.Items[0])).To(Succeed())
 			if tc.late || tc.blind {
@@ -574,7 +575,8 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 			}
 			g.Eventually(func(g Gomega) {
 				cur := sandboxStatus(ctx, g, key)
-				g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created")
+				g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created: phase %s, %+v, gateway rows %v",
+					cur.Status.Phase, cur.Status.Conditions, e.st.Gateway.SandboxNames(ws))
 				g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
 				g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)).To(BeNil(),
 					"the loss is still reported after the sandbox was re-created")
