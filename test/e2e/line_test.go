@@ -279,7 +279,8 @@ func TestCreateIsIdempotentOn01(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
-		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first))
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first), "not re-created: phase %s, %+v; %s",
+			cur.Status.Phase, cur.Status.Conditions, gw.Describe(ws))
 		g.Expect(cur.Status.ReplacedSandboxID).To(Equal(first))
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())

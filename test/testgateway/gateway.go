@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -340,6 +341,23 @@ func (g *Gateway) SandboxNames(workspace string) []string {
 		}
 	}
 	return out
+}
+
+// Describe says, for a failing test's message, what the gateway holds of
+// a workspace's sandboxes (name, ID, phase, whether a delete is under way,
+// its Kubernetes object) and how many calls of each method it answered.
+func (g *Gateway) Describe(workspace string) string {
+	g.mu.Lock()
+	var rows []string
+	for k, r := range g.sandboxes {
+		if k.ws == workspace {
+			rows = append(rows, fmt.Sprintf("%s id=%s phase=%s deleting=%v cr=%s", k.name, r.sb.GetMetadata().GetId(),
+				r.sb.GetStatus().GetPhase(), r.deleting, r.crName))
+		}
+	}
+	g.mu.Unlock()
+	slices.Sort(rows)
+	return fmt.Sprintf("gateway rows %v; calls %v", rows, g.Calls())
 }
 
 // notify wakes WatchSandbox streams of one sandbox; call with g.mu held.
