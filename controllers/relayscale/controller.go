@@ -121,7 +121,7 @@ func (r *Reconciler) sessions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for i := range list.Items {
-		if _, l, err := relayload.Read(&list.Items[i], r.Keys); err == nil {
+		if l, err := relayload.Read(&list.Items[i], r.Keys); err == nil {
 			n += l.Sessions
 		} else {
 			log.FromContext(ctx).V(1).Info("Not counting a load Lease", "lease", list.Items[i].Name, "reason", err.Error())

@@ -83,7 +83,7 @@ func (l *LoadShare) observe(obj any) {
 	if !ok {
 		return
 	}
-	_, load, err := relayload.Read(o, l.Keys)
+	load, err := relayload.Read(o, l.Keys)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if o.Name == relayload.Name(l.Replica.Pod) {
@@ -183,11 +183,10 @@ func (l *LoadShare) publish(ctx context.Context, open *sessions) {
 			written, published = nil, nil // read it back and write it whatever it holds
 		}
 		retry.Reset(rotationCheck)
-		load := open.snapshot()
-		if published != nil && reflect.DeepEqual(load, *published) && l.Keys.RotatedAt().Equal(signedAt) {
+		load, rotated := open.snapshot(), l.Keys.RotatedAt()
+		if published != nil && reflect.DeepEqual(load, *published) && rotated.Equal(signedAt) {
 			continue
 		}
-		rotated := l.Keys.RotatedAt()
 		o, err := relayload.Render(l.Namespace, l.Replica, load, l.Keys)
 		if err == nil {
 			err = l.put(ctx, o, written)

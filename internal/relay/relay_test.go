@@ -519,7 +519,7 @@ func TestLoadIsPublished(t *testing.T) {
 		if err := tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: relayload.Name("relay-a")}, o); err != nil {
 			return relayload.Load{Sessions: -1}
 		}
-		_, l, err := relayload.Read(o, tk.Issuer)
+		l, err := relayload.Read(o, tk.Issuer)
 		g.Expect(err).NotTo(HaveOccurred())
 		return l
 	}

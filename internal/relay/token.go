@@ -205,11 +205,7 @@ func (t *Tokens) recheck(ctx context.Context) {
 		log.Info("listing the membership leases failed; retried at the next check", "error", err.Error())
 		return
 	}
-	verdicts := t.judge(ctx, items)
-	t.settle(ctx, verdicts)
-	if t.failed == nil {
-		return
-	}
+	t.settle(ctx, t.judge(ctx, items))
 	seen := make(map[string]bool, len(items))
 	for i := range items {
 		seen[items[i].Name] = true

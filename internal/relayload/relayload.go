@@ -98,26 +98,26 @@ func Render(namespace string, r Replica, l Load, s Signer) (*coordinationv1.Leas
 	return o, nil
 }
 
-// Read returns the replica and load a Lease publishes, if the relay signed
+// Read returns the load a Lease publishes, if the relay signed
 // it and it still names the owner it was signed for. A Lease being
 // deleted, or one that could outlive its pod (a finalizer, another owner),
 // counts for nothing: the relay writes neither.
-func Read(o *coordinationv1.Lease, v Verifier) (Replica, Load, error) {
+func Read(o *coordinationv1.Lease, v Verifier) (Load, error) {
 	if o.DeletionTimestamp != nil || len(o.Finalizers) > 0 || len(o.OwnerReferences) != 1 {
-		return Replica{}, Load{}, fmt.Errorf("lease %s is not as the relay writes it (being deleted, finalizers, or other owners)", o.Name)
+		return Load{}, fmt.Errorf("lease %s is not as the relay writes it (being deleted, finalizers, or other owners)", o.Name)
 	}
 	if err := v.VerifyRecord(signed(o), o.Annotations[annotationSignature]); err != nil {
-		return Replica{}, Load{}, fmt.Errorf("lease %s is not a relay's: %w", o.Name, err)
+		return Load{}, fmt.Errorf("lease %s is not a relay's: %w", o.Name, err)
 	}
 	r := owner(o)
 	if r.UID == "" || Name(r.Pod) != o.Name {
-		return Replica{}, Load{}, fmt.Errorf("lease %s names no relay pod", o.Name)
+		return Load{}, fmt.Errorf("lease %s names no relay pod", o.Name)
 	}
 	var l Load
 	if err := json.Unmarshal([]byte(o.Annotations[annotationLoad]), &l); err != nil || l.Sessions < 0 {
-		return Replica{}, Load{}, fmt.Errorf("lease %s holds no load", o.Name)
+		return Load{}, fmt.Errorf("lease %s holds no load", o.Name)
 	}
-	return r, l, nil
+	return l, nil
 }
 
 // owner is the Lease's pod owner.
@@ -141,27 +141,6 @@ func signed(o *coordinationv1.Lease) []byte {
 	// Marshalling a slice of strings cannot fail.
 	b, _ := json.Marshal([]string{recordKind, o.Namespace, o.Name, r.Pod, string(r.UID), o.Annotations[annotationLoad]})
 	return b
-}
-
-// Sum adds loads.
-func Sum(loads ...Load) Load {
-	var out Load
-	for _, l := range loads {
-		out.Sessions += l.Sessions
-		out.Users = addCounts(out.Users, l.Users)
-		out.Namespaces = addCounts(out.Namespaces, l.Namespaces)
-	}
-	return out
-}
-
-func addCounts(into, from map[string]int) map[string]int {
-	for k, n := range from {
-		if into == nil {
-			into = map[string]int{}
-		}
-		into[k] += n
-	}
-	return into
 }
 
 // The environment a relay's pod sets from the downward API

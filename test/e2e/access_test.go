@@ -432,22 +432,30 @@ func logsAs(ctx context.Context, user, ns, name string) (string, error) {
 // direct sends a request to the relay's own listener, not through the API
 // server, presenting cert (nil: none) and claiming user in the header.
 func direct(ctx context.Context, g Gomega, r *stack.Relay, cert *pki.KeyPair, path, user string) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp := openDirect(ctx, g, r, cert, path, user)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// openDirect is direct's request, its response left open (a stream).
+func openDirect(ctx context.Context, g Gomega, r *stack.Relay, cert *pki.KeyPair, path, user string) *http.Response {
 	tc := &tls.Config{RootCAs: r.RelayCA(), MinVersion: tls.VersionTLS12}
 	if cert != nil {
 		kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
 		g.Expect(err).NotTo(HaveOccurred())
 		tc.Certificates = []tls.Certificate{kp}
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+r.Addr+path, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	req.Header.Set(framework.FrontProxyUserHeader, user)
 	req.Header.Set("X-Remote-Group", "system:authenticated")
 	resp, err := hc.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp
 }
 
 // sizeQueue hands out the given terminal sizes, then ends.

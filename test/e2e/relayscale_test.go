@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -149,17 +147,7 @@ func TestRelayScalesOnSessions(t *testing.T) {
 // front proxy forwards it, and returns the status, the open body (on 200:
 // the session, until closed) and, on a refusal, its message.
 func follow(ctx context.Context, g Gomega, r *stack.Relay, user, ns, name string) (int, io.ReadCloser, string) {
-	kp, err := tls.X509KeyPair(cluster.FrontProxy.Client.CertPEM, cluster.FrontProxy.Client.KeyPEM)
-	g.Expect(err).NotTo(HaveOccurred())
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.RelayCA(), MinVersion: tls.VersionTLS12,
-		Certificates: []tls.Certificate{kp}}}}
-	path := strings.Join([]string{"/apis", accessv1alpha1.Group, accessv1alpha1.Version, "namespaces", ns, "openshellsandboxes", name, "log"}, "/")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+r.Addr+path+"?follow=true&tailLines=1", nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set(framework.FrontProxyUserHeader, user)
-	req.Header.Set("X-Remote-Group", "system:authenticated")
-	resp, err := hc.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
+	resp := openDirect(ctx, g, r, cluster.FrontProxy.Client, accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceLog)+"?follow=true&tailLines=1", user)
 	if resp.StatusCode == http.StatusOK {
 		return resp.StatusCode, resp.Body, ""
 	}

@@ -341,21 +341,10 @@ func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *
 
 	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS, pod.ServiceAccountName, dir)
 
-	env := []string{"KUBECONFIG=" + kubeconfig}
-	for _, e := range ctr.Env {
-		v := e.Value
-		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
-			switch p := f.FieldRef.FieldPath; {
-			case p == "metadata.namespace":
-				v = opNS
-			case strings.HasPrefix(p, "metadata.annotations['"):
-				v = dep.Spec.Template.Annotations[strings.TrimSuffix(strings.TrimPrefix(p, "metadata.annotations['"), "']")]
-			default:
-				t.Fatalf("env %s: field %s not handled", e.Name, p)
-			}
-		}
-		env = append(env, e.Name+"="+v)
-	}
+	// The pod as the Deployment's template makes it (the operator reads no
+	// field of its own pod but its namespace and the template's annotations).
+	env := append([]string{"KUBECONFIG=" + kubeconfig}, podEnv(t, ctr.Env, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Annotations: dep.Spec.Template.Annotations}})...)
 
 	// The webhook serving certificate OLM issued, as mounted.
 	certDir := filepath.Join(dir, "certs")
@@ -596,4 +585,41 @@ func expectAPIServerIngress(ctx context.Context, g Gomega, opNS string) {
 // issuerURLOf is the operator's OIDC issuer URL behind the balancer.
 func issuerURLOf(lb *framework.Balancer) string {
 	return "https://127.0.0.1:" + strconv.Itoa(lb.Port())
+}
+
+// podEnv is a container's environment as the kubelet gives it in pod,
+// with the downward API's fields of the pod; resource fields are left out
+// (a process here has no limits: GOMEMLIMIT unset, as an empty value
+// leaves it).
+func podEnv(t *testing.T, vars []corev1.EnvVar, pod *corev1.Pod) []string {
+	t.Helper()
+	var env []string
+	for _, e := range vars {
+		v := e.Value
+		switch f := e.ValueFrom; {
+		case f == nil:
+		case f.ResourceFieldRef != nil:
+			continue
+		case f.FieldRef != nil:
+			v = podField(t, e.Name, pod, f.FieldRef.FieldPath)
+		default:
+			t.Fatalf("env %s: %+v not handled", e.Name, f)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	return env
+}
+
+// podField is a downward-API field of pod: its namespace, name, UID or an
+// annotation.
+func podField(t *testing.T, env string, pod *corev1.Pod, path string) string {
+	t.Helper()
+	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+		return pod.Annotations[strings.TrimSuffix(key, "']")]
+	}
+	v := map[string]string{"metadata.namespace": pod.Namespace, "metadata.name": pod.Name, "metadata.uid": string(pod.UID)}[path]
+	if v == "" {
+		t.Fatalf("env %s: field %s not handled, or the pod has none", env, path)
+	}
+	return v
 }

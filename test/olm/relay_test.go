@@ -51,9 +51,8 @@ const relayDeployment = "openshell-operator-relay"
 var relayMetrics sync.Map
 
 // relayPodEnv is the relay container's environment as the kubelet gives it
-// to a pod of dep (the first the Deployment controller created): its
-// namespace, and its name and UID, which the relay names as the owner of
-// its load Lease.
+// to a pod of dep (the first the Deployment controller created): the relay
+// names that pod, by name and UID, as the owner of its load Lease.
 func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Deployment) []string {
 	t.Helper()
 	var pod corev1.Pod
@@ -73,26 +72,7 @@ func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Dep
 	if err != nil {
 		t.Fatalf("the relay Deployment has no pod: %v", err)
 	}
-	var env []string
-	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-		v := e.Value
-		if f := e.ValueFrom; f != nil {
-			switch {
-			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.namespace":
-				v = opNS
-			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.name":
-				v = pod.Name
-			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.uid":
-				v = string(pod.UID)
-			case f.ResourceFieldRef != nil:
-				continue // GOMEMLIMIT: a process here has no limit
-			default:
-				t.Fatalf("relay env %s: %+v not handled", e.Name, f)
-			}
-		}
-		env = append(env, e.Name+"="+v)
-	}
-	return env
+	return podEnv(t, dep.Spec.Template.Spec.Containers[0].Env, &pod)
 }
 
 // runRelayAsPod starts the relay as a pod of the Deployment OLM created
@@ -290,7 +270,7 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 		list := &coordinationv1.LeaseList{}
 		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(opNS), client.MatchingLabels{relayload.Label: "true"})).To(Succeed())
 		g.Expect(list.Items).NotTo(BeEmpty(), "no load Lease")
-		_, load, err := relayload.Read(&list.Items[0], keys)
+		load, err := relayload.Read(&list.Items[0], keys)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(load.Sessions).To(BeZero(), "the exec has ended")
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's load Lease")
