@@ -130,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The cache predates this reconciler's last write: acting on it
 		// would act twice (ownWrites). Its arrival re-queues the sandbox;
 		// the requeue only bounds a cache that never catches up.
+		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the cache to show this reconciler's last write", "cached", sb.ResourceVersion)
 		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
 	}
 	read := sb.ResourceVersion

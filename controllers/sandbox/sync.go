@@ -377,9 +377,9 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Cl
 // which status now forgets so that the next reconcile creates it anew.
 func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox,
 	current *openshellv1.Sandbox) (_ *openshellv1.Sandbox, gone, lost bool, _ error) {
-	key := client.ObjectKeyFromObject(sb)
+	key, from := client.ObjectKeyFromObject(sb), "answer"
 	if current == nil {
-		current = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID) // streamed by WatchSandbox: no call needed
+		current, from = r.Gateways.Followers().Snapshot(key, sb.Status.SandboxID), "stream" // streamed by WatchSandbox: no call needed
 	}
 	gone, err := r.upstreamMissing(ctx, sb)
 	if err != nil {
@@ -391,8 +391,11 @@ func (r *Reconciler) currentAtGateway(ctx context.Context, conn *gatewayapi.Clie
 		current = nil
 	}
 	if current != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("gateway sandbox observed", "from", from, "sandboxID", current.GetMetadata().GetId(),
+			"phase", current.GetStatus().GetPhase().String(), "upstreamGone", gone)
 		return current, gone, false, nil
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("asking the gateway for its sandbox", "sandboxID", sb.Status.SandboxID, "upstreamGone", gone)
 	resp, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)})
 	if grpcstatus.Code(err) == codes.NotFound {
 		r.forgetLost(sb, "the gateway no longer has sandbox %s; recreating it", d.name)

@@ -34,6 +34,14 @@ import (
 type upstreamWatch struct {
 	mu      sync.Mutex
 	watched map[string]bool // served version → watch started
+	// tombs guards unclaimed. It is held across a Sandbox event's lookup
+	// of the sandbox that names its ID and the tombstone a miss leaves
+	// (orphaned), and by claim: the cache's update that names the ID
+	// lands between a lookup that missed and its tombstone otherwise, and
+	// its claim, finding none, is lost with the sandbox's loss (CI saw a
+	// Ready sandbox left on a gateway sandbox that was gone). It is not mu,
+	// which ensure holds while a watch starts and delivers its first events.
+	tombs sync.Mutex
 	// unclaimed are the gateway IDs of Sandboxes that went (or changed ID)
 	// while no OpenShellSandbox in the cache named them, and when. The
 	// first status write of a sandbox quick to start names its ID and says
@@ -51,11 +59,22 @@ const (
 	unclaimedMax = 4096
 )
 
-// remember records that a Sandbox of gateway ID id changed while no
-// OpenShellSandbox in the cache named it.
-func (u *upstreamWatch) remember(id string, now time.Time) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+// orphaned returns the sandboxes lookup finds naming gateway ID id, whose
+// Sandbox changed; if there are none, it records that (a tombstone) before
+// any claim can look for it.
+func (u *upstreamWatch) orphaned(id string, now time.Time, lookup func() []reconcile.Request) []reconcile.Request {
+	u.tombs.Lock()
+	defer u.tombs.Unlock()
+	reqs := lookup()
+	if len(reqs) == 0 {
+		u.rememberLocked(id, now)
+	}
+	return reqs
+}
+
+// rememberLocked records that a Sandbox of gateway ID id changed while no
+// OpenShellSandbox in the cache named it; u.tombs is held.
+func (u *upstreamWatch) rememberLocked(id string, now time.Time) {
 	if u.unclaimed == nil {
 		u.unclaimed = map[string]time.Time{}
 	}
@@ -74,8 +93,8 @@ func (u *upstreamWatch) remember(id string, now time.Time) {
 // claim says whether a Sandbox of gateway ID id changed, unclaimed, within
 // unclaimedTTL before now, and forgets it.
 func (u *upstreamWatch) claim(id string, now time.Time) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.tombs.Lock()
+	defer u.tombs.Unlock()
 	at, ok := u.unclaimed[id]
 	if !ok {
 		return false
@@ -106,8 +125,10 @@ func sandboxID(o client.Object) string {
 
 // claimed re-queues an OpenShellSandbox whose gateway sandbox's Sandbox
 // went while the cache did not yet say it was this object's.
-func (r *Reconciler) claimed(_ context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) claimed(ctx context.Context, o client.Object) []reconcile.Request {
 	if id := sandboxID(o); id != "" && r.upstream.claim(id, time.Now()) {
+		ctrl.LoggerFrom(ctx).V(1).Info("its agents.x-k8s.io Sandbox changed before the cache named the sandbox", "sandboxID", id,
+			"namespace", o.GetNamespace(), "name", o.GetName())
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	}
 	return nil
@@ -127,10 +148,11 @@ func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controlle
 		if id == "" {
 			return nil
 		}
-		reqs := enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
-		if len(reqs) == 0 {
-			r.upstream.remember(id, time.Now())
-		}
+		reqs := r.upstream.orphaned(id, time.Now(), func() []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.MatchingFields{index.SandboxID: id})
+		})
+		ctrl.LoggerFrom(ctx).V(1).Info("agents.x-k8s.io Sandbox changed", "sandboxID", id, "namespace", o.GetNamespace(), "name", o.GetName(),
+			"deleting", !o.GetDeletionTimestamp().IsZero(), "requeued", reqs)
 		return reqs
 	})
 	// Only a deletion (or a change of what the gateway's ID label says)

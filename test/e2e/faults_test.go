@@ -575,8 +575,8 @@ func TestAgentSandboxDeletedByHand(t *testing.T) {
 			}
 			g.Eventually(func(g Gomega) {
 				cur := sandboxStatus(ctx, g, key)
-				g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created: phase %s, %+v; %s",
-					cur.Status.Phase, cur.Status.Conditions, e.st.Gateway.Describe(ws))
+				g.Expect(cur.Status.SandboxID).NotTo(Equal(first), "not re-created: phase %s, %+v, located %+v; %s; the operator's log:\n%s",
+					cur.Status.Phase, cur.Status.Conditions, cur.Status.AgentSandbox, e.st.Gateway.Describe(ws), framework.RecentLogs(40, e.tenant, first))
 				g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
 				g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionUpstreamSandboxReady)).To(BeNil(),
 					"the loss is still reported after the sandbox was re-created")

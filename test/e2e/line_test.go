@@ -279,8 +279,8 @@ func TestCreateIsIdempotentOn01(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
-		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first), "not re-created: phase %s, %+v; %s",
-			cur.Status.Phase, cur.Status.Conditions, gw.Describe(ws))
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first), "not re-created: phase %s, %+v, located %+v; %s; the operator's log:\n%s",
+			cur.Status.Phase, cur.Status.Conditions, cur.Status.AgentSandbox, gw.Describe(ws), framework.RecentLogs(40, tenant, first))
 		g.Expect(cur.Status.ReplacedSandboxID).To(Equal(first))
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
