@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -21,6 +22,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/scheme"
@@ -56,9 +58,16 @@ type RelayOptions struct {
 	// KeyRefresh is how often the signing keys are reloaded (default one
 	// minute, as the operator's replicas do).
 	KeyRefresh time.Duration
-	// MembershipRecheck is how often a granted workspace membership is
-	// authorized again (default 2 s).
+	// MembershipRecheck is how often the granted workspace memberships
+	// are looked at (default 2 s); each is authorized again then if RBAC
+	// changed since its last answer, or that answer is AuthorizationMaxAge
+	// old.
 	MembershipRecheck time.Duration
+	// AuthorizationMaxAge bounds how long an open session's or a
+	// membership's answer holds while no Role, RoleBinding, ClusterRole or
+	// ClusterRoleBinding changes (default one minute): the time a
+	// revocation by another authorizer (a webhook) can take.
+	AuthorizationMaxAge time.Duration
 	// DrainTimeout bounds the wait for open sessions to close once they
 	// have been told the relay is stopping (default 10 s).
 	DrainTimeout time.Duration
@@ -113,19 +122,27 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	recorder := broadcaster.NewRecorder(c.Scheme(), "openshell-relay")
 	authz := relay.SARAuthorizer{Client: c}
+	// Answers are asked again when RBAC changes, not on a short timer
+	// (internal/rbacchange says why). Until its informers have synced,
+	// none holds: every check asks, as without it.
+	rbac := &rbacchange.Changes{MaxAge: o.AuthorizationMaxAge}
+	metaClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the relay's metadata client: %w", err)
+	}
 	leaseNS := o.Namespace
 	if leaseNS == "" {
 		leaseNS = o.IssuerNamespace
 	}
-	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
-		Leases: c, LeaseNamespace: leaseNS}
 	// The controller-runtime registry: the relay's metrics server serves
 	// it, with client-go's request metrics beside the relay's own.
 	metrics, err := relay.NewMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("register the relay's metrics: %w", err)
 	}
-	srv := &relay.Server{Authn: authn, Authz: authz, Reader: c, Tokens: tokens, Metrics: metrics,
+	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
+		RBAC: rbac, Metrics: metrics, Leases: c, LeaseNamespace: leaseNS}
+	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv}
@@ -143,8 +160,35 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 			broadcaster.Shutdown()
 		},
 		func(ctx context.Context) { _ = tokens.Start(ctx) },
+		func(ctx context.Context) { followRBAC(ctx, rbac, metaClient, metrics, o.Log) },
 		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
 	return r, nil
+}
+
+// followRBAC follows RBAC changes until ctx ends, and says so when it
+// cannot: until it has, every check asks the API server (correct, and
+// what it cost before).
+func followRBAC(ctx context.Context, rbac *rbacchange.Changes, c metadata.Interface, m *relay.Metrics, log logr.Logger) {
+	synced := make(chan error, 1)
+	go func() { synced <- rbac.Watch(ctx, c) }()
+	patience := time.NewTimer(time.Minute)
+	defer patience.Stop()
+	for {
+		select {
+		case err := <-synced:
+			switch {
+			case err == nil:
+				m.RBACFollowed()
+			case ctx.Err() == nil:
+				log.Error(err, "Following RBAC changes; every session and membership check asks the API server")
+			}
+			return
+		case <-patience.C:
+			log.Info("RBAC changes are not followed yet (may the relay list and watch roles, rolebindings, clusterroles and clusterrolebindings?): every session and membership check asks the API server")
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // reloadKeys follows the operator's key rotation: the leader operator

@@ -15,6 +15,18 @@ const (
 	MetricSessionsStarted = "openshell_relay_sessions_started_total"
 	MetricSessionRefusals = "openshell_relay_session_refusals_total"
 	MetricSessionBytes    = "openshell_relay_session_bytes_total"
+	// MetricReauthorizations counts the SubjectAccessReviews that open
+	// sessions and memberships cost the kube-apiserver, by check;
+	// MetricRBACFollowed is 1 once RBAC changes are followed (until then
+	// every check asks).
+	MetricReauthorizations = "openshell_relay_reauthorizations_total"
+	MetricRBACFollowed     = "openshell_relay_rbac_followed"
+)
+
+// Checks of MetricReauthorizations.
+const (
+	CheckSession    = "session"
+	CheckMembership = "membership"
 )
 
 // Refusal reasons of MetricSessionRefusals.
@@ -31,6 +43,8 @@ type Metrics struct {
 	started  *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
+	reauth   *prometheus.CounterVec
+	followed prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -44,6 +58,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Sessions this relay replica refused for a limit or its shutdown, by reason."}, []string{"reason"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSessionBytes,
 			Help: "Bytes ended sessions moved through this relay replica: in from users, out to them."}, []string{"direction"}),
+		reauth: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReauthorizations,
+			Help: "SubjectAccessReviews this relay replica asked again for open sessions and workspace memberships, by check."}, []string{"check"}),
+		followed: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricRBACFollowed,
+			Help: "1 once this relay replica follows RBAC changes, so that sessions and memberships are authorized again only after one; 0 while every check asks."}),
 	}
 	// A process that builds a second relay (a test's second replica)
 	// shares the first one's collectors.
@@ -60,6 +78,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.bytes, err = register(reg, m.bytes); err != nil {
 		return nil, err
 	}
+	if m.reauth, err = register(reg, m.reauth); err != nil {
+		return nil, err
+	}
+	if m.followed, err = register(reg, m.followed); err != nil {
+		return nil, err
+	}
+	m.reauth.WithLabelValues(CheckSession)
+	m.reauth.WithLabelValues(CheckMembership)
 	for _, sub := range []string{SubresourceExec, SubresourceLog, SubresourcePortForward} {
 		m.open.WithLabelValues(sub)
 		m.started.WithLabelValues(sub)
@@ -96,5 +122,18 @@ func (m *Metrics) closed(sub string, in, out int64) {
 func (m *Metrics) refused(reason string) {
 	if m != nil {
 		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) reauthorized(check string) {
+	if m != nil {
+		m.reauth.WithLabelValues(check).Inc()
+	}
+}
+
+// RBACFollowed reports that RBAC changes are followed from now on.
+func (m *Metrics) RBACFollowed() {
+	if m != nil {
+		m.followed.Set(1)
 	}
 }

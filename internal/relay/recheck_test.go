@@ -3,15 +3,27 @@ package relay
 import (
 	"context"
 	"fmt"
+	"maps"
+	runtime2 "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/rbacchange"
+	scheme2 "github.com/openshell/openshell-operator/internal/scheme"
 )
 
 // gatedAuthz holds every check until want are in flight at once (or the
@@ -127,5 +139,199 @@ func BenchmarkRecheck1000(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		tk.recheck(ctx)
+	}
+}
+
+// countingAuthz answers from allow and counts the checks per user.
+type countingAuthz struct {
+	mu    sync.Mutex
+	allow map[string]bool
+	asked map[string]int
+}
+
+func (a *countingAuthz) Allowed(_ context.Context, u user.Info, _, _, _, _ string) (bool, string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked[u.GetName()]++
+	return a.allow[u.GetName()], "", nil
+}
+
+// take returns the checks since the last take, per user.
+func (a *countingAuthz) take() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.asked
+	a.asked = map[string]int{}
+	return out
+}
+
+// TestRecheckAsksOnlyWhenAnswersAreStale: a membership is authorized again
+// only when its last answer no longer holds (internal/rbacchange): when it
+// is new, when RBAC changed in its namespace or cluster-wide (and until an
+// answer asked Settle after the change), when it is renewed, or past
+// MaxAge; and a revocation is still seen at the first look after the
+// change. Steady state asks the kube-apiserver nothing.
+func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	binding := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "dave", ResourceVersion: "1"}}
+	kube := metadatafake.NewSimpleMetadataClient(scheme, binding)
+	changes := &rbacchange.Changes{MaxAge: time.Minute, Settle: 10 * time.Second, Now: clock}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := changes.Watch(wctx, kube); err != nil {
+		t.Fatal(err)
+	}
+
+	tk := leaseTokens(t)
+	tk.Reader, tk.Now, tk.RBAC = tk.Leases, clock, changes
+	authz := &countingAuthz{allow: map[string]bool{"dave": true, "erin": true, "bob": true}, asked: map[string]int{}}
+	tk.Authz = authz
+	grant := func(ns, name string) {
+		t.Helper()
+		if err := tk.record(ctx, member(ns, name), lease{user: &user.DefaultInfo{Name: name}, expires: clock().Add(time.Hour), grant: exchanged}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("team-a", "dave")
+	grant("team-a", "erin")
+	grant("team-b", "bob")
+	look := func(want map[string]int, why string) {
+		t.Helper()
+		advance(2 * time.Second)
+		tk.recheck(ctx)
+		if got := authz.take(); !maps.Equal(got, want) {
+			t.Errorf("%s: asked %v, want %v", why, got, want)
+		}
+	}
+	everyone := map[string]int{"dave": 1, "erin": 1, "bob": 1}
+	look(everyone, "within Settle of the informers' sync")
+	advance(10 * time.Second)
+	look(everyone, "first look past Settle")
+	look(map[string]int{}, "steady state")
+	look(map[string]int{}, "steady state")
+
+	// dave's RoleBinding goes: team-a is asked again, and dave revoked.
+	authz.mu.Lock()
+	authz.allow["dave"] = false
+	authz.mu.Unlock()
+	if err := kube.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings")).Namespace("team-a").Delete(ctx, "dave", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := clock()
+	for changes.Fresh("team-a", changed, changed.Add(time.Millisecond)) {
+		runtime2.Gosched() // the informer delivers on its own goroutine
+	}
+	look(map[string]int{"dave": 1, "erin": 1}, "RBAC changed in team-a")
+	if got := leaseUsers(t, tk); !maps.Equal(got, map[string]bool{"erin": true, "bob": true}) {
+		t.Fatalf("memberships after the revocation: %v, want erin and bob", got)
+	}
+	look(map[string]int{"erin": 1}, "within Settle of the change")
+	advance(10 * time.Second)
+	look(map[string]int{"erin": 1}, "first look past Settle of the change")
+	look(map[string]int{}, "steady again")
+
+	// A renewal writes the lease again: asked again.
+	grant("team-b", "bob")
+	look(map[string]int{"bob": 1}, "renewed")
+	// Past MaxAge every answer is asked again.
+	advance(time.Minute)
+	look(map[string]int{"erin": 1, "bob": 1}, "past MaxAge")
+}
+
+// leaseUsers are the users whose memberships the relay holds.
+func leaseUsers(t *testing.T, tk *Tokens) map[string]bool {
+	t.Helper()
+	list := &coordinationv1.LeaseList{}
+	if err := tk.Leases.List(context.Background(), list, client.InNamespace(tk.LeaseNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for i := range list.Items {
+		if _, l, err := tk.verifiedLease(&list.Items[i]); err == nil {
+			out[l.user.GetName()] = true
+		}
+	}
+	return out
+}
+
+// countingReader counts the reads of a session's checks.
+type countingReader struct {
+	client.Reader
+	mu    sync.Mutex
+	reads int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.mu.Lock()
+	r.reads++
+	r.mu.Unlock()
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r *countingReader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
+}
+
+// TestOpenSessionsAskAgainOnlyAfterRBACChanges: an open session's sandbox
+// is looked at every check, but its user is authorized again only when
+// the last answer no longer holds; a RoleBinding deleted in its namespace
+// makes the next check ask, and end the session.
+func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kube := metadatafake.NewSimpleMetadataClient(scheme, &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "dave", ResourceVersion: "1"}})
+	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Millisecond}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if err := changes.Watch(ctx, kube); err != nil {
+		t.Fatal(err)
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb", UID: "u1"},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "p/gw", GatewaySandboxName: "x"}}
+	reader := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme2.New()).WithObjects(sb).Build()}
+	authz := &countingAuthz{allow: map[string]bool{"dave": true}, asked: map[string]int{}}
+	s := &Server{Reader: reader, Authz: authz, RBAC: changes, sessionRecheck: 5 * time.Millisecond}
+	session, end := context.WithCancelCause(ctx)
+	go s.watch(session, end, &user.DefaultInfo{Name: "dave"}, "create", sb, SubresourceExec)
+
+	until := func(cond func() bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until(func() bool { return reader.count() >= 10 }, "ten checks")
+	if got := authz.take(); got["dave"] != 1 {
+		t.Fatalf("ten checks asked %d reviews with RBAC unchanged, want 1 (the first)", got["dave"])
+	}
+	authz.mu.Lock()
+	authz.allow["dave"] = false
+	authz.mu.Unlock()
+	if err := kube.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings")).Namespace("team-a").Delete(ctx, "dave", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(func() bool { return session.Err() != nil }, "the session's end after its RoleBinding was deleted")
+	if why := context.Cause(session); why == nil || !strings.Contains(why.Error(), "may no longer create") {
+		t.Errorf("the session ended because %v, want its revocation", why)
 	}
 }

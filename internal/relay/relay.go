@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,7 @@ import (
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/rbacchange"
 )
 
 // The API's names, from the API package (clients import only that).
@@ -62,6 +64,9 @@ type Server struct {
 	Authn authenticator.Request
 	// Authz authorizes every request (SubjectAccessReviews).
 	Authz Authorizer
+	// RBAC says whether an open session's last answer still holds (nil:
+	// none does, every check asks again).
+	RBAC *rbacchange.Changes
 	// Reader reads OpenShellSandboxes.
 	Reader client.Reader
 	// Gateways opens a sandbox's gateway.
@@ -82,6 +87,8 @@ type Server struct {
 
 	openOnce sync.Once
 	open     sessions
+	// sessionRecheck replaces the constant of that name (tests).
+	sessionRecheck time.Duration
 }
 
 // sessions returns the session counter with the server's limits.

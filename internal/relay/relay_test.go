@@ -183,7 +183,7 @@ func TestStillAllowed(t *testing.T) {
 				b = b.WithObjects(tc.stored)
 			}
 			s := &Server{Reader: b.Build(), Authz: tc.allow}
-			why, err := s.stillAllowed(context.Background(), u, "create", ready, SubresourceExec)
+			why, err := s.stillAllowed(context.Background(), u, "create", ready, SubresourceExec, true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,12 +15,13 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
 
-// Session bounds. A session (an exec, a followed log) is authorized again
-// and its sandbox looked at every sessionRecheck: revoking the user's
-// RBAC, deleting the sandbox or its leaving Ready ends open sessions
-// within that time, not only new ones. Failed checks end it after
-// maxFailedChecks in a row (fail closed), and no session outlives
-// maxSession.
+// Session bounds. A session (an exec, a followed log) has its sandbox
+// looked at every sessionRecheck, and is authorized again then unless its
+// last answer still holds (Server.RBAC: no RBAC change since that could
+// take it back, and younger than its MaxAge): revoking the user's RBAC,
+// deleting the sandbox or its leaving Ready ends open sessions within that
+// time, not only new ones. Failed checks end it after maxFailedChecks in a
+// row (fail closed), and no session outlives maxSession.
 const (
 	sessionRecheck  = 5 * time.Second
 	maxFailedChecks = 3
@@ -46,16 +48,22 @@ func (s *Server) session(r *http.Request, u user.Info, verb string, sb *openshel
 
 // watch checks the session every sessionRecheck until it ends.
 func (s *Server) watch(ctx context.Context, end context.CancelCauseFunc, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string) {
-	tick := time.NewTicker(sessionRecheck)
+	tick := time.NewTicker(cmp.Or(s.sessionRecheck, sessionRecheck))
 	defer tick.Stop()
 	failed := 0
+	var authorized time.Time // when it was last allowed here (the request's own review is not counted)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		why, err := s.stillAllowed(ctx, u, verb, sb, sub)
+		now := time.Now()
+		ask := !s.RBAC.Fresh(sb.Namespace, authorized, now)
+		why, err := s.stillAllowed(ctx, u, verb, sb, sub, ask)
+		if ask && err == nil && why == "" {
+			authorized = now
+		}
 		switch {
 		case err != nil:
 			if failed++; failed >= maxFailedChecks {
@@ -71,16 +79,20 @@ func (s *Server) watch(ctx context.Context, end context.CancelCauseFunc, u user.
 	}
 }
 
-// stillAllowed says why the session may not go on ("" when it may).
-func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string) (string, error) {
+// stillAllowed says why the session may not go on ("" when it may),
+// asking RBAC again if ask.
+func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string, ask bool) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	allowed, _, err := s.Authz.Allowed(ctx, u, verb, sb.Namespace, sb.Name, sub)
-	if err != nil {
-		return "", err
-	}
-	if !allowed {
-		return fmt.Sprintf("%s may no longer %s %s/%s in namespace %s", u.GetName(), verb, Resource, sub, sb.Namespace), nil
+	if ask {
+		s.Metrics.reauthorized(CheckSession)
+		allowed, _, err := s.Authz.Allowed(ctx, u, verb, sb.Namespace, sb.Name, sub)
+		if err != nil {
+			return "", err
+		}
+		if !allowed {
+			return fmt.Sprintf("%s may no longer %s %s/%s in namespace %s", u.GetName(), verb, Resource, sub, sb.Namespace), nil
+		}
 	}
 	cur := &openshellv1alpha1.OpenShellSandbox{}
 	if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(sb), cur); apierrors.IsNotFound(err) || (err == nil && cur.UID != sb.UID) {

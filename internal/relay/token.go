@@ -25,6 +25,7 @@ import (
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -54,15 +55,30 @@ type Tokens struct {
 	// (leases.go), shared by every replica.
 	Leases         client.Client
 	LeaseNamespace string
-	// Recheck is how often each granted membership is authorized again
-	// (default 2 s).
+	// Recheck is how often the memberships are looked at (default 2 s):
+	// each is authorized again then unless its last answer is still fresh
+	// (RBAC).
 	Recheck time.Duration
+	// RBAC says whether an answer still holds: no RBAC change that could
+	// take it back since, and younger than its MaxAge (nil: none holds,
+	// every membership is authorized again at every look).
+	RBAC *rbacchange.Changes
+	// Metrics counts the rechecks' reviews (nil: not counted).
+	Metrics *Metrics
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 
-	// failed counts each lease's failed checks in a row; only the recheck
-	// loop touches it.
-	failed map[string]int
+	// failed counts each lease's failed checks in a row, and authorized
+	// is when each lease (at a resourceVersion) was last allowed; only the
+	// recheck loop touches them.
+	failed     map[string]int
+	authorized map[string]answer
+}
+
+// answer is when a lease, as of its resourceVersion, was last allowed.
+type answer struct {
+	rv string
+	at time.Time
 }
 
 // maxMembersPerNamespace bounds the leases (and the rechecks they cost) one
@@ -186,13 +202,15 @@ func (t *Tokens) Start(ctx context.Context) error {
 const recheckInFlight = 16
 
 // verdict is one lease's recheck: why it ends ("" if it goes on), or the
-// error that kept it from being checked.
+// error that kept it from being checked; asked is when it was authorized
+// again (zero if its last answer held).
 type verdict struct {
 	lease *coordinationv1.Lease
 	m     membership
 	l     lease
 	why   string
 	err   error
+	asked time.Time
 }
 
 // recheck ends the leases that RBAC no longer allows, that failed too
@@ -215,12 +233,19 @@ func (t *Tokens) recheck(ctx context.Context) {
 			delete(t.failed, name)
 		}
 	}
+	for name := range t.authorized {
+		if !seen[name] {
+			delete(t.authorized, name)
+		}
+	}
 }
 
 // judge checks every lease the relay signed: expired, or authorized again
-// with at most recheckInFlight SubjectAccessReviews at a time.
+// (unless its last answer holds) with at most recheckInFlight
+// SubjectAccessReviews at a time.
 func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*verdict {
 	var out []*verdict
+	now := t.now()
 	sem := make(chan struct{}, recheckInFlight)
 	var wg sync.WaitGroup
 	for i := range items {
@@ -232,10 +257,15 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 		}
 		v := &verdict{lease: o, m: m, l: l}
 		out = append(out, v)
-		if t.now().After(l.expires) {
+		if now.After(l.expires) {
 			v.why = "every token of the subject has expired"
 			continue
 		}
+		if last, ok := t.authorized[o.Name]; ok && last.rv == o.ResourceVersion && t.RBAC.Fresh(m.namespace, last.at, now) {
+			continue
+		}
+		v.asked = now // before the review: a change seen during it makes this answer stale
+		t.Metrics.reauthorized(CheckMembership)
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -260,7 +290,7 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 func (t *Tokens) settle(ctx context.Context, verdicts []*verdict) {
 	log := ctrl.LoggerFrom(ctx)
 	if t.failed == nil {
-		t.failed = map[string]int{}
+		t.failed, t.authorized = map[string]int{}, map[string]answer{}
 	}
 	for _, v := range verdicts {
 		name := v.lease.Name
@@ -272,8 +302,12 @@ func (t *Tokens) settle(ctx context.Context, verdicts []*verdict) {
 			v.why = fmt.Sprintf("%d checks failed in a row (%v)", maxFailedChecks, v.err)
 		case v.why == "":
 			delete(t.failed, name)
+			if !v.asked.IsZero() {
+				t.authorized[name] = answer{rv: v.lease.ResourceVersion, at: v.asked}
+			}
 			continue
 		}
+		delete(t.authorized, name)
 		if err := t.revoke(ctx, v.m, v.lease); err != nil {
 			log.Info("revoking a workspace membership failed; retried at the next check", "subject", v.m.subject, "workspace", v.m.workspace, "error", err.Error())
 			continue

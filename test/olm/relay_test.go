@@ -36,6 +36,7 @@ import (
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
@@ -284,6 +285,9 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 		g.Expect(code).To(Equal(http.StatusOK), "%s", body)
 		g.Expect(body).To(ContainSubstring(`openshell_relay_sessions_started_total{subresource="exec"} 1`))
 		g.Expect(body).To(ContainSubstring(`openshell_relay_sessions{subresource="exec"} 0`))
+		// The CSV lets it follow RBAC changes: sessions and memberships
+		// are authorized again after one, not every few seconds.
+		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricRBACFollowed + ` 1$`))
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's metrics, scraped as Prometheus does")
 	nobody := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-metrics", Namespace: opNS}}
 	g.Expect(cluster.Client.Create(ctx, nobody)).To(Succeed())

@@ -1,0 +1,170 @@
+package rbacchange
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+func TestFresh(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	c := &Changes{MaxAge: 60 * time.Second, Settle: 10 * time.Second}
+	if c.Fresh("a", at(0), at(1)) {
+		t.Fatal("fresh before the informers synced")
+	}
+	if (*Changes)(nil).Fresh("a", at(0), at(1)) {
+		t.Fatal("a nil Changes says fresh")
+	}
+	type check struct {
+		name         string
+		ns           string
+		checked, now int
+		want         bool
+	}
+	expect := func(checks ...check) {
+		t.Helper()
+		for _, tc := range checks {
+			if got := c.Fresh(tc.ns, at(tc.checked), at(tc.now)); got != tc.want {
+				t.Errorf("%s: Fresh(%s, %d, %d) = %t, want %t", tc.name, tc.ns, tc.checked, tc.now, got, tc.want)
+			}
+		}
+	}
+	c.setSynced(at(0))
+	expect(check{"asked within Settle of the sync", "b", 5, 6, false},
+		check{"asked Settle after the sync", "b", 10, 11, true},
+		check{"no change since, younger than MaxAge", "b", 20, 79, true},
+		check{"MaxAge reached", "b", 20, 80, false})
+	c.changed("a", at(100))
+	expect(check{"its namespace changed after", "a", 95, 101, false},
+		check{"asked within Settle of its namespace's change", "a", 105, 106, false},
+		check{"asked Settle after its namespace's change", "a", 110, 111, true},
+		check{"another namespace's change does not count", "b", 95, 101, true})
+	c.changed("", at(200))
+	expect(check{"a cluster-wide change counts everywhere", "b", 195, 201, false},
+		check{"asked within Settle of the cluster-wide change", "a", 205, 206, false},
+		check{"asked Settle after the cluster-wide change", "b", 210, 211, true})
+	// Namespaces whose change no answer can depend on are forgotten.
+	c.changed("c", at(300))
+	if _, kept := c.byNS["a"]; kept {
+		t.Error("kept a namespace whose last change is older than MaxAge+Settle")
+	}
+}
+
+func TestNamespaceOfADeletionTheInformerInferred(t *testing.T) {
+	rb := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x"}}
+	for _, tc := range []struct {
+		obj  any
+		want string
+	}{
+		{rb, "a"},
+		{toolscache.DeletedFinalStateUnknown{Key: "a/x", Obj: rb}, "a"},
+		{toolscache.DeletedFinalStateUnknown{Key: "a/x"}, "a"},
+		{toolscache.DeletedFinalStateUnknown{Key: "x"}, ""},
+		{"not an object", ""},
+	} {
+		if got := namespaceOf(tc.obj); got != tc.want {
+			t.Errorf("namespaceOf(%v) = %q, want %q", tc.obj, got, tc.want)
+		}
+	}
+}
+
+func TestOnlyUpdatesAndDeletionsAreChanges(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	c := &Changes{Now: func() time.Time { return t0 }}
+	h := c.handler()
+	rb := func(rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x", ResourceVersion: rv}}
+	}
+	h.OnAdd(rb("1"), false)
+	h.OnUpdate(rb("1"), rb("1"))
+	if len(c.byNS) != 0 || !c.cluster.IsZero() {
+		t.Fatalf("a creation or an unchanged relist counted: %v, cluster %s", c.byNS, c.cluster)
+	}
+	h.OnUpdate(rb("1"), rb("2"))
+	if !c.byNS["a"].Equal(t0) {
+		t.Fatal("an update did not count in its namespace")
+	}
+	delete(c.byNS, "a")
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/x"})
+	if !c.byNS["a"].Equal(t0) || !c.cluster.IsZero() {
+		t.Fatalf("a deletion did not count in its namespace alone: %v, cluster %s", c.byNS, c.cluster)
+	}
+}
+
+// TestWatch follows the four kinds through client-go's metadata informers:
+// an update or a deletion is a change in its scope, a creation is none.
+func TestWatch(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(kind, ns, name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"}}
+	}
+	fake := metadatafake.NewSimpleMetadataClient(scheme,
+		obj("RoleBinding", "a", "edit"), obj("ClusterRole", "", "view"))
+	var now time.Time
+	tick := make(chan time.Time, 1)
+	clock := func() time.Time {
+		select {
+		case now = <-tick:
+		default:
+		}
+		return now
+	}
+	c := &Changes{MaxAge: time.Hour, Settle: time.Second, Now: clock}
+	now = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Watch(ctx, fake); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute)
+	if !c.Fresh("a", later, later) {
+		t.Fatal("not fresh after the sync with no change")
+	}
+	rb := fake.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings"))
+	// A deletion takes access away: a change in its namespace, seen at `at`.
+	at := later.Add(time.Minute)
+	tick <- at
+	if err := rb.Namespace("a").Delete(ctx, "edit", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !c.Fresh("a", at, at) })
+	if !c.Fresh("b", at, at) {
+		t.Error("a deletion in namespace a made namespace b's answers stale")
+	}
+	if c.Fresh("a", later, at) {
+		t.Error("an answer asked before the deletion still holds")
+	}
+	// A ClusterRole's deletion is a change everywhere.
+	at2 := at.Add(time.Minute)
+	tick <- at2
+	if err := fake.Resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles")).Delete(ctx, "view", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !c.Fresh("b", at2, at2) })
+	if !c.Fresh("a", at2.Add(time.Second), at2.Add(time.Second)) {
+		t.Error("an answer asked Settle after the last change is stale")
+	}
+}
+
+// waitFor polls cond: the informer delivers on its own goroutine.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
