@@ -8,11 +8,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -32,6 +35,9 @@ type RequestCost struct {
 const (
 	costCreate      = "POST openshellsandboxes"
 	costStatusPatch = "PATCH openshellsandboxes/status (merge, locked)"
+	// costReview is the relay's membership recheck: one review per
+	// membership per check, as the relay asks it (a consumer's exec).
+	costReview = "POST subjectaccessreviews"
 )
 
 // measureRequestCosts times the two requests the operator path adds to
@@ -51,14 +57,15 @@ func measureRequestCosts(ctx context.Context, c client.Client, n int) ([]Request
 	}
 	made := make([]*openshellv1alpha1.OpenShellSandbox, 2*n)
 	steps := []struct {
-		name string
-		do   func(i int) error
+		name  string
+		setup func() error // before the measurement
+		do    func(i int) error
 	}{
-		{"POST configmaps", func(i int) error {
+		{"POST configmaps", nil, func(i int) error {
 			return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cost-%d", i), Namespace: ns},
 				Data: map[string]string{"k": "v"}})
 		}},
-		{costCreate, func(i int) error {
+		{costCreate, nil, func(i int) error {
 			for _, j := range []int{i, n + i} { // the status writes below need one object each
 				made[j] = sandbox(j)
 				if err := c.Create(ctx, made[j]); err != nil {
@@ -67,20 +74,38 @@ func measureRequestCosts(ctx context.Context, c client.Client, n int) ([]Request
 			}
 			return nil
 		}},
-		{costStatusPatch, func(i int) error {
+		{costStatusPatch, nil, func(i int) error {
 			sb := made[i]
 			orig := sb.DeepCopy()
 			readyStatus(sb)
 			return c.Status().Patch(ctx, sb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		}},
-		{"PUT openshellsandboxes/status", func(i int) error {
+		{"PUT openshellsandboxes/status", nil, func(i int) error {
 			sb := made[n+i]
 			readyStatus(sb)
 			return c.Status().Update(ctx, sb)
 		}},
+		{costReview, func() error { return grantExec(ctx, c, ns, reviewedUser) }, func(i int) error {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: reviewedUser, Groups: []string{"system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: openshellv1alpha1.GroupVersion.Group, Version: openshellv1alpha1.GroupVersion.Version,
+					Resource: "openshellsandboxes", Subresource: "exec", Verb: "create", Namespace: ns, Name: made[i].Name}}}
+			if err := c.Create(ctx, sar); err != nil {
+				return err
+			}
+			if !sar.Status.Allowed {
+				return fmt.Errorf("the review was not allowed: %s", sar.Status.Reason)
+			}
+			return nil
+		}},
 	}
 	var out []RequestCost
 	for _, s := range steps {
+		if s.setup != nil {
+			if err := s.setup(); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
 		before, err := framework.ChildrenUsage()
 		if err != nil {
 			return nil, err
@@ -107,6 +132,23 @@ func measureRequestCosts(ctx context.Context, c client.Client, n int) ([]Request
 			EtcdCPU:      (after["etcd"].CPU - before["etcd"].CPU) / time.Duration(per)})
 	}
 	return out, deleteNamespaces(ctx, c, []string{ns})
+}
+
+// reviewedUser is the consumer whose exec the reviews ask about.
+const reviewedUser = "bench-consumer"
+
+// grantExec lets user exec into the namespace's sandboxes, as a tenant
+// admin's RoleBinding of openshell-sandbox-user does (the review walks the
+// cluster's bindings, then the namespace's, to that one).
+func grantExec(ctx context.Context, c client.Client, ns, user string) error {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-exec", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{openshellv1alpha1.GroupVersion.Group}, Resources: []string{"openshellsandboxes/exec"}, Verbs: []string{"create"}}}}
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	return c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-exec", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
 }
 
 // readyStatus is the status the operator writes when a sandbox with a
@@ -194,6 +236,7 @@ func printRequestCosts(f *os.File, costs []RequestCost, results []Result) {
 			r.EtcdCPU.Round(10*time.Microsecond), r.P50.Round(10*time.Microsecond))
 	}
 	_ = w.Flush()
+	printRecheckCost(f, costs)
 	fl, ok := requestFloors(costs, results)
 	if !ok {
 		return
@@ -206,4 +249,41 @@ func printRequestCosts(f *os.File, costs []RequestCost, results []Result) {
 			(fl.rawCPU + fl.requestCPU).Round(100*time.Microsecond), float64(fl.rawCPU)/float64(fl.rawCPU+fl.requestCPU))
 		fmt.Fprintln(f, "  (where the cores bound both paths, that ratio bounds saturated operator/raw for any operator making those two requests)")
 	}
+}
+
+// The relay's recheck load that printRecheckCost figures: memberships and
+// open sessions, on the relay's default two replicas.
+const (
+	recheckMemberships = 1000
+	recheckSessions    = 1000
+	recheckReplicas    = 2
+)
+
+// recheckRates are the reviews per second the relay's rechecks ask of the
+// kube-apiserver: on the timers alone (every replica rechecks every
+// membership every 2 s, each session is rechecked every 5 s by its
+// replica), and in steady state now that an answer holds until RBAC
+// changes or it is maxAge old (internal/rbacchange). Pure.
+func recheckRates(memberships, sessions, replicas int, maxAge time.Duration) (timers, steady float64) {
+	timers = float64(replicas*memberships)/2 + float64(sessions)/5
+	steady = float64(replicas*memberships+sessions) / maxAge.Seconds()
+	return timers, steady
+}
+
+// printRecheckCost says what the relay's rechecks cost the kube-apiserver
+// at scale, from what one review costs it.
+func printRecheckCost(f *os.File, costs []RequestCost) {
+	i := slices.IndexFunc(costs, func(c RequestCost) bool { return c.Request == costReview })
+	if i < 0 {
+		return
+	}
+	per := costs[i].APIServerCPU
+	timers, steady := recheckRates(recheckMemberships, recheckSessions, recheckReplicas, rbacchange.DefaultMaxAge)
+	cores := func(rate float64) string {
+		return fmt.Sprintf("%.0f reviews/s, %.1f%% of a core", rate, 100*rate*per.Seconds())
+	}
+	fmt.Fprintf(f, "\n  the relay's rechecks (%d memberships and %d open sessions on %d replicas; one review costs the kube-apiserver %s):\n",
+		recheckMemberships, recheckSessions, recheckReplicas, per.Round(10*time.Microsecond))
+	fmt.Fprintf(f, "    on timers alone (every 2 s and 5 s): %s; asked again only after an RBAC change or every %s: %s in steady state\n",
+		cores(timers), rbacchange.DefaultMaxAge, cores(steady))
 }

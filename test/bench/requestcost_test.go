@@ -38,3 +38,12 @@ func TestRequestFloors(t *testing.T) {
 		t.Error("floors computed without the operator path's two requests")
 	}
 }
+
+func TestRecheckRates(t *testing.T) {
+	timers, steady := recheckRates(1000, 1000, 2, time.Minute)
+	// 2 replicas × 1,000 memberships every 2 s + 1,000 sessions every 5 s;
+	// 3,000 answers once a minute.
+	if timers != 1200 || steady != 50 {
+		t.Errorf("recheckRates = %v, %v; want 1200, 50", timers, steady)
+	}
+}
