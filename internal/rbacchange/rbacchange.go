@@ -18,8 +18,8 @@
 // objects changing: MaxAge bounds how long such a revocation can go
 // unnoticed. And the API server answers from its own informer, which may
 // see a change after this package does (another API server of an HA
-// control plane later still): an answer counts only if it was asked Settle
-// after the last change it could depend on.
+// control plane later still): an answer asked within Settle of the last
+// change it could depend on is asked once more when Settle has passed.
 //
 // client-go's metadata informers serve here (there is no library that
 // tracks RBAC changes for reauthorization); objects are kept with their
@@ -65,8 +65,12 @@ type Changes struct {
 }
 
 // Fresh says whether an answer about namespace asked at checked still
-// holds at now: no change it could depend on was seen since Settle before
-// it, and it is younger than MaxAge.
+// holds at now: it is younger than MaxAge, it was asked after the last
+// change it could depend on, and, if it was asked within Settle of that
+// change, Settle has not passed yet. So a change costs each answer it
+// could take back two questions: at the next look (the API server has
+// usually seen the change by then, and a revocation ends at once), and
+// once Settle has passed (in case it had not).
 func (c *Changes) Fresh(namespace string, checked, now time.Time) bool {
 	if c == nil {
 		return false
@@ -81,7 +85,13 @@ func (c *Changes) Fresh(namespace string, checked, now time.Time) bool {
 	if t := c.byNS[namespace]; t.After(last) {
 		last = t
 	}
-	return checked.Sub(last) >= settle
+	switch {
+	case !checked.After(last):
+		return false // asked before the change
+	case checked.Sub(last) < settle:
+		return now.Sub(last) < settle // asked again once Settle has passed
+	}
+	return true
 }
 
 func (c *Changes) bounds() (maxAge, settle time.Duration) {

@@ -37,18 +37,21 @@ func TestFresh(t *testing.T) {
 		}
 	}
 	c.setSynced(at(0))
-	expect(check{"asked within Settle of the sync", "b", 5, 6, false},
+	expect(check{"asked within Settle of the sync, before Settle passed", "b", 5, 9, true},
+		check{"asked within Settle of the sync, once Settle passed", "b", 5, 10, false},
 		check{"asked Settle after the sync", "b", 10, 11, true},
 		check{"no change since, younger than MaxAge", "b", 20, 79, true},
 		check{"MaxAge reached", "b", 20, 80, false})
 	c.changed("a", at(100))
 	expect(check{"its namespace changed after", "a", 95, 101, false},
-		check{"asked within Settle of its namespace's change", "a", 105, 106, false},
+		check{"asked as its namespace changed", "a", 100, 101, false},
+		check{"asked within Settle of its namespace's change, before Settle passed", "a", 105, 109, true},
+		check{"asked within Settle of its namespace's change, once Settle passed", "a", 105, 110, false},
 		check{"asked Settle after its namespace's change", "a", 110, 111, true},
 		check{"another namespace's change does not count", "b", 95, 101, true})
 	c.changed("", at(200))
 	expect(check{"a cluster-wide change counts everywhere", "b", 195, 201, false},
-		check{"asked within Settle of the cluster-wide change", "a", 205, 206, false},
+		check{"asked within Settle of the cluster-wide change, once Settle passed", "a", 205, 211, false},
 		check{"asked Settle after the cluster-wide change", "b", 210, 211, true})
 	// Namespaces whose change no answer can depend on are forgotten.
 	c.changed("c", at(300))
