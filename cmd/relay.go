@@ -40,6 +40,10 @@ func relay(args []string) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("relay")
+	if err := operator.ValidateAuthorizationMaxAge(o.AuthorizationMaxAge); err != nil {
+		log.Error(err, "Invalid --authorization-max-age")
+		return 2
+	}
 	o.Log = log
 	o.CertFile, o.KeyFile = filepath.Join(*certDir, operator.RelayCertFile), filepath.Join(*certDir, operator.RelayKeyFile)
 	o.IssuerNamespace, o.IssuerKeySecret = os.Getenv(operatorenv.EnvOperatorNamespace), operator.OIDCKeySecret

@@ -98,9 +98,11 @@ type Relay struct {
 
 // NewRelay builds the relay: the front-proxy authenticator from the
 // cluster's extension-apiserver-authentication, SubjectAccessReviews, the
-// gateways' connections, the token exchange and the audit. Everything it
+// gateways' connections, the token exchange and the audit. What a request
 // reads, it reads uncached: the relay's RBAC is what it may read, and a
-// consumer's request must see the sandbox as it is now.
+// consumer's request must see the sandbox as it is now. Only the other
+// replicas' load Leases and RBAC objects' metadata (for when to authorize
+// open sessions again) are followed by informers.
 func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -122,10 +124,6 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	recorder := broadcaster.NewRecorder(c.Scheme(), "openshell-relay")
 	authz := relay.SARAuthorizer{Client: c}
-	// Answers are asked again when RBAC changes, not on a short timer
-	// (internal/rbacchange says why). Until its informers have synced,
-	// none holds: every check asks, as without it.
-	rbac := &rbacchange.Changes{MaxAge: o.AuthorizationMaxAge}
 	metaClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create the relay's metadata client: %w", err)
@@ -140,6 +138,10 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	if err != nil {
 		return nil, fmt.Errorf("register the relay's metrics: %w", err)
 	}
+	// Answers are asked again when RBAC changes, not on a short timer
+	// (internal/rbacchange says why). Until its informers have synced,
+	// none holds: every check asks, as without it.
+	rbac := &rbacchange.Changes{MaxAge: o.AuthorizationMaxAge, OnChange: metrics.RBACChanged}
 	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
 		RBAC: rbac, Metrics: metrics, Leases: c, LeaseNamespace: leaseNS}
 	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Reader: c, Tokens: tokens, Metrics: metrics,
@@ -163,6 +165,21 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 		func(ctx context.Context) { followRBAC(ctx, rbac, metaClient, metrics, o.Log) },
 		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
 	return r, nil
+}
+
+// MaxAuthorizationMaxAge bounds --authorization-max-age: past it, a
+// revocation by an authorizer other than RBAC could outlast what anyone
+// would call a revocation.
+const MaxAuthorizationMaxAge = 10 * time.Minute
+
+// ValidateAuthorizationMaxAge refuses an AuthorizationMaxAge that is not
+// positive (it would not turn the reuse of answers off: 0 means the
+// default) or above MaxAuthorizationMaxAge.
+func ValidateAuthorizationMaxAge(d time.Duration) error {
+	if d <= 0 || d > MaxAuthorizationMaxAge {
+		return fmt.Errorf("%s is not within (0, %s]", d, MaxAuthorizationMaxAge)
+	}
+	return nil
 }
 
 // followRBAC follows RBAC changes until ctx ends, and says so when it

@@ -57,11 +57,15 @@ type Changes struct {
 	// Now is the clock changes are seen by, the one callers ask Fresh
 	// with (nil: time.Now).
 	Now func() time.Time
+	// OnChange hears of every change (for a metric: a cluster whose
+	// ClusterRoles churn gets little from this package); nil: none.
+	OnChange func(clusterWide bool)
 
 	mu      sync.Mutex
 	synced  bool
 	cluster time.Time
 	byNS    map[string]time.Time
+	pruned  time.Time // when byNS was last pruned
 }
 
 // Fresh says whether an answer about namespace asked at checked still
@@ -106,10 +110,14 @@ func (c *Changes) bounds() (maxAge, settle time.Duration) {
 }
 
 // changed records a change in namespace ("" for a cluster-scoped object)
-// seen at now, and forgets namespaces whose last change no answer can
-// depend on any more (older than MaxAge: every answer asked before it has
-// expired).
+// seen at now. At most once per Settle it forgets the namespaces whose last
+// change no answer can depend on any more (older than MaxAge+Settle: every
+// answer asked before it has expired), so churn across many namespaces
+// costs no scan per event.
 func (c *Changes) changed(namespace string, now time.Time) {
+	if c.OnChange != nil {
+		c.OnChange(namespace == "")
+	}
 	maxAge, settle := c.bounds()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -121,6 +129,10 @@ func (c *Changes) changed(namespace string, now time.Time) {
 		c.byNS = map[string]time.Time{}
 	}
 	c.byNS[namespace] = now
+	if now.Sub(c.pruned) < settle {
+		return
+	}
+	c.pruned = now
 	for ns, t := range c.byNS {
 		if now.Sub(t) > maxAge+settle {
 			delete(c.byNS, ns)
@@ -156,11 +168,19 @@ var kinds = []schema.GroupVersionResource{
 // Watch follows the four RBAC kinds (list and watch on each, cluster-wide)
 // until ctx ends; it returns once their informers have synced, after
 // which answers can be fresh.
+//
+// Memory: the informers keep each object slimmed to its name, namespace
+// and resourceVersion. Their first list arrives object by object where the
+// API server serves streaming lists (client-go asks for them by default);
+// elsewhere it is one response, as large as the objects' metadata.
 func (c *Changes) Watch(ctx context.Context, client metadata.Interface) error {
 	factory := metadatainformer.NewSharedInformerFactory(client, 0)
 	for _, gvr := range kinds {
 		inf := factory.ForResource(gvr).Informer()
 		if err := inf.SetTransform(slim); err != nil {
+			return fmt.Errorf("watch %s: %w", gvr.Resource, err)
+		}
+		if err := inf.SetWatchErrorHandler(c.watchFailed); err != nil {
 			return fmt.Errorf("watch %s: %w", gvr.Resource, err)
 		}
 		if _, err := inf.AddEventHandler(c.handler()); err != nil {
@@ -176,6 +196,17 @@ func (c *Changes) Watch(ctx context.Context, client metadata.Interface) error {
 	c.setSynced(c.clock())
 	go func() { <-ctx.Done(); factory.Shutdown() }()
 	return nil
+}
+
+// watchFailed counts a failed list or watch as a cluster-wide change: what
+// changed while it was down may never be delivered (a watch resumed from
+// its last resourceVersion delivers it; a relist after an expired one
+// only diffs what it kept). Answers are asked again at the next look and
+// after Settle, and while it stays down every retry that fails counts
+// again; a revocation made during a long outage then waits for MaxAge.
+func (c *Changes) watchFailed(r *toolscache.Reflector, err error) {
+	toolscache.DefaultWatchErrorHandler(context.Background(), r, err)
+	c.changed("", c.clock())
 }
 
 // handler records updates and deletions; a creation only grants.

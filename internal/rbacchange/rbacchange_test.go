@@ -2,6 +2,7 @@ package rbacchange
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -98,6 +99,31 @@ func TestOnlyUpdatesAndDeletionsAreChanges(t *testing.T) {
 	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/x"})
 	if !c.byNS["a"].Equal(t0) || !c.cluster.IsZero() {
 		t.Fatalf("a deletion did not count in its namespace alone: %v, cluster %s", c.byNS, c.cluster)
+	}
+}
+
+// TestAWatchFailureIsAChange: what changed while a watch was down may never
+// be delivered, so its failure makes every answer stale.
+func TestAWatchFailureIsAChange(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	now := t0
+	var clusterWide []bool
+	c := &Changes{MaxAge: time.Hour, Settle: time.Second, Now: func() time.Time { return now },
+		OnChange: func(cw bool) { clusterWide = append(clusterWide, cw) }}
+	c.setSynced(t0)
+	asked := t0.Add(time.Minute)
+	now = asked.Add(time.Second)
+	if !c.Fresh("a", asked, now) {
+		t.Fatal("not fresh before the failure")
+	}
+	lw := &toolscache.ListWatch{}
+	c.watchFailed(toolscache.NewReflector(lw, &metav1.PartialObjectMetadata{}, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), 0),
+		errors.New("connection refused"))
+	if c.Fresh("a", asked, now) {
+		t.Error("an answer asked before the watch failed still holds")
+	}
+	if len(clusterWide) != 1 || !clusterWide[0] {
+		t.Errorf("OnChange heard %v, want one cluster-wide change", clusterWide)
 	}
 }
 

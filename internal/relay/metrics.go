@@ -21,6 +21,10 @@ const (
 	// every check asks).
 	MetricReauthorizations = "openshell_relay_reauthorizations_total"
 	MetricRBACFollowed     = "openshell_relay_rbac_followed"
+	// MetricRBACChanges counts the RBAC changes that made answers stale,
+	// by scope (namespace, cluster): ClusterRoles that churn make every
+	// answer stale each time.
+	MetricRBACChanges = "openshell_relay_rbac_changes_total"
 )
 
 // Checks of MetricReauthorizations.
@@ -45,6 +49,7 @@ type Metrics struct {
 	bytes    *prometheus.CounterVec
 	reauth   *prometheus.CounterVec
 	followed prometheus.Gauge
+	changes  *prometheus.CounterVec
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -62,6 +67,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "SubjectAccessReviews this relay replica asked again for open sessions and workspace memberships, by check."}, []string{"check"}),
 		followed: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricRBACFollowed,
 			Help: "1 once this relay replica follows RBAC changes, so that sessions and memberships are authorized again only after one; 0 while every check asks."}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRBACChanges,
+			Help: "RBAC changes (updates, deletions, failed watches) after which this relay replica authorizes answers of their scope again, by scope (namespace, cluster)."}, []string{"scope"}),
 	}
 	// A process that builds a second relay (a test's second replica)
 	// shares the first one's collectors.
@@ -84,6 +91,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.followed, err = register(reg, m.followed); err != nil {
 		return nil, err
 	}
+	if m.changes, err = register(reg, m.changes); err != nil {
+		return nil, err
+	}
+	m.changes.WithLabelValues("namespace")
+	m.changes.WithLabelValues("cluster")
 	m.reauth.WithLabelValues(CheckSession)
 	m.reauth.WithLabelValues(CheckMembership)
 	for _, sub := range []string{SubresourceExec, SubresourceLog, SubresourcePortForward} {
@@ -136,4 +148,16 @@ func (m *Metrics) RBACFollowed() {
 	if m != nil {
 		m.followed.Set(1)
 	}
+}
+
+// RBACChanged counts an RBAC change (rbacchange.Changes.OnChange).
+func (m *Metrics) RBACChanged(clusterWide bool) {
+	if m == nil {
+		return
+	}
+	scope := "namespace"
+	if clusterWide {
+		scope = "cluster"
+	}
+	m.changes.WithLabelValues(scope).Inc()
 }

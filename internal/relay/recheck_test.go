@@ -1,10 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	runtime2 "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -142,18 +142,85 @@ func BenchmarkRecheck1000(b *testing.B) {
 	}
 }
 
-// countingAuthz answers from allow and counts the checks per user.
+// countingAuthz answers from allow and counts the checks per user; during,
+// if set, runs inside the next review (it is then cleared), as a change
+// the API server had not seen when it answered.
 type countingAuthz struct {
-	mu    sync.Mutex
-	allow map[string]bool
-	asked map[string]int
+	mu     sync.Mutex
+	allow  map[string]bool
+	asked  map[string]int
+	during func()
 }
 
 func (a *countingAuthz) Allowed(_ context.Context, u user.Info, _, _, _, _ string) (bool, string, error) {
 	a.mu.Lock()
+	during := a.during
+	a.during = nil
+	a.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asked[u.GetName()]++
 	return a.allow[u.GetName()], "", nil
+}
+
+// set runs f with the authorizer locked.
+func (a *countingAuthz) set(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f()
+}
+
+// rbacFake serves RBAC objects' metadata to a Changes watching it.
+func rbacFake(t *testing.T, objs ...*metav1.PartialObjectMetadata) *metadatafake.FakeMetadataClient {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rt := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		rt[i] = o
+	}
+	return metadatafake.NewSimpleMetadataClient(scheme, rt...)
+}
+
+// rbacObject is an RBAC object's metadata (ns "" for a cluster-scoped kind).
+func rbacObject(kind, ns, name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"}}
+}
+
+// deleteRBAC deletes an RBAC object from the fake and waits until changes
+// has seen it (the informer delivers on its own goroutine): an answer
+// asked at seen is stale.
+func deleteRBAC(t *testing.T, kube *metadatafake.FakeMetadataClient, changes *rbacchange.Changes, resource, ns, name string, seen time.Time) {
+	t.Helper()
+	r := kube.Resource(rbacv1.SchemeGroupVersion.WithResource(resource))
+	var err error
+	if ns == "" {
+		err = r.Delete(context.Background(), name, metav1.DeleteOptions{})
+	} else {
+		err = r.Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, func() bool { return !changes.Fresh(cmp.Or(ns, "any"), seen, seen.Add(time.Millisecond)) }, "the deletion of "+resource+" "+name+" seen")
+}
+
+// until polls cond (something another goroutine does) for up to 10 s.
+func until(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // take returns the checks since the last take, per user.
@@ -178,13 +245,8 @@ func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	binding := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "dave", ResourceVersion: "1"}}
-	kube := metadatafake.NewSimpleMetadataClient(scheme, binding)
+	kube := rbacFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"),
+		rbacObject("ClusterRoleBinding", "", "everyone"))
 	changes := &rbacchange.Changes{MaxAge: time.Minute, Settle: 10 * time.Second, Now: clock}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -221,16 +283,8 @@ func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
 	look(map[string]int{}, "steady state")
 
 	// dave's RoleBinding goes: team-a is asked again, and dave revoked.
-	authz.mu.Lock()
-	authz.allow["dave"] = false
-	authz.mu.Unlock()
-	if err := kube.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings")).Namespace("team-a").Delete(ctx, "dave", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	changed := clock()
-	for changes.Fresh("team-a", changed, changed.Add(time.Millisecond)) {
-		runtime2.Gosched() // the informer delivers on its own goroutine
-	}
+	authz.set(func() { authz.allow["dave"] = false })
+	deleteRBAC(t, kube, changes, "rolebindings", "team-a", "dave", clock())
 	look(map[string]int{"dave": 1, "erin": 1}, "RBAC changed in team-a")
 	if got := leaseUsers(t, tk); !maps.Equal(got, map[string]bool{"erin": true, "bob": true}) {
 		t.Fatalf("memberships after the revocation: %v, want erin and bob", got)
@@ -240,12 +294,31 @@ func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
 	look(map[string]int{"erin": 1}, "first look past Settle of the change: asked once more")
 	look(map[string]int{}, "steady again")
 
+	// A change the API server had not seen when it answered: the answer
+	// counts from before the review, so the change makes it stale.
+	advance(10 * time.Second)
+	authz.set(func() {
+		authz.during = func() {
+			advance(time.Second)
+			deleteRBAC(t, kube, changes, "rolebindings", "team-a", "other", clock())
+			advance(time.Second)
+		}
+	})
+	advance(time.Minute) // past MaxAge: erin and bob are asked, the first review deletes
+	look(map[string]int{"erin": 1, "bob": 1}, "past MaxAge")
+	look(map[string]int{"erin": 1}, "RBAC changed in team-a during the review")
+	// A ClusterRoleBinding's deletion makes every answer stale.
+	advance(10 * time.Second)
+	look(map[string]int{"erin": 1}, "past Settle of the change during the review")
+	look(map[string]int{}, "steady")
+	deleteRBAC(t, kube, changes, "clusterrolebindings", "", "everyone", clock())
+	look(map[string]int{"erin": 1, "bob": 1}, "a ClusterRoleBinding deleted")
+
 	// A renewal writes the lease again: asked again.
+	advance(10 * time.Second)
+	look(map[string]int{"erin": 1, "bob": 1}, "past Settle of the ClusterRoleBinding's deletion")
 	grant("team-b", "bob")
 	look(map[string]int{"bob": 1}, "renewed")
-	// Past MaxAge every answer is asked again.
-	advance(time.Minute)
-	look(map[string]int{"erin": 1, "bob": 1}, "past MaxAge")
 }
 
 // leaseUsers are the users whose memberships the relay holds.
@@ -289,14 +362,9 @@ func (r *countingReader) count() int {
 // the last answer no longer holds; a RoleBinding deleted in its namespace
 // makes the next check ask, and end the session.
 func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kube := metadatafake.NewSimpleMetadataClient(scheme, &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "dave", ResourceVersion: "1"}})
-	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Millisecond}
+	kube := rbacFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"))
+	// A Settle longer than the test: an answer asked after a change holds.
+	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Hour}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	if err := changes.Watch(ctx, kube); err != nil {
@@ -305,32 +373,25 @@ func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb", UID: "u1"},
 		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "p/gw", GatewaySandboxName: "x"}}
 	reader := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme2.New()).WithObjects(sb).Build()}
-	authz := &countingAuthz{allow: map[string]bool{"dave": true}, asked: map[string]int{}}
+	// The first review answers before the API server sees a RoleBinding of
+	// team-a deleted: the answer counts from before it, so it is stale.
+	authz := &countingAuthz{allow: map[string]bool{"dave": true}, asked: map[string]int{},
+		during: func() { deleteRBAC(t, kube, changes, "rolebindings", "team-a", "other", time.Now()) }}
 	s := &Server{Reader: reader, Authz: authz, RBAC: changes, sessionRecheck: 5 * time.Millisecond}
 	session, end := context.WithCancelCause(ctx)
 	go s.watch(session, end, &user.DefaultInfo{Name: "dave"}, "create", sb, SubresourceExec)
 
-	until := func(cond func() bool, what string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
+	until(t, func() bool { return reader.count() >= 10 }, "ten checks")
+	if got := authz.take(); got["dave"] != 2 {
+		t.Fatalf("ten checks asked %d reviews, want 2 (the first, and the one after the change it raced)", got["dave"])
 	}
-	until(func() bool { return reader.count() >= 10 }, "ten checks")
-	if got := authz.take(); got["dave"] != 1 {
-		t.Fatalf("ten checks asked %d reviews with RBAC unchanged, want 1 (the first)", got["dave"])
+	until(t, func() bool { return reader.count() >= 20 }, "ten more checks")
+	if got := authz.take(); got["dave"] != 0 {
+		t.Fatalf("ten checks asked %d reviews with RBAC unchanged, want none", got["dave"])
 	}
-	authz.mu.Lock()
-	authz.allow["dave"] = false
-	authz.mu.Unlock()
-	if err := kube.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings")).Namespace("team-a").Delete(ctx, "dave", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	until(func() bool { return session.Err() != nil }, "the session's end after its RoleBinding was deleted")
+	authz.set(func() { authz.allow["dave"] = false })
+	deleteRBAC(t, kube, changes, "rolebindings", "team-a", "dave", time.Now())
+	until(t, func() bool { return session.Err() != nil }, "the session's end after its RoleBinding was deleted")
 	if why := context.Cause(session); why == nil || !strings.Contains(why.Error(), "may no longer create") {
 		t.Errorf("the session ended because %v, want its revocation", why)
 	}

@@ -290,7 +290,10 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 func (t *Tokens) settle(ctx context.Context, verdicts []*verdict) {
 	log := ctrl.LoggerFrom(ctx)
 	if t.failed == nil {
-		t.failed, t.authorized = map[string]int{}, map[string]answer{}
+		t.failed = map[string]int{}
+	}
+	if t.authorized == nil {
+		t.authorized = map[string]answer{}
 	}
 	for _, v := range verdicts {
 		name := v.lease.Name
