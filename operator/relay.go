@@ -101,8 +101,9 @@ type Relay struct {
 // gateways' connections, the token exchange and the audit. What a request
 // reads, it reads uncached: the relay's RBAC is what it may read, and a
 // consumer's request must see the sandbox as it is now. Only the other
-// replicas' load Leases and RBAC objects' metadata (for when to authorize
-// open sessions again) are followed by informers.
+// replicas' load Leases, the membership Leases the rechecks look at, and
+// RBAC objects' metadata (for when to authorize open sessions again) are
+// followed by informers.
 func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -142,8 +143,12 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	// (internal/rbacchange says why). Until its informers have synced,
 	// none holds: every check asks, as without it.
 	rbac := &rbacchange.Changes{MaxAge: o.AuthorizationMaxAge, OnChange: metrics.RBACChanged}
+	leaseCache, err := relay.MembershipLeaseCache(cfg, c.Scheme(), leaseNS)
+	if err != nil {
+		return nil, fmt.Errorf("create the relay's membership cache: %w", err)
+	}
 	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
-		RBAC: rbac, Metrics: metrics, Leases: c, LeaseNamespace: leaseNS}
+		RBAC: rbac, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
 	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
@@ -160,6 +165,11 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 			broadcaster.StartRecordingToSink(ctx.Done())
 			<-ctx.Done()
 			broadcaster.Shutdown()
+		},
+		func(ctx context.Context) {
+			if err := leaseCache.Start(ctx); err != nil {
+				o.Log.Error(err, "Following the membership Leases; every recheck lists them from the API server")
+			}
 		},
 		func(ctx context.Context) { _ = tokens.Start(ctx) },
 		func(ctx context.Context) { followRBAC(ctx, rbac, metaClient, metrics, o.Log) },

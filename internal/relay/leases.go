@@ -5,14 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/oidc"
@@ -235,11 +240,27 @@ func (t *Tokens) reserve(ctx context.Context, m membership) error {
 	return nil
 }
 
-// leases lists every membership Lease.
+// leases lists every membership Lease: from LeaseCache once it has
+// started, else from the API server.
 func (t *Tokens) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
+	opts := []client.ListOption{client.InNamespace(t.LeaseNamespace), client.MatchingLabels{labelMembership: "true"}}
 	list := &coordinationv1.LeaseList{}
-	if err := t.Leases.List(ctx, list, client.InNamespace(t.LeaseNamespace), client.MatchingLabels{labelMembership: "true"}); err != nil {
+	if t.LeaseCache != nil {
+		var notStarted *cache.ErrCacheNotStarted
+		if err := t.LeaseCache.List(ctx, list, opts...); !errors.As(err, &notStarted) {
+			return list.Items, err
+		}
+	}
+	if err := t.Leases.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// MembershipLeaseCache is an informer cache of the membership Leases in
+// namespace (selected by their label), for Tokens.LeaseCache; the caller
+// starts it.
+func MembershipLeaseCache(cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
+	return cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelMembership: "true"})}}})
 }

@@ -18,8 +18,10 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
@@ -394,5 +396,47 @@ func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
 	until(t, func() bool { return session.Err() != nil }, "the session's end after its RoleBinding was deleted")
 	if why := context.Cause(session); why == nil || !strings.Contains(why.Error(), "may no longer create") {
 		t.Errorf("the session ended because %v, want its revocation", why)
+	}
+}
+
+// notStarted is a cache that has not started yet.
+type notStarted struct{ client.Reader }
+
+func (notStarted) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return &cache.ErrCacheNotStarted{}
+}
+
+// TestALookListsFromTheCache: with a membership cache, a look lists the
+// Leases from it, not from the API server (a list of every Lease every
+// Recheck on every replica otherwise); before the cache has started, from
+// the API server.
+func TestALookListsFromTheCache(t *testing.T) {
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	tk := leaseTokens(t)
+	tk.Reader = tk.Leases
+	if err := tk.record(ctx, member("team-a", "dave"), lease{user: &user.DefaultInfo{Name: "dave"}, expires: tk.now().Add(time.Minute), grant: exchanged}); err != nil {
+		t.Fatal(err)
+	}
+	stored := tk.Leases.(client.WithWatch)
+	lists := 0
+	tk.Leases = interceptor.NewClient(stored, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		lists++
+		return c.List(ctx, l, opts...)
+	}})
+	authz := &countingAuthz{allow: map[string]bool{"dave": true}, asked: map[string]int{}}
+	tk.Authz = authz
+	for _, tc := range []struct {
+		name      string
+		cache     client.Reader
+		wantLists int
+	}{{"no cache", nil, 1}, {"a cache not started yet", notStarted{}, 1}, {"a started cache", stored, 0}} {
+		lists, tk.LeaseCache = 0, tc.cache
+		tk.recheck(ctx)
+		if lists != tc.wantLists {
+			t.Errorf("%s: %d lists from the API server, want %d", tc.name, lists, tc.wantLists)
+		}
+		if got := authz.take(); got["dave"] != 1 {
+			t.Errorf("%s: dave's membership was not looked at (%v)", tc.name, got)
+		}
 	}
 }

@@ -55,6 +55,13 @@ type Tokens struct {
 	// (leases.go), shared by every replica.
 	Leases         client.Client
 	LeaseNamespace string
+	// LeaseCache, if set, is what each look lists the membership Leases
+	// from (an informer's cache; nil: Leases, a list from the API server
+	// every Recheck on every replica, which at 1,000 memberships was the
+	// rechecks' largest cost left once answers were reused). A stale cache
+	// is safe: a revocation's delete carries the Lease's resourceVersion,
+	// so it conflicts with a renewal the cache has not seen yet.
+	LeaseCache client.Reader
 	// Recheck is how often the memberships are looked at (default 2 s):
 	// each is authorized again then unless its last answer is still fresh
 	// (RBAC).
