@@ -270,8 +270,12 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func (e *benchEnv) echoDirect(b *testing.B, payload []byte) {
-	stream, err := e.direct.ForwardTcp(context.Background())
+func (e *benchEnv) echoDirect(b *testing.B, payload []byte) { e.echoAt(b, e.direct, payload) }
+
+// echoAt sends payload to the sandbox's echo port over a ForwardTcp stream
+// on c and reads it back.
+func (e *benchEnv) echoAt(b *testing.B, c *gatewayapi.Client, payload []byte) {
+	stream, err := c.ForwardTcp(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -303,12 +307,12 @@ func (e *benchEnv) echoDirect(b *testing.B, payload []byte) {
 // forwardPort forwards a free local port to the echo port through the
 // relay, as kubectl openshell port-forward does.
 func (e *benchEnv) forwardPort(b testing.TB) string {
-	return e.forwardPortTo(b, "agent")
+	return e.forwardPortTo(b, e.cfg, "agent")
 }
 
-func (e *benchEnv) forwardPortTo(b testing.TB, sandbox string) string {
-	u, _ := url.Parse(e.cfg.Host + accessv1alpha1.Path("team-a", sandbox, accessv1alpha1.SubresourcePortForward))
-	transport, upgrader, err := spdy.RoundTripperFor(e.cfg)
+func (e *benchEnv) forwardPortTo(b testing.TB, cfg *rest.Config, sandbox string) string {
+	u, _ := url.Parse(cfg.Host + accessv1alpha1.Path("team-a", sandbox, accessv1alpha1.SubresourcePortForward))
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -326,6 +330,116 @@ func (e *benchEnv) forwardPortTo(b testing.TB, sandbox string) string {
 		b.Fatal(ports, err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", ports[0].Local)
+}
+
+// linkRate is the user's link in BenchmarkPortForwardOverALink: 1 Gbit/s
+// each way.
+const linkRate = 125_000_000
+
+// BenchmarkPortForwardOverALink is BenchmarkPortForwardThroughput with
+// the user's side of both paths over a link of linkRate (a shaping proxy):
+// kubectl's port-forward client to the relay (which reaches the gateway
+// unshaped, inside the cluster), and the gRPC client straight to the
+// gateway. Unshaped on loopback both paths are bound by these two cores,
+// and the relay path does twice the TLS work; over a link they are bound
+// by the link, unless the relay cannot keep up with it.
+func BenchmarkPortForwardOverALink(b *testing.B) {
+	e := startBench(b)
+	const size = 16 << 20 // a second's worth or so: the windows' ramp-up is not what is measured
+	payload := bytes.Repeat([]byte("x"), size)
+	relayURL, _ := url.Parse(e.cfg.Host)
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.Host = "https://" + startLink(b, relayURL.Host, linkRate)
+	local := e.forwardPortTo(b, cfg, "agent")
+	gw := e.env.Object.DeepCopy()
+	gwURL, _ := url.Parse(gw.Spec.External.Endpoint)
+	gw.Spec.External.Endpoint = "https://" + startLink(b, gwURL.Host, linkRate)
+	gw.Status.Version = "0.1.5"
+	shared := e.env.Resolver
+	own := &gwconn.Resolver{Client: shared.Client, APIReader: shared.APIReader, Issuer: shared.Issuer, Pool: gatewayapi.NewPool()}
+	defer own.Pool.Close()
+	direct, err := own.Connect(context.Background(), gw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var overDirect, overRelay time.Duration
+	b.SetBytes(2 * size)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		e.echoAt(b, direct, payload)
+		t1 := time.Now()
+		echoThrough(b, local, payload)
+		overDirect, overRelay = overDirect+t1.Sub(t0), overRelay+time.Since(t1)
+	}
+	b.StopTimer()
+	mib := float64(b.N) * size / (1 << 20) // each way
+	b.ReportMetric(mib/overDirect.Seconds(), "direct-MiB/s")
+	b.ReportMetric(mib/overRelay.Seconds(), "relay-MiB/s")
+	b.ReportMetric(overDirect.Seconds()/overRelay.Seconds(), "relay/direct")
+}
+
+// startLink serves a TCP proxy to target whose every connection moves at
+// most rate bytes a second each way, as a network link of that speed
+// does, and returns its address.
+func startLink(b testing.TB, target string, rate float64) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			go pace(d, c, rate)
+			go pace(c, d, rate)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// pace copies src to dst at most rate bytes a second: a read is sent once
+// the link would have carried it, less a millisecond's burst (sleeping for
+// every small read would add the timer's overshoot to each; no credit
+// builds up while idle), then closes dst's write side.
+func pace(dst, src net.Conn, rate float64) {
+	defer func() {
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	var next time.Time
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			next = later(next, time.Now()).Add(time.Duration(float64(n) / rate * float64(time.Second)))
+			if ahead := time.Until(next); ahead > time.Millisecond {
+				time.Sleep(ahead - time.Millisecond) // the link's speed, not a synchronisation
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func echoThrough(b *testing.B, addr string, payload []byte) {

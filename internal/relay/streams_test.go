@@ -112,7 +112,7 @@ func TestNothingReachesAnotherOwnersSandbox(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), refusal) {
 		t.Fatalf("logs: %q, %v, want the refusal %q", logs, err, refusal)
 	}
-	conn, err := net.Dial("tcp", e.forwardPortTo(t, "other"))
+	conn, err := net.Dial("tcp", e.forwardPortTo(t, e.cfg, "other"))
 	if err != nil {
 		t.Fatal(err)
 	}
