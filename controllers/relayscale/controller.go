@@ -76,10 +76,12 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Clock     func() time.Time
 
-	// mu guards history, the recommendations of the scale-down window:
-	// this reconciler's alone (one worker; the lock is for tests).
+	// mu guards history, the recommendations of the scale-down window,
+	// and said, the last decision logged: this reconciler's alone (one
+	// worker; the lock is for tests).
 	mu      sync.Mutex
 	history []sample
+	said    string
 }
 
 // Reconcile observes the sessions and the relay's Deployment, decides
@@ -101,6 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	current := ptr.Deref(dep.Spec.Replicas, 1)
 	d := r.remember(current, r.Scaling.Recommend(sessions), r.now())
 	next := step(current, dep.Status.AvailableReplicas, d.replicas)
+	r.say(ctx, sessions, current, dep.Status.AvailableReplicas, d.replicas, next)
 	if next != current {
 		if err := r.scale(ctx, dep, current, next, sessions); err != nil {
 			return ctrl.Result{}, err
@@ -110,6 +113,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{RequeueAfter: availabilityRecheck}, nil
 	}
 	return ctrl.Result{RequeueAfter: d.recheck}, nil
+}
+
+// say logs a decision that differs from the last one logged: what
+// scaling decided is visible without a line per look (a step up waiting
+// for its pod looks every availabilityRecheck).
+func (r *Reconciler) say(ctx context.Context, sessions int, current, available, want, next int32) {
+	msg := fmt.Sprintf("%d/%d/%d/%d/%d", sessions, current, available, want, next)
+	r.mu.Lock()
+	same := msg == r.said
+	r.said = msg
+	r.mu.Unlock()
+	if !same {
+		log.FromContext(ctx).Info("Relay scaling decided", "sessions", sessions, "replicas", current, "available", available, "wanted", want, "next", next)
+	}
 }
 
 // sessions adds up the sessions every relay replica publishes; a Lease

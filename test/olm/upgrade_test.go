@@ -2,9 +2,11 @@ package olm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -248,8 +251,8 @@ func expectRelayScaledTo(ctx context.Context, t *testing.T, opNS, csvName string
 	g.Eventually(func(g Gomega) {
 		dep := &appsv1.Deployment{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment}, dep)).To(Succeed())
-		g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(replicas)))
-		g.Expect(dep.Status.ReadyReplicas).To(Equal(replicas))
+		g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(replicas)), "the relay Deployment's status: %s; its events: %s", deploymentStatus(dep), relayEvents(ctx, opNS))
+		g.Expect(dep.Status.ReadyReplicas).To(Equal(replicas), "the relay Deployment's status: %s", deploymentStatus(dep))
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: csvName}, csv)).To(Succeed())
 		g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded))
 	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), "the operator did not hold the relay at %d replicas", replicas)
@@ -260,4 +263,32 @@ func expectRelayScaledTo(ctx context.Context, t *testing.T, opNS, csvName string
 			g.Expect(cond.Message).NotTo(ContainSubstring("deployment "+relayDeployment), "OLM failed the CSV over the relay's Deployment")
 		}
 	}
+}
+
+// deploymentStatus says, for a failure's message, where a Deployment's
+// rollout stands.
+func deploymentStatus(dep *appsv1.Deployment) string {
+	st := dep.Status
+	out := fmt.Sprintf("generation %d observed %d, replicas %d updated %d ready %d available %d unavailable %d",
+		dep.Generation, st.ObservedGeneration, st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas, st.UnavailableReplicas)
+	for _, c := range st.Conditions {
+		out += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return out
+}
+
+// relayEvents are the Events about the relay's Deployment (the operator's
+// scaling among them), oldest first.
+func relayEvents(ctx context.Context, opNS string) string {
+	list := &eventsv1.EventList{}
+	if err := cluster.Client.List(ctx, list, client.InNamespace(opNS)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Deployment" && e.Regarding.Name == relayDeployment {
+			out = append(out, fmt.Sprintf("%s %s %s: %s", e.CreationTimestamp.Format(time.TimeOnly), e.ReportingController, e.Reason, e.Note))
+		}
+	}
+	return strings.Join(out, "; ")
 }
