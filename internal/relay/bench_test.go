@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/klog/v2"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -70,6 +71,11 @@ type benchEnv struct {
 
 func startBench(b testing.TB) *benchEnv {
 	b.Helper()
+	// client-go's port-forwarder reports a stream the cleanup closes
+	// through klog, on stderr, which go test merges into the benchmark
+	// lines make bench parses.
+	klog.SetLogger(logr.Discard())
+	b.Cleanup(klog.ClearLogger)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "ns-uid"}}
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agent", UID: "sb-uid"},
 		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "platform/gw", GatewaySandboxName: "x"}}
