@@ -25,6 +25,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/internal/relayload"
+	"github.com/openshell/openshell-operator/internal/saexist"
 	"github.com/openshell/openshell-operator/internal/scheme"
 	"github.com/openshell/openshell-operator/internal/tlsprofile"
 )
@@ -143,13 +144,16 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	// (internal/rbacchange says why). Until its informers have synced,
 	// none holds: every check asks, as without it.
 	rbac := &rbacchange.Changes{MaxAge: o.AuthorizationMaxAge, OnChange: metrics.RBACChanged}
+	// A deleted ServiceAccount's sessions end and its memberships go,
+	// though RBAC still names it (internal/saexist).
+	accounts := &saexist.Accounts{}
 	leaseCache, err := relay.MembershipLeaseCache(cfg, c.Scheme(), leaseNS)
 	if err != nil {
 		return nil, fmt.Errorf("create the relay's membership cache: %w", err)
 	}
 	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
-		RBAC: rbac, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
-	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Reader: c, Tokens: tokens, Metrics: metrics,
+		RBAC: rbac, Accounts: accounts, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
+	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Accounts: accounts, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv}
@@ -173,6 +177,14 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 		},
 		func(ctx context.Context) { _ = tokens.Start(ctx) },
 		func(ctx context.Context) { followRBAC(ctx, rbac, metaClient, metrics, o.Log) },
+		func(ctx context.Context) {
+			switch err := accounts.Watch(ctx, metaClient); {
+			case err == nil:
+				metrics.ServiceAccountsFollowed()
+			case ctx.Err() == nil:
+				o.Log.Error(err, "Following ServiceAccounts; a deleted one's sessions and memberships last while RBAC names it")
+			}
+		},
 		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
 	return r, nil
 }

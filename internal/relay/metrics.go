@@ -25,6 +25,9 @@ const (
 	// by scope (namespace, cluster): ClusterRoles that churn make every
 	// answer stale each time.
 	MetricRBACChanges = "openshell_relay_rbac_changes_total"
+	// MetricServiceAccountsFollowed is 1 once deleted ServiceAccounts are
+	// seen (their sessions end, their memberships go).
+	MetricServiceAccountsFollowed = "openshell_relay_serviceaccounts_followed"
 )
 
 // Checks of MetricReauthorizations.
@@ -50,6 +53,7 @@ type Metrics struct {
 	reauth   *prometheus.CounterVec
 	followed prometheus.Gauge
 	changes  *prometheus.CounterVec
+	accounts prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -67,6 +71,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "SubjectAccessReviews this relay replica asked again for open sessions and workspace memberships, by check."}, []string{"check"}),
 		followed: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricRBACFollowed,
 			Help: "1 once this relay replica follows RBAC changes, so that sessions and memberships are authorized again only after one; 0 while every check asks."}),
+		accounts: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricServiceAccountsFollowed,
+			Help: "1 once this relay replica follows ServiceAccounts, so that a deleted one's sessions end and its memberships go; 0 while they last as long as RBAC names it."}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRBACChanges,
 			Help: "RBAC changes (updates, deletions, failed watches) after which this relay replica authorizes answers of their scope again, by scope (namespace, cluster)."}, []string{"scope"}),
 	}
@@ -92,6 +98,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.changes, err = register(reg, m.changes); err != nil {
+		return nil, err
+	}
+	if m.accounts, err = register(reg, m.accounts); err != nil {
 		return nil, err
 	}
 	m.changes.WithLabelValues("namespace")
@@ -160,4 +169,12 @@ func (m *Metrics) RBACChanged(clusterWide bool) {
 		scope = "cluster"
 	}
 	m.changes.WithLabelValues(scope).Inc()
+}
+
+// ServiceAccountsFollowed reports that deleted ServiceAccounts are seen
+// from now on.
+func (m *Metrics) ServiceAccountsFollowed() {
+	if m != nil {
+		m.accounts.Set(1)
+	}
 }

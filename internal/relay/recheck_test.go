@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
+	"github.com/openshell/openshell-operator/internal/saexist"
 	scheme2 "github.com/openshell/openshell-operator/internal/scheme"
 )
 
@@ -175,8 +177,8 @@ func (a *countingAuthz) set(f func()) {
 	f()
 }
 
-// rbacFake serves RBAC objects' metadata to a Changes watching it.
-func rbacFake(t *testing.T, objs ...*metav1.PartialObjectMetadata) *metadatafake.FakeMetadataClient {
+// metadataFake serves objects' metadata (RBAC, ServiceAccounts) to informers.
+func metadataFake(t *testing.T, objs ...*metav1.PartialObjectMetadata) *metadatafake.FakeMetadataClient {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
@@ -247,7 +249,7 @@ func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	kube := rbacFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"),
+	kube := metadataFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"),
 		rbacObject("ClusterRoleBinding", "", "everyone"))
 	changes := &rbacchange.Changes{MaxAge: time.Minute, Settle: 10 * time.Second, Now: clock}
 	wctx, stop := context.WithCancel(ctx)
@@ -364,7 +366,7 @@ func (r *countingReader) count() int {
 // the last answer no longer holds; a RoleBinding deleted in its namespace
 // makes the next check ask, and end the session.
 func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
-	kube := rbacFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"))
+	kube := metadataFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"))
 	// A Settle longer than the test: an answer asked after a change holds.
 	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Hour}
 	ctx, stop := context.WithCancel(context.Background())
@@ -438,5 +440,52 @@ func TestALookListsFromTheCache(t *testing.T) {
 		if got := authz.take(); got["dave"] != 1 {
 			t.Errorf("%s: dave's membership was not looked at (%v)", tc.name, got)
 		}
+	}
+}
+
+// TestADeletedServiceAccountLosesItsAccess: a ServiceAccount's membership
+// is revoked, and its open session ends, once the ServiceAccount is
+// deleted, though RBAC still allows its name (its RoleBinding stays); a
+// user's and another ServiceAccount's are kept.
+func TestADeletedServiceAccountLosesItsAccess(t *testing.T) {
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	const bot, other = "system:serviceaccount:team-a:chatbot", "system:serviceaccount:team-a:other"
+	sa := func(name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, ResourceVersion: "1"}}
+	}
+	kube := metadataFake(t, sa("chatbot"), sa("other"))
+	accounts := &saexist.Accounts{}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := accounts.Watch(wctx, kube); err != nil {
+		t.Fatal(err)
+	}
+	tk := leaseTokens(t)
+	tk.Reader, tk.Accounts = tk.Leases, accounts
+	tk.Authz = &countingAuthz{allow: map[string]bool{bot: true, other: true, "dave": true}, asked: map[string]int{}}
+	for _, name := range []string{bot, other, "dave"} {
+		if err := tk.record(ctx, member("team-a", name), lease{user: &user.DefaultInfo{Name: name}, expires: tk.now().Add(time.Hour), grant: exchanged}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb", UID: "u1"},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "p/gw", GatewaySandboxName: "x"}}
+	s := &Server{Reader: fake.NewClientBuilder().WithScheme(scheme2.New()).WithObjects(sb).Build(), Authz: tk.Authz, Accounts: accounts}
+	if why, err := s.stillAllowed(ctx, &user.DefaultInfo{Name: bot}, "create", sb, SubresourceExec, false); err != nil || why != "" {
+		t.Fatalf("before the deletion: %q, %v", why, err)
+	}
+
+	if err := kube.Resource(corev1.SchemeGroupVersion.WithResource("serviceaccounts")).Namespace("team-a").Delete(ctx, "chatbot", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, func() bool { return accounts.Gone(bot) }, "the ServiceAccount's deletion seen")
+	why, err := s.stillAllowed(ctx, &user.DefaultInfo{Name: bot}, "create", sb, SubresourceExec, false)
+	if err != nil || !strings.Contains(why, "ServiceAccount "+bot+" was deleted") {
+		t.Errorf("its open session goes on: %q, %v", why, err)
+	}
+	tk.recheck(ctx)
+	if got := leaseUsers(t, tk); !maps.Equal(got, map[string]bool{other: true, "dave": true}) {
+		t.Errorf("memberships after the deletion: %v, want the other ServiceAccount's and dave's", got)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
+	"github.com/openshell/openshell-operator/internal/saexist"
 )
 
 // The API's names, from the API package (clients import only that).
@@ -67,6 +68,9 @@ type Server struct {
 	// RBAC says whether an open session's last answer still holds (nil:
 	// none does, every check asks again).
 	RBAC *rbacchange.Changes
+	// Accounts ends the sessions of a ServiceAccount that was deleted
+	// (nil: they run on while RBAC still names it).
+	Accounts *saexist.Accounts
 	// Reader reads OpenShellSandboxes.
 	Reader client.Reader
 	// Gateways opens a sandbox's gateway.

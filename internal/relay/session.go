@@ -19,8 +19,8 @@ import (
 // looked at every sessionRecheck, and is authorized again then unless its
 // last answer still holds (Server.RBAC: no RBAC change since that could
 // take it back, and younger than its MaxAge): revoking the user's RBAC,
-// deleting the sandbox or its leaving Ready ends open sessions within that
-// time, not only new ones. Failed checks end it after maxFailedChecks in a
+// deleting their ServiceAccount, deleting the sandbox or its leaving Ready
+// ends open sessions within that time, not only new ones. Failed checks end it after maxFailedChecks in a
 // row (fail closed), and no session outlives maxSession.
 const (
 	sessionRecheck  = 5 * time.Second
@@ -82,6 +82,9 @@ func (s *Server) watch(ctx context.Context, end context.CancelCauseFunc, u user.
 // stillAllowed says why the session may not go on ("" when it may),
 // asking RBAC again if ask.
 func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string, ask bool) (string, error) {
+	if s.Accounts.Gone(u.GetName()) {
+		return fmt.Sprintf("the ServiceAccount %s was deleted", u.GetName()), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if ask {

@@ -26,6 +26,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
+	"github.com/openshell/openshell-operator/internal/saexist"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -70,6 +71,9 @@ type Tokens struct {
 	// take it back since, and younger than its MaxAge (nil: none holds,
 	// every membership is authorized again at every look).
 	RBAC *rbacchange.Changes
+	// Accounts revokes the memberships of a ServiceAccount that was
+	// deleted (nil: they last while RBAC still names it).
+	Accounts *saexist.Accounts
 	// Metrics counts the rechecks' reviews (nil: not counted).
 	Metrics *Metrics
 	// Now is the clock (tests); nil: time.Now.
@@ -266,6 +270,10 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 		out = append(out, v)
 		if now.After(l.expires) {
 			v.why = "every token of the subject has expired"
+			continue
+		}
+		if t.Accounts.Gone(l.user.GetName()) {
+			v.why = "its ServiceAccount was deleted"
 			continue
 		}
 		if last, ok := t.authorized[o.Name]; ok && last.rv == o.ResourceVersion && t.RBAC.Fresh(m.namespace, last.at, now) {

@@ -282,12 +282,22 @@ func TestConsumerAccess(t *testing.T) {
 		sa := "system:serviceaccount:" + tenant + ":chatbot"
 		cfg := rest.CopyConfig(cluster.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + tenant, "system:authenticated"}}
+		var tok *accessv1alpha1.SandboxToken
 		g.Eventually(func(g Gomega) {
-			tok, err := exchangeAs(ctx, cfg, tenant, "agent")
+			var err error
+			tok, err = exchangeAs(ctx, cfg, tenant, "agent")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(tok.Subject).To(Equal(accessv1alpha1.SubjectPrefix + sa))
 			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(Succeed())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		// The workload is compromised: its admin deletes the ServiceAccount.
+		// Its RoleBinding stays, yet the gateway refuses the token it holds.
+		deleted := time.Now()
+		g.Expect(c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot"}})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(listAtGateway(ctx, st, tok.Token, ws)).To(MatchError(ContainSubstring("not a member of workspace")))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "a deleted ServiceAccount kept its membership")
+		t.Logf("figure: the gateway refused a deleted ServiceAccount's token %s after the deletion", time.Since(deleted).Round(10*time.Millisecond))
 	})
 	t.Run("the kubectl plugin, run by the real kubectl", func(t *testing.T) {
 		g := NewWithT(t)

@@ -288,6 +288,8 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 		// The CSV lets it follow RBAC changes: sessions and memberships
 		// are authorized again after one, not every few seconds.
 		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricRBACFollowed + ` 1$`))
+		// And ServiceAccounts: a deleted one's sessions end.
+		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricServiceAccountsFollowed + ` 1$`))
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's metrics, scraped as Prometheus does")
 	nobody := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-metrics", Namespace: opNS}}
 	g.Expect(cluster.Client.Create(ctx, nobody)).To(Succeed())
