@@ -171,19 +171,20 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 			broadcaster.Shutdown()
 		},
 		func(ctx context.Context) {
+			// Start blocks until ctx ends; a cache that cannot sync makes
+			// each look fall back to a list (Tokens.leases).
 			if err := leaseCache.Start(ctx); err != nil {
-				o.Log.Error(err, "Following the membership Leases; every recheck lists them from the API server")
+				o.Log.Error(err, "Following the membership Leases")
 			}
 		},
 		func(ctx context.Context) { _ = tokens.Start(ctx) },
-		func(ctx context.Context) { followRBAC(ctx, rbac, metaClient, metrics, o.Log) },
 		func(ctx context.Context) {
-			switch err := accounts.Watch(ctx, metaClient); {
-			case err == nil:
-				metrics.ServiceAccountsFollowed()
-			case ctx.Err() == nil:
-				o.Log.Error(err, "Following ServiceAccounts; a deleted one's sessions and memberships last while RBAC names it")
-			}
+			follow(ctx, func(ctx context.Context) error { return rbac.Watch(ctx, metaClient) }, metrics.RBACFollowed, o.Log,
+				"RBAC changes (may the relay list and watch roles, rolebindings, clusterroles and clusterrolebindings?): every session and membership check asks the API server")
+		},
+		func(ctx context.Context) {
+			follow(ctx, func(ctx context.Context) error { return accounts.Watch(ctx, metaClient) }, metrics.ServiceAccountsFollowed, o.Log,
+				"ServiceAccounts (may the relay get, list and watch serviceaccounts?): a deleted one's sessions and memberships last while RBAC names it")
 		},
 		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
 	return r, nil
@@ -204,26 +205,27 @@ func ValidateAuthorizationMaxAge(d time.Duration) error {
 	return nil
 }
 
-// followRBAC follows RBAC changes until ctx ends, and says so when it
-// cannot: until it has, every check asks the API server (correct, and
-// what it cost before).
-func followRBAC(ctx context.Context, rbac *rbacchange.Changes, c metadata.Interface, m *relay.Metrics, log logr.Logger) {
-	synced := make(chan error, 1)
-	go func() { synced <- rbac.Watch(ctx, c) }()
+// follow runs watch (an informer's Watch: it returns once synced) until
+// ctx ends, calls synced once it has, and says what goes without it when
+// it has not within a minute, or failed: until then the relay is correct,
+// and costs or sees what it did before.
+func follow(ctx context.Context, watch func(context.Context) error, synced func(), log logr.Logger, without string) {
+	done := make(chan error, 1)
+	go func() { done <- watch(ctx) }()
 	patience := time.NewTimer(time.Minute)
 	defer patience.Stop()
 	for {
 		select {
-		case err := <-synced:
+		case err := <-done:
 			switch {
 			case err == nil:
-				m.RBACFollowed()
+				synced()
 			case ctx.Err() == nil:
-				log.Error(err, "Following RBAC changes; every session and membership check asks the API server")
+				log.Error(err, "Not following "+without)
 			}
 			return
 		case <-patience.C:
-			log.Info("RBAC changes are not followed yet (may the relay list and watch roles, rolebindings, clusterroles and clusterrolebindings?): every session and membership check asks the API server")
+			log.Info("Not following " + without + " yet")
 		case <-ctx.Done():
 			return
 		}

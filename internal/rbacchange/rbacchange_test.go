@@ -8,9 +8,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/openshell/openshell-operator/test/metadatafake"
 )
 
 func TestFresh(t *testing.T) {
@@ -130,16 +130,8 @@ func TestAWatchFailureIsAChange(t *testing.T) {
 // TestWatch follows the four kinds through client-go's metadata informers:
 // an update or a deletion is a change in its scope, a creation is none.
 func TestWatch(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	obj := func(kind, ns, name string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"}}
-	}
-	fake := metadatafake.NewSimpleMetadataClient(scheme,
-		obj("RoleBinding", "a", "edit"), obj("ClusterRole", "", "view"))
+	rbac := rbacv1.SchemeGroupVersion.String()
+	fake := metadatafake.New(t, metadatafake.Object(rbac, "RoleBinding", "a", "edit"), metadatafake.Object(rbac, "ClusterRole", "", "view"))
 	var now time.Time
 	tick := make(chan time.Time, 1)
 	clock := func() time.Time {
@@ -163,6 +155,8 @@ func TestWatch(t *testing.T) {
 	rb := fake.Resource(rbacv1.SchemeGroupVersion.WithResource("rolebindings"))
 	// A deletion takes access away: a change in its namespace, seen at `at`.
 	at := later.Add(time.Minute)
+	<-fake.Watching("rolebindings")
+	<-fake.Watching("clusterroles")
 	tick <- at
 	if err := rb.Namespace("a").Delete(ctx, "edit", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

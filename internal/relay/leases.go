@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -240,16 +240,21 @@ func (t *Tokens) reserve(ctx context.Context, m membership) error {
 	return nil
 }
 
-// leases lists every membership Lease: from LeaseCache once it has
-// started, else from the API server.
+// leases lists every membership Lease: from LeaseCache, else (not
+// started, or not synced within checkTimeout: a cache that cannot sync
+// blocks its reads) from the API server, so that a look never waits on a
+// cache for good and revocations go on.
 func (t *Tokens) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
 	opts := []client.ListOption{client.InNamespace(t.LeaseNamespace), client.MatchingLabels{labelMembership: "true"}}
 	list := &coordinationv1.LeaseList{}
 	if t.LeaseCache != nil {
-		var notStarted *cache.ErrCacheNotStarted
-		if err := t.LeaseCache.List(ctx, list, opts...); !errors.As(err, &notStarted) {
-			return list.Items, err
+		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		err := t.LeaseCache.List(cctx, list, opts...)
+		cancel()
+		if err == nil {
+			return list.Items, nil
 		}
+		ctrl.LoggerFrom(ctx).V(1).Info("the membership cache cannot be read; listing the Leases from the API server", "error", err.Error())
 	}
 	if err := t.Leases.List(ctx, list, opts...); err != nil {
 		return nil, err
@@ -262,5 +267,6 @@ func (t *Tokens) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
 // starts it.
 func MembershipLeaseCache(cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
 	return cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}},
-		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelMembership: "true"})}}})
+		DefaultTransform: cache.TransformStripManagedFields(), // not signed, not read
+		ByObject:         map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelMembership: "true"})}}})
 }

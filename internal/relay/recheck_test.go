@@ -15,9 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +26,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/saexist"
 	scheme2 "github.com/openshell/openshell-operator/internal/scheme"
+	"github.com/openshell/openshell-operator/test/metadatafake"
 )
 
 // gatedAuthz holds every check until want are in flight at once (or the
@@ -177,31 +176,17 @@ func (a *countingAuthz) set(f func()) {
 	f()
 }
 
-// metadataFake serves objects' metadata (RBAC, ServiceAccounts) to informers.
-func metadataFake(t *testing.T, objs ...*metav1.PartialObjectMetadata) *metadatafake.FakeMetadataClient {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	rt := make([]runtime.Object, len(objs))
-	for i, o := range objs {
-		rt[i] = o
-	}
-	return metadatafake.NewSimpleMetadataClient(scheme, rt...)
-}
-
 // rbacObject is an RBAC object's metadata (ns "" for a cluster-scoped kind).
 func rbacObject(kind, ns, name string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"}}
+	return metadatafake.Object(rbacv1.SchemeGroupVersion.String(), kind, ns, name)
 }
 
 // deleteRBAC deletes an RBAC object from the fake and waits until changes
 // has seen it (the informer delivers on its own goroutine): an answer
 // asked at seen is stale.
-func deleteRBAC(t *testing.T, kube *metadatafake.FakeMetadataClient, changes *rbacchange.Changes, resource, ns, name string, seen time.Time) {
+func deleteRBAC(t *testing.T, kube *metadatafake.Client, changes *rbacchange.Changes, resource, ns, name string, seen time.Time) {
 	t.Helper()
+	<-kube.Watching(resource)
 	r := kube.Resource(rbacv1.SchemeGroupVersion.WithResource(resource))
 	var err error
 	if ns == "" {
@@ -249,7 +234,7 @@ func TestRecheckAsksOnlyWhenAnswersAreStale(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	kube := metadataFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"),
+	kube := metadatafake.New(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"),
 		rbacObject("ClusterRoleBinding", "", "everyone"))
 	changes := &rbacchange.Changes{MaxAge: time.Minute, Settle: 10 * time.Second, Now: clock}
 	wctx, stop := context.WithCancel(ctx)
@@ -366,7 +351,7 @@ func (r *countingReader) count() int {
 // the last answer no longer holds; a RoleBinding deleted in its namespace
 // makes the next check ask, and end the session.
 func TestOpenSessionsAskAgainOnlyAfterRBACChanges(t *testing.T) {
-	kube := metadataFake(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"))
+	kube := metadatafake.New(t, rbacObject("RoleBinding", "team-a", "dave"), rbacObject("RoleBinding", "team-a", "other"))
 	// A Settle longer than the test: an answer asked after a change holds.
 	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Hour}
 	ctx, stop := context.WithCancel(context.Background())
@@ -408,10 +393,18 @@ func (notStarted) List(context.Context, client.ObjectList, ...client.ListOption)
 	return &cache.ErrCacheNotStarted{}
 }
 
+// unsynced is a cache whose informer cannot sync: its reads block.
+type unsynced struct{ client.Reader }
+
+func (unsynced) List(ctx context.Context, _ client.ObjectList, _ ...client.ListOption) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // TestALookListsFromTheCache: with a membership cache, a look lists the
 // Leases from it, not from the API server (a list of every Lease every
-// Recheck on every replica otherwise); before the cache has started, from
-// the API server.
+// Recheck on every replica otherwise); before the cache has started, or
+// when it cannot sync (after checkTimeout), from the API server.
 func TestALookListsFromTheCache(t *testing.T) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	tk := leaseTokens(t)
@@ -431,7 +424,8 @@ func TestALookListsFromTheCache(t *testing.T) {
 		name      string
 		cache     client.Reader
 		wantLists int
-	}{{"no cache", nil, 1}, {"a cache not started yet", notStarted{}, 1}, {"a started cache", stored, 0}} {
+	}{{"no cache", nil, 1}, {"a cache not started yet", notStarted{}, 1}, {"a cache that cannot sync", unsynced{}, 1},
+		{"a started cache", stored, 0}} {
 		lists, tk.LeaseCache = 0, tc.cache
 		tk.recheck(ctx)
 		if lists != tc.wantLists {
@@ -451,19 +445,29 @@ func TestADeletedServiceAccountLosesItsAccess(t *testing.T) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	const bot, other = "system:serviceaccount:team-a:chatbot", "system:serviceaccount:team-a:other"
 	sa := func(name string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, ResourceVersion: "1"}}
+		return metadatafake.Object("v1", "ServiceAccount", "team-a", name)
 	}
-	kube := metadataFake(t, sa("chatbot"), sa("other"))
+	kube := metadatafake.New(t, sa("chatbot"), sa("other"))
 	accounts := &saexist.Accounts{}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := accounts.Watch(wctx, kube); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func() { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second) }
+	// RBAC followed, so that a look after the first reuses its answers:
+	// the deletion must end what a fresh answer still allows.
+	changes := &rbacchange.Changes{MaxAge: time.Hour, Settle: time.Nanosecond, Now: clock}
+	if err := changes.Watch(wctx, metadatafake.New(t)); err != nil {
+		t.Fatal(err)
+	}
 	tk := leaseTokens(t)
-	tk.Reader, tk.Accounts = tk.Leases, accounts
-	tk.Authz = &countingAuthz{allow: map[string]bool{bot: true, other: true, "dave": true}, asked: map[string]int{}}
+	tk.Reader, tk.Accounts, tk.RBAC, tk.Now = tk.Leases, accounts, changes, clock
+	authz := &countingAuthz{allow: map[string]bool{bot: true, other: true, "dave": true}, asked: map[string]int{}}
+	tk.Authz = authz
 	for _, name := range []string{bot, other, "dave"} {
 		if err := tk.record(ctx, member("team-a", name), lease{user: &user.DefaultInfo{Name: name}, expires: tk.now().Add(time.Hour), grant: exchanged}); err != nil {
 			t.Fatal(err)
@@ -475,16 +479,28 @@ func TestADeletedServiceAccountLosesItsAccess(t *testing.T) {
 	if why, err := s.stillAllowed(ctx, &user.DefaultInfo{Name: bot}, "create", sb, SubresourceExec, false); err != nil || why != "" {
 		t.Fatalf("before the deletion: %q, %v", why, err)
 	}
+	advance()
+	tk.recheck(ctx)
+	advance()
+	tk.recheck(ctx)
+	if got := authz.take(); !maps.Equal(got, map[string]int{bot: 1, other: 1, "dave": 1}) {
+		t.Fatalf("two looks asked %v, want one review each (the second reuses them)", got)
+	}
 
+	<-kube.Watching("serviceaccounts")
 	if err := kube.Resource(corev1.SchemeGroupVersion.WithResource("serviceaccounts")).Namespace("team-a").Delete(ctx, "chatbot", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	until(t, func() bool { return accounts.Gone(bot) }, "the ServiceAccount's deletion seen")
+	until(t, func() bool { return accounts.Gone(ctx, &user.DefaultInfo{Name: bot}) }, "the ServiceAccount's deletion seen")
 	why, err := s.stillAllowed(ctx, &user.DefaultInfo{Name: bot}, "create", sb, SubresourceExec, false)
 	if err != nil || !strings.Contains(why, "ServiceAccount "+bot+" was deleted") {
 		t.Errorf("its open session goes on: %q, %v", why, err)
 	}
+	advance()
 	tk.recheck(ctx)
+	if got := authz.take(); len(got) != 0 {
+		t.Errorf("the look after the deletion asked %v: its answers were fresh", got)
+	}
 	if got := leaseUsers(t, tk); !maps.Equal(got, map[string]bool{other: true, "dave": true}) {
 		t.Errorf("memberships after the deletion: %v, want the other ServiceAccount's and dave's", got)
 	}

@@ -82,7 +82,7 @@ func (s *Server) watch(ctx context.Context, end context.CancelCauseFunc, u user.
 // stillAllowed says why the session may not go on ("" when it may),
 // asking RBAC again if ask.
 func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb *openshellv1alpha1.OpenShellSandbox, sub string, ask bool) (string, error) {
-	if s.Accounts.Gone(u.GetName()) {
+	if s.Accounts.Gone(ctx, u) {
 		return fmt.Sprintf("the ServiceAccount %s was deleted", u.GetName()), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)

@@ -272,7 +272,7 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 			v.why = "every token of the subject has expired"
 			continue
 		}
-		if t.Accounts.Gone(l.user.GetName()) {
+		if t.Accounts.Gone(ctx, l.user) {
 			v.why = "its ServiceAccount was deleted"
 			continue
 		}

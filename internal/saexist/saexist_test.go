@@ -5,57 +5,80 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/apiserver/pkg/authentication/user"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/openshell/openshell-operator/test/metadatafake"
 )
 
 func TestGone(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	sa := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "chatbot", ResourceVersion: "1"}}
-	kube := metadatafake.NewSimpleMetadataClient(scheme, sa)
-	const chatbot = "system:serviceaccount:team-a:chatbot"
+	ctx := context.Background()
+	sa := metadatafake.Object("v1", "ServiceAccount", "team-a", "chatbot")
+	sa.UID = "uid-1"
+	kube := metadatafake.New(t, sa)
+	chatbot := &user.DefaultInfo{Name: "system:serviceaccount:team-a:chatbot", UID: "uid-1"}
 
 	var a *Accounts
-	if a.Gone(chatbot) {
+	if a.Gone(ctx, chatbot) {
 		t.Fatal("a nil Accounts says gone")
 	}
 	a = &Accounts{}
-	if a.Gone(chatbot) {
+	if a.Gone(ctx, chatbot) {
 		t.Fatal("gone before the informer synced")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := a.Watch(ctx, kube); err != nil {
+	if err := a.Watch(wctx, kube); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		user string
+		u    user.Info
 		gone bool
 	}{
 		{chatbot, false},
-		{"system:serviceaccount:team-a:other", true},
-		{"system:serviceaccount:team-b:chatbot", true},
-		{"dave", false},
-		{"system:serviceaccount:malformed", false},
+		{&user.DefaultInfo{Name: chatbot.Name}, false},              // no UID: any object of the name
+		{&user.DefaultInfo{Name: chatbot.Name, UID: "uid-0"}, true}, // an earlier ServiceAccount of that name
+		{&user.DefaultInfo{Name: "system:serviceaccount:team-a:other"}, true},
+		{&user.DefaultInfo{Name: "system:serviceaccount:team-b:chatbot"}, true},
+		{&user.DefaultInfo{Name: "dave"}, false},
+		{&user.DefaultInfo{Name: "system:serviceaccount:malformed"}, false},
 	} {
-		if got := a.Gone(tc.user); got != tc.gone {
-			t.Errorf("Gone(%q) = %t, want %t", tc.user, got, tc.gone)
+		if got := a.Gone(ctx, tc.u); got != tc.gone {
+			t.Errorf("Gone(%s, uid %q) = %t, want %t", tc.u.GetName(), tc.u.GetUID(), got, tc.gone)
 		}
 	}
-	if err := kube.Resource(corev1.SchemeGroupVersion.WithResource("serviceaccounts")).Namespace("team-a").Delete(ctx, "chatbot", metav1.DeleteOptions{}); err != nil {
+
+	<-kube.Watching("serviceaccounts")
+	if err := kube.Resource(resource).Namespace("team-a").Delete(ctx, "chatbot", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !a.Gone(chatbot) {
+	for {
+		_, cached, _ := a.store.GetByKey("team-a/chatbot")
+		if !cached {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the deleted ServiceAccount is not gone within 10s")
+			t.Fatal("the deletion did not reach the cache within 10s")
 		}
 		time.Sleep(time.Millisecond) // the informer delivers on its own goroutine
+	}
+	if !a.Gone(ctx, chatbot) {
+		t.Error("a deleted ServiceAccount is not gone")
+	}
+}
+
+// TestAnAbsenceIsConfirmed: a cache behind its watch (a ServiceAccount
+// created since) ends nothing that exists.
+func TestAnAbsenceIsConfirmed(t *testing.T) {
+	sa := metadatafake.Object("v1", "ServiceAccount", "team-a", "new")
+	sa.UID = "uid-new"
+	a := &Accounts{store: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), client: metadatafake.New(t, sa)}
+	if a.Gone(context.Background(), &user.DefaultInfo{Name: "system:serviceaccount:team-a:new", UID: "uid-new"}) {
+		t.Error("a ServiceAccount missing from the cache but live is gone")
+	}
+	if !a.Gone(context.Background(), &user.DefaultInfo{Name: "system:serviceaccount:team-a:new", UID: "uid-old"}) {
+		t.Error("a ServiceAccount re-created under its name is not gone")
 	}
 }
