@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +59,8 @@ func (allowAll) Allowed(context.Context, user.Info, string, string, string, stri
 	return true, "", nil
 }
 
+var silenceKlog sync.Once
+
 // benchEnv is a Ready sandbox at a 0.1 test gateway, a relay serving it,
 // and a client config for the relay.
 type benchEnv struct {
@@ -73,9 +76,10 @@ func startBench(b testing.TB) *benchEnv {
 	b.Helper()
 	// client-go's port-forwarder reports a stream the cleanup closes
 	// through klog, on stderr, which go test merges into the benchmark
-	// lines make bench parses.
-	klog.SetLogger(logr.Discard())
-	b.Cleanup(klog.ClearLogger)
+	// lines make bench parses; it does so from its own goroutine, after
+	// any cleanup could restore the logger, so klog stays silent for the
+	// whole binary.
+	silenceKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "ns-uid"}}
 	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agent", UID: "sb-uid"},
 		Status: openshellv1alpha1.OpenShellSandboxStatus{Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "platform/gw", GatewaySandboxName: "x"}}
@@ -86,7 +90,9 @@ func startBench(b testing.TB) *benchEnv {
 	env.Gateway.ReportVersion("0.1.5")
 	ws, name := sandboxspec.WorkspaceName("team-a", ns.UID), sandboxspec.SandboxName("team-a", "agent")
 	env.Gateway.SeedSandbox(ws, name, map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)})
-	srv := &relay.Server{Authn: allowAll{}, Authz: allowAll{}, Reader: env.Client, MaxSessionsPerUser: 2000, MaxSessionsPerNamespace: 2000,
+	// The limits above the benchmarks' 1,000 sessions (a replica's default
+	// of 400 refused BenchmarkIdleSessions' 401st).
+	srv := &relay.Server{Authn: allowAll{}, Authz: allowAll{}, Reader: env.Client, MaxSessions: 2000, MaxSessionsPerUser: 2000, MaxSessionsPerNamespace: 2000,
 		Gateways: relay.ResolverGateways{Reader: env.Client, Resolver: env.Resolver}, Audit: relay.Auditor{Log: logr.Discard()}}
 	// The relay serves the certificate OLM issues for an APIService (ECDSA
 	// P-256), not httptest's RSA one: an RSA signature in each exec's
