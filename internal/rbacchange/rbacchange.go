@@ -224,15 +224,14 @@ func (c *Changes) handler() toolscache.ResourceEventHandlerFuncs {
 	}
 }
 
-// slim keeps what the handlers read: namespace and resourceVersion (RBAC
-// objects' annotations can hold their whole last-applied spec).
+// slim keeps what the store keys by (namespace and name) and the handlers
+// read (namespace and resourceVersion): RBAC objects' annotations can hold
+// their whole last-applied spec.
 func slim(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}, nil
 	}
-	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace,
-		UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
+	return obj, nil
 }
 
 // namespaceOf is a changed object's namespace ("" for a cluster-scoped

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -161,7 +162,9 @@ func TestWatch(t *testing.T) {
 	if err := rb.Namespace("a").Delete(ctx, "edit", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !c.Fresh("a", at, at) })
+	// The informer delivers on its own goroutine.
+	g := NewWithT(t)
+	g.Eventually(func() bool { return c.Fresh("a", at, at) }).WithTimeout(10*time.Second).Should(BeFalse(), "the RoleBinding's deletion is not seen")
 	if !c.Fresh("b", at, at) {
 		t.Error("a deletion in namespace a made namespace b's answers stale")
 	}
@@ -174,20 +177,8 @@ func TestWatch(t *testing.T) {
 	if err := fake.Resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles")).Delete(ctx, "view", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !c.Fresh("b", at2, at2) })
+	g.Eventually(func() bool { return c.Fresh("b", at2, at2) }).WithTimeout(10*time.Second).Should(BeFalse(), "the ClusterRole's deletion is not seen")
 	if !c.Fresh("a", at2.Add(time.Second), at2.Add(time.Second)) {
 		t.Error("an answer asked Settle after the last change is stale")
-	}
-}
-
-// waitFor polls cond: the informer delivers on its own goroutine.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -200,16 +201,10 @@ func deleteRBAC(t *testing.T, kube *metadatafake.Client, changes *rbacchange.Cha
 	until(t, func() bool { return !changes.Fresh(cmp.Or(ns, "any"), seen, seen.Add(time.Millisecond)) }, "the deletion of "+resource+" "+name+" seen")
 }
 
-// until polls cond (something another goroutine does) for up to 10 s.
+// until waits up to 10 s for cond (something another goroutine does).
 func until(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	NewWithT(t).Eventually(cond).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeTrue(), what)
 }
 
 // take returns the checks since the last take, per user.

@@ -20,8 +20,9 @@ import (
 // last answer still holds (Server.RBAC: no RBAC change since that could
 // take it back, and younger than its MaxAge): revoking the user's RBAC,
 // deleting their ServiceAccount, deleting the sandbox or its leaving Ready
-// ends open sessions within that time, not only new ones. Failed checks end it after maxFailedChecks in a
-// row (fail closed), and no session outlives maxSession.
+// ends open sessions within that time, not only new ones. Failed checks
+// end it after maxFailedChecks in a row (fail closed), and no session
+// outlives maxSession.
 const (
 	sessionRecheck  = 5 * time.Second
 	maxFailedChecks = 3

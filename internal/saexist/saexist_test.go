@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -53,17 +54,11 @@ func TestGone(t *testing.T) {
 	if err := kube.Resource(resource).Namespace("team-a").Delete(ctx, "chatbot", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// The informer delivers on its own goroutine.
+	NewWithT(t).Eventually(func() bool {
 		_, cached, _ := a.store.GetByKey("team-a/chatbot")
-		if !cached {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deletion did not reach the cache within 10s")
-		}
-		time.Sleep(time.Millisecond) // the informer delivers on its own goroutine
-	}
+		return cached
+	}).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeFalse(), "the deletion did not reach the cache")
 	if !a.Gone(ctx, chatbot) {
 		t.Error("a deleted ServiceAccount is not gone")
 	}
