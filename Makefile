@@ -23,7 +23,9 @@ STATICCHECK ?= $(LOCALBIN)/staticcheck
 UPSTREAM_ASSETS := $(LOCALBIN)/upstream/.stamp
 
 IMG ?= quay.io/openshell/openshell-operator:v0.1.0
-GO_TEST_FLAGS ?= -count=1
+# go test's own 10-minute default ends a busy e2e package mid-run; a
+# package that hangs still ends, and what it started is reaped (test/framework).
+GO_TEST_FLAGS ?= -count=1 -timeout=30m
 # Bounded fuzzing in CI, by count: a time bound races the fuzzing engine's
 # own deadline on a loaded machine ("context deadline exceeded" reported as
 # a failure). Run longer by hand, e.g. make fuzz FUZZTIME=10m.

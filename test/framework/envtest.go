@@ -190,6 +190,10 @@ func StartEnv(opts EnvOptions) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start envtest control plane: %w", err)
 	}
+	if err := reapControlPlane(te); err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
 	// Tests create many objects quickly; the default client limits would
 	// throttle them and make timing-based Eventually checks flaky.
 	cfg.QPS, cfg.Burst = 500, 1000
@@ -205,6 +209,27 @@ func StartEnv(opts EnvOptions) (*Env, error) {
 		}
 	}
 	return &Env{Environment: te, Config: cfg, Client: c, Scheme: s, FrontProxy: front}, nil
+}
+
+// reapControlPlane registers the etcd and kube-apiserver that envtest
+// started with the reaper: envtest starts them without a parent-death
+// signal, so a test binary killed by its -timeout would leave them running.
+// Each is found by the folder envtest made for it, unique to this control
+// plane.
+func reapControlPlane(te *envtest.Environment) error {
+	for name, flag := range map[string]string{
+		"etcd":           "--data-dir=" + te.ControlPlane.Etcd.DataDir,
+		"kube-apiserver": "--cert-dir=" + te.ControlPlane.APIServer.CertDir,
+	} {
+		pid := FindProcess(flag)
+		if pid == 0 {
+			return fmt.Errorf("find the %s envtest started (%s)", name, flag)
+		}
+		if err := Reap(pid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createClusterNetwork creates the cluster network configuration an

@@ -25,8 +25,8 @@ type Process struct {
 }
 
 // StartProcess runs bin with args, writing its output to dir/<name>.log. The
-// child gets SIGKILL if the test binary dies, so a crashed test leaves no
-// process behind.
+// child gets SIGKILL if the test binary dies, and its process group once the
+// test binary has ended (Reap), so a crashed test leaves no process behind.
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	return StartProcessEnv(dir, name, bin, nil, args...)
 }
@@ -49,6 +49,12 @@ func StartProcessEnv(dir, name, bin string, env []string, args ...string) (*Proc
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := Reap(cmd.Process.Pid); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		_ = f.Close()
+		return nil, err
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, env: env, done: make(chan struct{})}
 	go func() {
