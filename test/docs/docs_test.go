@@ -233,3 +233,198 @@ func stringConstants(t *testing.T, dirs ...string) []string {
 	}
 	return out
 }
+
+// paragraphs splits each document into paragraphs (blank-line separated;
+// each table row is a paragraph of its own, after its table's header row),
+// with the line each starts on.
+func paragraphs(t *testing.T) []cell {
+	t.Helper()
+	var out []cell
+	for file, text := range documents(t) {
+		var cur []string
+		start, header := 0, ""
+		flush := func() {
+			if len(cur) > 0 {
+				out = append(out, cell{name: file + "\x00" + strings.Join(cur, "\n"), line: start})
+			}
+			cur = nil
+		}
+		for i, line := range strings.Split(text, "\n") {
+			switch {
+			case strings.TrimSpace(line) == "":
+				flush()
+				header = ""
+			case strings.HasPrefix(strings.TrimSpace(line), "|"):
+				// A row is read with its table's header, which may name
+				// what the column is about.
+				flush()
+				if header == "" {
+					header = line
+				}
+				out = append(out, cell{name: file + "\x00" + header + "\n" + line, line: i + 1})
+			default:
+				header = ""
+				if len(cur) == 0 {
+					start = i + 1
+				}
+				cur = append(cur, line)
+			}
+		}
+		flush()
+	}
+	return out
+}
+
+// TestImagePinningClaimsHold: the docs may call the bundle's relatedImages
+// digest-pinned only while every one of them is.
+func TestImagePinningClaimsHold(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "config", "manifests", "images.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := regexp.MustCompile(`(?m)^\s*(?:operator|RELATED_IMAGE_[A-Z0-9_]+):\s*(\S+)`).FindAllStringSubmatch(string(b), -1)
+	if len(refs) < 5 {
+		t.Fatalf("found %d images in config/manifests/images.yaml: the pattern is stale", len(refs))
+	}
+	var tags []string
+	for _, r := range refs {
+		if !strings.Contains(r[1], "@sha256:") {
+			tags = append(tags, r[1])
+		}
+	}
+	if len(tags) == 0 {
+		return
+	}
+	claim := regexp.MustCompile("(?i)digest[- ]pinned[`\\s]*relatedImages|relatedImages`?,? (?:all )?(?:pinned )?by digest")
+	for _, p := range paragraphs(t) {
+		file, text, _ := strings.Cut(p.name, "\x00")
+		if claim.MatchString(text) {
+			t.Errorf("%s:%d says the relatedImages are digest-pinned, but %d of %d are tags (%s)", file, p.line, len(tags), len(refs), strings.Join(tags, ", "))
+		}
+	}
+}
+
+// TestSCCClaimsNameTheirLine: the custom SCC concerns only gateways pinned
+// to 0.0.111 (the default 0.1 line runs under restricted-v2), so every
+// paragraph that tells a reader about it says which line it is for.
+func TestSCCClaimsNameTheirLine(t *testing.T) {
+	scc := regexp.MustCompile("openshell-sandbox-sidecar|apply -k config/scc|from `config/scc`|SCCMissing|SCCModified|sandbox SCC|narrow SCC|sidecar SCC")
+	line := regexp.MustCompile(`0\.0\.111|0\.0\.x|0\.0 line|pinned|sidecar (?:supervisor|topology)|sidecar-topology`)
+	n := 0
+	for _, p := range paragraphs(t) {
+		file, text, _ := strings.Cut(p.name, "\x00")
+		if file == "docs/conditions.md" || !scc.MatchString(text) {
+			continue // conditions.md is generated from the reasons' own doc comments
+		}
+		n++
+		if !line.MatchString(text) {
+			t.Errorf("%s:%d tells about the custom SCC without saying it is only for gateways pinned to 0.0.111 (the default line needs none):\n%s", file, p.line, text)
+		}
+	}
+	atLeast(t, "SCC paragraphs", n, 5)
+}
+
+// TestOperatorConditionClaimsHold: a condition the docs say is on the
+// operator's OperatorCondition is one controllers/operatorcondition writes.
+func TestOperatorConditionClaimsHold(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(root, "controllers", "operatorcondition", "controller.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]bool{}
+	for _, m := range regexp.MustCompile(`Type:\s*operatorsv2\.(\w+)`).FindAllStringSubmatch(string(src), -1) {
+		written[m[1]] = true
+	}
+	if !written["Upgradeable"] {
+		t.Fatalf("no condition type found in the OperatorCondition controller (%v): the pattern is stale", written)
+	}
+	types := map[string]bool{}
+	for _, c := range stringConstants(t, "api") {
+		if regexp.MustCompile(`^[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+$|^Ready$|^Degraded$`).MatchString(c) {
+			types[c] = true
+		}
+	}
+	code := regexp.MustCompile("`([A-Z][A-Za-z]+)(?:=[A-Za-z]+)?`")
+	for _, p := range paragraphs(t) {
+		file, text, _ := strings.Cut(p.name, "\x00")
+		for _, sentence := range strings.Split(text, ". ") {
+			if !strings.Contains(sentence, "OperatorCondition") {
+				continue
+			}
+			on := regexp.MustCompile(`\(on (?:the operator's )?OperatorCondition[^)]*\)|on the operator's OperatorCondition`).FindStringIndex(sentence)
+			if on == nil {
+				continue
+			}
+			for _, m := range code.FindAllStringSubmatch(sentence[:on[0]], -1) {
+				if types[m[1]] && !written[m[1]] {
+					t.Errorf("%s:%d says %s is on the operator's OperatorCondition, which carries only %v", file, p.line, m[1], slices.Sorted(mapsKeys(written)))
+				}
+			}
+		}
+	}
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestNamedVersionsArePinned: the versions the docs name for the tools and
+// releases the project pins are the pinned ones: the scorecard test image,
+// the Agent Sandbox release, and the OpenShell release a gateway runs by
+// default.
+func TestNamedVersionsArePinned(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	pin := func(path, pattern string) string {
+		m := regexp.MustCompile(pattern).FindStringSubmatch(read(path))
+		if m == nil {
+			t.Fatalf("no pin matching %s in %s: the pattern is stale", pattern, path)
+		}
+		return m[1]
+	}
+	line := read("internal/gatewayline/line.go")
+	wire := regexp.MustCompile(`V01WireRelease\s*=\s*"([^"]+)"`).FindStringSubmatch(line)
+	if wire == nil || !strings.Contains(line, "DefaultManaged = V01WireRelease") {
+		t.Fatal("the default Managed release is not found in internal/gatewayline: the pattern is stale")
+	}
+	checks := []struct {
+		what, pinned string
+		named        *regexp.Regexp
+	}{
+		{"the scorecard test image", pin("hack/tools/scorecard/go.mod", `operator-sdk (v[0-9.]+)`), regexp.MustCompile(`scorecard-test:(v[0-9.]+)`)},
+		{"the Agent Sandbox release", pin("hack/tools/agentsandbox/go.mod", `sigs.k8s.io/agent-sandbox (v[0-9.]+)`), regexp.MustCompile(`agent-sandbox/releases/download/(v[0-9.]+)/`)},
+		{"the default OpenShell release", wire[1], regexp.MustCompile(`(?i)runs OpenShell ([0-9]+\.[0-9]+\.[0-9]+) (?:by default|unless)|default (?:line|release)[^.]{0,40}?OpenShell ([0-9]+\.[0-9]+\.[0-9]+)`)},
+	}
+	scorecard := read("config/scorecard/patches/basic.config.yaml")
+	for _, c := range checks {
+		n := 0
+		files := documents(t)
+		files["config/scorecard/patches/basic.config.yaml"] = scorecard
+		for file, text := range files {
+			for _, m := range c.named.FindAllStringSubmatchIndex(text, -1) {
+				v := ""
+				for g := 2; g+1 < len(m); g += 2 {
+					if m[g] >= 0 {
+						v = text[m[g]:m[g+1]]
+					}
+				}
+				n++
+				if v != c.pinned {
+					t.Errorf("%s:%d names %s %s; the pinned one is %s", file, lineOf(text, m[0]), c.what, v, c.pinned)
+				}
+			}
+		}
+		atLeast(t, c.what+" mentions", n, 1)
+	}
+}
