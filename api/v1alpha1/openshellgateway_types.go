@@ -285,6 +285,7 @@ type AllowedNamespaces struct {
 
 // ManagedGatewaySpec configures a gateway installed by the operator.
 // +kubebuilder:validation:XValidation:rule="has(self.sandboxes) && has(self.sandboxes.__namespace__) ? (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__) && oldSelf.sandboxes.__namespace__ == self.sandboxes.__namespace__) : !(has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__))",message="spec.managed.sandboxes.namespace is immutable: the gateway's grants and sandboxes live there; create a new OpenShellGateway instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.appArmorProfile) || (has(self.version) && self.version.startsWith('0.0.'))",message="spec.managed.sandboxes.appArmorProfile is for the OpenShell 0.0.x sidecar runtime only (set spec.managed.version to 0.0.111): on the 0.1 line, the default, the gateway builds the sandbox pods itself with seccomp RuntimeDefault and offers no AppArmor or seccomp setting; remove it"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 type ManagedGatewaySpec struct {
 	// Version is the OpenShell release the gateway runs, for example
@@ -512,7 +513,10 @@ type SandboxPlacement struct {
 
 	// AppArmorProfile of the sandbox pods' containers on nodes that use
 	// AppArmor: RuntimeDefault, Unconfined or Localhost/<profile>. Empty
-	// leaves the field out. (Seccomp: on OpenShift the operator's SCC gives
+	// leaves the field out. Only for gateways pinned to 0.0.111 (the sidecar
+	// runtime); refused on the 0.1 line, whose driver builds both sandbox
+	// pods itself with seccomp RuntimeDefault and has no AppArmor or seccomp
+	// key. (Seccomp on 0.0.111: on OpenShift the operator's SCC gives
 	// sandbox pods runtime/default; the gateway sets no seccomp profile, its
 	// supervisor installs its own filters.)
 	// +kubebuilder:validation:MaxLength=253
