@@ -46,6 +46,14 @@ const (
 	AgentSandboxInstallHint = "install the Agent Sandbox controller and CRDs " +
 		"(the sandbox.yaml release manifest of kubernetes-sigs/agent-sandbox v0.5.2 or later, " +
 		"or manifest.yaml of v0.4.x) and it will be detected automatically"
+
+	// AgentSandboxOpenShiftHint tells an OpenShift admin how to install
+	// Agent Sandbox: Red Hat ships it as an OLM package. The bundle cannot
+	// declare the dependency (OLM v1 refuses bundles that do), so the
+	// operator detects it at run time and names the Subscription.
+	AgentSandboxOpenShiftHint = "on OpenShift, install the Red Hat build of Agent Sandbox (Technology Preview) from OLM: " +
+		"a Subscription to package agent-sandbox-operator, channel preview-0.9, source redhat-operators in openshift-marketplace, " +
+		"in namespace agent-sandbox-system with an OperatorGroup whose spec is {} (docs/quickstart.md, step 1); it will be detected automatically"
 )
 
 // WatchedCRDs are the CRDs whose creation, change or removal triggers a new
@@ -141,6 +149,16 @@ func EvaluateAgentSandbox(crd *apiextensionsv1.CustomResourceDefinition) AgentSa
 		as.Message += "; versions are converted by the Agent Sandbox conversion webhook"
 	}
 	return as
+}
+
+// onOpenShift is the verdict's message with the OpenShift install step
+// instead of the upstream manifests.
+func onOpenShift(as AgentSandbox) string {
+	msg := strings.TrimSuffix(as.Message, ": "+AgentSandboxInstallHint)
+	if as.Reason == ReasonNoSupportedVersion {
+		msg, _, _ = strings.Cut(msg, ": install Agent Sandbox")
+	}
+	return msg + ": " + AgentSandboxOpenShiftHint
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
@@ -265,6 +283,9 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 			return r, err
 		}
 		*api.served = served
+	}
+	if r.SCC && (r.AgentSandbox.Reason == ReasonCRDNotFound || r.AgentSandbox.Reason == ReasonNoSupportedVersion) {
+		r.AgentSandbox.Message = onOpenShift(r.AgentSandbox)
 	}
 	network, err := networkType(ctx, reader, disc)
 	if err != nil {

@@ -176,3 +176,23 @@ func TestGatewayConditions(t *testing.T) {
 		t.Errorf("Blocking without CRD = %v %q", blocked, msg)
 	}
 }
+
+// TestOnOpenShiftNamesTheSubscription: on OpenShift a missing or
+// unsupported Agent Sandbox is answered with the OLM package to subscribe
+// to, not the upstream manifests.
+func TestOnOpenShiftNamesTheSubscription(t *testing.T) {
+	for name, as := range map[string]AgentSandbox{
+		"absent":      EvaluateAgentSandbox(nil),
+		"unsupported": EvaluateAgentSandbox(crd(true, apiextensionsv1.NoneConverter, ver("v2", true))),
+	} {
+		msg := onOpenShift(as)
+		for _, want := range []string{"agent-sandbox-operator", "preview-0.9", "redhat-operators", "openshift-marketplace", AgentSandboxCRD} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: %q does not name %s", name, msg, want)
+			}
+		}
+		if strings.Contains(msg, "kubernetes-sigs") || strings.Contains(msg, "v0.4.x") {
+			t.Errorf("%s: %q still points at the upstream manifests", name, msg)
+		}
+	}
+}
