@@ -19,6 +19,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
+	profilecatalogctrl "github.com/openshell/openshell-operator/controllers/profilecatalog"
 	"github.com/openshell/openshell-operator/controllers/provider"
 	"github.com/openshell/openshell-operator/controllers/providerprofile"
 	"github.com/openshell/openshell-operator/controllers/relayscale"
@@ -31,6 +32,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/profilecatalog"
 	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/webhook"
@@ -131,19 +133,24 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	catalog, err := profilecatalog.Load()
+	if err != nil {
+		return err
+	}
 	for _, r := range []struct {
 		kind  string
 		setup interface{ SetupWithManager(ctrl.Manager) error }
 	}{
 		{"preflight", &preflightctrl.Reconciler{APIReader: api, Client: c, Discovery: disc,
 			Store: store, Recorder: rec, ResyncPeriod: opts.PreflightResync}},
-		{"OpenShellGateway", &gateway.Reconciler{Client: c, APIReader: api, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer,
+		{"OpenShellGateway", &gateway.Reconciler{Client: c, APIReader: api, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer, Catalog: catalog,
 			Images: opts.Images, Proxy: opts.Proxy, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
 		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
+		{"shipped provider profiles", &profilecatalogctrl.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform, Catalog: catalog}},
 		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
 			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter}},
 	} {

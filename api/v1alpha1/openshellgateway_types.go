@@ -132,6 +132,62 @@ type OpenShellGatewaySpec struct {
 	// +listType=set
 	// +optional
 	ProviderProfiles []string `json:"providerProfiles,omitempty"`
+
+	// BuiltinProviderProfiles chooses which of the provider profiles the
+	// operator ships (docs/provider-profiles.md lists them) it imports into
+	// this gateway's platform catalog, so that providers of those types
+	// work on an OpenShell 0.1 gateway without anyone writing a profile.
+	// They are defaults: a tenant namespace's OpenShellProviderProfile of
+	// the same id replaces one for that namespace's providers, and an id in
+	// spec.providerProfiles replaces it for every tenant. A profile of the
+	// same id that someone else imported at the gateway is never
+	// overwritten. Operator upgrades bring the new catalog's content.
+	// +optional
+	BuiltinProviderProfiles *BuiltinProviderProfiles `json:"builtinProviderProfiles,omitempty"`
+}
+
+// UpgradePolicy is how an unpinned Managed gateway follows the operator's
+// default release.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type UpgradePolicy string
+
+const (
+	// UpgradePolicyAutomatic moves the gateway to each new default.
+	UpgradePolicyAutomatic UpgradePolicy = "Automatic"
+	// UpgradePolicyManual keeps it on what it runs until the Platform
+	// Admin moves it.
+	UpgradePolicyManual UpgradePolicy = "Manual"
+)
+
+// BuiltinProfilesPolicy says whether a gateway imports the operator's
+// shipped provider profiles.
+// +kubebuilder:validation:Enum=All;None
+type BuiltinProfilesPolicy string
+
+const (
+	// BuiltinProfilesAll imports every shipped profile except the excluded.
+	BuiltinProfilesAll BuiltinProfilesPolicy = "All"
+	// BuiltinProfilesNone imports none (and withdraws what was imported).
+	BuiltinProfilesNone BuiltinProfilesPolicy = "None"
+)
+
+// BuiltinProviderProfiles narrows or turns off the shipped profiles.
+type BuiltinProviderProfiles struct {
+	// Policy is All (import every shipped profile not excluded) or None.
+	// Without spec.builtinProviderProfiles, Managed gateways import All and
+	// External ones None (an External gateway's admin may keep a catalog
+	// of their own).
+	// +kubebuilder:default=All
+	// +optional
+	Policy BuiltinProfilesPolicy `json:"policy,omitempty"`
+
+	// Exclude names shipped profiles not to import.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // NetworkPolicyEnforcement is the Platform Admin's statement about
@@ -289,9 +345,10 @@ type AllowedNamespaces struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 type ManagedGatewaySpec struct {
 	// Version is the OpenShell release the gateway runs, for example
-	// "0.1.5" or "0.0.111". Empty means the operator's default, which
-	// moves with operator upgrades (the operator then migrates the gateway
-	// by itself: docs/upgrading-gateways.md). The operator ships images for
+	// "0.1.5" or "0.0.111". Empty means the operator's default for a new
+	// gateway; once installed, an unpinned gateway moves to a later
+	// operator's default only as upgradePolicy says
+	// (docs/upgrading-gateways.md). The operator ships images for
 	// its default and for 0.0.111; any other version needs
 	// spec.managed.images. Moving from 0.1.x back to 0.0.x is refused: the
 	// 0.1 gateway has migrated its database.
@@ -299,6 +356,17 @@ type ManagedGatewaySpec struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	Version string `json:"version,omitempty"`
+
+	// UpgradePolicy says whether an installed gateway without
+	// spec.managed.version moves to a new operator's default release by
+	// itself (Automatic) or stays on the release it runs until the
+	// Platform Admin sets spec.managed.version or Automatic (Manual, the
+	// default): an operator upgrade, often approved automatically, then
+	// restarts no tenant's gateway. VersionCurrent says, with reason
+	// UpgradeAvailable, when a newer default is there.
+	// +kubebuilder:default=Manual
+	// +optional
+	UpgradePolicy UpgradePolicy `json:"upgradePolicy,omitempty"`
 
 	// Images overrides the operand images. Each defaults to the operator's
 	// digest-pinned RELATED_IMAGE_* value; overrides should be pinned by
@@ -644,6 +712,11 @@ type OpenShellGatewayStatus struct {
 	// +optional
 	Instance string `json:"instance,omitempty"`
 
+	// BuiltinProviderProfiles records the import of the operator's shipped
+	// provider profiles into the gateway's platform catalog.
+	// +optional
+	BuiltinProviderProfiles *BuiltinProfilesStatus `json:"builtinProviderProfiles,omitempty"`
+
 	// ObservedGeneration is the spec generation the operator last acted on fully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -773,6 +846,11 @@ const (
 	// move a gateway that runs 0.1.x back to 0.0.x; the gateway keeps
 	// running its version.
 	GatewayReasonDowngradeRefused = "DowngradeRefused"
+	// GatewayReasonUpgradeAvailable (VersionCurrent True): the gateway runs
+	// the release it was installed or last moved to, and the operator's
+	// default is another; with upgradePolicy Manual it moves only when the
+	// Platform Admin sets spec.managed.version or Automatic.
+	GatewayReasonUpgradeAvailable = "UpgradeAvailable"
 	// GatewayReasonNetworkPolicyNotEnforced (Degraded): a 0.1 gateway is not
 	// installed, or not upgraded to, while NetworkPolicyEnforced is not
 	// True: its sandbox fence would not hold.
@@ -876,6 +954,10 @@ const (
 	// gateway, sandboxes it created whose OpenShellSandbox is gone (left by
 	// a force-release, or a create that landed after its object went).
 	GatewayReasonOrphansSwept = "OrphansSwept"
+	// GatewayReasonBuiltinProfilesImported (event): the set of the
+	// operator's shipped provider profiles the gateway's platform catalog
+	// holds changed (status.builtinProviderProfiles).
+	GatewayReasonBuiltinProfilesImported = "BuiltinProfilesImported"
 	// GatewayReasonSweepNotPermitted (event, Warning): a sweep was due (a
 	// sandbox was released without the gateway confirming) but the
 	// operator's identity at this External gateway is not its platform
@@ -883,3 +965,29 @@ const (
 	// by the operator: the event names it for a gateway admin.
 	GatewayReasonSweepNotPermitted = "SweepNotPermitted"
 )
+
+// BuiltinProfilesStatus is what the operator imported of its shipped
+// provider profiles at one gateway.
+type BuiltinProfilesStatus struct {
+	// Catalog is the shipped catalog's version (a hash of its content)
+	// that Imported and Skipped describe.
+	// +optional
+	Catalog string `json:"catalog,omitempty"`
+	// GatewayInstance is the gateway's status.instance at the import: a
+	// gateway whose pods were replaced is given the profiles again.
+	// +optional
+	GatewayInstance string `json:"gatewayInstance,omitempty"`
+	// Imported are the profile ids the operator holds in the platform
+	// catalog.
+	// +listType=set
+	// +optional
+	Imported []string `json:"imported,omitempty"`
+	// Skipped are the wanted ids the gateway already holds from someone
+	// else (imported by hand, or spec.providerProfiles), left as they are.
+	// +listType=set
+	// +optional
+	Skipped []string `json:"skipped,omitempty"`
+	// Message says why the last import did not complete, if it did not.
+	// +optional
+	Message string `json:"message,omitempty"`
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/profilecatalog"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
@@ -102,6 +103,9 @@ type Reconciler struct {
 	Proxy operatorenv.Proxy
 	// Issuer is the operator's OIDC issuer, configured into managed gateways.
 	Issuer *oidc.Issuer
+	// Catalog is the operator's shipped provider profiles, which a gateway
+	// moving to 0.1 counts as declared where it imports them.
+	Catalog *profilecatalog.Catalog
 	// Gateways connects to gateways (External health checks).
 	Gateways *gwconn.Resolver
 	// Platform says in which namespaces gateways are served and whether

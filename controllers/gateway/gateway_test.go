@@ -619,7 +619,7 @@ func TestBuiltinPKIOnVanillaKubernetes(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
 			return err
 		}
-		cur.Spec.Managed.Version = ""
+		cur.Spec.Managed.Version = gatewayline.DefaultManaged
 		return c.Update(ctx, cur)
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {

@@ -38,6 +38,10 @@ type versionPlan struct {
 	Render string
 	// Blocked says why Render is not Target (nil when it is).
 	Blocked *issue
+	// Available is the operator's default release when upgradePolicy
+	// Manual keeps an unpinned gateway on the release it runs (then Target
+	// is that release).
+	Available string
 }
 
 // Line is the release line of what is rendered.
@@ -56,7 +60,14 @@ func (p versionPlan) Upgrading() bool {
 // migrated), or put a 0.1 gateway where NetworkPolicy enforcement is not
 // established (its sandbox fence would not hold); then it keeps running
 // what it runs, and a gateway not installed yet is not installed.
-func planVersion(running, target string, enforced metav1.ConditionStatus) versionPlan {
+//
+// manual says the gateway follows no default by itself (unpinned, with
+// upgradePolicy Manual): an installed one then targets what it runs, and
+// the default it would move to is only reported as available.
+func planVersion(running, target string, enforced metav1.ConditionStatus, manual bool) versionPlan {
+	if manual && running != "" && running != target {
+		return versionPlan{Running: running, Target: running, Render: running, Available: target}
+	}
 	p := versionPlan{Running: running, Target: target, Render: target}
 	targetLine, err := gatewayline.Of(target)
 	if err != nil {
@@ -99,6 +110,12 @@ func (p versionPlan) withImages(gw *openshellv1alpha1.OpenShellGateway, releases
 	if len(missing) == 0 {
 		return p
 	}
+	if p.Available != "" {
+		return p.hold(openshellv1alpha1.GatewayReasonVersionNotShipped, fmt.Sprintf(
+			"the gateway runs OpenShell %s, for which this operator ships no images, and spec.managed.upgradePolicy Manual keeps it there: "+
+				"its objects are left as they are until spec.managed.version names %s, this operator's default (or upgradePolicy is Automatic), "+
+				"or spec.managed.images gives %s's images", p.Render, p.Available, p.Render))
+	}
 	if p.Render == gatewayline.DefaultManaged || p.Render == gatewayline.LegacyManaged {
 		return p.hold(openshellv1alpha1.GatewayReasonRelatedImagesMissing, fmt.Sprintf(
 			"the operator has no %s image for OpenShell %s: set its RELATED_IMAGE_* variables (docs/releasing.md), or spec.managed.images", strings.Join(missing, ", "), p.Render))
@@ -118,6 +135,10 @@ func versionCondition(p versionPlan) (metav1.ConditionStatus, string, string) {
 		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonUpgrading, fmt.Sprintf("moving from OpenShell %s to %s", p.Running, p.Render)
 	case p.Running == "":
 		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonInstalling, "installing OpenShell " + p.Render
+	case p.Available != "":
+		return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonUpgradeAvailable, fmt.Sprintf(
+			"runs OpenShell %s; %s, this operator's default, is available: set spec.managed.version to %s (or spec.managed.upgradePolicy to Automatic) "+
+				"to move the gateway, which restarts its pods (docs/upgrading-gateways.md)", p.Render, p.Available, p.Available)
 	}
 	return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonAtTarget, "runs OpenShell " + p.Render + ", the release its spec asks for"
 }
@@ -158,7 +179,7 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 		return versionPlan{}, err
 	}
 	enforced, _, _ := networkPolicyEnforced(gw, pf)
-	p := planVersion(running, render.DesiredVersion(gw), enforced)
+	p := planVersion(running, render.DesiredVersion(gw), enforced, followsNoDefault(gw))
 	if p.crossesToV01() && gw.Spec.Managed.Version == "" {
 		missing, err := r.undeclaredProfiles(ctx, gw)
 		if err != nil {
@@ -167,6 +188,13 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 		p = p.holdForProviders(missing)
 	}
 	return p.withImages(gw, r.Images), nil
+}
+
+// followsNoDefault: an unpinned gateway whose upgradePolicy is Manual (the
+// default, also for objects stored before the field existed).
+func followsNoDefault(gw *openshellv1alpha1.OpenShellGateway) bool {
+	m := gw.Spec.Managed
+	return m != nil && m.Version == "" && m.UpgradePolicy != openshellv1alpha1.UpgradePolicyAutomatic
 }
 
 // crossesToV01 reports that the plan moves a running 0.0.x gateway to 0.1.
@@ -198,11 +226,16 @@ func (p versionPlan) holdForProviders(missing []string) versionPlan {
 }
 
 // undeclaredProfiles names the providers attached by sandboxes on gw
-// whose type has no declared profile for gw, as "namespace/name (type)".
+// whose type has no declared profile for gw, as "namespace/name (type)". A
+// type the gateway takes from the operator's shipped profiles is declared.
 func (r *Reconciler) undeclaredProfiles(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
 	list := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{index.SandboxGateway: gwconn.Key(gw)}); err != nil {
 		return nil, fmt.Errorf("list sandboxes of the gateway: %w", err)
+	}
+	var shipped []string
+	if r.Catalog != nil {
+		shipped = r.Catalog.Wanted(gw)
 	}
 	var out []string
 	for _, sb := range list.Items {
@@ -226,6 +259,9 @@ func (r *Reconciler) undeclaredProfiles(ctx context.Context, gw *openshellv1alph
 				continue // the sandbox waits for it on any release
 			} else if err != nil {
 				return nil, err
+			}
+			if slices.Contains(shipped, prov.Spec.Type) {
+				continue // the operator imports its shipped profile (controllers/profilecatalog)
 			}
 			profileNS := prov.Namespace
 			if slices.Contains(gw.Spec.ProviderProfiles, prov.Spec.Type) {

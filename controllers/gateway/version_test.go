@@ -38,7 +38,7 @@ func TestPlanVersion(t *testing.T) {
 		"too old a 0.0":                           {"", "0.0.50", T, "", openshellv1alpha1.GatewayReasonVersionNotSupported, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := planVersion(tc.running, tc.target, tc.enforced)
+			p := planVersion(tc.running, tc.target, tc.enforced, false)
 			reason := ""
 			if p.Blocked != nil {
 				reason = p.Blocked.Reason
@@ -88,7 +88,7 @@ func TestPlanWithImages(t *testing.T) {
 			if target == "" {
 				target = gatewayline.DefaultManaged
 			}
-			p := planVersion(tc.running, target, metav1.ConditionTrue).withImages(tc.gw, tc.releases)
+			p := planVersion(tc.running, target, metav1.ConditionTrue, false).withImages(tc.gw, tc.releases)
 			reason, msg := "", ""
 			if p.Blocked != nil {
 				reason, msg = p.Blocked.Reason, p.Blocked.Message
@@ -105,7 +105,7 @@ func TestPlanWithImages(t *testing.T) {
 // has no built-in profiles); without them, or between 0.1 releases,
 // nothing is held.
 func TestHoldForProviders(t *testing.T) {
-	up := planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionTrue)
+	up := planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionTrue, false)
 	if !up.crossesToV01() {
 		t.Fatal("0.0.111 -> 0.1.5 does not cross to 0.1")
 	}
@@ -118,12 +118,74 @@ func TestHoldForProviders(t *testing.T) {
 		t.Fatalf("no providers: %+v", p)
 	}
 	for name, p := range map[string]versionPlan{
-		"0.1 to 0.1":      planVersion(gatewayline.DefaultManaged, "0.1.9", metav1.ConditionTrue),
-		"new 0.1 gateway": planVersion("", gatewayline.DefaultManaged, metav1.ConditionTrue),
-		"already held":    planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionUnknown),
+		"0.1 to 0.1":      planVersion(gatewayline.DefaultManaged, "0.1.9", metav1.ConditionTrue, false),
+		"new 0.1 gateway": planVersion("", gatewayline.DefaultManaged, metav1.ConditionTrue, false),
+		"already held":    planVersion(gatewayline.LegacyManaged, gatewayline.DefaultManaged, metav1.ConditionUnknown, false),
 	} {
 		if p.crossesToV01() {
 			t.Errorf("%s: crosses to 0.1", name)
 		}
+	}
+}
+
+// TestManualUpgradePolicy: an unpinned gateway with upgradePolicy Manual
+// installs the operator's default, then stays on what it runs when the
+// default moves (an operator upgrade), with VersionCurrent True reason
+// UpgradeAvailable naming the default; Automatic moves it; a release the
+// operator no longer ships images for leaves its objects as they are, and
+// says how to move on.
+func TestManualUpgradePolicy(t *testing.T) {
+	const legacy, current, older = gatewayline.LegacyManaged, gatewayline.DefaultManaged, "0.1.4"
+	for name, tc := range map[string]struct {
+		running           string
+		manual            bool
+		render, available string
+		status            metav1.ConditionStatus
+		reason            string
+	}{
+		"new gateway gets the default":        {"", true, current, "", metav1.ConditionFalse, openshellv1alpha1.GatewayReasonInstalling},
+		"at the default":                      {current, true, current, "", metav1.ConditionTrue, openshellv1alpha1.GatewayReasonAtTarget},
+		"0.0.111 kept, 0.1 available":         {legacy, true, legacy, current, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonUpgradeAvailable},
+		"an older 0.1 kept":                   {older, true, older, current, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonUpgradeAvailable},
+		"Automatic moves":                     {legacy, false, current, "", metav1.ConditionFalse, openshellv1alpha1.GatewayReasonUpgrading},
+		"Manual needs no NetworkPolicy check": {legacy, true, legacy, current, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonUpgradeAvailable},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := planVersion(tc.running, current, metav1.ConditionTrue, tc.manual)
+			if p.Render != tc.render || p.Available != tc.available || p.Blocked != nil {
+				t.Fatalf("plan = %+v, want render %s, available %q", p, tc.render, tc.available)
+			}
+			st, reason, msg := versionCondition(p)
+			if st != tc.status || reason != tc.reason {
+				t.Fatalf("VersionCurrent = %s %s (%s), want %s %s", st, reason, msg, tc.status, tc.reason)
+			}
+			if tc.available != "" && (!strings.Contains(msg, "spec.managed.version to "+current) || !strings.Contains(msg, "Automatic")) {
+				t.Errorf("message %q does not say how to move", msg)
+			}
+		})
+	}
+	releases := operatorenv.Releases{
+		Default: operatorenv.RelatedImages{Gateway: "gw:0.1", Supervisor: "sup:0.1", SandboxRuntime: "rt:0.1"},
+		Legacy:  operatorenv.RelatedImages{Gateway: "gw:0.0", Supervisor: "sup:0.0"},
+	}
+	gw := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	if !followsNoDefault(gw) {
+		t.Error("an unpinned gateway without upgradePolicy follows the default by itself")
+	}
+	p := planVersion(older, current, metav1.ConditionTrue, true).withImages(gw, releases)
+	if p.Blocked == nil || p.Blocked.Reason != openshellv1alpha1.GatewayReasonVersionNotShipped || p.Render != older ||
+		!strings.Contains(p.Blocked.Message, "left as they are") || !strings.Contains(p.Blocked.Message, current) {
+		t.Fatalf("held on a release without images: %+v %+v", p, p.Blocked)
+	}
+	if p := planVersion(legacy, current, metav1.ConditionTrue, true).withImages(gw, releases); p.Blocked != nil || p.Render != legacy {
+		t.Fatalf("held on 0.0.111, which the operator ships: %+v %+v", p, p.Blocked)
+	}
+	gw.Spec.Managed.UpgradePolicy = openshellv1alpha1.UpgradePolicyAutomatic
+	if followsNoDefault(gw) {
+		t.Error("Automatic does not follow the default")
+	}
+	gw.Spec.Managed.UpgradePolicy, gw.Spec.Managed.Version = "", current
+	if followsNoDefault(gw) {
+		t.Error("a pinned gateway counts as unpinned")
 	}
 }

@@ -633,11 +633,14 @@ func (r *Reconciler) providersOnGateway(ctx context.Context, o client.Object) []
 	return reqs
 }
 
-// instanceChanged passes a gateway whose serving pods were replaced.
+// instanceChanged passes a gateway whose serving pods were replaced, or
+// whose platform catalog now holds other shipped profiles (a provider
+// waiting with ProfileMissing is asked again at once).
 var instanceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellGateway)
 	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
-	return ok1 && ok2 && o.Status.Instance != n.Status.Instance
+	return ok1 && ok2 && (o.Status.Instance != n.Status.Instance ||
+		!equality.Semantic.DeepEqual(o.Status.BuiltinProviderProfiles, n.Status.BuiltinProviderProfiles))
 }}
 
 // profileChanged passes a profile whose spec, deletion or imports changed:

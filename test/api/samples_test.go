@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/internal/console"
+	"github.com/openshell/openshell-operator/internal/profilecatalog"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -59,6 +60,27 @@ func TestConsoleSamplesAreValid(t *testing.T) {
 			u.SetNamespace(ns)
 			if err := env.Client.Create(ctx, u); err != nil {
 				t.Fatalf("console sample rejected: %v", err)
+			}
+		})
+	}
+}
+
+// TestShippedProfilesAreValid creates every provider profile the operator
+// ships (internal/profilecatalog) as an object: what it imports into
+// gateways must be what a Platform Admin could have declared.
+func TestShippedProfilesAreValid(t *testing.T) {
+	ctx := context.Background()
+	c, err := profilecatalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(ctx, t, "shipped-profiles")
+	for _, p := range c.Profiles {
+		t.Run(p.Name, func(t *testing.T) {
+			obj := p.DeepCopy()
+			obj.Namespace = ns
+			if err := env.Client.Create(ctx, obj); err != nil {
+				t.Fatalf("shipped profile rejected: %v", err)
 			}
 		})
 	}

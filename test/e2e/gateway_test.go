@@ -203,8 +203,34 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 	poke(ctx, g, gw)
 	g.Eventually(runs(gatewayline.LegacyManaged, framework.TestImages.Legacy)).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
-	// Unpinned: the operator's default, 0.1.
+	// Unpinned, with upgradePolicy Manual (the default): it stays on what
+	// it runs, and says the operator's default is available.
 	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), "")
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		g.Expect(cur.Spec.Managed.UpgradePolicy).To(Equal(openshellv1alpha1.UpgradePolicyManual), "the default policy")
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		vc := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionVersionCurrent)
+		g.Expect(vc).NotTo(BeNil())
+		g.Expect(vc.Reason).To(Equal(openshellv1alpha1.GatewayReasonUpgradeAvailable), "%+v", vc)
+		g.Expect(vc.Message).To(ContainSubstring(gatewayline.DefaultManaged))
+		g.Expect(cur.Status.Version).To(Equal(gatewayline.LegacyManaged))
+		// Rendered for this generation, and still for 0.0.111: no restart.
+		sts := &appsv1.StatefulSet{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Annotations).NotTo(HaveKey(render.AnnotationVersion), "the workload was rendered for another release")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
+	// Automatic: the operator's default, 0.1.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.Managed.UpgradePolicy = openshellv1alpha1.UpgradePolicyAutomatic
+		return c.Update(ctx, cur)
+	})).To(Succeed())
 	g.Eventually(runs(gatewayline.DefaultManaged, framework.TestImages.Default)).WithContext(ctx).WithTimeout(2*time.Minute).
 		WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 	g.Eventually(func(g Gomega) {

@@ -344,7 +344,7 @@ func managedGatewayLifecycle(ctx context.Context, t *testing.T, ns, sandboxNS st
 
 	// The move to 0.1: the sidecar's SCC binding and sandbox
 	// NetworkPolicy go, the runtime's grants come.
-	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), "")
+	setManagedVersion(ctx, g, client.ObjectKeyFromObject(gw), gatewayline.DefaultManaged)
 	available(gatewayline.DefaultManaged, openshellv1alpha1.GatewayReasonSCCRestrictedV2)
 	g.Eventually(func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: n.SandboxNamespace, Name: n.SandboxPolicy}, &networkingv1.NetworkPolicy{}))).To(BeTrue(), "sandbox NetworkPolicy not pruned")

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -25,7 +26,9 @@ import (
 // TestManagedGatewayUpgradeKeepsTenants upgrades a Managed gateway that
 // holds a tenant's sandbox, policy and provider from 0.0.111 to the
 // operator's default 0.1 release, with a test gateway playing its pod at
-// each release. Unpinned, the gateway stays on 0.0.111
+// each release. Unpinned, following the default (upgradePolicy Automatic)
+// and without the operator's shipped profiles (policy None), the gateway
+// stays on 0.0.111
 // (ProviderProfilesRequired: its sandbox attaches a provider whose type no
 // OpenShellProviderProfile declares, and 0.1 builds none in); once the
 // Tenant Admin declares it, the gateway moves by itself. When the pod
@@ -46,7 +49,17 @@ func TestManagedGatewayUpgradeKeepsTenants(t *testing.T) {
 	id := sandboxStatus(ctx, g, client.ObjectKeyFromObject(first)).Status.SandboxID
 	g.Expect(m.Gateway.LineCalls()).To(HaveKey("0.0 CreateSandbox"))
 
-	setManagedVersion(ctx, g, gwKey, "")
+	// Without the operator's shipped profiles (which would declare
+	// claude-code): this is the path of a type the operator ships none for.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := c.Get(ctx, gwKey, cur); err != nil {
+			return err
+		}
+		cur.Spec.BuiltinProviderProfiles = &openshellv1alpha1.BuiltinProviderProfiles{Policy: openshellv1alpha1.BuiltinProfilesNone}
+		cur.Spec.Managed.Version, cur.Spec.Managed.UpgradePolicy = "", openshellv1alpha1.UpgradePolicyAutomatic
+		return c.Update(ctx, cur)
+	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		cur := &openshellv1alpha1.OpenShellGateway{}
 		g.Expect(c.Get(ctx, gwKey, cur)).To(Succeed())
