@@ -428,3 +428,43 @@ func TestNamedVersionsArePinned(t *testing.T) {
 		atLeast(t, c.what+" mentions", n, 1)
 	}
 }
+
+// TestUninstallNamesEveryKind: the quick start's uninstall deletes the
+// objects of every kind the operator defines, before the operator goes
+// (their finalizers need it), and then every CRD: a kind added later and
+// left out there would leave finalizers and a CRD behind.
+func TestUninstallNamesEveryKind(t *testing.T) {
+	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "openshell.ai_*.yaml"))
+	if err != nil || len(crds) < 6 {
+		t.Fatalf("found %d CRDs (%v): the pattern is stale", len(crds), err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "## 8. Uninstall")
+	if i < 0 {
+		t.Fatal("docs/quickstart.md has no uninstall section: the pattern is stale")
+	}
+	section := strings.ReplaceAll(text[i:], "\\\n", " ")
+	deleted := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^oc delete ([a-z,]+) --all -A`).FindAllStringSubmatch(section, -1) {
+		for _, plural := range strings.Split(m[1], ",") {
+			deleted[plural] = true
+		}
+	}
+	crdLine := regexp.MustCompile(`(?m)^oc delete crd (.*)$`).FindStringSubmatch(section)
+	if crdLine == nil {
+		t.Fatal("the uninstall section deletes no CRDs: the pattern is stale")
+	}
+	for _, f := range crds {
+		plural := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "openshell.ai_"), ".yaml")
+		if !deleted[plural] {
+			t.Errorf("docs/quickstart.md's uninstall does not delete the %s before the operator", plural)
+		}
+		if !slices.Contains(strings.Fields(crdLine[1]), plural+".openshell.ai") {
+			t.Errorf("docs/quickstart.md's uninstall leaves CRD %s.openshell.ai behind", plural)
+		}
+	}
+}
