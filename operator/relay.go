@@ -69,6 +69,12 @@ type RelayOptions struct {
 	// ClusterRoleBinding changes (default one minute): the time a
 	// revocation by another authorizer (a webhook) can take.
 	AuthorizationMaxAge time.Duration
+	// DrainGrace is how long a stopping relay (an operator upgrade, a
+	// scale-down, a drained node) lets its open sessions run on, refusing
+	// new ones, before it tells those left to reconnect (default 90 s; the
+	// Deployment's terminationGracePeriodSeconds must exceed it plus
+	// DrainTimeout).
+	DrainGrace time.Duration
 	// DrainTimeout bounds the wait for open sessions to close once they
 	// have been told the relay is stopping (default 10 s).
 	DrainTimeout time.Duration
@@ -95,6 +101,13 @@ type RelayOptions struct {
 type Relay struct {
 	Server *relay.Server
 	run    []func(context.Context)
+	log    logr.Logger
+}
+
+// Drain is how a stopping relay treats its open sessions: they run on for
+// Grace, then those left are told to reconnect and given Timeout to close.
+type Drain struct {
+	Grace, Timeout time.Duration
 }
 
 // NewRelay builds the relay: the front-proxy authenticator from the
@@ -156,7 +169,7 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Accounts: accounts, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
-	r := &Relay{Server: srv}
+	r := &Relay{Server: srv, log: o.Log}
 	if o.Replica.Pod != "" && o.Replica.UID != "" {
 		srv.Share = &relay.LoadShare{Client: c, Kube: kube, Namespace: leaseNS, Replica: o.Replica, Keys: issuer,
 			MinInterval: o.LoadInterval, Log: o.Log.WithName("load")}
@@ -258,7 +271,7 @@ func reloadKeys(ctx context.Context, issuer *oidc.Issuer, every time.Duration, l
 // sessions end with a notice to their clients (they reconnect to another
 // replica), new ones are refused, and Serve returns once they have closed
 // or drainTimeout has passed.
-func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, drainTimeout time.Duration) error {
+func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, d Drain) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	for _, run := range r.run {
@@ -273,9 +286,10 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 		return err
 	case <-ctx.Done():
 	}
-	drain, cancel := context.WithTimeout(context.Background(), orDefault(drainTimeout, 10*time.Second))
+	drain, cancel := context.WithTimeout(context.Background(), d.Grace+orDefault(d.Timeout, 10*time.Second))
 	defer cancel()
-	drained := r.Server.Drain(drain)
+	finished, ended, drained := r.Server.Drain(drain, d.Grace)
+	r.log.Info("Drained", "finished", finished, "toldToReconnect", ended, "grace", d.Grace)
 	// Plain requests (discovery, a token exchange) finish; the streams'
 	// hijacked connections are closed by the sessions' own ends.
 	shut := hs.Shutdown(drain)
@@ -322,7 +336,7 @@ func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
 		return fmt.Errorf("listen for the relay: %w", err)
 	}
 	o.Log.Info("Serving the access.openshell.ai API", "address", lis.Addr().String())
-	return r.Serve(ctx, lis, tlsConfig, o.DrainTimeout)
+	return r.Serve(ctx, lis, tlsConfig, Drain{Grace: o.DrainGrace, Timeout: o.DrainTimeout})
 }
 
 // serveRelayMetrics serves the controller-runtime registry (the relay's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,8 +44,10 @@ type sessions struct {
 	total               int
 	byUser              map[string]int
 	byNS                map[string]int
-	draining            bool
-	live                map[*stream]struct{}
+	// draining refuses new sessions; ending also ends every open one
+	// (after a drain's grace).
+	draining, ending bool
+	live             map[*stream]struct{}
 	// idle is closed when the last open session of a draining relay ends.
 	idle chan struct{}
 	// others counts the other replicas' open sessions of a user and of a
@@ -75,12 +78,13 @@ func (s *sessions) signal() {
 	}
 }
 
-// track holds an open session until untrack; on a draining relay it is
-// ended at once instead.
+// track holds an open session until untrack; on a relay whose drain is
+// ending sessions it is ended at once instead (one accepted before the
+// drain began runs on through its grace).
 func (s *sessions) track(st *stream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining {
+	if s.ending {
 		st.end(errDraining)
 	}
 	if s.live == nil {
@@ -99,30 +103,61 @@ func (s *sessions) untrack(st *stream) {
 	}
 }
 
-// drain refuses new sessions from now on, ends the open ones with
-// errDraining and waits until their handlers are done, or ctx ends.
-func (s *sessions) drain(ctx context.Context) error {
+// drain refuses new sessions from now on and lets the open ones run for
+// grace, so that what a user is doing finishes (an operator upgrade, a
+// scale-down); then it ends those still open with errDraining (their
+// clients are told to reconnect) and waits until their handlers are done,
+// or ctx ends. It reports how many ended of their own and how many it
+// ended.
+func (s *sessions) drain(ctx context.Context, grace time.Duration) (finished, ended int, err error) {
 	s.mu.Lock()
 	s.draining = true
+	open := len(s.live)
+	idle := s.idleLocked()
+	s.mu.Unlock()
+	if idle == nil {
+		return 0, 0, nil
+	}
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-idle:
+			return open, 0, nil
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	s.mu.Lock()
+	s.ending = true
+	ended = len(s.live)
 	for st := range s.live {
 		st.end(errDraining)
 	}
-	n := len(s.live)
-	if n == 0 {
-		s.mu.Unlock()
+	idle = s.idleLocked()
+	s.mu.Unlock()
+	finished = open - ended
+	if idle == nil {
+		return finished, ended, nil
+	}
+	select {
+	case <-idle:
+		return finished, ended, nil
+	case <-ctx.Done():
+		return finished, ended, fmt.Errorf("%d sessions ended with a notice, not all closed in time: %w", ended, ctx.Err())
+	}
+}
+
+// idleLocked is the channel closed when the last open session ends, or
+// nil when none is open. s.mu is held.
+func (s *sessions) idleLocked() chan struct{} {
+	if len(s.live) == 0 {
 		return nil
 	}
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	idle := s.idle
-	s.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%d sessions ended with a notice, not all closed in time: %w", n, ctx.Err())
-	}
+	return s.idle
 }
 
 // acquire takes a session slot for user in namespace, or says why not;

@@ -107,12 +107,14 @@ func (s *Server) sessions() *sessions {
 }
 
 // Drain is the relay's shutdown: new sessions are refused (503, reconnect
-// to another replica), every open exec, port-forward and followed log ends
-// with a notice to its client, and Drain returns once their handlers are
-// done or ctx ends. http.Server.Shutdown does not do this: it neither
-// waits for nor closes the hijacked connections streams run on.
-func (s *Server) Drain(ctx context.Context) error {
-	return s.sessions().drain(ctx)
+// to another replica); open execs, port-forwards and followed logs run on
+// for grace, and those still open then end with a notice to their client;
+// Drain returns once their handlers are done or ctx ends, with how many
+// finished of their own and how many it ended. http.Server.Shutdown does
+// not do this: it neither waits for nor closes the hijacked connections
+// streams run on.
+func (s *Server) Drain(ctx context.Context, grace time.Duration) (finished, ended int, err error) {
+	return s.sessions().drain(ctx, grace)
 }
 
 // Handler routes the aggregated API's paths.

@@ -117,7 +117,8 @@ func (s *Stack) serveRelay(cfg *rest.Config, ns string, o RelayOptions) (*Relay,
 	}
 	served := make(chan error, 1)
 	go func() {
-		served <- built.Serve(rctx, lis, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, 10*time.Second)
+		// No grace: a test's relay goes at once, as one told to reconnect.
+		served <- built.Serve(rctx, lis, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, operator.Drain{Timeout: 10 * time.Second})
 	}()
 	return &Relay{Addr: lis.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
 		cancel()
