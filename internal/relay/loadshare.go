@@ -135,7 +135,9 @@ func (l *LoadShare) repairs() chan struct{} {
 	return l.repair
 }
 
-// wrote records the load the replica's Lease holds now.
+// wrote records the load the replica's Lease holds now, or is being
+// written to hold (a failed write is tried again, so a repair it causes
+// meanwhile costs one write).
 func (l *LoadShare) wrote(load *relayload.Load) {
 	l.mu.Lock()
 	l.own = load
@@ -189,6 +191,11 @@ func (l *LoadShare) publish(ctx context.Context, open *sessions) {
 		}
 		o, err := relayload.Render(l.Namespace, l.Replica, load, l.Keys)
 		if err == nil {
+			// Recorded before the write, not after: a replay seen while the
+			// write is in flight is then compared with what the Lease is about
+			// to hold, not with what it held before (which the replay may
+			// equal, and would then stand).
+			l.wrote(&load)
 			err = l.put(ctx, o, written)
 		}
 		if err != nil {
@@ -196,7 +203,6 @@ func (l *LoadShare) publish(ctx context.Context, open *sessions) {
 			retry.Reset(interval)
 		} else {
 			written, published, signedAt = o, &load, rotated
-			l.wrote(&load)
 		}
 		select {
 		case <-ctx.Done():

@@ -507,8 +507,12 @@ func TestLoadIsPublished(t *testing.T) {
 			return c.Update(ctx, o, opts...)
 		},
 	})
+	// The interval is long enough that five acquisitions in a row fall in
+	// one even on a loaded machine; the waits below are bounded by the
+	// test's timeout, not by the interval.
+	g.SetDefaultEventuallyTimeout(30 * time.Second)
 	share := &LoadShare{Client: c, Namespace: "operator", Replica: relayload.Replica{Pod: "relay-a", UID: "uid-a"}, Keys: tk.Issuer,
-		MinInterval: 50 * time.Millisecond}
+		MinInterval: 250 * time.Millisecond}
 	s := &Server{Share: share}
 	open := s.sessions()
 	ctx, cancel := context.WithCancel(context.Background())
