@@ -288,6 +288,12 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 	}
 	drain, cancel := context.WithTimeout(context.Background(), d.Grace+orDefault(d.Timeout, 10*time.Second))
 	defer cancel()
+	// The kube-apiserver keeps connections to this replica in its pool
+	// after the pod has left the Service's endpoints: without keep-alives
+	// each is closed after the request it carries, so the next request
+	// (a log read, a token exchange) dials anew and reaches a replica that
+	// stays, instead of being refused here.
+	hs.SetKeepAlivesEnabled(false)
 	finished, ended, drained := r.Server.Drain(drain, d.Grace)
 	r.log.Info("Drained", "finished", finished, "toldToReconnect", ended, "grace", d.Grace)
 	// Plain requests (discovery, a token exchange) finish; the streams'

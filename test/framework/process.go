@@ -78,6 +78,19 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
+// Terminate sends SIGTERM and returns at once, as the kubelet does to a
+// pod being replaced: what the process does while it shuts down is what
+// the test watches (Done, Exited).
+func (p *Process) Terminate() error {
+	if p == nil || p.cmd.Process == nil {
+		return fmt.Errorf("no process")
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+}
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
 func (p *Process) Stop(grace time.Duration) error {
 	if p == nil || p.cmd.Process == nil {

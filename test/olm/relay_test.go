@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,12 @@ const relayDeployment = "openshell-operator-relay"
 // operator's namespace.
 var relayMetrics sync.Map
 
+// relayProcesses is the relay process runRelayAsPod last started, by the
+// operator's namespace: the pod a test replaces as the kubelet would.
+var relayProcesses sync.Map
+
 // relayPodEnv is the relay container's environment as the kubelet gives it
-// to a pod of dep (the first the Deployment controller created): the relay
+// to a pod of dep's current template: the relay
 // names that pod, by name and UID, as the owner of its load Lease.
 func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Deployment) []string {
 	t.Helper()
@@ -63,7 +68,10 @@ func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Dep
 			return false, err
 		}
 		for _, p := range list.Items {
-			if p.DeletionTimestamp == nil {
+			// A pod of the Deployment's current template: during an upgrade
+			// the replaced ReplicaSet's pods are still listed.
+			if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 &&
+				reflect.DeepEqual(p.Spec.Containers[0].Env, dep.Spec.Template.Spec.Containers[0].Env) {
 				pod = p
 				return true, nil
 			}
@@ -158,6 +166,7 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	relayProcesses.Store(opNS, p)
 	refresh, stopRefresh := context.WithCancel(context.Background())
 	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeCertPair(certDir, s, "apiserver.key", "apiserver.crt") })
 	t.Cleanup(func() {
@@ -173,6 +182,22 @@ func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
 		_ = p.Stop(30 * time.Second)
 	})
 
+	// The Service sends connections to a pod once it is ready: the
+	// Deployment's probe is a TCP connect to its https port.
+	err = framework.WaitFor(ctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if done, err := p.Exited(); done {
+			return false, fmt.Errorf("the relay exited: %v\n%s", err, p.Tail(3000))
+		}
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err != nil {
+			return false, nil
+		}
+		_ = conn.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the relay never became ready: %v", err)
+	}
 	svc := &corev1.Service{}
 	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment + "-service"}, svc)

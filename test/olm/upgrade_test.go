@@ -1,8 +1,11 @@
 package olm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
@@ -79,9 +85,15 @@ func TestUpgrade(t *testing.T) {
 	stopOld, issuerURL := runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 	expectRelayScaledTo(ctx, t, opNS, currentCSV, 3)
 
-	// The data plane: an External gateway with a Ready sandbox.
-	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca, "")
+	// The data plane: an External gateway of the default line with a Ready
+	// sandbox, and a consumer's shell open in it through the relay, which
+	// stays open across the upgrade.
+	gw, gwObj, sb, sbNS := startDataPlane(ctx, t, opNS, tenant, "survivor", issuerURL, ca, "0.1.5")
 	before := dataPlane(ctx, g, sb, sbNS)
+	oldRelay, ok := relayProcesses.Load(opNS)
+	g.Expect(ok).To(BeTrue(), "no relay runs for %s", opNS)
+	shell := openShell(ctx, t, tenant, sb.Name)
+	g.Expect(shell.roundTrip("typed before the upgrade\n")).To(Succeed())
 
 	// A managed gateway whose CA is due: its rotation begins, and the
 	// operator tells OLM an upgrade must wait.
@@ -133,6 +145,11 @@ func TestUpgrade(t *testing.T) {
 	stopOld()
 	runAsPodStoppable(ctx, t, opNS, bin, ca, issuerLB)
 	waitReady(ctx, g, sb)
+	// So do the relay's: a pod of the new ReplicaSet starts (the Service
+	// sends new connections to it), then the kubelet stops the old one.
+	// The open shell finishes on the old replica, which then exits.
+	runRelayAsPod(ctx, t, opNS, pods{bin: bin, issuerURL: issuerURLOf(issuerLB)})
+	expectSessionSurvivesRelayReplacement(ctx, t, shell, oldRelay.(*framework.Process), tenant, sb.Name)
 	// OLM put the new CSV's two relay replicas in place; the new operator
 	// scales them again.
 	expectRelayScaledTo(ctx, t, opNS, nextCSV, 3)
@@ -199,6 +216,134 @@ func nextRelease(t *testing.T) string {
 		"-images", filepath.Join(root, "config", "manifests", "images.yaml"), "-version", "0.1.1", "-skip-range", ">=0.0.0 <0.1.1")
 	run("catalog", "-dir", bundle, "-catalog", configs)
 	return configs
+}
+
+// shell is a consumer's exec of `cat` through the relay, kept open as a
+// shell is: what is typed comes back, until stdin closes.
+type shell struct {
+	stdin  *io.PipeWriter
+	stdout *io.PipeReader
+	done   chan error
+	opened time.Time
+	bytes  int
+}
+
+// openShell opens one as dave, a user holding openshell-sandbox-user in
+// ns, once the API server's RBAC cache has their binding.
+func openShell(ctx context.Context, t *testing.T, ns, name string) *shell {
+	t.Helper()
+	g := NewWithT(t)
+	impersonate(ctx, t, ns, "dave", "openshell-sandbox-user")
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "dave", Groups: []string{"system:authenticated"}}
+	g.Eventually(func() (string, error) { return execOnce(ctx, cfg, ns, name, "echo", "ready") }).
+		WithContext(ctx).WithTimeout(30*time.Second).Should(Equal("ready\n"), "dave cannot exec through the relay")
+	u, err := framework.ExecURL(cfg, ns, name, true, false, []string{"cat"})
+	g.Expect(err).NotTo(HaveOccurred())
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	g.Expect(err).NotTo(HaveOccurred())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &shell{stdin: inW, stdout: outR, done: make(chan error, 1), opened: time.Now()}
+	go func() {
+		var stderr bytes.Buffer
+		err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: &stderr})
+		if err != nil {
+			err = fmt.Errorf("%w (stderr: %s)", err, stderr.String())
+		}
+		outW.CloseWithError(err)
+		s.done <- err
+	}()
+	return s
+}
+
+// roundTrip types line and reads it back; it fails if the session ended
+// or what comes back differs.
+func (s *shell) roundTrip(line string) error {
+	if _, err := io.WriteString(s.stdin, line); err != nil {
+		return fmt.Errorf("typing into the shell: %w", err)
+	}
+	back := make([]byte, len(line))
+	if _, err := io.ReadFull(s.stdout, back); err != nil {
+		return fmt.Errorf("reading the shell: %w", err)
+	}
+	if string(back) != line {
+		return fmt.Errorf("the shell echoed %q for %q", back, line)
+	}
+	s.bytes += len(line)
+	return nil
+}
+
+// close ends stdin, as a user's exit does, and returns how the exec ended.
+func (s *shell) close(ctx context.Context) error {
+	_ = s.stdin.Close()
+	select {
+	case err := <-s.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// execOnce runs a command without stdin through the relay and returns its
+// stdout.
+func execOnce(ctx context.Context, cfg *rest.Config, ns, name string, cmd ...string) (string, error) {
+	u, err := framework.ExecURL(cfg, ns, name, false, false, cmd)
+	if err != nil {
+		return "", err
+	}
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		return stdout.String(), fmt.Errorf("%w (stderr: %s)", err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// expectSessionSurvivesRelayReplacement stops the replaced relay replica
+// as the kubelet does (SIGTERM) while shell is open on it, with a new
+// replica already serving: the shell keeps working, new sessions and
+// reads reach the new replica, the shell ends with its exit status and
+// every byte, and the old replica exits once it has. The figures go to
+// docs/reliability.md.
+func expectSessionSurvivesRelayReplacement(ctx context.Context, t *testing.T, sh *shell, old *framework.Process, ns, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(sh.roundTrip("typed while the operator upgraded\n")).To(Succeed())
+	stopped := time.Now()
+	g.Expect(old.Terminate()).To(Succeed())
+	// The old replica drains: the shell still answers.
+	g.Expect(sh.roundTrip("typed while the old relay drains\n")).To(Succeed())
+	if exited, err := old.Exited(); exited {
+		t.Fatalf("the old relay exited with a session open: %v\n%s", err, old.Tail(4000))
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "dave", Groups: []string{"system:authenticated"}}
+	out, err := execOnce(ctx, cfg, ns, name, "echo", "new session")
+	g.Expect(err).NotTo(HaveOccurred(), "a new session while the old replica drains")
+	g.Expect(out).To(Equal("new session\n"))
+	rc, err := framework.RelayClient(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = rc.Get().AbsPath(accessv1alpha1.Path(ns, name, accessv1alpha1.SubresourceLog)).Param("tailLines", "1").DoRaw(ctx)
+	g.Expect(err).NotTo(HaveOccurred(), "a log read while the old replica drains")
+	g.Expect(sh.roundTrip("typed last\n")).To(Succeed())
+	g.Expect(sh.close(ctx)).To(Succeed(), "the shell did not end with exit status 0")
+	closed := time.Now()
+	select {
+	case <-old.Done():
+	case <-ctx.Done():
+		t.Fatalf("the old relay did not exit once its last session ended:\n%s", old.Tail(4000))
+	}
+	_, exitErr := old.Exited()
+	g.Expect(exitErr).NotTo(HaveOccurred(), "the old relay's exit:\n%s", old.Tail(4000))
+	g.Expect(old.Tail(4000)).To(MatchRegexp(`"msg":"Drained".*"finished":1,"toldToReconnect":0`), "the old relay's log")
+	t.Logf("a shell open across the operator upgrade: %d bytes each way intact, exit status 0, open %s; "+
+		"the replaced relay exited %s after SIGTERM, %s after the shell closed, with no session ended",
+		sh.bytes, closed.Sub(sh.opened).Round(time.Second), time.Since(stopped).Round(10*time.Millisecond),
+		time.Since(closed).Round(time.Millisecond))
 }
 
 // waitReady waits until the sandbox is Ready.
