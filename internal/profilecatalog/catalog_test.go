@@ -51,7 +51,7 @@ func TestParse(t *testing.T) {
 		t.Error("the version is not stable")
 	}
 	for name, fsys := range map[string]fstest.MapFS{
-		"misnamed": {"profiles/b.yaml": file("a", "a.example.com")},
+		"misnamed":      {"profiles/b.yaml": file("a", "a.example.com")},
 		"unknown field": {"profiles/a.yaml": &fstest.MapFile{Data: []byte("apiVersion: openshell.ai/v1alpha1\nkind: OpenShellProviderProfile\nmetadata:\n  name: a\nspec:\n  endpoint: []\n")}},
 		"empty":         {},
 	} {
