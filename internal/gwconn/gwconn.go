@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -75,6 +76,9 @@ type Resolver struct {
 	// follow streams the phase of sandboxes that are still moving.
 	followOnce sync.Once
 	follow     *Followers
+	// issuerLoadedAt is when issuerReady last read the issuer's keys
+	// (Unix nanoseconds).
+	issuerLoadedAt atomic.Int64
 }
 
 // Followers returns the WatchSandbox streams of this resolver's gateways.
@@ -182,7 +186,7 @@ func (r *Resolver) Probe(ctx context.Context, gw *openshellv1alpha1.OpenShellGat
 }
 
 func (r *Resolver) connect(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, line gatewayline.Line) (*gatewayapi.Client, error) {
-	if UsesIssuer(gw) && r.Issuer != nil && !r.Issuer.HasKeys() {
+	if UsesIssuer(gw) && r.Issuer != nil && !r.issuerReady(ctx) {
 		return nil, ErrIssuerNotReady
 	}
 	t, err := r.target(ctx, gw)
@@ -243,14 +247,18 @@ func (r *Resolver) target(ctx context.Context, gw *openshellv1alpha1.OpenShellGa
 	return gatewayapi.Target{Endpoint: render.InternalEndpoint(gw), CAPEM: ca, Tokens: ts}, nil
 }
 
+func (r *Resolver) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // externalCA reads an External gateway's CA Secret at most once per
 // CARefresh: a rotated CA takes effect within that time, and a failed read
 // is never cached.
 func (r *Resolver) externalCA(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, name, key string) ([]byte, error) {
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
-	}
+	now := r.now
 	refresh := r.CARefresh
 	if refresh <= 0 {
 		refresh = time.Minute
@@ -335,6 +343,28 @@ func (r *Resolver) credentialsVersion(ctx context.Context, gw *openshellv1alpha1
 		return "", fmt.Errorf("read credentials Secret %s: %w", ext.CredentialsSecretRef.Name, err)
 	}
 	return "secret:" + m.Name + "@" + m.ResourceVersion, nil
+}
+
+// issuerLoadEvery spaces the reads of the issuer's key Secret while it
+// has no keys: a burst of calls after a start reads it once.
+const issuerLoadEvery = time.Second
+
+// issuerReady says whether the issuer can sign. Without keys it reads them
+// (at most once per issuerLoadEvery) rather than waiting for its owner's
+// periodic reload: a relay started before the operator made the keys
+// serves the first exec a user tries seconds later, instead of refusing
+// it until the next reload.
+func (r *Resolver) issuerReady(ctx context.Context) bool {
+	if r.Issuer.HasKeys() {
+		return true
+	}
+	now := r.now().UnixNano()
+	last := r.issuerLoadedAt.Load()
+	if now-last < int64(issuerLoadEvery) || !r.issuerLoadedAt.CompareAndSwap(last, now) {
+		return false
+	}
+	_ = r.Issuer.Load(ctx) // no keys yet (ErrNoKeys), or a read that failed: the caller looks again shortly
+	return r.Issuer.HasKeys()
 }
 
 // ErrIssuerNotReady says a gateway call cannot be authenticated yet: the

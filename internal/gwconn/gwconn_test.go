@@ -272,7 +272,28 @@ func TestIssuerNotReadyIsNotAGatewayFailure(t *testing.T) {
 	if !gwconn.NotNow(fmt.Errorf("health: %w", &gatewayapi.BusyError{Gateway: "platform/gw", InFlight: 4})) {
 		t.Fatal("NotNow of a bulkhead refusal: false")
 	}
+	// The operator's leader makes the keys: this process (a relay that
+	// started first) reads them when a call needs them, at most once a
+	// second, not at its next periodic reload.
+	now := time.Now()
+	r.Now = func() time.Time { return now }
+	maker := &oidc.Issuer{Client: idp.Client, SecretNamespace: "idp", SecretName: "keys"}
+	if err := maker.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Connect(context.Background(), gw); !errors.Is(err, gwconn.ErrIssuerNotReady) {
+		t.Fatalf("Connect within a second of the last read of the keys: %v, want ErrIssuerNotReady", err)
+	}
+	now = now.Add(time.Second)
+	if _, err := r.Connect(context.Background(), gw); errors.Is(err, gwconn.ErrIssuerNotReady) {
+		t.Fatalf("Connect once the keys exist: %v", err)
+	}
+	if !idp.HasKeys() {
+		t.Fatal("the resolver did not load the issuer's keys")
+	}
 	gw.Spec.External.CredentialsSecretRef = &openshellv1alpha1.LocalObjectReference{Name: "creds"}
+	idp = &oidc.Issuer{Client: idp.Client, SecretNamespace: "idp", SecretName: "none"}
+	r = &gwconn.Resolver{Client: k, APIReader: k, Issuer: idp}
 	if _, err := r.Connect(context.Background(), gw); errors.Is(err, gwconn.ErrIssuerNotReady) {
 		t.Fatalf("a gateway with its own credentials waits for the operator's issuer: %v", err)
 	}
