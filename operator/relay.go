@@ -92,7 +92,10 @@ type RelayOptions struct {
 	Replica relayload.Replica
 	// LoadInterval spaces the writes of the replica's load (default 1 s).
 	LoadInterval time.Duration
-	Log          logr.Logger
+	// DialGateway is ControllerOptions.DialGateway, for the relay's
+	// gateway connections; nil in production.
+	DialGateway func(ctx context.Context, addr string) (net.Conn, error)
+	Log         logr.Logger
 }
 
 // Relay is a relay built from its options: the server, and what runs
@@ -135,7 +138,9 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	if err := issuer.Load(ctx); err != nil && !errors.Is(err, oidc.ErrNoKeys) {
 		return nil, fmt.Errorf("load the issuer's keys: %w", err)
 	}
-	resolver := &gwconn.Resolver{Client: c, APIReader: c, Pool: gatewayapi.NewPool(), Issuer: issuer}
+	pool := gatewayapi.NewPool()
+	pool.Dial = o.DialGateway
+	resolver := &gwconn.Resolver{Client: c, APIReader: c, Pool: pool, Issuer: issuer}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	recorder := broadcaster.NewRecorder(c.Scheme(), "openshell-relay")
 	authz := relay.SARAuthorizer{Client: c}

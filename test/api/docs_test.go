@@ -23,8 +23,8 @@ var notAPIObjects = map[string]string{
 // docs/ to a real API server with the CRDs the docs name (ours, OLM's,
 // OpenShift's), as `oc apply` would: what the docs tell an admin to apply
 // must be accepted as written. A block that is not a whole object fails:
-// docs show objects, not fragments. test/e2e TestQuickstart goes further
-// with the quickstart, with the operator reconciling what it applies.
+// docs show objects, not fragments. test/quickstart TestQuickstart goes
+// further with the quickstart: it runs the whole page, commands included.
 func TestDocsYAMLIsAccepted(t *testing.T) {
 	ctx := context.Background()
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "docs", "*.md"))

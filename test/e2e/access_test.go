@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -525,10 +524,8 @@ func pluginPath(t *testing.T) plugin {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-openshell"), "./cmd/kubectl-openshell")
-	build.Dir = framework.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the plugin: %v\n%s", err, out)
+	if err := framework.BuildKubectlPlugin(dir); err != nil {
+		t.Fatal(err)
 	}
 	return plugin{bin: bin, dir: dir}
 }

@@ -3,6 +3,8 @@ package framework
 import (
 	"fmt"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,4 +34,15 @@ func RelayClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
 	return rest.UnversionedRESTClientFor(cfg)
+}
+
+// BuildKubectlPlugin builds kubectl-openshell from this repository into
+// dir, as a consumer installs it on their PATH.
+func BuildKubectlPlugin(dir string) error {
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-openshell"), "./cmd/kubectl-openshell")
+	build.Dir = RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the plugin: %w\n%s", err, out)
+	}
+	return nil
 }

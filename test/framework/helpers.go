@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -68,6 +69,26 @@ func CreatePlatformNamespace(ctx context.Context, t testing.TB, c client.Client,
 // ApplyManifests server-side applies every object of a multi-document
 // YAML file, as `kubectl apply --server-side` would.
 func ApplyManifests(ctx context.Context, c client.Client, path string) error {
+	return eachManifest(path, func(u *unstructured.Unstructured) error {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("cluster-admin"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		}
+		return nil
+	})
+}
+
+// DeleteManifests deletes every object of a multi-document YAML file, as
+// `kubectl delete -f` would (those already gone are no error).
+func DeleteManifests(ctx context.Context, c client.Client, path string) error {
+	return eachManifest(path, func(u *unstructured.Unstructured) error {
+		if err := c.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		}
+		return nil
+	})
+}
+
+func eachManifest(path string, fn func(*unstructured.Unstructured) error) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -84,8 +105,8 @@ func ApplyManifests(ctx context.Context, c client.Client, path string) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("cluster-admin"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		if err := fn(u); err != nil {
+			return err
 		}
 	}
 }

@@ -65,6 +65,18 @@ func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name
 		return nil, fmt.Errorf("create managed gateway: %w", err)
 	}
 	s.gateways = append(s.gateways, client.ObjectKeyFromObject(obj))
+	return s.PlayManagedGateway(ctx, c, obj, version)
+}
+
+// PlayManagedGateway starts the test gateway that plays the pod of obj, a
+// Managed gateway someone else created (a page's YAML), running version
+// ("": what the operator renders for it), once the operator has issued
+// its serving certificate. Its finalizer is the creator's to see to.
+func (s *Stack) PlayManagedGateway(ctx context.Context, c client.Client, obj *openshellv1alpha1.OpenShellGateway, version string) (*ManagedGateway, error) {
+	if s.procOpts != nil || !s.opts.PlayManagedGateways {
+		return nil, fmt.Errorf("a Managed gateway's pod is played only for an operator run in this process, with Options.PlayManagedGateways")
+	}
+	ns := obj.Namespace
 	cert, err := servingCert(ctx, c, obj)
 	if err != nil {
 		return nil, err
@@ -76,7 +88,7 @@ func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name
 	}
 	m := &ManagedGateway{Object: obj, stack: s, client: c, opts: testgateway.Options{
 		Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, name), CAPEM: s.CA.CertPEM,
+		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, obj.Name), CAPEM: s.CA.CertPEM,
 			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
 		Kube: kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
 		DefaultImage: framework.TestImages.Default.Sandbox, SupervisorImage: framework.TestImages.Default.Supervisor,

@@ -88,7 +88,7 @@ func (s *Stack) serveRelay(cfg *rest.Config, ns string, o RelayOptions) (*Relay,
 	rctx, cancel := context.WithCancel(context.Background())
 	built, err := operator.NewRelay(rctx, cfg, operator.RelayOptions{IssuerURL: s.issuerURL, IssuerNamespace: s.opts.GatewayNamespace,
 		IssuerKeySecret: operator.OIDCKeySecret, MembershipRecheck: time.Second, Replica: o.Replica,
-		MaxSessionsPerUser: o.MaxSessionsPerUser, Log: o.Log})
+		MaxSessionsPerUser: o.MaxSessionsPerUser, Log: o.Log, DialGateway: s.mgrOpts.Controllers.DialGateway})
 	if err != nil {
 		cancel()
 		return nil, err

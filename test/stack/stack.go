@@ -66,6 +66,9 @@ type Options struct {
 	// Tenancy is the gateway's access control; nil admits every namespace
 	// (the e2e tests' and the demo's tenants).
 	Tenancy *openshellv1alpha1.GatewayTenancy
+	// NoExternalGateway starts no test gateway of the stack's own: a test
+	// whose gateways all come from elsewhere (a page's YAML).
+	NoExternalGateway bool
 	// PlayManagedGateways routes the operator's connections to Managed
 	// gateways' Services to the test gateways that play their pods
 	// (AddManagedGateway). Only for an operator run in this process; the
@@ -430,6 +433,9 @@ func Start(ctx context.Context, cfg *rest.Config, c client.Client, opts Options)
 		return nil, err
 	}
 	s.kube, s.gwCfg = kube, gwCfg
+	if opts.NoExternalGateway {
+		return s, nil
+	}
 	s.Gateway, s.GatewayObj, err = s.startGateway(ctx, c, opts.GatewayName, opts.SandboxNamespace, nil)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package testgateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -265,7 +266,8 @@ func (g *Gateway) exec(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-
 // run plays a shell with a few commands, enough to show each part of the
 // protocol: echo ARGS (stdout), warn ARGS (stderr), cat (stdin to stdout
 // until EOF), size (the terminal's last size, after waiting for a resize
-// when given "wait"), exit N, sleep SECONDS; anything else is "command not
+// when given "wait"), exit N, sleep SECONDS, sh (these commands read line
+// by line from stdin, until exit or EOF); anything else is "command not
 // found" with exit code 127, as a shell says it.
 func run(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-chan []byte, resize <-chan *v01.ExecSandboxWindowResize,
 	write func(out, errOut []byte) error) int {
@@ -293,6 +295,8 @@ func run(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-chan []byte, r
 			}
 		}
 		_ = write([]byte(fmt.Sprintf("%d %d\n", rows, cols)), nil)
+	case "sh":
+		return shell(ctx, in, stdin, write)
 	case "exit":
 		n := 0
 		if len(args) > 0 {
@@ -316,6 +320,36 @@ func run(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-chan []byte, r
 		return 127
 	}
 	return 0
+}
+
+// shell runs each line of stdin as a command of run's set, as sh does
+// for a user typing: "exit N" ends it with N, EOF with the last status.
+func shell(ctx context.Context, in *v01.ExecSandboxRequest, stdin <-chan []byte,
+	write func(out, errOut []byte) error) int {
+	var pending []byte
+	status := 0
+	noInput := make(chan []byte) // a line's own command reads no stdin
+	close(noInput)
+	for b := range stdin {
+		pending = append(pending, b...)
+		for {
+			i := bytes.IndexByte(pending, '\n')
+			if i < 0 {
+				break
+			}
+			fields := strings.Fields(string(pending[:i]))
+			pending = pending[i+1:]
+			if len(fields) == 0 {
+				continue
+			}
+			line := &v01.ExecSandboxRequest{Command: fields, Cols: in.GetCols(), Rows: in.GetRows()}
+			status = run(ctx, line, noInput, nil, write)
+			if fields[0] == "exit" {
+				return status
+			}
+		}
+	}
+	return status
 }
 
 // readyRow is the sandbox of that name in workspace, refused unless READY
