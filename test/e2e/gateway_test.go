@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,15 +188,10 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 		g.Expect(sts.Spec.Template.Annotations).NotTo(HaveKey(render.AnnotationVersion), "the workload was rendered for another release")
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
-	// Automatic: the operator's default, 0.1.
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.UpgradePolicy = openshellv1alpha1.UpgradePolicyAutomatic
-		return c.Update(ctx, cur)
-	})).To(Succeed())
+	// The page's usual way: the platform admin names the new release, with
+	// docs/upgrading-gateways.md's own command. (Automatic, the other way,
+	// is TestManagedGatewayUpgradeKeepsTenants'.)
+	runUpgradePageCommand(ctx, t, map[string]string{"<name>": gw.Name, "<ns>": ns})
 	g.Eventually(runs(gatewayline.DefaultManaged, framework.TestImages.Default)).WithContext(ctx).WithTimeout(2*time.Minute).
 		WithPolling(500*time.Millisecond).Should(Succeed(), cluster.CheckProcessesMessage)
 	g.Eventually(func(g Gomega) {
@@ -228,6 +225,35 @@ func TestManagedGatewayUpgradesTo01(t *testing.T) {
 	sts := &appsv1.StatefulSet{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Fullname}, sts)).To(Succeed())
 	g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(render.AnnotationVersion, gatewayline.DefaultManaged))
+}
+
+// runUpgradePageCommand runs docs/upgrading-gateways.md's one
+// `oc patch openshellgateway` command as written, its placeholders filled
+// in, as the cluster admin; the release it names must be the operator's
+// default (the page would otherwise tell admins to move elsewhere).
+func runUpgradePageCommand(ctx context.Context, t *testing.T, fill map[string]string) {
+	t.Helper()
+	cmds, err := framework.DocCommandsStarting(filepath.Join(framework.RepoRoot(), "docs", "upgrading-gateways.md"), "oc patch openshellgateway ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) != 1 {
+		t.Fatalf("docs/upgrading-gateways.md has %d oc patch openshellgateway commands, want its one", len(cmds))
+	}
+	line := cmds[0].Line
+	if !strings.Contains(line, `"version":"`+gatewayline.DefaultManaged+`"`) {
+		t.Fatalf("%s: %s does not name the operator's default %s", cmds[0].Where, line, gatewayline.DefaultManaged)
+	}
+	for k, v := range fill {
+		line = strings.ReplaceAll(line, k, v)
+	}
+	sh, err := framework.NewDocShell(t.TempDir(), cluster.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sh.Run(ctx, line, ""); err != nil {
+		t.Fatalf("%s: %v\n%s", cmds[0].Where, err, out)
+	}
 }
 
 // setManagedVersion sets a Managed gateway's spec.managed.version (""

@@ -3,8 +3,11 @@ package framework
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -145,4 +148,57 @@ func parseShellBlock(path string, start int, lines []string) []DocCommand {
 		cur.Reset()
 	}
 	return out
+}
+
+// DocShell runs a page's commands as its reader would: with bash, oc and
+// kubectl (both bin/kubectl: the pages' oc commands are kubectl's) and
+// whatever else Bin holds on the PATH, against Kubeconfig's cluster.
+type DocShell struct {
+	Bin        string
+	Kubeconfig string
+}
+
+// NewDocShell makes the PATH folder, in dir, for kubeconfig's cluster.
+func NewDocShell(dir, kubeconfig string) (*DocShell, error) {
+	kubectl, err := Binary("kubectl")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"oc", "kubectl"} {
+		if err := os.Symlink(kubectl, filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	return &DocShell{Bin: dir, Kubeconfig: kubeconfig}, nil
+}
+
+// Run runs line (pipefail) with stdin and returns its stdout; its stderr
+// is in the error.
+func (s *DocShell) Run(ctx context.Context, line, stdin string) (string, error) {
+	c := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", line)
+	c.Env = append(os.Environ(), "PATH="+s.Bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+s.Kubeconfig)
+	c.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	if err := c.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %w: %s", line, err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// DocCommandsStarting returns the commands of path that start with prefix.
+func DocCommandsStarting(path, prefix string) ([]DocCommand, error) {
+	steps, err := DocSteps(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []DocCommand
+	for _, s := range steps {
+		for _, c := range s.Commands {
+			if strings.HasPrefix(c.Line, prefix) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
 }

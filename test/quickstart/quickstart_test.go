@@ -1,12 +1,8 @@
 package quickstart
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -113,9 +109,9 @@ type reader struct {
 	c   client.Client
 
 	namespaces map[string]bool // created by the page or for it
-	bin        string          // PATH: oc and kubectl (bin/kubectl), kubectl-openshell
-	admin      string          // kubeconfigs: the cluster admin's
-	developer  string          // and the consumer's
+	bin        string          // PATH: oc, kubectl, kubectl-openshell
+	admin      *framework.DocShell
+	developer  *framework.DocShell
 
 	st      *stack.Stack
 	relay   *stack.Relay
@@ -127,16 +123,12 @@ type reader struct {
 
 func newReader(ctx context.Context, t *testing.T) *reader {
 	r := &reader{ctx: ctx, t: t, g: NewWithT(t), c: cluster.Client, namespaces: map[string]bool{}, skipped: map[string]bool{},
-		bin: t.TempDir(), admin: cluster.KubeconfigPath}
-	kubectl, err := framework.Binary("kubectl")
+		bin: t.TempDir()}
+	admin, err := framework.NewDocShell(r.bin, cluster.KubeconfigPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"oc", "kubectl"} {
-		if err := os.Symlink(kubectl, filepath.Join(r.bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.admin = admin
 	if err := framework.BuildKubectlPlugin(r.bin); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +140,8 @@ func newReader(ctx context.Context, t *testing.T) *reader {
 	for _, a := range cfg.AuthInfos {
 		a.Impersonate, a.ImpersonateGroups = consumer, []string{"system:authenticated"}
 	}
-	r.developer = filepath.Join(t.TempDir(), "developer.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, r.developer); err != nil {
+	r.developer = &framework.DocShell{Bin: r.bin, Kubeconfig: filepath.Join(t.TempDir(), "developer.kubeconfig")}
+	if err := clientcmd.WriteToFile(*cfg, r.developer.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.stopOperator)
@@ -258,17 +250,17 @@ func (r *reader) run(cmd framework.DocCommand) {
 	if p := placeholder.FindString(line); p != "" {
 		r.t.Fatalf("%s: %q has a placeholder the test does not fill in: %s", cmd.Where, cmd.Line, p)
 	}
-	kubeconfig, stdin := r.admin, ""
+	as, stdin := r.admin, ""
 	if strings.HasPrefix(line, "kubectl openshell ") {
-		kubeconfig, stdin = r.developer, shellInput
+		as, stdin = r.developer, shellInput
 	}
 	switch want := cmd.Comment; {
 	case want != "" && !strings.Contains(want, " "):
-		r.g.Eventually(func() (string, error) { return r.shell(line, kubeconfig, stdin) }).WithContext(r.ctx).
+		r.g.Eventually(func() (string, error) { return r.shell(as, line, stdin) }).WithContext(r.ctx).
 			WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal(want+"\n"), "%s: %s", cmd.Where, cmd.Line)
 		r.sawReady = r.sawReady || want == string(openshellv1alpha1.SandboxPhaseReady)
 	default:
-		out, err := r.shell(line, kubeconfig, stdin)
+		out, err := r.shell(as, line, stdin)
 		r.g.Expect(err).NotTo(HaveOccurred(), "%s: %s\n%s", cmd.Where, cmd.Line, out)
 		if strings.HasPrefix(line, "kubectl openshell exec ") {
 			r.g.Expect(out).To(Equal(shellAnswers), "%s: what the developer's shell printed", cmd.Where)
@@ -282,20 +274,11 @@ func (r *reader) run(cmd framework.DocCommand) {
 	}
 }
 
-// shell runs line with bash, oc and kubectl on the PATH, and returns its
-// stdout; stderr goes into the error.
-func (r *reader) shell(line, kubeconfig, stdin string) (string, error) {
+// shell runs line as the page's reader, bounded.
+func (r *reader) shell(as *framework.DocShell, line, stdin string) (string, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", line)
-	c.Env = append(os.Environ(), "PATH="+r.bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
-	c.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errOut
-	if err := c.Run(); err != nil {
-		return out.String(), fmt.Errorf("%w: %s", err, errOut.String())
-	}
-	return out.String(), nil
+	return as.Run(ctx, line, stdin)
 }
 
 // ours lists, for each kind the operator writes, the objects of the
