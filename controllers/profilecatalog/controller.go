@@ -224,7 +224,9 @@ func withdraw(ctx context.Context, conn *gatewayapi.Client, id string) error {
 }
 
 func hasErrors(diags []*openshellv1.ProviderProfileDiagnostic) bool {
-	return slices.ContainsFunc(diags, func(d *openshellv1.ProviderProfileDiagnostic) bool { return strings.EqualFold(d.GetSeverity(), "error") })
+	return slices.ContainsFunc(diags, func(d *openshellv1.ProviderProfileDiagnostic) bool {
+		return strings.EqualFold(d.GetSeverity(), "error")
+	})
 }
 
 func rejected(diags []*openshellv1.ProviderProfileDiagnostic) error {

@@ -155,7 +155,9 @@ func TestAnotherProfileIsNeverOverwritten(t *testing.T) {
 	if !slices.Equal(st.Imported, []string{"beta"}) || !slices.Equal(st.Skipped, []string{"alpha"}) {
 		t.Fatalf("status = %+v", st)
 	}
-	f.update(t, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.BuiltinProviderProfiles.Exclude = []string{"alpha", "beta"} })
+	f.update(t, func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.BuiltinProviderProfiles.Exclude = []string{"alpha", "beta"}
+	})
 	f.reconcile(t)
 	if f.env.Gateway.Profile("", "alpha") == nil {
 		t.Fatal("the admin's profile was withdrawn")
@@ -199,7 +201,9 @@ func TestPolicyNoneWithdrawsOnlyTheOperators(t *testing.T) {
 	})
 	f.reconcile(t)
 	f.env.Gateway.ImportProfile("", &openshellv1.ProviderProfile{Id: "gamma"})
-	f.update(t, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.BuiltinProviderProfiles.Policy = openshellv1alpha1.BuiltinProfilesNone })
+	f.update(t, func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.BuiltinProviderProfiles.Policy = openshellv1alpha1.BuiltinProfilesNone
+	})
 	f.reconcile(t)
 	if f.env.Gateway.Profile("", "alpha") != nil || f.env.Gateway.Profile("", "beta") != nil || f.env.Gateway.Profile("", "gamma") == nil {
 		t.Fatal("policy None did not withdraw exactly the operator's profiles")
