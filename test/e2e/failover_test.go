@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,8 +49,8 @@ func leaderFailover(t *testing.T, prefix string, kill bool) {
 	var proc *stack.ProcessOptions
 	if kill {
 		// The first leader runs as a process, so that it can be SIGKILLed.
-		bin := filepath.Join(t.TempDir(), "manager")
-		g.Expect(framework.BuildOperator(bin)).To(Succeed())
+		bin, err := framework.OperatorBinary()
+		g.Expect(err).NotTo(HaveOccurred())
 		proc = &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()}
 	}
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS, BalancedIssuer: true, Process: proc,
@@ -66,7 +65,9 @@ func leaderFailover(t *testing.T, prefix string, kill bool) {
 		return *l.Spec.HolderIdentity
 	}
 	var first string
-	g.Eventually(func(g Gomega) { first = holder(g) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	// Polled every 250 ms, not gomega's 10 ms: a hundred Lease GETs a
+	// second are load on the control plane the test is timing.
+	g.Eventually(func(g Gomega) { first = holder(g) }).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
 	_, err = st.StartReplica(func(o *operator.Options) { o.WebhookPort = portB })
 	g.Expect(err).NotTo(HaveOccurred())
 	installWebhooks(ctx, t, caPEM, lb.Port())
@@ -106,7 +107,7 @@ func leaderFailover(t *testing.T, prefix string, kill bool) {
 	g.Eventually(func(g Gomega) {
 		second = holder(g)
 		g.Expect(second).NotTo(Equal(first))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
 	took := time.Since(stopped)
 	expectAllReadyOnce(ctx, t, st, tenant, sbNS, sbs)
 	how := map[bool]string{false: "stopped", true: "SIGKILLed"}[kill]

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -143,8 +142,8 @@ func TestCrashBeforeTheFirstStatusWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	bin := filepath.Join(t.TempDir(), "manager")
-	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	bin, err := framework.OperatorBinary()
+	g.Expect(err).NotTo(HaveOccurred())
 	e := newFaultEnv(ctx, t, "crash", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
 	sb, at, release := heldCreate(ctx, t, e, "crasher")
 	defer release()
@@ -442,8 +441,8 @@ func TestOperatorKilledDuringCreates(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "manager")
-	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	bin, err := framework.OperatorBinary()
+	g.Expect(err).NotTo(HaveOccurred())
 	e := newFaultEnv(ctx, t, "kill", &stack.ProcessOptions{Binary: bin, Kubeconfig: cluster.KubeconfigPath, Dir: t.TempDir()})
 	st, sbNS, tenant := e.st, e.sbNS, e.tenant
 

@@ -19,6 +19,8 @@ func TestMain(m *testing.M) {
 	// certificates (cert-manager's controllers run in controllers/gateway).
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
 		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
+		// Four tests run the operator as a process (SIGKILLed, proxied).
+		OperatorBinary: true,
 	}, &cluster, func(*framework.Cluster) (func(), []*framework.Process, error) {
 		return func() {}, nil, applyClusterAdminManifests(context.Background())
 	}))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +44,8 @@ func TestClusterProxy(t *testing.T) {
 	proxy, err := framework.StartHTTPProxy()
 	g.Expect(err).NotTo(HaveOccurred())
 	defer proxy.Stop()
-	bin := filepath.Join(t.TempDir(), "manager")
-	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	bin, err := framework.OperatorBinary()
+	g.Expect(err).NotTo(HaveOccurred())
 	noProxy := ".cluster.local,.svc,10.128.0.0/14"
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
 		Manager: operator.Options{Controllers: operator.ControllerOptions{Platform: tenancy.Platform{GatewayNamespaces: []string{gwNS, sbNS}}}},

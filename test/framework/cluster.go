@@ -30,6 +30,9 @@ type ClusterOptions struct {
 	// PodNetwork routes the API server's calls to Services (webhooks named
 	// by a Service, as OLM installs them) through Cluster.Network.
 	PodNetwork bool
+	// OperatorBinary builds the operator binary (OperatorBinary) before
+	// the cluster starts, for packages that run the operator as a process.
+	OperatorBinary bool
 }
 
 // Cluster is a local control plane that runs pods: kube-apiserver and etcd

@@ -55,6 +55,13 @@ func RunWithCluster(m *testing.M, opts ClusterOptions, c **Cluster, setup func(*
 		fmt.Println("skipping tests that need a cluster in -short mode")
 		return 0
 	}
+	if opts.OperatorBinary {
+		defer removeOperatorBinary()
+		if _, err := OperatorBinary(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	cl, err := StartCluster(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start cluster:", err)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 )
 
 // RepoRoot is the repository's top folder, found from this source file so
@@ -79,4 +80,41 @@ func BuildOperator(out string, env ...string) error {
 		return fmt.Errorf("build the operator: %w\n%s", err, msg)
 	}
 	return nil
+}
+
+// operatorBinary is the one operator binary of a test process.
+var operatorBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// OperatorBinary builds the operator once per test process (as
+// BuildOperator does) and returns its path. A package whose tests run it
+// as a process sets ClusterOptions.OperatorBinary, so that the build
+// happens in TestMain before the cluster starts: a cold build takes
+// minutes on a loaded two-core machine, and inside a test it spent the
+// test's own deadline (TestLeaderFailover/killed ran out of its five
+// minutes in a Lease GET after building within them) while competing with
+// the control plane it was timing.
+func OperatorBinary() (string, error) {
+	operatorBinary.once.Do(func() {
+		if operatorBinary.dir, operatorBinary.err = os.MkdirTemp("", "openshell-operator-bin-"); operatorBinary.err != nil {
+			return
+		}
+		path := filepath.Join(operatorBinary.dir, "manager")
+		if operatorBinary.err = BuildOperator(path); operatorBinary.err == nil {
+			operatorBinary.path = path
+		}
+	})
+	return operatorBinary.path, operatorBinary.err
+}
+
+// removeOperatorBinary deletes what OperatorBinary built; called once the
+// package's tests are done.
+func removeOperatorBinary() {
+	if operatorBinary.dir != "" {
+		_ = os.RemoveAll(operatorBinary.dir)
+	}
 }

@@ -58,8 +58,8 @@ func TestInstallModes(t *testing.T) {
 	configs := filepath.Join(framework.RepoRoot(), "catalog", "configs")
 	lm.serveBundle(catalogBundleImage(t, configs, "openshell-operator.v0.1.0"), bundleDir())
 	serveCatalog(ctx, t, catalogName, configs)
-	bin := filepath.Join(t.TempDir(), "manager")
-	if err := framework.BuildOperator(bin); err != nil {
+	bin, err := framework.OperatorBinary()
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []operatorsv1alpha1.InstallModeType{

@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		// The front proxy: the relay's APIService is served through it.
 		EnvOptions: framework.EnvOptions{OLM: true, WithoutOwnCRDs: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
 		PodNetwork: true,
+		// The operator runs as the process OLM's Deployment would start.
+		OperatorBinary: true,
 	}, &cluster, func(c *framework.Cluster) (func(), []*framework.Process, error) {
 		var err error
 		if lm, err = startLifecycleManager(context.Background(), c); err != nil {

@@ -60,8 +60,8 @@ func TestUpgrade(t *testing.T) {
 	lm.serveBundle(catalogBundleImage(t, configs, currentCSV), bundleDir())
 	lm.serveBundle(catalogBundleImage(t, configs, nextCSV), filepath.Join(filepath.Dir(configs), "bundle"))
 	serveCatalog(ctx, t, "openshell-upgrade", configs)
-	bin := filepath.Join(t.TempDir(), "manager")
-	g.Expect(framework.BuildOperator(bin)).To(Succeed())
+	bin, err := framework.OperatorBinary()
+	g.Expect(err).NotTo(HaveOccurred())
 
 	opNS := framework.CreateNamespace(ctx, t, c, "op")
 	platform := framework.CreatePlatformNamespace(ctx, t, c, "platform")
