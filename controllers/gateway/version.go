@@ -180,7 +180,7 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 	}
 	enforced, _, _ := networkPolicyEnforced(gw, pf)
 	p := planVersion(running, render.DesiredVersion(gw), enforced, followsNoDefault(gw))
-	if p.crossesToV01() && gw.Spec.Managed.Version == "" {
+	if p.crossesToV01() && !pinned(gw) {
 		missing, err := r.undeclaredProfiles(ctx, gw)
 		if err != nil {
 			return versionPlan{}, err
@@ -191,10 +191,16 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 }
 
 // followsNoDefault: an unpinned gateway whose upgradePolicy is Manual (the
-// default, also for objects stored before the field existed).
+// default, also for objects stored before the field existed, and for a
+// Managed gateway stored without spec.managed, which the CRD allows).
 func followsNoDefault(gw *openshellv1alpha1.OpenShellGateway) bool {
 	m := gw.Spec.Managed
-	return m != nil && m.Version == "" && m.UpgradePolicy != openshellv1alpha1.UpgradePolicyAutomatic
+	return m == nil || (m.Version == "" && m.UpgradePolicy != openshellv1alpha1.UpgradePolicyAutomatic)
+}
+
+// pinned: spec.managed.version names the release.
+func pinned(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw.Spec.Managed != nil && gw.Spec.Managed.Version != ""
 }
 
 // crossesToV01 reports that the plan moves a running 0.0.x gateway to 0.1.

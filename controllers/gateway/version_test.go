@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/preflight"
+	"github.com/openshell/openshell-operator/internal/scheme"
 )
 
 // TestPlanVersion: a gateway moves to the release its spec asks for,
@@ -187,5 +191,19 @@ func TestManualUpgradePolicy(t *testing.T) {
 	gw.Spec.Managed.UpgradePolicy, gw.Spec.Managed.Version = "", current
 	if followsNoDefault(gw) {
 		t.Error("a pinned gateway counts as unpinned")
+	}
+	// A Managed gateway stored without spec.managed (the CRD allows it) is
+	// unpinned with the default policy, Manual: it stays on 0.0.111 where
+	// NetworkPolicy is enforced, instead of following the default (and
+	// dereferencing the missing spec.managed on the way).
+	bare := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged},
+		Status: openshellv1alpha1.OpenShellGatewayStatus{Version: legacy}}
+	if !followsNoDefault(bare) {
+		t.Error("a gateway without spec.managed follows the default by itself")
+	}
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build()}
+	p, err := r.planManaged(context.Background(), bare, preflight.Result{NetworkType: "OVNKubernetes"})
+	if err != nil || p.Render != legacy || p.Available != current {
+		t.Fatalf("plan of a gateway without spec.managed = %+v, %v; want %s kept, %s available", p, err, legacy, current)
 	}
 }
