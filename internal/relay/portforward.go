@@ -22,6 +22,16 @@ import (
 // gateway answers in the sizes it is sent.
 const chunk = 32<<10 - 64
 
+// maxForwardsPerSession bounds the connections one port-forward session
+// forwards at once. Each is a goroutine, a chunk buffer and a ForwardTcp
+// stream on the gateway connection the relay shares with every user, and
+// k8s.io/cri-streaming accepts any number of stream pairs on a session: one
+// session could otherwise fill the replica's memory (ending everyone's
+// sessions without the drain notice) or the gateway connection's
+// concurrent streams. A browser opens at most a few connections per host;
+// a connection past the bound is refused, naming it.
+const maxForwardsPerSession = 32
+
 // portForward serves openshellsandboxes/portforward with kubectl
 // port-forward's protocol (portforward.k8s.io over SPDY): each connection
 // the client opens to a port becomes one ForwardTcp stream to that port
@@ -32,7 +42,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshe
 		return
 	}
 	defer st.close()
-	f := &forwarder{target: st.target, rec: st.rec, session: st.ctx}
+	f := newForwarder(st.target, st.rec, st.ctx)
 	// k8s.io/cri-streaming's port-forward hands PortForward a background
 	// context and never looks at the request's: the session's end
 	// (revocation, deletion, drain, its time limit) reaches the forwarded
@@ -48,8 +58,14 @@ type forwarder struct {
 	target  *Target
 	rec     *Record
 	session context.Context
-	mu      sync.Mutex
-	err     error
+	// slots holds a token per connection being forwarded.
+	slots chan struct{}
+	mu    sync.Mutex
+	err   error
+}
+
+func newForwarder(target *Target, rec *Record, session context.Context) *forwarder {
+	return &forwarder{target: target, rec: rec, session: session, slots: make(chan struct{}, maxForwardsPerSession)}
 }
 
 func (f *forwarder) firstErr() error {
@@ -63,6 +79,12 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	defer conn.Close()
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("port %d is not a TCP port", port)
+	}
+	select {
+	case f.slots <- struct{}{}:
+		defer func() { <-f.slots }()
+	default:
+		return fmt.Errorf("this port-forward session already forwards %d connections, the most one session may at once: close some, or start another session", maxForwardsPerSession)
 	}
 	if err := f.target.Verified(f.session); err != nil {
 		return f.fail(err)
