@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -33,6 +34,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	var gen, observed int64
 	var ready, updated, total int32
 	var template map[string]string
+	var owner workloadOwner
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
@@ -40,6 +42,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 		}
 		gen, observed, ready, updated, total = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas
 		template = d.Spec.Template.Annotations
+		owner = workloadOwner{deployment: d.Name}
 	} else {
 		s := &appsv1.StatefulSet{}
 		if err := r.Client.Get(ctx, key, s); err != nil {
@@ -47,6 +50,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 		}
 		gen, observed, ready, updated, total = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas, s.Status.Replicas
 		template = s.Spec.Template.Annotations
+		owner = workloadOwner{statefulSet: s.UID}
 	}
 	version := render.TemplateVersion(template)
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
@@ -55,7 +59,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	if observed < gen || updated < want || ready < want || total > want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
-	instance, err := r.instance(ctx, gw)
+	instance, err := r.instance(ctx, gw, owner)
 	if err != nil {
 		return workload{}, err
 	}
@@ -63,8 +67,13 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 }
 
 // instance hashes the UIDs of the gateway's pods (read by metadata from
-// the cache): it changes exactly when a pod is replaced.
-func (r *Reconciler) instance(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+// the cache): it changes exactly when a pod is replaced. Only pods its
+// workload controls count: labels alone are not proof, since a pod a
+// gateway creates for a tenant's sandbox (in the gateway's namespace,
+// 0.0.111's default) can wear any label a gateway token holder asks for,
+// and each change of instance re-pushes every tenant's providers and holds
+// new sandboxes of every tenant (ProviderSyncing).
+func (r *Reconciler) instance(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, owner workloadOwner) (string, error) {
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 	if err := r.Client.List(ctx, pods, client.InNamespace(gw.Namespace), client.MatchingLabels(render.SelectorLabels(gw))); err != nil {
@@ -72,13 +81,36 @@ func (r *Reconciler) instance(ctx context.Context, gw *openshellv1alpha1.OpenShe
 	}
 	uids := make([]string, 0, len(pods.Items))
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp.IsZero() {
+		if p.DeletionTimestamp.IsZero() && owner.controls(&p) {
 			uids = append(uids, string(p.UID))
 		}
 	}
 	slices.Sort(uids)
 	sum := sha256.Sum256([]byte(strings.Join(uids, ",")))
 	return hex.EncodeToString(sum[:6]), nil
+}
+
+// workloadOwner is the gateway's StatefulSet (by UID) or Deployment (by
+// name: its pods' controller is a ReplicaSet named after it and the
+// pod's template hash).
+type workloadOwner struct {
+	statefulSet types.UID
+	deployment  string
+}
+
+// controls reports that p's controller is the gateway's workload.
+func (o workloadOwner) controls(p *metav1.PartialObjectMetadata) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	switch {
+	case ref == nil:
+		return false
+	case o.statefulSet != "":
+		return ref.Kind == "StatefulSet" && ref.UID == o.statefulSet
+	case o.deployment != "":
+		hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		return ref.Kind == "ReplicaSet" && hash != "" && ref.Name == o.deployment+"-"+hash
+	}
+	return false
 }
 
 // routeState is what the Route's status says.
