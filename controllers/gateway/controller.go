@@ -454,7 +454,7 @@ func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf pr
 		images = gw.DeepCopy()
 		images.Spec.Managed.Images = openshellv1alpha1.GatewayImages{}
 	}
-	in := render.Inputs{Line: plan.Line(), Version: plan.Render, Images: render.ResolveImages(images, r.Images, plan.Render),
+	in := render.Inputs{Line: plan.Line(), Version: plan.Render, Replaces: plan.replaces(), Images: render.ResolveImages(images, r.Images, plan.Render),
 		Route: pf.Route, SCC: pf.SCC, ServiceMonitor: pf.ServiceMonitor, Proxy: r.Proxy, TLS: source}
 	if source == render.TLSCertManager && !pf.CertManager {
 		return in, &issue{Reason: openshellv1alpha1.GatewayReasonCertManagerRequired,

@@ -190,6 +190,15 @@ func (r *Reconciler) planManaged(ctx context.Context, gw *openshellv1alpha1.Open
 	return p.withImages(gw, r.Images), nil
 }
 
+// replaces is the release the pods run while they move to Render (empty
+// when they run it, or before the first install).
+func (p versionPlan) replaces() string {
+	if p.Running == p.Render {
+		return ""
+	}
+	return p.Running
+}
+
 // followsNoDefault: an unpinned gateway whose upgradePolicy is Manual (the
 // default, also for objects stored before the field existed, and for a
 // Managed gateway stored without spec.managed, which the CRD allows).

@@ -207,3 +207,18 @@ func TestManualUpgradePolicy(t *testing.T) {
 		t.Fatalf("plan of a gateway without spec.managed = %+v, %v; want %s kept, %s available", p, err, legacy, current)
 	}
 }
+
+// TestReplaces: the release rendering replaces is the one the pods run
+// while they move, none when they run the release or before the first
+// install.
+func TestReplaces(t *testing.T) {
+	for _, tc := range []struct{ running, render, want string }{
+		{"", gatewayline.DefaultManaged, ""},
+		{gatewayline.DefaultManaged, gatewayline.DefaultManaged, ""},
+		{gatewayline.LegacyManaged, gatewayline.DefaultManaged, gatewayline.LegacyManaged},
+	} {
+		if got := (versionPlan{Running: tc.running, Render: tc.render}).replaces(); got != tc.want {
+			t.Errorf("running %q, rendering %q: replaces %q, want %q", tc.running, tc.render, got, tc.want)
+		}
+	}
+}

@@ -84,6 +84,9 @@ type Inputs struct {
 	// template records it, and features a release added within its line
 	// (0.1.5's pod label allowlist) follow it.
 	Version string
+	// Replaces is the release the gateway's pods run while they move to
+	// Version (empty when they run it, or before the first install).
+	Replaces string
 	// Images are the operand images (gateway spec overrides applied).
 	Images operatorenv.RelatedImages
 	// Route and SCC report the OpenShift APIs (from preflight).

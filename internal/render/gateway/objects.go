@@ -328,8 +328,18 @@ func Workload(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash stri
 	sel := &metav1.LabelSelector{MatchLabels: SelectorLabels(gw)}
 	replicas := ptr.To(Replicas(gw))
 	if UsesPostgres(gw) {
-		return &appsv1.Deployment{ObjectMeta: meta(gw, n.Fullname, gw.Namespace, "gateway"),
+		d := &appsv1.Deployment{ObjectMeta: meta(gw, n.Fullname, gw.Namespace, "gateway"),
 			Spec: appsv1.DeploymentSpec{Replicas: replicas, Selector: sel, Template: tmpl}}
+		if in.Replaces != "" {
+			// Every replica shares the database, and a new release
+			// migrates it on start: upstream says 0.0.x and 0.1 must not
+			// run side by side, and 0.1.9's migrations block writers. A
+			// rolling update would run both releases against it, so a
+			// move between releases stops the old pods first; any other
+			// change still rolls.
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		}
+		return d
 	}
 	size := resource.MustParse("1Gi")
 	var class *string

@@ -263,3 +263,30 @@ func TestTemplateVersionReadsWhatIsRendered(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresGatewayIsRecreatedAcrossReleases: a Postgres gateway's
+// replicas share its database, which a new release migrates: a move
+// between releases stops every old pod before a new one starts, instead
+// of running both releases against it; any other change still rolls.
+func TestPostgresGatewayIsRecreatedAcrossReleases(t *testing.T) {
+	v := variants["postgres-external-issuer"]
+	for name, tc := range map[string]struct {
+		replaces string
+		want     appsv1.DeploymentStrategyType
+	}{
+		"a new release":    {gatewayline.LegacyManaged, appsv1.RecreateDeploymentStrategyType},
+		"the same release": {"", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := v.in
+			in.Version, in.Replaces = gatewayline.DefaultManaged, tc.replaces
+			d, ok := Workload(v.gw, in, "hash").(*appsv1.Deployment)
+			if !ok {
+				t.Fatal("a Postgres gateway renders no Deployment")
+			}
+			if d.Spec.Strategy.Type != tc.want {
+				t.Fatalf("strategy %q, want %q", d.Spec.Strategy.Type, tc.want)
+			}
+		})
+	}
+}
