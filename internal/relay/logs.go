@@ -64,6 +64,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
+	defer unblockWritesAtEnd(ctx, w)()
 	p := &logPrinter{w: w, rec: rec}
 	p.print(resp.GetLogs())
 	for follow && p.err == nil {
@@ -91,6 +92,18 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 		p.err = nil // the usual end of a follow (Ctrl-C)
 	}
 	rec.End(0, p.err)
+}
+
+// unblockWritesAtEnd makes a write to w that is blocked when ctx ends
+// fail at once. A client that stops reading blocks the response's writes
+// (the kube-apiserver sets no timeout on a long-running log, and the
+// relay's server no write timeout), and a blocked write looks at no
+// context: without this, a session revoked, drained or past its limit
+// would hold its slot, and the replica's, for as long as the client
+// kept the connection. The returned func stops watching ctx.
+func unblockWritesAtEnd(ctx context.Context, w http.ResponseWriter) (stop func() bool) {
+	rc := http.NewResponseController(w)
+	return context.AfterFunc(ctx, func() { _ = rc.SetWriteDeadline(time.Now()) })
 }
 
 // logPrinter writes log lines once each. Lines are asked for since the
