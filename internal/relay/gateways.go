@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -24,9 +25,10 @@ import (
 // anything a tenant writes.
 //
 // With Tokens set, calls to a gateway that trusts the operator's issuer
-// carry the user's own token (subject kube:<user>, a workspace member for
-// as long as the user may use the subresource): the gateway then
-// authorizes the user too, and its audit log names them.
+// carry a token of the user's session subject (kube-session:<user>, a
+// workspace member for as long as the user may use the subresource): the
+// gateway then authorizes the user too, and its audit log names them. It
+// is not the exchange's subject (accessv1alpha1.SessionSubjectPrefix).
 type ResolverGateways struct {
 	Reader   client.Reader
 	Resolver *gwconn.Resolver
@@ -71,7 +73,7 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	if g.Tokens != nil && gwconn.UsesIssuer(gw) {
 		grant := grant{verb: verb, name: sb.Name, sub: sub}
 		if t.Token, err = g.Tokens.actAs(ctx, conn, gw, membership{gateway: sb.Status.Gateway, namespace: sb.Namespace,
-			workspace: t.Workspace, subject: SubjectPrefix + u.GetName()}, u, grant); err != nil {
+			workspace: t.Workspace, subject: accessv1alpha1.SessionSubjectPrefix + u.GetName()}, u, grant); err != nil {
 			return nil, err
 		}
 	}

@@ -55,9 +55,11 @@ func TestConsumerAccess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	st, tenant, _ := startLineStack(ctx, t, g, "access")
+	// A second tenant namespace on the same gateway, watched: its
+	// sandboxes become Ready, so a session there reaches the gateway.
+	st, tenants, _ := startLineStackWith(ctx, t, g, "access", 2)
+	tenant, other := tenants[0], tenants[1]
 	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
-	other := framework.CreateNamespace(ctx, t, c, "access-other")
 	installOLMAggregatedRoles(ctx, t)
 	bind(ctx, t, tenant, "dave", "openshell-sandbox-user")
 	bind(ctx, t, tenant, "vic", "openshell-view")
@@ -152,7 +154,7 @@ func TestConsumerAccess(t *testing.T) {
 			logs, err := logsAs(ctx, user, tenant, "agent")
 			g.Expect(err).NotTo(HaveOccurred(), user)
 			g.Expect(logs).To(ContainSubstring("the agent says hello"), user)
-			g.Expect(logs).To(ContainSubstring(`exec "echo hello world" by `+accessv1alpha1.SubjectPrefix+"dave"),
+			g.Expect(logs).To(ContainSubstring(`exec "echo hello world" by `+accessv1alpha1.SessionSubjectPrefix+"dave"),
 				"the gateway's record of the exec names the user, not the operator")
 		}
 	})
@@ -223,6 +225,19 @@ func TestConsumerAccess(t *testing.T) {
 		// Exchanged in one namespace, refused in another's workspace.
 		otherWS := sandboxWorkspace(ctx, g, other)
 		g.Expect(listAtGateway(ctx, st, tok.Token, otherWS)).To(MatchError(ContainSubstring("not a member of workspace")))
+		// Nor does a session there make it reach: tina, who may only read
+		// logs in the other namespace, reads its sandbox's log (the relay
+		// calls the gateway for her), and her token still reaches nothing
+		// of that workspace. (A session's membership was the exchange's
+		// subject's, and so a full workspace user's, until
+		// SessionSubjectPrefix.)
+		bind(ctx, t, other, "tina", "openshell-view")
+		waitPhase(ctx, g, client.ObjectKey{Namespace: other, Name: "agent"}, openshellv1alpha1.SandboxPhaseReady)
+		_, err = logsAs(ctx, "tina", other, "agent")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Gateway.Members(otherWS)).NotTo(HaveKey(tok.Subject))
+		g.Expect(listAtGateway(ctx, st, tok.Token, otherWS)).To(MatchError(ContainSubstring("not a member of workspace")))
+		g.Expect(st.Gateway.Members(otherWS)).To(HaveKey(accessv1alpha1.SessionSubjectPrefix+"tina"), "the log read went through the gateway as tina")
 		// A viewer gets no token.
 		_, err = exchangeAs(ctx, userConfig("vic"), tenant, "agent")
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -226,14 +227,28 @@ func TestPodLabelAllowlistOf015(t *testing.T) {
 // after prefix; it stops with the test.
 func startLineStack(ctx context.Context, t *testing.T, g Gomega, prefix string) (st *stack.Stack, tenant, sandboxNS string) {
 	t.Helper()
+	st, tenants, sandboxNS := startLineStackWith(ctx, t, g, prefix, 1)
+	return st, tenants[0], sandboxNS
+}
+
+// startLineStackWith is startLineStack with n tenant namespaces, each
+// watched and admitted.
+func startLineStackWith(ctx context.Context, t *testing.T, g Gomega, prefix string, n int) (st *stack.Stack, tenants []string, sandboxNS string) {
+	t.Helper()
 	c := cluster.Client
 	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, prefix+"-platform"), framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes")
-	tenant = framework.CreateNamespace(ctx, t, c, prefix+"-tenant")
+	for i := range n {
+		name := prefix + "-tenant"
+		if i > 0 {
+			name = fmt.Sprintf("%s-tenant%d", prefix, i+1)
+		}
+		tenants = append(tenants, framework.CreateNamespace(ctx, t, c, name))
+	}
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}}})
+		Manager: operator.Options{WatchNamespaces: append([]string{gwNS, sbNS}, tenants...)}})
 	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
-	return st, tenant, sbNS
+	return st, tenants, sbNS
 }
 
 // upgradeInPlace makes a test gateway report version (and speak its line's

@@ -35,6 +35,16 @@ const (
 // own identity provider of the same name.
 const SubjectPrefix = "kube:"
 
+// SessionSubjectPrefix marks the subject the relay acts as for a user's
+// exec, log and port-forward sessions. A session needs only that
+// sandbox's subresource, yet gateway membership is workspace-wide: were
+// its subject the exchange's (SubjectPrefix), a token exchanged in a
+// namespace where the user is a Tenant Admin would become a full
+// workspace user of every namespace where they merely read a log. No
+// token of this subject leaves the relay, and no user name makes an
+// exchange's subject start with it.
+const SessionSubjectPrefix = "kube-session:"
+
 // SandboxToken is what openshellsandboxes/token answers: a short-lived
 // gateway token for the caller as a workspace user of the sandbox's
 // namespace, and where to use it.
