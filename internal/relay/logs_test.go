@@ -44,6 +44,6 @@ func TestABlockedWriteEndsWithTheSession(t *testing.T) {
 	g.Eventually(written.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">", 1<<20))
 	end()
 	var got error
-	g.Eventually(returned).WithTimeout(10 * time.Second).Should(Receive(&got), "the handler's write is still blocked after the session ended")
+	g.Eventually(returned).WithTimeout(10*time.Second).Should(Receive(&got), "the handler's write is still blocked after the session ended")
 	g.Expect(got).To(HaveOccurred(), "the handler wrote 64 MiB to a client that reads nothing")
 }
