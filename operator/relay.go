@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	userclient "github.com/openshift/client-go/user/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -20,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/groupmember"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
@@ -165,13 +167,16 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	// A deleted ServiceAccount's sessions end and its memberships go,
 	// though RBAC still names it (internal/saexist).
 	accounts := &saexist.Accounts{}
+	// On OpenShift, a user who leaves a Group their identity named loses
+	// their sessions and memberships (internal/groupmember).
+	groups := &groupmember.Groups{}
 	leaseCache, err := relay.MembershipLeaseCache(cfg, c.Scheme(), leaseNS)
 	if err != nil {
 		return nil, fmt.Errorf("create the relay's membership cache: %w", err)
 	}
 	tokens := &relay.Tokens{Reader: c, Resolver: resolver, Issuer: issuer, Authz: authz, Recheck: o.MembershipRecheck,
-		RBAC: rbac, Accounts: accounts, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
-	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Accounts: accounts, Reader: c, Tokens: tokens, Metrics: metrics,
+		RBAC: rbac, Accounts: accounts, Groups: groups, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
+	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Accounts: accounts, Groups: groups, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv, log: o.Log}
@@ -205,7 +210,32 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 				"ServiceAccounts (may the relay get, list and watch serviceaccounts?): a deleted one's sessions and memberships last while RBAC names it")
 		},
 		func(ctx context.Context) { reloadKeys(ctx, issuer, orDefault(o.KeyRefresh, time.Minute), o.Log) })
+	if servesGroups(kube) {
+		userClient, err := userclient.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create the relay's user.openshift.io client: %w", err)
+		}
+		r.run = append(r.run, func(ctx context.Context) {
+			follow(ctx, func(ctx context.Context) error { return groups.Watch(ctx, userClient) }, func() {}, o.Log,
+				"OpenShift Groups (may the relay list and watch groups.user.openshift.io?): a user removed from a group keeps their sessions and memberships")
+		})
+	}
 	return r, nil
+}
+
+// servesGroups reports that the cluster serves OpenShift's Groups
+// (user.openshift.io/v1); elsewhere groups are not objects to follow.
+func servesGroups(kube kubernetes.Interface) bool {
+	res, err := kube.Discovery().ServerResourcesForGroupVersion("user.openshift.io/v1")
+	if err != nil {
+		return false
+	}
+	for _, r := range res.APIResources {
+		if r.Name == "groups" {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxAuthorizationMaxAge bounds --authorization-max-age: past it, a

@@ -39,6 +39,7 @@ import (
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/groupmember"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/saexist"
 )
@@ -71,6 +72,9 @@ type Server struct {
 	// Accounts ends the sessions of a ServiceAccount that was deleted
 	// (nil: they run on while RBAC still names it).
 	Accounts *saexist.Accounts
+	// Groups ends the sessions of a user who left an OpenShift Group their
+	// identity named (nil: they run on with the groups they began with).
+	Groups *groupmember.Groups
 	// Reader reads OpenShellSandboxes.
 	Reader client.Reader
 	// Gateways opens a sandbox's gateway.

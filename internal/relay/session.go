@@ -86,6 +86,9 @@ func (s *Server) stillAllowed(ctx context.Context, u user.Info, verb string, sb 
 	if s.Accounts.Gone(ctx, u) {
 		return fmt.Sprintf("the ServiceAccount %s was deleted", u.GetName()), nil
 	}
+	if grp := s.Groups.Left(u); grp != "" {
+		return fmt.Sprintf("%s is no longer in group %s, which the session's identity named: start the session again", u.GetName(), grp), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if ask {

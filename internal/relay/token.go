@@ -23,6 +23,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	openshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/groupmember"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
@@ -74,6 +75,10 @@ type Tokens struct {
 	// Accounts revokes the memberships of a ServiceAccount that was
 	// deleted (nil: they last while RBAC still names it).
 	Accounts *saexist.Accounts
+	// Groups revokes the memberships of a user who left an OpenShift Group
+	// their identity named (nil: they last while RBAC allows the groups
+	// the exchange named).
+	Groups *groupmember.Groups
 	// Metrics counts the rechecks' reviews (nil: not counted).
 	Metrics *Metrics
 	// Now is the clock (tests); nil: time.Now.
@@ -274,6 +279,10 @@ func (t *Tokens) judge(ctx context.Context, items []coordinationv1.Lease) []*ver
 		}
 		if t.Accounts.Gone(ctx, l.user) {
 			v.why = "its ServiceAccount was deleted"
+			continue
+		}
+		if grp := t.Groups.Left(l.user); grp != "" {
+			v.why = "the user left group " + grp
 			continue
 		}
 		if last, ok := t.authorized[o.Name]; ok && last.rv == o.ResourceVersion && t.RBAC.Fresh(m.namespace, last.at, now) {
