@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +47,8 @@ func ProvideGatewayVolume(ctx context.Context, t testing.TB, c client.Client, ns
 		t.Fatalf("create volume: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)).To(Succeed())
-		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the gateway's claim was not bound")
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)).To(gomega.Succeed())
+		g.Expect(pvc.Status.Phase).To(gomega.Equal(corev1.ClaimBound))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(gomega.Succeed(), "the gateway's claim was not bound")
 }
