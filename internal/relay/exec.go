@@ -100,8 +100,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 	}
 	defer st.close()
 	ex := &executor{target: st.target, rec: st.rec, exitCode: -1, end: st.end}
-	remotecommand.ServeExec(streamWriter{ResponseWriter: w}, r.WithContext(st.ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
-		remotecommand.SupportedStreamingProtocols)
+	if wantsV5(r) {
+		// WebSocket v5 (wsexec.go); the session's end closes it.
+		if err := serveExecV5(st.ctx, streamWriter{ResponseWriter: w}, r, ex, cmd, opts); err != nil && ex.err == nil {
+			ex.err = err
+		}
+	} else {
+		remotecommand.ServeExec(streamWriter{ResponseWriter: w}, r.WithContext(st.ctx), ex, sb.Name, string(sb.UID), "", cmd, opts, idleTimeout, streamCreationTimeout,
+			remotecommand.SupportedStreamingProtocols)
+	}
 	if !ex.ran {
 		ex.err = errors.New("the stream was not established")
 	}
