@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -122,6 +123,24 @@ func execCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
 	return c
 }
 
+// newExecutor speaks WebSocket (v5.channel.k8s.io) first and SPDY where
+// the upgrade is refused (an older relay, a proxy that drops WebSocket),
+// as kubectl exec does: an idle WebSocket session costs the relay a
+// fraction of an SPDY one's memory (docs/performance.md).
+func newExecutor(cfg *rest.Config, u *url.URL) (remotecommand.Executor, error) {
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, u.String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}
+
 func runExec(ctx context.Context, cfg *rest.Config, ns, name string, cmd []string, stdin, tty bool) error {
 	host, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -136,7 +155,7 @@ func runExec(ctx context.Context, cfg *rest.Config, ns, name string, cmd []strin
 		"stdin": {strconv.FormatBool(stdin)}, "tty": {strconv.FormatBool(tty)}}
 	u := subresourceURL(host, ns, name, accessv1alpha1.SubresourceExec)
 	u.RawQuery = q.Encode()
-	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	ex, err := newExecutor(cfg, u)
 	if err != nil {
 		return err
 	}

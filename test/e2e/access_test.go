@@ -94,6 +94,18 @@ func TestConsumerAccess(t *testing.T) {
 		g.Expect(errors.As(err, &exit) && exit.Code == 127).To(BeTrue(), "%v", err)
 		g.Expect(errOut).To(ContainSubstring("command not found"))
 	})
+	t.Run("exec over WebSocket v5 through the kube-apiserver, as current kubectl speaks it", func(t *testing.T) {
+		g := NewWithT(t)
+		out, _, err := execWebSocketAs(ctx, "dave", tenant, "agent", strings.NewReader("over a websocket\n"), "cat")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("over a websocket\n"), "stdin ends with v5's close signal")
+		_, _, err = execWebSocketAs(ctx, "dave", tenant, "agent", nil, "exit", "3")
+		var exit utilexec.CodeExitError
+		g.Expect(errors.As(err, &exit) && exit.Code == 3).To(BeTrue(), "want exit code 3, got %v", err)
+		// A WebSocket exec is a GET: a viewer, who may get, is still refused.
+		_, _, err = execWebSocketAs(ctx, "vic", tenant, "agent", nil, "echo", "hi")
+		g.Expect(err).To(MatchError(ContainSubstring("403")))
+	})
 	t.Run("an exec's round trip through the kube-apiserver", func(t *testing.T) {
 		// A figure, not a bound: 40 `echo hi` as kubectl runs them (a new
 		// connection each, through the aggregator and the relay, with the
@@ -443,6 +455,23 @@ func execAs(ctx context.Context, user, ns, name string, stdin io.Reader, sizes r
 		opts.Stderr = &errOut
 	}
 	err = ex.StreamWithContext(ctx, opts)
+	return out.String(), errOut.String(), err
+}
+
+// execWebSocketAs is execAs with client-go's WebSocket executor, which
+// offers only v5.channel.k8s.io (kubectl's first choice).
+func execWebSocketAs(ctx context.Context, user, ns, name string, stdin io.Reader, cmd ...string) (string, string, error) {
+	cfg := userConfig(user)
+	u, err := framework.ExecURL(cfg, ns, name, stdin != nil, false, cmd)
+	if err != nil {
+		return "", "", err
+	}
+	ex, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, u.String())
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Stderr: &errOut})
 	return out.String(), errOut.String(), err
 }
 
