@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -466,37 +467,144 @@ func echoThrough(b *testing.B, addr string, payload []byte) {
 	}
 }
 
-// BenchmarkIdleSessions: the memory of 1,000 open, idle exec sessions
-// (cat waiting on stdin). In process, so the figure holds the clients'
-// and the test gateway's share too: an upper bound for the relay's.
+// BenchmarkIdleSessions: what 1,000 open idle exec sessions (cat waiting
+// on its stdin) cost, over each streaming protocol a client may speak:
+// SPDY (older kubectl, and client-go's default before WebSocket) and
+// WebSocket v5.channel.k8s.io (current kubectl's first choice, served by
+// the relay itself, wsexec.go). Clients, relay and test gateway share this
+// process: the live heap each side holds is told apart by the allocating
+// stacks (relayShare), with every allocation sampled while the sessions
+// open. Reports the whole process's heap and stacks per session and for
+// all of them, and the relay's own heap.
 func BenchmarkIdleSessions(b *testing.B) {
 	e := startBench(b)
 	const sessions = 1000
-	for range b.N {
-		before := heap()
-		ctx, cancel := context.WithCancel(context.Background())
-		writers := make([]*io.PipeWriter, 0, sessions)
-		done := make(chan error, sessions)
-		for range sessions {
-			r, w := io.Pipe()
-			writers = append(writers, w)
-			go func() { _, err := e.execRelay(ctx, r, "cat"); done <- err }()
+	for _, proto := range []struct {
+		name string
+		exec func(ctx context.Context, stdin io.Reader) error
+	}{
+		{"spdy", func(ctx context.Context, stdin io.Reader) error { _, err := e.execRelay(ctx, stdin, "cat"); return err }},
+		{"websocket-v5", func(ctx context.Context, stdin io.Reader) error {
+			_, _, err := execWebSocket(ctx, e.cfg, stdin, false, nil, "cat")
+			return err
+		}},
+	} {
+		b.Run(proto.name, func(b *testing.B) {
+			for range b.N {
+				rate := runtime.MemProfileRate
+				runtime.MemProfileRate = profileRate
+				before := heap()
+				ctx, cancel := context.WithCancel(context.Background())
+				writers := make([]*io.PipeWriter, 0, sessions)
+				done := make(chan error, sessions)
+				for range sessions {
+					r, w := io.Pipe()
+					writers = append(writers, w)
+					go func() { done <- proto.exec(ctx, r) }()
+				}
+				waitOpenExecs(b, e, sessions)
+				after := heap()
+				relayHeap := relayShare()
+				runtime.MemProfileRate = rate
+				b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
+				b.ReportMetric(float64(after-before)/(1<<20), "MiB-for-1000")
+				b.ReportMetric(float64(relayHeap)/(1<<20), "relay-heap-MiB-for-1000")
+				for _, w := range writers {
+					_ = w.Close()
+				}
+				for range sessions {
+					<-done
+				}
+				cancel()
+				waitGatewayExecsEnded(b, e)
+			}
+		})
+	}
+}
+
+// profileRate samples an allocation per 4 KiB on average while the
+// sessions open (every one, at rate 1, slowed the opening of 1,000
+// sessions past two minutes); relayShare scales the samples back, as
+// pprof does.
+const profileRate = 4096
+
+// relayShare is the live heap allocated by the relay's side of the
+// sessions: stacks through the relay's package, the HTTP server's
+// connections and the streaming servers it runs (cri-streaming, gorilla's
+// upgrader), and not through the test gateway. The profile is as of the
+// last GC.
+func relayShare() uint64 {
+	runtime.GC()
+	runtime.GC() // the profile publishes what the cycle before last freed
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, false)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+100)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
 		}
-		// Every session is open once its gateway stream echoes a byte.
-		for _, w := range writers[:1] {
-			_, _ = w.Write([]byte("x"))
+	}
+	var total float64
+	for _, r := range recs {
+		if r.InUseBytes() > 0 && relaySide(r.Stack()) {
+			total += scaledInUse(r)
 		}
-		waitGatewayExecs(b, e, sessions)
-		after := heap()
-		b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
-		b.ReportMetric(float64(after-before)/(1<<20), "MiB-for-1000")
-		for _, w := range writers {
-			_ = w.Close()
+	}
+	return uint64(total)
+}
+
+// scaledInUse estimates the bytes a sampled record stands for: an
+// allocation of size s was sampled with probability 1-exp(-s/rate)
+// (runtime/pprof's scaling of heap profiles).
+func scaledInUse(r runtime.MemProfileRecord) float64 {
+	bytes, objects := float64(r.InUseBytes()), float64(r.InUseObjects())
+	if objects == 0 {
+		return 0
+	}
+	return bytes / (1 - math.Exp(-(bytes/objects)/profileRate))
+}
+
+func relaySide(stack []uintptr) bool {
+	frames := runtime.CallersFrames(stack)
+	relay := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case strings.Contains(f.Function, "/test/testgateway."), strings.Contains(f.Function, "grpc.(*Server)"),
+			strings.Contains(f.Function, "transport.(*http2Server)"):
+			return false
+		case strings.Contains(f.Function, "openshell-operator/internal/relay."), strings.Contains(f.Function, "net/http.(*conn)"),
+			strings.Contains(f.Function, "cri-streaming/"), strings.Contains(f.Function, "gorilla/websocket.(*Upgrader)"):
+			relay = true
 		}
-		for range sessions {
-			<-done
+		if !more {
+			return relay
 		}
-		cancel()
+	}
+}
+
+// waitOpenExecs waits until the gateway serves n execs at once.
+func waitOpenExecs(b testing.TB, e *benchEnv, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.env.Gateway.OpenExecs() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d execs open at the gateway", e.env.Gateway.OpenExecs(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGatewayExecsEnded waits until the gateway runs no exec, so that the
+// next protocol's sessions start from an idle relay.
+func waitGatewayExecsEnded(b testing.TB, e *benchEnv) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.env.Gateway.OpenExecs() > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d execs still open at the gateway", e.env.Gateway.OpenExecs())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

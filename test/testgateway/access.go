@@ -184,9 +184,15 @@ func (s *v01Server) ExecSandbox(in *v01.ExecSandboxRequest, stream grpc.ServerSt
 	return s.g.exec(ctx, in, stdin, nil, stream.Send)
 }
 
+// OpenExecs is the number of ExecSandboxInteractive streams being served
+// (benchmarks wait for their sessions to open and to end).
+func (g *Gateway) OpenExecs() int { return int(g.openExecs.Load()) }
+
 // ExecSandboxInteractive: the first message starts the command; then stdin
 // and resizes until the client half-closes.
 func (s *v01Server) ExecSandboxInteractive(stream grpc.BidiStreamingServer[v01.ExecSandboxInput, v01.ExecSandboxEvent]) error {
+	s.g.openExecs.Add(1)
+	defer s.g.openExecs.Add(-1)
 	ctx := stream.Context()
 	first, err := stream.Recv()
 	if err != nil {

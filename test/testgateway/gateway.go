@@ -15,6 +15,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,6 +70,9 @@ type Gateway struct {
 	lis     net.Listener
 	driver  *driver
 	cancel  context.CancelFunc
+
+	// openExecs counts the ExecSandboxInteractive streams being served.
+	openExecs atomic.Int64
 
 	mu           sync.Mutex
 	calls        map[string]int
