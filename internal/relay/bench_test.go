@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -469,71 +472,155 @@ func echoThrough(b *testing.B, addr string, payload []byte) {
 
 // BenchmarkIdleSessions: what 1,000 open idle exec sessions (cat waiting
 // on its stdin) cost, over each streaming protocol a client may speak:
-// SPDY (older kubectl, and client-go's default before WebSocket) and
-// WebSocket v5.channel.k8s.io (current kubectl's first choice, served by
-// the relay itself, wsexec.go). Clients, relay and test gateway share this
-// process: the live heap each side holds is told apart by the allocating
-// stacks (relayShare), with every allocation sampled while the sessions
-// open. Reports the whole process's heap and stacks per session and for
-// all of them, and the relay's own heap.
+// SPDY (older kubectl, and client-go before WebSocket) and WebSocket
+// v5.channel.k8s.io (current kubectl's first choice, served by the relay
+// itself, wsexec.go). The clients run in a process of their own (this
+// binary, TestIdleClientsProcess); the relay and the test gateway share
+// this one, and the gateway's part of the heap is told apart by its
+// allocating stacks (gatewayShare). Reports the relay's heap and stacks
+// for all of them and per session, and the clients' and the relay's
+// together.
 func BenchmarkIdleSessions(b *testing.B) {
 	e := startBench(b)
 	const sessions = 1000
-	for _, proto := range []struct {
-		name string
-		exec func(ctx context.Context, stdin io.Reader) error
-	}{
-		{"spdy", func(ctx context.Context, stdin io.Reader) error { _, err := e.execRelay(ctx, stdin, "cat"); return err }},
-		{"websocket-v5", func(ctx context.Context, stdin io.Reader) error {
-			_, _, err := execWebSocket(ctx, e.cfg, stdin, false, nil, "cat")
-			return err
-		}},
-	} {
-		b.Run(proto.name, func(b *testing.B) {
+	for _, proto := range []string{"spdy", "websocket-v5"} {
+		b.Run(proto, func(b *testing.B) {
 			for range b.N {
 				rate := runtime.MemProfileRate
 				runtime.MemProfileRate = profileRate
-				before := heap()
-				ctx, cancel := context.WithCancel(context.Background())
-				writers := make([]*io.PipeWriter, 0, sessions)
-				done := make(chan error, sessions)
-				for range sessions {
-					r, w := io.Pipe()
-					writers = append(writers, w)
-					go func() { done <- proto.exec(ctx, r) }()
-				}
+				before, gwBefore := heap(), gatewayShare()
+				clients := startIdleClients(b, e.cfg.Host, proto, sessions)
 				waitOpenExecs(b, e, sessions)
-				after := heap()
-				relayHeap := relayShare()
+				relayHeap := float64(heap()-before) - (gatewayShare() - gwBefore)
 				runtime.MemProfileRate = rate
-				b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
-				b.ReportMetric(float64(after-before)/(1<<20), "MiB-for-1000")
-				b.ReportMetric(float64(relayHeap)/(1<<20), "relay-heap-MiB-for-1000")
-				for _, w := range writers {
-					_ = w.Close()
-				}
-				for range sessions {
-					<-done
-				}
-				cancel()
+				clientHeap := clients.measure(b)
+				b.ReportMetric(relayHeap/sessions/1024, "relay-KiB/session")
+				b.ReportMetric(relayHeap/(1<<20), "relay-MiB-for-1000")
+				b.ReportMetric((relayHeap+clientHeap)/(1<<20), "clients+relay-MiB-for-1000")
+				clients.stop(b)
 				waitGatewayExecsEnded(b, e)
 			}
 		})
 	}
 }
 
+// Environment of TestIdleClientsProcess.
+const (
+	idleClientsHost  = "RELAY_BENCH_IDLE_CLIENTS_HOST"
+	idleClientsProto = "RELAY_BENCH_IDLE_CLIENTS_PROTO"
+	idleClientsN     = "RELAY_BENCH_IDLE_CLIENTS_N"
+)
+
+// idleClients is the process holding the clients' side of the sessions.
+type idleClients struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines *bufio.Scanner
+}
+
+func startIdleClients(b *testing.B, host, proto string, n int) *idleClients {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestIdleClientsProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), idleClientsHost+"="+host, idleClientsProto+"="+proto, idleClientsN+"="+strconv.Itoa(n))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return &idleClients{cmd: cmd, in: in, lines: bufio.NewScanner(out)}
+}
+
+// measure asks the clients' process for its heap and stacks above what it
+// held before it opened the sessions.
+func (c *idleClients) measure(b *testing.B) float64 {
+	if _, err := io.WriteString(c.in, "measure\n"); err != nil {
+		b.Fatal(err)
+	}
+	for c.lines.Scan() {
+		if v, ok := strings.CutPrefix(c.lines.Text(), "heap "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("the clients' process ended without its figure: %v", c.lines.Err())
+	return 0
+}
+
+// stop ends the sessions (their stdin closes) and the process.
+func (c *idleClients) stop(b *testing.B) {
+	_ = c.in.Close()
+	for c.lines.Scan() {
+	}
+	if err := c.cmd.Wait(); err != nil {
+		b.Fatalf("the clients' process: %v", err)
+	}
+}
+
+// TestIdleClientsProcess is no test of its own: BenchmarkIdleSessions runs
+// this binary with it to open its sessions from a process of their own.
+// It opens them, answers "measure" with its heap and stacks above what it
+// held before, and ends them when its stdin closes.
+func TestIdleClientsProcess(t *testing.T) {
+	host := os.Getenv(idleClientsHost)
+	if host == "" {
+		t.Skip("run by BenchmarkIdleSessions")
+	}
+	n, err := strconv.Atoi(os.Getenv(idleClientsN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{Host: host, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	e := &benchEnv{cfg: cfg}
+	open := func(ctx context.Context, stdin io.Reader) error { _, err := e.execRelay(ctx, stdin, "cat"); return err }
+	if os.Getenv(idleClientsProto) == "websocket-v5" {
+		open = func(ctx context.Context, stdin io.Reader) error {
+			_, _, err := execWebSocket(ctx, cfg, stdin, false, nil, "cat")
+			return err
+		}
+	}
+	before := heap()
+	writers := make([]*io.PipeWriter, 0, n)
+	done := make(chan error, n)
+	for range n {
+		r, w := io.Pipe()
+		writers = append(writers, w)
+		go func() { done <- open(context.Background(), r) }()
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "measure" {
+			fmt.Printf("heap %d\n", heap()-before)
+		}
+	}
+	for _, w := range writers {
+		_ = w.Close()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // profileRate samples an allocation per 4 KiB on average while the
 // sessions open (every one, at rate 1, slowed the opening of 1,000
-// sessions past two minutes); relayShare scales the samples back, as
+// sessions past two minutes); gatewayShare scales the samples back, as
 // pprof does.
 const profileRate = 4096
 
-// relayShare is the live heap allocated by the relay's side of the
-// sessions: stacks through the relay's package, the HTTP server's
-// connections and the streaming servers it runs (cri-streaming, gorilla's
-// upgrader), and not through the test gateway. The profile is as of the
+// gatewayShare is the live heap allocated by the test gateway's side of
+// the sessions (its handlers and the gRPC server's transport), as of the
 // last GC.
-func relayShare() uint64 {
+func gatewayShare() float64 {
 	runtime.GC()
 	runtime.GC() // the profile publishes what the cycle before last freed
 	var recs []runtime.MemProfileRecord
@@ -548,11 +635,11 @@ func relayShare() uint64 {
 	}
 	var total float64
 	for _, r := range recs {
-		if r.InUseBytes() > 0 && relaySide(r.Stack()) {
+		if r.InUseBytes() > 0 && gatewaySide(r.Stack()) {
 			total += scaledInUse(r)
 		}
 	}
-	return uint64(total)
+	return total
 }
 
 // scaledInUse estimates the bytes a sampled record stands for: an
@@ -566,33 +653,17 @@ func scaledInUse(r runtime.MemProfileRecord) float64 {
 	return bytes / (1 - math.Exp(-(bytes/objects)/profileRate))
 }
 
-func relaySide(stack []uintptr) bool {
+func gatewaySide(stack []uintptr) bool {
 	frames := runtime.CallersFrames(stack)
-	relay := false
 	for {
 		f, more := frames.Next()
-		switch {
-		case strings.Contains(f.Function, "/test/testgateway."), strings.Contains(f.Function, "grpc.(*Server)"),
-			strings.Contains(f.Function, "transport.(*http2Server)"):
-			return false
-		case strings.Contains(f.Function, "openshell-operator/internal/relay."), strings.Contains(f.Function, "net/http.(*conn)"),
-			strings.Contains(f.Function, "cri-streaming/"), strings.Contains(f.Function, "gorilla/websocket.(*Upgrader)"):
-			relay = true
+		if strings.Contains(f.Function, "/test/testgateway.") || strings.Contains(f.Function, "grpc.(*Server)") ||
+			strings.Contains(f.Function, "transport.(*http2Server)") || strings.Contains(f.Function, "transport.NewServerTransport") {
+			return true
 		}
 		if !more {
-			return relay
+			return false
 		}
-	}
-}
-
-// waitOpenExecs waits until the gateway serves n execs at once.
-func waitOpenExecs(b testing.TB, e *benchEnv, n int) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for e.env.Gateway.OpenExecs() < n {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d execs open at the gateway", e.env.Gateway.OpenExecs(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -603,6 +674,17 @@ func waitGatewayExecsEnded(b testing.TB, e *benchEnv) {
 	for e.env.Gateway.OpenExecs() > 0 {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d execs still open at the gateway", e.env.Gateway.OpenExecs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitOpenExecs waits until the gateway serves n execs at once.
+func waitOpenExecs(b testing.TB, e *benchEnv, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.env.Gateway.OpenExecs() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d execs open at the gateway", e.env.Gateway.OpenExecs(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
