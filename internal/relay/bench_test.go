@@ -498,7 +498,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 				b.ReportMetric(relayHeap/(1<<20), "relay-MiB-for-1000")
 				b.ReportMetric((relayHeap+clientHeap)/(1<<20), "clients+relay-MiB-for-1000")
 				clients.stop(b)
-				waitGatewayExecsEnded(b, e)
+				waitOpenExecs(b, e, 0)
 			}
 		})
 	}
@@ -667,24 +667,14 @@ func gatewaySide(stack []uintptr) bool {
 	}
 }
 
-// waitGatewayExecsEnded waits until the gateway runs no exec, so that the
-// next protocol's sessions start from an idle relay.
-func waitGatewayExecsEnded(b testing.TB, e *benchEnv) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for e.env.Gateway.OpenExecs() > 0 {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d execs still open at the gateway", e.env.Gateway.OpenExecs())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitOpenExecs waits until the gateway serves n execs at once.
+// waitOpenExecs waits until the gateway serves n execs at once (0: until
+// it serves none, so that the next protocol's sessions start from an idle
+// relay).
 func waitOpenExecs(b testing.TB, e *benchEnv, n int) {
 	deadline := time.Now().Add(2 * time.Minute)
-	for e.env.Gateway.OpenExecs() < n {
+	for open := e.env.Gateway.OpenExecs(); (n > 0 && open < n) || (n == 0 && open > 0); open = e.env.Gateway.OpenExecs() {
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d execs open at the gateway", e.env.Gateway.OpenExecs(), n)
+			b.Fatalf("%d execs open at the gateway, waiting for %d", open, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
