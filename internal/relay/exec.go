@@ -57,6 +57,16 @@ func (t *Target) Verified(ctx context.Context) error {
 	}
 }
 
+// CheckOwnerAgain reads the sandbox at the gateway again and checks that
+// it is still the object's: whoever holds a gateway token for the
+// workspace could replace it while a session is open.
+func (t *Target) CheckOwnerAgain(ctx context.Context) error {
+	if t.owner == nil || t.owner.again == nil {
+		return nil
+	}
+	return t.owner.again(ctx)
+}
+
 // Gateways opens the gateway of a Ready sandbox for a user the relay has
 // authorized to verb the subresource.
 type Gateways interface {

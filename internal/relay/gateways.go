@@ -81,29 +81,35 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 }
 
 // checkOwner starts reading the sandbox at the gateway and checking that
-// it is sb's (its owner label names sb's UID).
+// it is sb's (its owner label names sb's UID), and keeps how to check it
+// again (Target.CheckOwnerAgain).
 func checkOwner(ctx context.Context, conn openshellv1.OpenShellClient, t *Target, sb *openshellv1alpha1.OpenShellSandbox) *ownerCheck {
 	c := &ownerCheck{done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
-	go func() {
-		defer close(c.done)
+	c.again = func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		defer cancel()
 		got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: t.Sandbox, WorkspaceScope: gatewayapi.Workspace(t.Workspace)})
 		if err != nil {
-			c.err = fmt.Errorf("read sandbox %s at the gateway: %w", t.Sandbox, err)
-			return
+			return fmt.Errorf("read sandbox %s at the gateway: %w", t.Sandbox, err)
 		}
 		if owner := got.GetSandbox().GetMetadata().GetLabels()[sandboxspec.LabelOwnerUID]; owner != string(sb.UID) {
-			c.err = fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
+			return fmt.Errorf("sandbox %s at gateway %s is not this object's (owner %q): refusing to use it", t.Sandbox, sb.Status.Gateway, owner)
 		}
+		return nil
+	}
+	go func() {
+		defer close(c.done)
+		c.err = c.again(context.WithoutCancel(ctx))
 	}()
 	return c
 }
 
-// ownerCheck is the outcome of checkOwner, once done is closed.
+// ownerCheck is the outcome of checkOwner, once done is closed, and the
+// check itself, to run again.
 type ownerCheck struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error
+	again func(context.Context) error
 }
 
 // lookupGateway reads the gateway a sandbox's status names

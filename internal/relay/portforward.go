@@ -89,6 +89,12 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	if err := f.target.Verified(f.session); err != nil {
 		return f.fail(err)
 	}
+	// Each connection is a new use of the sandbox, maybe long after the
+	// session's check: it may have been replaced at the gateway since
+	// (the session's own recheck reads only the Kubernetes object).
+	if err := f.target.CheckOwnerAgain(f.session); err != nil {
+		return f.fail(err)
+	}
 	ctx, cancel := context.WithCancel(f.target.callContext(f.session))
 	defer cancel()
 	// The session's end closes this connection too (a blocked read on it

@@ -229,3 +229,39 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 	t.Fatalf("no %s{%s}", name, label)
 	return 0
 }
+
+// TestAForwardedConnectionChecksTheOwnerAgain: a port-forward session's
+// connections each check that the gateway's sandbox is still the
+// object's. One replaced at the gateway while the session is open (a
+// workspace user of the namespace can) is not reached by the next
+// connection (fourth read, R9).
+func TestAForwardedConnectionChecksTheOwnerAgain(t *testing.T) {
+	e := startBench(t)
+	local := e.forwardPortTo(t, e.cfg, "agent")
+	echo := func() error {
+		conn, err := net.Dial("tcp", local)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte("hello")); err != nil {
+			return err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		got := make([]byte, 5)
+		if _, err := io.ReadFull(conn, got); err != nil {
+			return err
+		}
+		if string(got) != "hello" {
+			return fmt.Errorf("echoed %q", got)
+		}
+		return nil
+	}
+	if err := echo(); err != nil {
+		t.Fatalf("the object's own sandbox: %v", err)
+	}
+	e.env.Gateway.SeedSandbox(e.ws, e.name, map[string]string{sandboxspec.LabelOwnerUID: "someone-else"})
+	if err := echo(); err == nil {
+		t.Fatal("a connection of the open session reached the sandbox that replaced the object's")
+	}
+}
