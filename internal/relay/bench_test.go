@@ -203,7 +203,8 @@ func (e *benchEnv) execRelayTo(ctx context.Context, sandbox string, stdin io.Rea
 // gateway twice: on a connection already open (the floor), and on a new
 // connection per exec, as a CLI invocation and kubectl (to the
 // kube-apiserver) each open one; through the relay, kubectl's client opens
-// a connection per exec too. Reports each path's p50 and the relay's added
+// a connection per exec too, over SPDY and over WebSocket v5 (current
+// kubectl's first choice). Reports each path's p50 and the relay's added
 // p50 and p99 against both (the goal: at most 1 ms added at p50 on
 // loopback).
 func BenchmarkExecRoundTrip(b *testing.B) {
@@ -215,7 +216,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	if _, err := e.execNewConn(ctx, own, "echo", "hi"); err != nil {
 		b.Fatal(err)
 	}
-	var direct, fresh, relayed []time.Duration
+	var direct, fresh, relayed, relayedWS []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -230,7 +231,12 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 		if out, err := e.execRelay(ctx, nil, "echo", "hi"); err != nil || string(out) != "hi\n" {
 			b.Fatalf("relay: %q %v", out, err)
 		}
-		direct, fresh, relayed = append(direct, t1.Sub(t0)), append(fresh, t2.Sub(t1)), append(relayed, time.Since(t2))
+		t3 := time.Now()
+		if out, _, err := execWebSocket(ctx, e.cfg, nil, false, nil, "echo", "hi"); err != nil || out != "hi\n" {
+			b.Fatalf("relay over WebSocket: %q %v", out, err)
+		}
+		direct, fresh, relayed = append(direct, t1.Sub(t0)), append(fresh, t2.Sub(t1)), append(relayed, t3.Sub(t2))
+		relayedWS = append(relayedWS, time.Since(t3))
 	}
 	b.StopTimer()
 	d50, f50, r50 := pct(direct, 50), pct(fresh, 50), pct(relayed, 50)
@@ -241,6 +247,11 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	b.ReportMetric(float64((pct(relayed, 99) - pct(direct, 99)).Microseconds()), "added-p99-µs")
 	b.ReportMetric(float64((r50 - f50).Microseconds()), "added-p50-vs-new-conn-µs")
 	b.ReportMetric(float64((pct(relayed, 99) - pct(fresh, 99)).Microseconds()), "added-p99-vs-new-conn-µs")
+	// The same through the relay over WebSocket v5 (kubectl's first choice).
+	w50 := pct(relayedWS, 50)
+	b.ReportMetric(float64(w50.Microseconds()), "relay-ws-p50-µs")
+	b.ReportMetric(float64((w50 - f50).Microseconds()), "added-ws-p50-vs-new-conn-µs")
+	b.ReportMetric(float64((pct(relayedWS, 99) - pct(fresh, 99)).Microseconds()), "added-ws-p99-vs-new-conn-µs")
 }
 
 // BenchmarkPortForwardThroughput: 4 MiB echoed by the sandbox's service
