@@ -216,7 +216,7 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 			return nil, fmt.Errorf("create the relay's user.openshift.io client: %w", err)
 		}
 		r.run = append(r.run, func(ctx context.Context) {
-			follow(ctx, func(ctx context.Context) error { return groups.Watch(ctx, userClient) }, func() {}, o.Log,
+			follow(ctx, func(ctx context.Context) error { return groups.Watch(ctx, userClient) }, metrics.GroupsFollowed, o.Log,
 				"OpenShift Groups (may the relay list and watch groups.user.openshift.io?): a user removed from a group keeps their sessions and memberships")
 		})
 	}

@@ -28,6 +28,9 @@ const (
 	// MetricServiceAccountsFollowed is 1 once deleted ServiceAccounts are
 	// seen (their sessions end, their memberships go).
 	MetricServiceAccountsFollowed = "openshell_relay_serviceaccounts_followed"
+	// MetricGroupsFollowed is 1 once OpenShift Groups are followed (a user
+	// removed from one loses the sessions and memberships it gave them).
+	MetricGroupsFollowed = "openshell_relay_groups_followed"
 )
 
 // Checks of MetricReauthorizations.
@@ -54,6 +57,7 @@ type Metrics struct {
 	followed prometheus.Gauge
 	changes  *prometheus.CounterVec
 	accounts prometheus.Gauge
+	groups   prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -71,6 +75,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "SubjectAccessReviews this relay replica asked again for open sessions and workspace memberships, by check."}, []string{"check"}),
 		followed: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricRBACFollowed,
 			Help: "1 once this relay replica follows RBAC changes, so that sessions and memberships are authorized again only after one; 0 while every check asks."}),
+		groups: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricGroupsFollowed,
+			Help: "1 once this relay replica follows OpenShift Groups, so that a user removed from one loses the sessions and memberships it gave them; 0 where they are not served or not yet followed."}),
 		accounts: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricServiceAccountsFollowed,
 			Help: "1 once this relay replica follows ServiceAccounts, so that a deleted one's sessions end and its memberships go; 0 while they last as long as RBAC names it."}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRBACChanges,
@@ -98,6 +104,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.changes, err = register(reg, m.changes); err != nil {
+		return nil, err
+	}
+	if m.groups, err = register(reg, m.groups); err != nil {
 		return nil, err
 	}
 	if m.accounts, err = register(reg, m.accounts); err != nil {
@@ -176,5 +185,12 @@ func (m *Metrics) RBACChanged(clusterWide bool) {
 func (m *Metrics) ServiceAccountsFollowed() {
 	if m != nil {
 		m.accounts.Set(1)
+	}
+}
+
+// GroupsFollowed reports that OpenShift Groups are followed from now on.
+func (m *Metrics) GroupsFollowed() {
+	if m != nil {
+		m.groups.Set(1)
 	}
 }

@@ -15,7 +15,12 @@ package olm
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/test/framework"
 )
@@ -34,10 +39,36 @@ func TestMain(m *testing.M) {
 		// The operator runs as the process OLM's Deployment would start.
 		OperatorBinary: true,
 	}, &cluster, func(c *framework.Cluster) (func(), []*framework.Process, error) {
+		if err := serveGroups(context.Background(), c); err != nil {
+			return nil, nil, err
+		}
 		var err error
 		if lm, err = startLifecycleManager(context.Background(), c); err != nil {
 			return nil, nil, err
 		}
 		return lm.stop, lm.processes, nil
 	}))
+}
+
+// serveGroups serves user.openshift.io Groups (testdata: a CRD standing in
+// for OpenShift's API server), so that the relay, under the CSV's RBAC,
+// follows them as on OpenShift; it returns once they are served.
+func serveGroups(ctx context.Context, c *framework.Cluster) error {
+	if err := framework.ApplyManifests(ctx, c.Client, filepath.Join(framework.RepoRoot(), "test", "olm", "testdata", "groups.user.openshift.io.yaml")); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return framework.WaitFor(ctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: "groups.user.openshift.io"}, crd); err != nil {
+			return false, err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }

@@ -315,6 +315,9 @@ func expectConsumerAccess(ctx context.Context, t *testing.T, gw *testgateway.Gat
 		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricRBACFollowed + ` 1$`))
 		// And ServiceAccounts: a deleted one's sessions end.
 		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricServiceAccountsFollowed + ` 1$`))
+		// And OpenShift Groups (served here by a stand-in CRD): a user
+		// removed from one loses what it gave them.
+		g.Expect(body).To(MatchRegexp(`(?m)^` + relay.MetricGroupsFollowed + ` 1$`))
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the relay's metrics, scraped as Prometheus does")
 	nobody := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-metrics", Namespace: opNS}}
 	g.Expect(cluster.Client.Create(ctx, nobody)).To(Succeed())
