@@ -86,12 +86,10 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	default:
 		return fmt.Errorf("this port-forward session already forwards %d connections, the most one session may at once: close some, or start another session", maxForwardsPerSession)
 	}
-	if err := f.target.Verified(f.session); err != nil {
-		return f.fail(err)
-	}
 	// Each connection is a new use of the sandbox, maybe long after the
-	// session's check: it may have been replaced at the gateway since
-	// (the session's own recheck reads only the Kubernetes object).
+	// session's first check: it may have been replaced at the gateway
+	// since (the session's own recheck reads only the Kubernetes object),
+	// so each reads it afresh rather than waiting for that check too.
 	if err := f.target.CheckOwnerAgain(f.session); err != nil {
 		return f.fail(err)
 	}
