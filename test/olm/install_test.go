@@ -2,16 +2,8 @@ package olm
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,20 +21,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/pki"
-	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/olmcluster"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 const (
-	deploymentName = "openshell-operator-controller-manager"
+	deploymentName = olmcluster.OperatorDeployment
 	catalogName    = "openshell"
 	channel        = "candidate-v0"
 )
@@ -56,7 +47,7 @@ func TestInstallModes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	configs := filepath.Join(framework.RepoRoot(), "catalog", "configs")
-	lm.serveBundle(catalogBundleImage(t, configs, "openshell-operator.v0.1.0"), bundleDir())
+	lm.ServeBundle(catalogBundleImage(t, configs, "openshell-operator.v0.1.0"), bundleDir())
 	serveCatalog(ctx, t, catalogName, configs)
 	bin, err := framework.OperatorBinary()
 	if err != nil {
@@ -278,242 +269,6 @@ func expectWhatOLMCreated(ctx context.Context, t *testing.T, csv *operatorsv1alp
 	}
 }
 
-// writeCertPair writes the Secret's key and certificate into dir under
-// the names a pod mounts them as, each by rename, the key first (a
-// watcher reloads on the certificate).
-func writeCertPair(dir string, s *corev1.Secret, keyFile, certFile string) error {
-	for _, f := range [][2]string{{"tls.key", keyFile}, {"tls.crt", certFile}} {
-		tmp := filepath.Join(dir, "."+f[1]+".tmp")
-		if err := os.WriteFile(tmp, s.Data[f[0]], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, f[1])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// refreshSecret calls write with the Secret whenever it changes and holds
-// a certificate and key, until ctx ends: the kubelet's periodic sync of a
-// Secret volume.
-func refreshSecret(ctx context.Context, t *testing.T, ns, name, seen string, write func(*corev1.Secret) error) {
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s := &corev1.Secret{}
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil || s.ResourceVersion == seen ||
-			len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
-			continue
-		}
-		if err := write(s); err != nil {
-			t.Logf("refresh the certificate of Secret %s: %v", name, err)
-			continue
-		}
-		seen = s.ResourceVersion
-	}
-}
-
-// runAsPodStoppable starts the operator as the pod of the Deployment OLM
-// created would run: with a token of its ServiceAccount (so with exactly
-// the RBAC OLM granted), the Deployment's environment and arguments, and
-// the webhook certificate OLM issued; the API server reaches its webhook
-// through the Service OLM created. Ports are free ones (every process
-// shares this host's network), and the OIDC issuer's URL is a loopback
-// address (no cluster DNS here): with issuer, that balancer's, as through
-// its Service, a stable address across pods. It returns a function
-// stopping the process, as the pod's deletion does, and the issuer URL,
-// served under a certificate from ca.
-func runAsPodStoppable(ctx context.Context, t *testing.T, opNS, bin string, ca *pki.KeyPair, issuer *framework.Balancer) (func(), string) {
-	t.Helper()
-	g := NewWithT(t)
-	c := cluster.Client
-	dep := &appsv1.Deployment{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName}, dep)).To(Succeed())
-	pod := dep.Spec.Template.Spec
-	ctr := pod.Containers[0]
-	dir := t.TempDir()
-
-	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS, pod.ServiceAccountName, dir)
-
-	// The pod as the Deployment's template makes it (the operator reads no
-	// field of its own pod but its namespace and the template's annotations).
-	env := append([]string{"KUBECONFIG=" + kubeconfig}, podEnv(t, ctr.Env, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Annotations: dep.Spec.Template.Annotations}})...)
-
-	// The webhook serving certificate OLM issued, as mounted.
-	certDir := filepath.Join(dir, "certs")
-	g.Expect(os.MkdirAll(certDir, 0o700)).To(Succeed())
-	var certSecret string
-	for _, m := range ctr.VolumeMounts {
-		if m.MountPath != "/tmp/k8s-webhook-server/serving-certs" {
-			continue
-		}
-		for _, v := range pod.Volumes {
-			if v.Name == m.Name && v.Secret != nil {
-				certSecret = v.Secret.SecretName
-			}
-		}
-	}
-	g.Expect(certSecret).NotTo(BeEmpty(), "OLM mounted no webhook certificate")
-	// After an upgrade OLM issues the new CSV's certificate anew, into the
-	// same Secret and into the new CSV's webhook configurations: wait until
-	// the Secret holds the certificate the API server will trust (a
-	// kubelet would refresh the mounted files; this process reads them once).
-	s := &corev1.Secret{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s)).To(Succeed())
-		vwcs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
-		g.Expect(c.List(ctx, vwcs, client.MatchingLabels{"olm.owner": dep.Labels["olm.owner"]})).To(Succeed())
-		g.Expect(vwcs.Items).NotTo(BeEmpty())
-		leaf, err := pki.ParseCert(s.Data["tls.crt"])
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, w := range vwcs.Items[0].Webhooks {
-			roots := x509.NewCertPool()
-			g.Expect(roots.AppendCertsFromPEM(w.ClientConfig.CABundle)).To(BeTrue())
-			_, err := leaf.Verify(x509.VerifyOptions{Roots: roots})
-			g.Expect(err).NotTo(HaveOccurred(), "the webhook certificate is not the one the API server trusts yet")
-		}
-	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	g.Expect(writeCertPair(certDir, s, "tls.key", "tls.crt")).To(Succeed())
-	// The OIDC issuer's serving CA, which the test gateway trusts.
-	err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operator.OIDCTLSSecret, Namespace: opNS},
-		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}})
-	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
-
-	var args []string
-	for _, a := range ctr.Args {
-		switch {
-		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="):
-		default:
-			args = append(args, a)
-		}
-	}
-	// Free ports are picked, released, then bound by the process: another
-	// process on this host (the suites run side by side) may take one in
-	// between, and the manager then exits ("address already in use"), even
-	// after it reported ready (a fresh-clone run lost its OIDC port so).
-	// Such a start is retried with other ports; any other exit fails.
-	var p *framework.Process
-	var ports map[string]int
-	issuerURL := ""
-	for attempt := 1; ; attempt++ {
-		ports = map[string]int{}
-		for _, name := range []string{"webhook", "metrics", "health", "oidc"} {
-			port, err := framework.FreePort()
-			g.Expect(err).NotTo(HaveOccurred())
-			ports[name] = port
-		}
-		issuerURL = "https://127.0.0.1:" + strconv.Itoa(ports["oidc"])
-		if issuer != nil {
-			issuerURL = issuerURLOf(issuer)
-		}
-		run := append(append([]string{}, args...), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports["metrics"]),
-			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports["health"]),
-			"--webhook-port="+strconv.Itoa(ports["webhook"]), "--webhook-cert-dir="+certDir,
-			"--oidc-issuer-url="+issuerURL, "--oidc-bind-address=127.0.0.1:"+strconv.Itoa(ports["oidc"]))
-		var err error
-		p, err = framework.StartProcessEnv(dir, fmt.Sprintf("operator-%d", attempt), bin, env, run...)
-		g.Expect(err).NotTo(HaveOccurred())
-		serving := waitServing(ctx, p, ports)
-		if serving == nil {
-			break
-		}
-		_ = p.Stop(10 * time.Second)
-		if attempt == 3 || !strings.Contains(serving.Error(), "address already in use") {
-			t.Fatal(serving)
-		}
-		t.Logf("the operator lost a port to another process (attempt %d); starting it on others", attempt)
-	}
-	if issuer != nil {
-		issuer.Add("127.0.0.1:" + strconv.Itoa(ports["oidc"]))
-	}
-	// As a kubelet refreshes a mounted Secret: OLM may issue the webhook
-	// certificate anew after the process started (it rotates it when the
-	// Secret goes, as the garbage collector makes it go when the replaced
-	// CSV that alone owns it is deleted), and the manager's certificate
-	// watcher reloads the files.
-	refresh, stopRefresh := context.WithCancel(context.Background())
-	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeCertPair(certDir, s, "tls.key", "tls.crt") })
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			stopRefresh()
-			if t.Failed() {
-				t.Logf("operator log:\n%s", p.Tail(6000))
-			}
-			_ = p.Stop(30 * time.Second)
-		})
-	}
-	t.Cleanup(stop)
-
-	svc := &corev1.Service{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: deploymentName + "-service"}, svc)).To(Succeed())
-	for _, sp := range svc.Spec.Ports {
-		cluster.Network.Route(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))), "127.0.0.1:"+strconv.Itoa(ports["webhook"]))
-	}
-	return stop, issuerURL
-}
-
-// waitServing waits until the operator process is ready and its OIDC
-// issuer answers on its own port (a listener that fails after readiness
-// ends the process), or says why not.
-func waitServing(ctx context.Context, p *framework.Process, ports map[string]int) error {
-	issuer := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a liveness probe of a loopback port
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var exited error
-	err := framework.WaitFor(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if done, err := p.Exited(); done {
-			exited = fmt.Errorf("operator exited: %v\n%s", err, p.Tail(3000))
-			return false, exited
-		}
-		for _, u := range []string{"http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/readyz",
-			"https://127.0.0.1:" + strconv.Itoa(ports["oidc"]) + "/.well-known/openid-configuration"} {
-			resp, err := issuer.Get(u)
-			if err != nil {
-				return false, nil
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if exited != nil {
-		return exited
-	}
-	return err
-}
-
-// catalogBundleImage is the image of the named bundle in a File-Based
-// Catalog folder.
-func catalogBundleImage(t *testing.T, configs, bundle string) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(configs, "openshell-operator", "catalog.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		var m struct {
-			Schema string `json:"schema"`
-			Name   string `json:"name"`
-			Image  string `json:"image"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &m); err == nil && m.Schema == "olm.bundle" && m.Name == bundle {
-			return m.Image
-		}
-	}
-	t.Fatalf("bundle %s not in the catalog", bundle)
-	return ""
-}
-
 // expectNetworkPolicy: OLM created the bundle's NetworkPolicy of a
 // Deployment (the operator's, the relay's), named as it is. It selects the
 // Deployment's pods and admits each of their ports and nothing else; a
@@ -580,46 +335,4 @@ func expectAPIServerIngress(ctx context.Context, g Gomega, opNS string) {
 			g.Expect(np.Spec.Ingress[0].Ports).To(ConsistOf(HaveField("Port.IntVal", BeElementOf(int32(9443), int32(8443)))))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	}
-}
-
-// issuerURLOf is the operator's OIDC issuer URL behind the balancer.
-func issuerURLOf(lb *framework.Balancer) string {
-	return "https://127.0.0.1:" + strconv.Itoa(lb.Port())
-}
-
-// podEnv is a container's environment as the kubelet gives it in pod,
-// with the downward API's fields of the pod; resource fields are left out
-// (a process here has no limits: GOMEMLIMIT unset, as an empty value
-// leaves it).
-func podEnv(t *testing.T, vars []corev1.EnvVar, pod *corev1.Pod) []string {
-	t.Helper()
-	var env []string
-	for _, e := range vars {
-		v := e.Value
-		switch f := e.ValueFrom; {
-		case f == nil:
-		case f.ResourceFieldRef != nil:
-			continue
-		case f.FieldRef != nil:
-			v = podField(t, e.Name, pod, f.FieldRef.FieldPath)
-		default:
-			t.Fatalf("env %s: %+v not handled", e.Name, f)
-		}
-		env = append(env, e.Name+"="+v)
-	}
-	return env
-}
-
-// podField is a downward-API field of pod: its namespace, name, UID or an
-// annotation.
-func podField(t *testing.T, env string, pod *corev1.Pod, path string) string {
-	t.Helper()
-	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-		return pod.Annotations[strings.TrimSuffix(key, "']")]
-	}
-	v := map[string]string{"metadata.namespace": pod.Namespace, "metadata.name": pod.Name, "metadata.uid": string(pod.UID)}[path]
-	if v == "" {
-		t.Fatalf("env %s: field %s not handled, or the pod has none", env, path)
-	}
-	return v
 }

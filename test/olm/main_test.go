@@ -23,11 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/olmcluster"
 )
 
 var (
 	cluster *framework.Cluster
-	lm      *lifecycleManager
+	lm      *olmcluster.Manager
 )
 
 func TestMain(m *testing.M) {
@@ -43,10 +44,10 @@ func TestMain(m *testing.M) {
 			return nil, nil, err
 		}
 		var err error
-		if lm, err = startLifecycleManager(context.Background(), c); err != nil {
+		if lm, err = olmcluster.Start(context.Background(), c, olmcluster.Options{Namespace: olmNamespace, GlobalOperatorsNamespace: "operators"}); err != nil {
 			return nil, nil, err
 		}
-		return lm.stop, lm.processes, nil
+		return lm.Stop, lm.Processes(), nil
 	}))
 }
 

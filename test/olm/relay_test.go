@@ -9,30 +9,19 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
@@ -42,11 +31,12 @@ import (
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/olmcluster"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
 // relayDeployment is the relay's Deployment as the bundle names it.
-const relayDeployment = "openshell-operator-relay"
+const relayDeployment = olmcluster.RelayDeployment
 
 // relayMetrics is the metrics URL of the relay runRelayAsPod runs, by the
 // operator's namespace.
@@ -55,185 +45,6 @@ var relayMetrics sync.Map
 // relayProcesses is the relay process runRelayAsPod last started, by the
 // operator's namespace: the pod a test replaces as the kubelet would.
 var relayProcesses sync.Map
-
-// relayPodEnv is the relay container's environment as the kubelet gives it
-// to a pod of dep's current template: the relay
-// names that pod, by name and UID, as the owner of its load Lease.
-func relayPodEnv(ctx context.Context, t *testing.T, opNS string, dep *appsv1.Deployment) []string {
-	t.Helper()
-	var pod corev1.Pod
-	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		list := &corev1.PodList{}
-		if err := cluster.Client.List(ctx, list, client.InNamespace(opNS), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
-			return false, err
-		}
-		for _, p := range list.Items {
-			// A pod of the Deployment's current template: during an upgrade
-			// the replaced ReplicaSet's pods are still listed.
-			if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 &&
-				reflect.DeepEqual(p.Spec.Containers[0].Env, dep.Spec.Template.Spec.Containers[0].Env) {
-				pod = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the relay Deployment has no pod: %v", err)
-	}
-	return podEnv(t, dep.Spec.Template.Spec.Containers[0].Env, &pod)
-}
-
-// runRelayAsPod starts the relay as a pod of the Deployment OLM created
-// would run it: with its ServiceAccount's token (exactly the RBAC the CSV
-// grants it, and the front-proxy bindings OLM adds for an owned
-// APIService), the Deployment's arguments, and the serving certificate OLM
-// issued, rewritten when OLM issues it anew (as a kubelet refreshes a
-// mounted Secret); the API server reaches it through the Service OLM
-// created. OLM holds the CSV until the APIService is Available, so this
-// runs while the install is in progress. It stops with the test.
-func runRelayAsPod(ctx context.Context, t *testing.T, opNS string, run pods) {
-	t.Helper()
-	c := cluster.Client
-	dep := &appsv1.Deployment{}
-	var certSecret string
-	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment}, dep); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		for _, v := range dep.Spec.Template.Spec.Volumes {
-			if v.Name == "apiservice-cert" && v.Secret != nil {
-				certSecret = v.Secret.SecretName
-			}
-		}
-		return certSecret != "", nil
-	})
-	if err != nil {
-		t.Fatalf("OLM created no relay Deployment with its APIService certificate: %v", err)
-	}
-	pod := dep.Spec.Template.Spec
-	ctr := pod.Containers[0]
-	dir := t.TempDir()
-	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS, pod.ServiceAccountName, dir)
-
-	certDir := filepath.Join(dir, "certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	s := &corev1.Secret{}
-	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: certSecret}, s); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return len(s.Data["tls.crt"]) > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("OLM issued no relay certificate: %v", err)
-	}
-	if err := writeCertPair(certDir, s, "apiserver.key", "apiserver.crt"); err != nil {
-		t.Fatal(err)
-	}
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsPort, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	metrics := false
-	for _, a := range ctr.Args {
-		switch {
-		case strings.HasPrefix(a, "--bind-address="):
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			metrics = true
-		default:
-			args = append(args, a)
-		}
-	}
-	if len(args) == 0 || args[0] != "relay" {
-		t.Fatalf("the relay Deployment runs %v, not the relay command", ctr.Args)
-	}
-	if !metrics {
-		t.Fatalf("the relay Deployment serves no metrics: %v", ctr.Args)
-	}
-	relayMetrics.Store(opNS, "https://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics")
-	args = append(args, "--bind-address=127.0.0.1:"+strconv.Itoa(port), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
-		"--cert-dir="+certDir, "--oidc-issuer-url="+run.issuerURL)
-	env := append([]string{"KUBECONFIG=" + kubeconfig}, relayPodEnv(ctx, t, opNS, dep)...)
-	p, err := framework.StartProcessEnv(dir, "relay", run.bin, env, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relayProcesses.Store(opNS, p)
-	refresh, stopRefresh := context.WithCancel(context.Background())
-	go refreshSecret(refresh, t, opNS, certSecret, s.ResourceVersion, func(s *corev1.Secret) error { return writeCertPair(certDir, s, "apiserver.key", "apiserver.crt") })
-	t.Cleanup(func() {
-		stopRefresh()
-		if t.Failed() {
-			as := &unstructured.Unstructured{}
-			as.SetAPIVersion("apiregistration.k8s.io/v1")
-			as.SetKind("APIService")
-			err := c.Get(context.Background(), client.ObjectKey{Name: "v1alpha1.access.openshell.ai"}, as)
-			conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-			t.Logf("relay log:\n%s\nAPIService: %v %v", p.Tail(4000), conds, err)
-		}
-		_ = p.Stop(30 * time.Second)
-	})
-
-	// The Service sends connections to a pod once it is ready: the
-	// Deployment's probe is a TCP connect to its https port.
-	err = framework.WaitFor(ctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if done, err := p.Exited(); done {
-			return false, fmt.Errorf("the relay exited: %v\n%s", err, p.Tail(3000))
-		}
-		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-		if err != nil {
-			return false, nil
-		}
-		_ = conn.Close()
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("the relay never became ready: %v", err)
-	}
-	svc := &corev1.Service{}
-	err = framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: relayDeployment + "-service"}, svc)
-		return err == nil, client.IgnoreNotFound(err)
-	})
-	if err != nil {
-		t.Fatalf("OLM created no relay Service: %v", err)
-	}
-	for _, sp := range svc.Spec.Ports {
-		cluster.Network.Route(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))), "127.0.0.1:"+strconv.Itoa(port))
-	}
-}
-
-// serviceAccountKubeconfig writes a kubeconfig with a token of the
-// ServiceAccount, as a pod running under it gets.
-func serviceAccountKubeconfig(ctx context.Context, t *testing.T, ns, name, dir string) string {
-	t.Helper()
-	sa := &corev1.ServiceAccount{}
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sa); err != nil {
-		t.Fatal(err)
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := cluster.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "kubeconfig-"+name)
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
-	kc.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // expectConsumerAccess: a Sandbox Consumer with the bundle's
 // openshell-sandbox-user role reads their sandbox's log and runs a command

@@ -57,8 +57,8 @@ func TestUpgrade(t *testing.T) {
 	defer cancel()
 	c := cluster.Client
 	configs := nextRelease(t)
-	lm.serveBundle(catalogBundleImage(t, configs, currentCSV), bundleDir())
-	lm.serveBundle(catalogBundleImage(t, configs, nextCSV), filepath.Join(filepath.Dir(configs), "bundle"))
+	lm.ServeBundle(catalogBundleImage(t, configs, currentCSV), bundleDir())
+	lm.ServeBundle(catalogBundleImage(t, configs, nextCSV), filepath.Join(filepath.Dir(configs), "bundle"))
 	serveCatalog(ctx, t, "openshell-upgrade", configs)
 	bin, err := framework.OperatorBinary()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -11,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -21,9 +22,9 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/operatorenv"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -38,9 +39,33 @@ type ManagedGateway struct {
 	Gateway *testgateway.Gateway
 	Object  *openshellv1alpha1.OpenShellGateway
 
-	stack  *Stack
+	pod    ManagedPod
 	client client.Client
 	opts   testgateway.Options
+}
+
+// ManagedPod is what playing a Managed gateway's pod needs from where the
+// operator runs: in this process (Stack.PlayManagedGateway) or as the pod
+// OLM created (test/quickstart).
+type ManagedPod struct {
+	// Config is the cluster's admin config: the test gateway impersonates
+	// the gateway's ServiceAccount with it.
+	Config *rest.Config
+	// IssuerURL and IssuerCA are the operator's OIDC issuer, which the
+	// gateway trusts for workspace tokens.
+	IssuerURL string
+	IssuerCA  []byte
+	// JWKSTTL is how long the test gateway caches the issuer's key set
+	// (default: the gateway's one hour).
+	JWKSTTL time.Duration
+	// Images are the operator's operand images (its RELATED_IMAGE_*): the
+	// gateway's default sandbox image and its supervisor.
+	Images operatorenv.Releases
+	// Route sends the operator's connections to a Service address
+	// (host:port) to a local address, as the pod network would.
+	Route func(service, local string)
+	// Started is told of each test gateway started, for the caller to stop.
+	Started func(*testgateway.Gateway)
 }
 
 // AddManagedGateway creates a Managed gateway ns/name running version ("":
@@ -69,29 +94,39 @@ func (s *Stack) AddManagedGateway(ctx context.Context, c client.Client, ns, name
 }
 
 // PlayManagedGateway starts the test gateway that plays the pod of obj, a
-// Managed gateway someone else created (a page's YAML), running version
-// ("": what the operator renders for it), once the operator has issued
-// its serving certificate. Its finalizer is the creator's to see to.
+// Managed gateway someone else created (a page's YAML), for the operator
+// this stack runs in this process; see PlayManaged.
 func (s *Stack) PlayManagedGateway(ctx context.Context, c client.Client, obj *openshellv1alpha1.OpenShellGateway, version string) (*ManagedGateway, error) {
 	if s.procOpts != nil || !s.opts.PlayManagedGateways {
 		return nil, fmt.Errorf("a Managed gateway's pod is played only for an operator run in this process, with Options.PlayManagedGateways")
 	}
+	images := s.mgrOpts.Controllers.Images
+	return PlayManaged(ctx, c, obj, ManagedPod{Config: s.gwCfg, IssuerURL: s.issuerURL, IssuerCA: s.CA.CertPEM, JWKSTTL: s.opts.JWKSTTL,
+		Images: images, Route: s.route, Started: func(gw *testgateway.Gateway) { s.extra = append(s.extra, gw) }}, version)
+}
+
+// PlayManaged starts the test gateway that plays the pod of obj, a Managed
+// gateway, running version ("": what the operator renders for it), once
+// the operator has issued its serving certificate and granted its
+// ServiceAccount what that release needs. Its finalizer is the creator's
+// to see to.
+func PlayManaged(ctx context.Context, c client.Client, obj *openshellv1alpha1.OpenShellGateway, pod ManagedPod, version string) (*ManagedGateway, error) {
 	ns := obj.Namespace
 	cert, err := servingCert(ctx, c, obj)
 	if err != nil {
 		return nil, err
 	}
 	n := render.NamesFor(obj)
-	kube, err := s.asGatewayAccount(obj)
+	kube, err := asGatewayAccount(pod.Config, c.Scheme(), obj)
 	if err != nil {
 		return nil, err
 	}
-	m := &ManagedGateway{Object: obj, stack: s, client: c, opts: testgateway.Options{
+	m := &ManagedGateway{Object: obj, pod: pod, client: c, opts: testgateway.Options{
 		Cert: cert,
-		OIDC: testgateway.OIDC{Issuer: s.issuerURL, Audience: oidc.Audience(ns, obj.Name), CAPEM: s.CA.CertPEM,
-			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: s.opts.JWKSTTL},
+		OIDC: testgateway.OIDC{Issuer: pod.IssuerURL, Audience: oidc.Audience(ns, obj.Name), CAPEM: pod.IssuerCA,
+			RolesClaim: oidc.RolesClaim, AdminRole: oidc.AdminRole, JWKSTTL: pod.JWKSTTL},
 		Kube: kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
-		DefaultImage: framework.TestImages.Default.Sandbox, SupervisorImage: framework.TestImages.Default.Supervisor,
+		DefaultImage: pod.Images.Default.Sandbox, SupervisorImage: pod.Images.Default.Supervisor,
 		ClientTLSSecret: n.ClientTLS, ServiceAccount: n.SandboxSA,
 		// What the operator renders into a 0.1.5 gateway's config.
 		AllowedPodLabels: sandboxspec.OperatorPodLabels,
@@ -109,9 +144,7 @@ func (s *Stack) PlayManagedGateway(ctx context.Context, c client.Client, obj *op
 // one with empty state reporting version: a pod that restarted on another
 // release, or one whose database was lost.
 func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgateway.Gateway, error) {
-	if m.Gateway != nil {
-		m.Gateway.Stop()
-	}
+	m.Stop()
 	if err := m.waitForGrants(ctx, version); err != nil {
 		return nil, err
 	}
@@ -121,14 +154,24 @@ func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgate
 	}
 	gw.ReportVersion(version)
 	m.Gateway = gw
-	m.stack.extra = append(m.stack.extra, gw)
+	if m.pod.Started != nil {
+		m.pod.Started(gw)
+	}
 	u, err := url.Parse(render.InternalEndpoint(m.Object))
 	if err != nil {
 		return nil, err
 	}
 	served, _ := url.Parse(gw.Endpoint())
-	m.stack.route(u.Host, served.Host)
+	m.pod.Route(u.Host, served.Host)
 	return gw, nil
+}
+
+// Stop stops the test gateway playing the pod, as the pod's deletion does.
+func (m *ManagedGateway) Stop() {
+	if m.Gateway != nil {
+		m.Gateway.Stop()
+		m.Gateway = nil
+	}
 }
 
 // asGatewayAccount is a client with the identity of the gateway's own
@@ -136,11 +179,11 @@ func (m *ManagedGateway) Replace(ctx context.Context, version string) (*testgate
 // every Kubernetes request with exactly the RBAC the operator granted that
 // gateway, so a grant the runtime needs and the operator forgot fails the
 // test.
-func (s *Stack) asGatewayAccount(obj *openshellv1alpha1.OpenShellGateway) (client.WithWatch, error) {
-	cfg := rest.CopyConfig(s.gwCfg)
+func asGatewayAccount(admin *rest.Config, scheme *runtime.Scheme, obj *openshellv1alpha1.OpenShellGateway) (client.WithWatch, error) {
+	cfg := rest.CopyConfig(admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(obj.Namespace, render.NamesFor(obj).Fullname),
 		Groups: append(serviceaccount.MakeGroupNames(obj.Namespace), user.AllAuthenticated)}
-	return client.NewWithWatch(cfg, client.Options{Scheme: s.kube.Scheme()})
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 // waitForGrants waits until the operator has granted the gateway's
