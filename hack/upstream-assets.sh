@@ -25,6 +25,8 @@ cp "$os/config/v1/zz_generated.crd-manifests/"*imagetagmirrorsets.crd.yaml "$out
 cp "$os/console/v1/zz_generated.crd-manifests/"*consoleyamlsamples.crd.yaml "$out.tmp/crds/openshift/"
 cp "$os/config/v1/zz_generated.crd-manifests/"*apiservers-Default.crd.yaml "$out.tmp/crds/openshift/"
 cp "$os/config/v1/zz_generated.crd-manifests/"*networks-Default.crd.yaml "$out.tmp/crds/openshift/"
+# OLM on OpenShift reads the cluster-wide Proxy (and waits for it to list).
+cp "$os/config/v1/zz_generated.crd-manifests/"*_proxies.crd.yaml "$out.tmp/crds/openshift/"
 
 cm=$(mainmod github.com/cert-manager/cert-manager)
 cp "$cm"/deploy/crds/cert-manager.io_*.yaml "$out.tmp/crds/cert-manager/"

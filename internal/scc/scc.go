@@ -35,6 +35,7 @@ const (
 	ManagedByValue  = "openshell-operator"
 	ComponentLabel  = "app.kubernetes.io/component"
 	ComponentValue  = "sandbox-scc"
+	PartOfLabel     = "app.kubernetes.io/part-of"
 	RoleBindingName = "openshell-sandbox-sidecar-scc"
 )
 
@@ -47,8 +48,10 @@ var SidecarVolumes = []securityv1.FSType{
 	securityv1.FSTypeEmptyDir, securityv1.FSTypePersistentVolumeClaim, securityv1.FSProjected, securityv1.FSTypeSecret,
 }
 
+// labels mark the SCC and its role as the operator's, as the bundle's
+// other cluster-scoped objects are (part-of: what an uninstall selects).
 func labels() map[string]string {
-	return map[string]string{ManagedByLabel: ManagedByValue, ComponentLabel: ComponentValue}
+	return map[string]string{ManagedByLabel: ManagedByValue, ComponentLabel: ComponentValue, PartOfLabel: ManagedByValue}
 }
 
 // SidecarSCC is restricted-v2 loosened only where the sidecar pod needs it:

@@ -24,7 +24,8 @@ import (
 // CRDs are always installed.
 type EnvOptions struct {
 	// OpenShift installs Route, SecurityContextConstraints,
-	// ImageDigestMirrorSet and ImageTagMirrorSet.
+	// ImageDigestMirrorSet, ImageTagMirrorSet, ConsoleYAMLSample and the
+	// cluster's Network, APIServer and Proxy configuration.
 	OpenShift bool
 	// CertManager installs the cert-manager.io CRDs.
 	CertManager bool
@@ -235,9 +236,9 @@ func reapControlPlane(te *envtest.Environment) error {
 // createClusterNetwork creates the cluster network configuration an
 // OpenShift cluster has (config.openshift.io/v1 Network "cluster", which
 // the Cluster Network Operator reports on), for the default plugin,
-// OVN-Kubernetes, which enforces NetworkPolicy ingress and egress: the
-// local control plane stands in for that cluster, as it does with the SCC
-// and Route APIs.
+// OVN-Kubernetes, which enforces NetworkPolicy ingress and egress, and its
+// Proxy "cluster" (no proxy): the local control plane stands in for that
+// cluster, as it does with the SCC and Route APIs.
 func createClusterNetwork(c client.Client) error {
 	n := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "config.openshift.io/v1", "kind": "Network",
@@ -247,6 +248,17 @@ func createClusterNetwork(c client.Client) error {
 	}}
 	if err := c.Create(context.Background(), n); err != nil {
 		return fmt.Errorf("create the cluster network configuration: %w", err)
+	}
+	// The cluster-wide egress proxy configuration every OpenShift cluster
+	// has, empty when there is no proxy: OLM reads it (and injects what it
+	// holds into the operators it installs).
+	proxy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "config.openshift.io/v1", "kind": "Proxy",
+		"metadata": map[string]any{"name": "cluster"},
+		"spec":     map[string]any{},
+	}}
+	if err := c.Create(context.Background(), proxy); err != nil {
+		return fmt.Errorf("create the cluster proxy configuration: %w", err)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 // Package quickstart runs docs/quickstart.md on a cluster of its own, as a
 // new platform admin meets it: an OpenShift-like control plane (the
-// OpenShift and OLM APIs, no SCC applied), the real Agent Sandbox
-// controller and kwok, and nothing of ours but what OLM creates from the
-// bundle before the operator starts. Its own cluster because the page's
+// OpenShift APIs, no SCC applied), the real Agent Sandbox controller and
+// kwok, and the real Operator Lifecycle Manager installing the operator
+// from the page's CatalogSource and Subscription (test/olmcluster: OLM's
+// operators, with the catalog's registry, the bundle unpacking and the
+// operator's pods played by processes here). Nothing of ours is on the
+// cluster before the page's steps. Its own cluster because the page's
 // uninstall deletes the CRDs, which would take every other test's objects
 // with them.
 package quickstart
@@ -10,35 +13,37 @@ package quickstart
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/olmcluster"
 )
 
-var cluster *framework.Cluster
+var (
+	cluster *framework.Cluster
+	lm      *olmcluster.Manager
+)
+
+// OLM's namespaces as OpenShift places them: the page's Subscription names
+// its CatalogSource in openshift-marketplace, the global catalog namespace.
+var olmOnOpenShift = olmcluster.Options{Namespace: "openshift-operator-lifecycle-manager",
+	CatalogNamespace: "openshift-marketplace", GlobalOperatorsNamespace: "openshift-operators"}
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
-		EnvOptions: framework.EnvOptions{OpenShift: true, OLM: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
-	}, &cluster, func(*framework.Cluster) (func(), []*framework.Process, error) {
-		return func() {}, nil, bundleStaticObjects(context.Background())
-	}))
-}
-
-// bundleManifests are the bundle's static objects, by source file.
-var bundleManifests = []string{"config/operand/cluster_roles.yaml", "config/tenancy/openshell_tenant_admin_role.yaml",
-	"config/tenancy/openshell_sandbox_user_role.yaml", "config/tenancy/openshell_view_role.yaml"}
-
-// bundleStaticObjects creates what OLM creates from the bundle's manifests
-// before the operator runs: its static ClusterRoles (the operands', the
-// tenant roles). Not the SCC: the default line needs none, and the page
-// says to apply it only for a gateway pinned to 0.0.111.
-func bundleStaticObjects(ctx context.Context) error {
-	for _, f := range bundleManifests {
-		if err := framework.ApplyManifests(ctx, cluster.Client, filepath.Join(framework.RepoRoot(), f)); err != nil {
-			return err
+		// OLM installs the operator's CRDs from the bundle; the front proxy
+		// serves the relay's APIService; the pod network lets the API server
+		// reach the webhook and the relay through the Services OLM created.
+		EnvOptions: framework.EnvOptions{OpenShift: true, OLM: true, WithoutOwnCRDs: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
+		PodNetwork: true,
+		// The operator and the relay run as the processes OLM's Deployments
+		// would start.
+		OperatorBinary: true,
+	}, &cluster, func(c *framework.Cluster) (func(), []*framework.Process, error) {
+		var err error
+		if lm, err = olmcluster.Start(context.Background(), c, olmOnOpenShift); err != nil {
+			return nil, nil, err
 		}
-	}
-	return nil
+		return lm.Stop, lm.Processes(), nil
+	}))
 }

@@ -2,7 +2,7 @@ package quickstart
 
 import (
 	"context"
-	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -20,14 +23,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
+	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
-	"github.com/openshell/openshell-operator/internal/tenancy"
-	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/olmcluster"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
@@ -38,7 +41,7 @@ var notRun = map[string]string{
 	"kubectl apply -f https://github.com/kubernetes-sigs/agent-sandbox/releases/download/v1.0.3/sandbox.yaml": "" +
 		"this cluster runs the Agent Sandbox controller built from the same pinned release (CI reaches no GitHub)",
 	"oc apply -k config/scc":                           "only for a gateway pinned to 0.0.111; the page's runs the default line",
-	"oc delete -k config/scc":                          "the page says: if you applied it",
+	"oc delete -k config/scc --ignore-not-found":       "the page says: if you applied it",
 	"oc get openshellgateway -n openshell-operator -w": "a watch ends only when interrupted; the sandbox's Ready below waits for the gateway",
 }
 
@@ -58,14 +61,17 @@ const (
 
 // TestQuickstart follows docs/quickstart.md top to bottom as a new
 // platform admin, tenant admin and developer would: every YAML block is
-// applied and every shell command run as written (oc is kubectl here),
-// with the operator started when the page's Subscription would have OLM
-// start it (its environment from that Subscription) and stopped when the
-// page deletes its CSV. The gateway is a Managed 0.1.5 gateway whose pod
-// the test gateway plays (no 0.1 gateway binary exists; test/stack). It
-// must reach a Ready sandbox whose provider uses a shipped profile, a
-// developer's `kubectl openshell exec` must print what runs in it, and
-// after the uninstall section nothing the operator made may be left.
+// applied and every shell command run as written (oc is kubectl here).
+// The real OLM installs the operator from the page's CatalogSource and
+// Subscription and removes it when the page deletes its CSV; the pods of
+// the Deployments OLM creates run as processes with exactly the RBAC, the
+// environment and the certificates OLM gave them. The gateway is a Managed
+// 0.1.5 gateway whose pod the test gateway plays (no 0.1 gateway binary
+// exists; test/stack). It must reach a Ready sandbox whose provider uses a
+// shipped profile, a developer's `kubectl openshell exec` must print what
+// runs in it, and after the uninstall section nothing of the operator's
+// may be left: CRDs, CSVs, finalizers, webhooks, the APIService,
+// ClusterRoles and bindings.
 func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -101,7 +107,9 @@ func TestQuickstart(t *testing.T) {
 }
 
 // reader is the person following the page: what they have started and
-// seen so far.
+// seen so far, and the cluster's pods this test plays for them (kwok runs
+// none): the catalog's registry, the operator's and the relay's (from the
+// Deployments OLM created) and the gateway's.
 type reader struct {
 	ctx context.Context
 	t   *testing.T
@@ -113,9 +121,18 @@ type reader struct {
 	admin      *framework.DocShell
 	developer  *framework.DocShell
 
-	st      *stack.Stack
-	relay   *stack.Relay
-	managed *stack.ManagedGateway
+	// services stands in for cluster DNS and the pod network for the
+	// operator's and the relay's processes: a CONNECT proxy that sends a
+	// Service's address to the process playing its pod.
+	services   *framework.PodNetwork
+	issuer     *framework.Balancer // the operator's OIDC issuer, as its Service
+	issuerCA   *pki.KeyPair
+	images     operatorenv.Releases // the operator's operand images, from its Deployment
+	operator   func()               // stops the operator's pod
+	relay      *olmcluster.Relay
+	managed    *stack.ManagedGateway
+	installed  string // the CSV OLM installed
+	operatorNS string // where: the Subscription's namespace
 
 	skipped                         map[string]bool
 	sawReady, sawShell, uninstalled bool
@@ -144,7 +161,17 @@ func newReader(ctx context.Context, t *testing.T) *reader {
 	if err := clientcmd.WriteToFile(*cfg, r.developer.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.stopOperator)
+	if r.services, err = framework.StartHTTPProxy(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.services.Stop)
+	if r.issuer, err = framework.StartBalancer(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.issuer.Stop)
+	if r.issuerCA, err = pki.NewCA("quickstart", time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 
@@ -161,7 +188,10 @@ func (r *reader) apply(d framework.DocObject) {
 		}
 		r.namespaces[ns] = true
 	}
-	if u.GetKind() == "OpenShellGateway" {
+	switch u.GetKind() {
+	case "CatalogSource":
+		r.serveCatalog(d, u)
+	case "OpenShellGateway":
 		// The cluster's default storage class would bind the gateway's claim.
 		framework.ProvideGatewayVolume(r.ctx, r.t, r.c, u.GetNamespace(), u.GetName())
 	}
@@ -171,64 +201,112 @@ func (r *reader) apply(d framework.DocObject) {
 	case "Namespace":
 		r.namespaces[u.GetName()] = true
 		if u.GetLabels()[tenantLabel] == "true" {
-			// Step 4's prose: the developers get openshell-sandbox-user.
+			// Step 4's prose: the developers get openshell-sandbox-user,
+			// the ClusterRole OLM created from the bundle.
 			r.g.Expect(r.c.Create(r.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: consumer, Namespace: u.GetName()},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: consumer}},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-sandbox-user"}})).To(Succeed())
 		}
+	case "CatalogSource":
+		r.g.Expect(olmcluster.WaitCatalogReady(r.ctx, r.c, client.ObjectKeyFromObject(u))).To(Succeed(), "%s", d.Where)
 	case "Subscription":
-		// Step 1's is Agent Sandbox's, which this cluster already runs.
+		// Step 1's is Agent Sandbox's, from Red Hat's catalog, which this
+		// cluster does not serve (it runs the controller already): OLM
+		// reports its catalog missing, and nothing else happens.
 		if pkg, _, _ := unstructured.NestedString(u.Object, "spec", "name"); pkg == "openshell-operator" {
-			r.startOperator(d, u)
+			r.install(d, u)
 		}
 	case "OpenShellGateway":
-		gw := &openshellv1alpha1.OpenShellGateway{}
-		r.g.Expect(r.c.Get(r.ctx, client.ObjectKeyFromObject(u), gw)).To(Succeed())
-		g, err := r.st.PlayManagedGateway(r.ctx, r.c, gw, "")
-		r.g.Expect(err).NotTo(HaveOccurred(), "%s: the gateway's pod", d.Where)
-		r.managed = g
+		r.playGateway(d, u)
 	}
 }
 
-// startOperator runs the operator and its relay as OLM would install them
-// from the page's Subscription: in its namespace, watching all namespaces
-// (the page's OperatorGroup), with the Subscription's environment.
-func (r *reader) startOperator(d framework.DocObject, sub *unstructured.Unstructured) {
+// serveCatalog serves the catalog the page's CatalogSource names. Its image
+// is the one `make images` packs catalog/configs into; kwok runs no
+// registry pod for it, so opm serves catalog/configs here and the
+// CatalogSource names that address instead of the image (the one change
+// the test makes to an object of the page). The bundle image the catalog
+// names is this repository's bundle/ folder.
+func (r *reader) serveCatalog(d framework.DocObject, u *unstructured.Unstructured) {
 	r.t.Helper()
-	env := map[string]string{operatorenv.EnvOperatorNamespace: sub.GetNamespace()}
-	vars, _, _ := unstructured.NestedSlice(sub.Object, "spec", "config", "env")
-	for _, v := range vars {
-		if m, ok := v.(map[string]any); ok {
-			name, _ := m["name"].(string)
-			value, _ := m["value"].(string)
-			env[name] = value
-		}
-	}
-	platform, err := tenancy.PlatformFromEnv(func(k string) string { return env[k] })
-	r.g.Expect(err).NotTo(HaveOccurred(), "%s: the Subscription's environment", d.Where)
-	r.st, err = stack.Start(r.ctx, cluster.Config, r.c, stack.Options{GatewayNamespace: sub.GetNamespace(), NoExternalGateway: true,
-		PlayManagedGateways: true, Manager: operator.Options{Controllers: operator.ControllerOptions{Platform: platform}}})
+	configs := filepath.Join(framework.RepoRoot(), "catalog", "configs")
+	image, _, _ := unstructured.NestedString(u.Object, "spec", "image")
+	r.g.Expect(image).NotTo(BeEmpty(), "%s: the CatalogSource names no image", d.Where)
+	addr, stop, err := olmcluster.ServeConfigs(r.t.TempDir(), u.GetName(), configs)
 	r.g.Expect(err).NotTo(HaveOccurred())
-	r.relay, err = r.st.StartRelay(r.ctx, cluster.Config, sub.GetNamespace(), zap.New(zap.WriteTo(io.Discard)))
+	r.t.Cleanup(stop)
+	unstructured.RemoveNestedField(u.Object, "spec", "image")
+	r.g.Expect(unstructured.SetNestedField(u.Object, addr, "spec", "address")).To(Succeed())
+	bundle, err := olmcluster.CatalogBundleImage(configs, bundleCSVName(r.t))
 	r.g.Expect(err).NotTo(HaveOccurred())
+	lm.ServeBundle(bundle, filepath.Join(framework.RepoRoot(), "bundle"))
 }
 
-// stopOperator is OLM removing the CSV: its Deployments, its APIService
-// and the bundle's static objects.
-func (r *reader) stopOperator() {
-	if r.uninstalled {
-		return
+// install follows OLM through the page's Subscription: it resolves the
+// package from the page's CatalogSource, installs the CSV, and the
+// Deployments it creates start their pods (the relay's first: OLM holds
+// the CSV until the relay's APIService is available).
+func (r *reader) install(d framework.DocObject, sub *unstructured.Unstructured) {
+	r.t.Helper()
+	ns := sub.GetNamespace()
+	csv, err := lm.InstalledCSV(r.ctx, ns, sub.GetName())
+	r.g.Expect(err).NotTo(HaveOccurred(), "%s", d.Where)
+	bin, err := framework.OperatorBinary()
+	r.g.Expect(err).NotTo(HaveOccurred())
+	// Service names resolve for these processes through r.services, named
+	// in the lower-case variable: Go's and gRPC's dialers read it, while
+	// the operator's proxy settings for its operands come from OLM's
+	// upper-case HTTPS_PROXY only, so nothing the operator renders changes.
+	env := []string{"https_proxy=" + r.services.URL()}
+	r.relay = olmcluster.RunRelay(r.ctx, r.t, cluster, olmcluster.RelayPod{Namespace: ns, Binary: bin,
+		IssuerURL: olmcluster.IssuerURLOf(r.issuer), Env: env})
+	_, err = lm.WaitCSV(r.ctx, ns, csv, sub.GetName())
+	r.g.Expect(err).NotTo(HaveOccurred(), "%s", d.Where)
+	r.installed, r.operatorNS = csv, ns
+	r.operator, _ = olmcluster.RunOperator(r.ctx, r.t, cluster, olmcluster.OperatorPod{Namespace: ns, Binary: bin, CA: r.issuerCA,
+		Issuer: r.issuer, Env: env})
+	dep := &appsv1.Deployment{}
+	r.g.Expect(r.c.Get(r.ctx, client.ObjectKey{Namespace: ns, Name: olmcluster.OperatorDeployment}, dep)).To(Succeed())
+	vars := map[string]string{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		vars[e.Name] = e.Value
+	}
+	r.images = operatorenv.RelatedImagesFromEnv(func(k string) string { return vars[k] })
+}
+
+// playGateway plays the pod of the page's Managed gateway once the
+// operator has installed it: a test gateway of the release the operator
+// rendered (no 0.1 gateway binary exists; test/stack), reached through the
+// gateway's Service.
+func (r *reader) playGateway(d framework.DocObject, u *unstructured.Unstructured) {
+	r.t.Helper()
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	r.g.Expect(r.c.Get(r.ctx, client.ObjectKeyFromObject(u), gw)).To(Succeed())
+	m, err := stack.PlayManaged(r.ctx, r.c, gw, stack.ManagedPod{Config: cluster.Config, IssuerURL: olmcluster.IssuerURLOf(r.issuer),
+		IssuerCA: r.issuerCA.CertPEM, Images: r.images, Route: r.services.Route}, "")
+	r.g.Expect(err).NotTo(HaveOccurred(), "%s: the gateway's pod", d.Where)
+	r.t.Cleanup(m.Stop)
+	r.managed = m
+}
+
+// podsGone is the kubelet once OLM has removed the CSV: the Deployments go
+// with it, and so do their pods (and the gateway's, long deleted).
+func (r *reader) podsGone(ns string) {
+	r.t.Helper()
+	for _, name := range []string{olmcluster.OperatorDeployment, olmcluster.RelayDeployment} {
+		r.g.Eventually(func() bool {
+			err := r.c.Get(r.ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(r.ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "OLM left Deployment %s/%s after its CSV was deleted", ns, name)
+	}
+	if r.operator != nil {
+		r.operator()
 	}
 	if r.relay != nil {
-		r.g.Expect(r.relay.Stop(context.Background(), r.c)).To(Succeed())
-		r.relay = nil
+		_ = r.relay.Process.Stop(30 * time.Second)
 	}
-	if r.st != nil {
-		r.g.Expect(r.st.Stop()).To(Succeed())
-		r.st = nil
-	}
-	for _, f := range bundleManifests {
-		r.g.Expect(framework.DeleteManifests(context.Background(), r.c, filepath.Join(framework.RepoRoot(), f))).To(Succeed())
+	if r.managed != nil {
+		r.managed.Stop()
 	}
 }
 
@@ -269,7 +347,7 @@ func (r *reader) run(cmd framework.DocCommand) {
 	}
 	if strings.HasPrefix(line, "oc delete csv ") {
 		// OLM removes the operator with its CSV.
-		r.stopOperator()
+		r.podsGone(r.operatorNS)
 		r.uninstalled = true
 	}
 }
@@ -296,12 +374,13 @@ var ours = []schema.GroupVersionKind{
 }
 
 // expectNothingLeft: after the uninstall, none of the operator's CRDs,
-// objects, finalizers or registrations remain, and no agents.x-k8s.io
-// Sandbox. (On a cluster OLM also removes the bundle's webhooks, APIService
-// and ClusterRoles with the CSV: test/olm checks those.)
+// objects, finalizers or registrations remain, nor what OLM made for it
+// (CSVs and their copies, webhooks, the APIService, ClusterRoles and
+// bindings, the bundle's static objects), and no agents.x-k8s.io Sandbox.
 func (r *reader) expectNothingLeft() {
 	r.t.Helper()
 	g := r.g
+	r.expectOLMLeftNothing()
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	g.Expect(r.c.List(r.ctx, crds)).To(Succeed())
 	for _, crd := range crds.Items {
@@ -339,6 +418,75 @@ func (r *reader) expectNothingLeft() {
 	as.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"})
 	err := r.c.Get(r.ctx, client.ObjectKey{Name: "v1alpha1.access.openshell.ai"}, as)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the relay's APIService is left: %v", err)
+}
+
+// expectOLMLeftNothing: OLM removed with the CSV everything it created for
+// it, and the page's commands removed the rest.
+func (r *reader) expectOLMLeftNothing() {
+	r.t.Helper()
+	g := r.g
+	g.Expect(r.installed).NotTo(BeEmpty(), "OLM never installed the operator")
+	csvs := &operatorsv1alpha1.ClusterServiceVersionList{}
+	g.Expect(r.c.List(r.ctx, csvs)).To(Succeed())
+	for _, csv := range csvs.Items {
+		r.t.Errorf("CSV %s/%s is left", csv.Namespace, csv.Name)
+	}
+	// Everything OLM labels as owned by the CSV, in its namespace or not.
+	owned := client.MatchingLabels{"olm.owner": r.installed}
+	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}, &rbacv1.RoleBindingList{},
+		&admissionregistrationv1.ValidatingWebhookConfigurationList{}, &admissionregistrationv1.MutatingWebhookConfigurationList{}} {
+		g.Expect(r.c.List(r.ctx, list, owned)).To(Succeed())
+		items, err := metaItems(list)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range items {
+			r.t.Errorf("%T %s/%s, owned by %s, is left", o, o.GetNamespace(), o.GetName(), r.installed)
+		}
+	}
+	// By name too: the bundle's static ClusterRoles, OLM's aggregated roles
+	// for the CRDs, and every binding to an account of the operator's or
+	// the sandboxes' namespace (an SCC's use included).
+	roles := &rbacv1.ClusterRoleList{}
+	g.Expect(r.c.List(r.ctx, roles)).To(Succeed())
+	for _, role := range roles.Items {
+		if strings.HasPrefix(role.Name, "openshell") {
+			r.t.Errorf("ClusterRole %s is left", role.Name)
+		}
+	}
+	gone := map[string]bool{r.operatorNS: true, "openshell-sandboxes": true}
+	crbs := &rbacv1.ClusterRoleBindingList{}
+	g.Expect(r.c.List(r.ctx, crbs)).To(Succeed())
+	for _, b := range crbs.Items {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && gone[s.Namespace] || strings.HasPrefix(b.Name, "openshell") {
+				r.t.Errorf("ClusterRoleBinding %s (to %s %s/%s) is left", b.Name, s.Kind, s.Namespace, s.Name)
+			}
+		}
+	}
+	for _, list := range []client.ObjectList{&admissionregistrationv1.ValidatingWebhookConfigurationList{}, &admissionregistrationv1.MutatingWebhookConfigurationList{}} {
+		g.Expect(r.c.List(r.ctx, list)).To(Succeed())
+		items, err := metaItems(list)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range items {
+			if strings.Contains(o.GetName(), "openshell") {
+				r.t.Errorf("webhook configuration %s is left", o.GetName())
+			}
+		}
+	}
+}
+
+// bundleCSVName is the name of the CSV in bundle/: the catalog's bundle
+// the page's Subscription resolves to.
+func bundleCSVName(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", "openshell-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	return csv.Name
 }
 
 func metaItems(list client.ObjectList) ([]metav1.Object, error) {
