@@ -208,6 +208,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz, opts.Platform); err != nil {
 		return fmt.Errorf("set up tenant admin webhooks: %w", err)
 	}
+	if err := (&webhook.SandboxPodTenant{Reader: c}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the sandbox pods' tenant label webhook: %w", err)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/openshell/openshell-operator/hack/release/images"
@@ -148,7 +149,7 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 	var defs []operatorsv1alpha1.WebhookDescription
 	describe := func(typ operatorsv1alpha1.WebhookAdmissionType, name string, cc admissionregistrationv1.WebhookClientConfig,
 		rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType,
-		se *admissionregistrationv1.SideEffectClass, versions []string, timeout *int32) operatorsv1alpha1.WebhookDescription {
+		se *admissionregistrationv1.SideEffectClass, versions []string, timeout *int32, objects *metav1.LabelSelector) operatorsv1alpha1.WebhookDescription {
 		path := ""
 		if cc.Service != nil && cc.Service.Path != nil {
 			path = *cc.Service.Path
@@ -157,19 +158,19 @@ func assembleCSV(c *collected, o Options) (*operatorsv1alpha1.ClusterServiceVers
 			GenerateName: name, Type: typ, DeploymentName: operatorDeployment,
 			ContainerPort: webhookServicePort, TargetPort: ptrIntOrString(9443), Rules: rules,
 			FailurePolicy: fp, SideEffects: sideEffects(se), AdmissionReviewVersions: versions,
-			TimeoutSeconds: timeout, WebhookPath: ptr.To(path),
+			TimeoutSeconds: timeout, WebhookPath: ptr.To(path), ObjectSelector: objects,
 		}
 	}
 	for _, cfg := range c.webhooks {
 		for _, w := range cfg.Webhooks {
 			defs = append(defs, describe(operatorsv1alpha1.ValidatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules,
-				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
+				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, w.ObjectSelector))
 		}
 	}
 	for _, cfg := range c.mutating {
 		for _, w := range cfg.Webhooks {
 			d := describe(operatorsv1alpha1.MutatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules,
-				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds)
+				w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, w.ObjectSelector)
 			d.ReinvocationPolicy = w.ReinvocationPolicy
 			defs = append(defs, d)
 		}
