@@ -31,6 +31,7 @@ func relay(args []string) int {
 	fs.IntVar(&o.MaxSessions, "max-sessions", 0, "Sessions one replica holds at most (0: 400, for the Deployment's 512 MiB memory limit); more are refused with a retry, which may reach another replica.")
 	fs.IntVar(&o.MaxSessionsPerUser, "max-sessions-per-user", 0, "Sessions one user holds at most across the replicas (0: 16); more are refused with 429.")
 	fs.IntVar(&o.MaxSessionsPerNamespace, "max-sessions-per-namespace", 0, "Sessions one namespace holds at most across the replicas (0: 64); more are refused with 429.")
+	fs.IntVar(&o.MaxSessionsPerRequester, "max-sessions-per-requester", 0, "Sessions all the projects one person requested (openshift.io/requester) hold at most across the replicas, on gateways that admit every namespace (0: 128); more are refused with 429.")
 	fs.DurationVar(&o.AuthorizationMaxAge, "authorization-max-age", time.Minute, "How long an open session's or a workspace membership's authorization holds while no Role, RoleBinding, ClusterRole or ClusterRoleBinding changes: the longest a revocation by another authorizer (a webhook) can take to end them.")
 	fs.DurationVar(&o.DrainGrace, "drain-grace", 90*time.Second, "How long a stopping relay lets its open sessions run on, refusing new ones, before it tells those left to reconnect (0: at once). terminationGracePeriodSeconds must exceed it plus --drain-timeout.")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "How long a stopping relay waits for its sessions to close after telling their clients to reconnect.")

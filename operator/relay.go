@@ -85,8 +85,10 @@ type RelayOptions struct {
 	MetricsAddr string
 	// MaxSessions bounds the sessions one replica holds (0: 400);
 	// MaxSessionsPerUser and MaxSessionsPerNamespace those of one user and
-	// of one namespace across the replicas (0: 16 and 64).
-	MaxSessions, MaxSessionsPerUser, MaxSessionsPerNamespace int
+	// of one namespace across the replicas (0: 16 and 64), and
+	// MaxSessionsPerRequester those of the projects one person requested,
+	// on gateways that admit every namespace (0: 128).
+	MaxSessions, MaxSessionsPerUser, MaxSessionsPerNamespace, MaxSessionsPerRequester int
 	// Replica is the pod the relay runs in (POD_NAME, POD_UID): it
 	// publishes its sessions in a Lease that pod owns, for the other
 	// replicas' limits and the operator's scaling. Without it the replica
@@ -178,7 +180,8 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 		RBAC: rbac, Accounts: accounts, Groups: groups, Metrics: metrics, Leases: c, LeaseCache: leaseCache, LeaseNamespace: leaseNS}
 	srv := &relay.Server{Authn: authn, Authz: authz, RBAC: rbac, Accounts: accounts, Groups: groups, Reader: c, Tokens: tokens, Metrics: metrics,
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
-		Gateways: relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
+		MaxSessionsPerRequester: o.MaxSessionsPerRequester,
+		Gateways:                relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
 	r := &Relay{Server: srv, log: o.Log}
 	if o.Replica.Pod != "" && o.Replica.UID != "" {
 		srv.Share = &relay.LoadShare{Client: c, Kube: kube, Namespace: leaseNS, Replica: o.Replica, Keys: issuer,

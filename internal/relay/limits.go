@@ -24,6 +24,12 @@ import (
 const (
 	maxSessionsPerUser      = 16
 	maxSessionsPerNamespace = 64
+	// maxSessionsPerRequester bounds the sessions in all the projects one
+	// person requested, on a gateway that admits every namespace: there a
+	// self-provisioner's new projects each get sandboxes, and without it
+	// their count alone would decide how many sessions one person holds
+	// (fourth adversarial read, R4).
+	maxSessionsPerRequester = 128
 	maxSessions             = 400
 	// maxCommandBytes bounds an exec's command line (it travels in the
 	// URL and in the gateway's start message).
@@ -38,23 +44,24 @@ var errDraining = errors.New("the relay serving this session is shutting down: r
 // sessions counts the open sessions per user and per namespace, and holds
 // the open ones so that a stopping relay can end them with a notice.
 type sessions struct {
-	mu                  sync.Mutex
-	perUser, perNS, max int
-	metrics             *Metrics
-	total               int
-	byUser              map[string]int
-	byNS                map[string]int
+	mu                                sync.Mutex
+	perUser, perNS, perRequester, max int
+	metrics                           *Metrics
+	total                             int
+	byUser                            map[string]int
+	byNS                              map[string]int
+	byRequester                       map[string]int
 	// draining refuses new sessions; ending also ends every open one
 	// (after a drain's grace).
 	draining, ending bool
 	live             map[*stream]struct{}
 	// idle is closed when the last open session of a draining relay ends.
 	idle chan struct{}
-	// others counts the other replicas' open sessions of a user and of a
-	// namespace, as they last published them (nil: this replica alone);
-	// changed hears of every change of this replica's counts (buffered,
-	// nil: no one listens). Both are the load share's (loadShare).
-	others  func(user, namespace string) (byUser, byNS int)
+	// others counts the other replicas' open sessions of a holder, as they
+	// last published them (nil: this replica alone); changed hears of every
+	// change of this replica's counts (buffered, nil: no one listens). Both
+	// are the load share's (loadShare).
+	others  func(h holder) relayload.Counts
 	changed chan struct{}
 }
 
@@ -63,7 +70,7 @@ type sessions struct {
 func (s *sessions) snapshot() relayload.Load {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return relayload.Load{Sessions: s.total, Users: maps.Clone(s.byUser), Namespaces: maps.Clone(s.byNS)}
+	return relayload.Load{Sessions: s.total, Users: maps.Clone(s.byUser), Namespaces: maps.Clone(s.byNS), Requesters: maps.Clone(s.byRequester)}
 }
 
 // signal tells the load share the counts changed; a signal already
@@ -160,41 +167,54 @@ func (s *sessions) idleLocked() chan struct{} {
 	return s.idle
 }
 
-// acquire takes a session slot for user in namespace, or says why not;
-// release gives it back.
-func (s *sessions) acquire(user, namespace string) (release func(), refused *apierrors.StatusError) {
+// holder is whose a session is: its user, the sandbox's namespace, and
+// the person who requested that namespace as an OpenShift project where
+// that bound applies ("" otherwise).
+type holder struct{ user, namespace, requester string }
+
+// acquire takes a session slot for h, or says why not; release gives it
+// back.
+func (s *sessions) acquire(h holder) (release func(), refused *apierrors.StatusError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byUser == nil {
-		s.byUser, s.byNS = map[string]int{}, map[string]int{}
+		s.byUser, s.byNS, s.byRequester = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	if s.draining {
 		s.metrics.refused(RefusedDraining)
 		return nil, apierrors.NewServiceUnavailable("this relay is shutting down: run the command again to reach another replica")
 	}
 	perUser, perNS, most := orDefault(s.perUser, maxSessionsPerUser), orDefault(s.perNS, maxSessionsPerNamespace), orDefault(s.max, maxSessions)
+	perRequester := orDefault(s.perRequester, maxSessionsPerRequester)
 	// The limits hold across the replicas: theirs are added as they last
 	// published them (within a second), this replica's exactly.
-	userOpen, nsOpen := s.byUser[user], s.byNS[namespace]
+	open := relayload.Counts{User: s.byUser[h.user], Namespace: s.byNS[h.namespace], Requester: s.byRequester[h.requester]}
 	if s.others != nil {
-		u, n := s.others(user, namespace)
-		userOpen, nsOpen = userOpen+u, nsOpen+n
+		o := s.others(h)
+		open.User, open.Namespace, open.Requester = open.User+o.User, open.Namespace+o.Namespace, open.Requester+o.Requester
 	}
 	switch {
-	case userOpen >= perUser:
+	case open.User >= perUser:
 		s.metrics.refused(RefusedUserLimit)
-		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", user, userOpen), 5)
-	case nsOpen >= perNS:
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d open sessions, the most one user may: end one first", h.user, open.User), 5)
+	case open.Namespace >= perNS:
 		s.metrics.refused(RefusedNamespaceLimit)
-		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", namespace, nsOpen), 5)
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("namespace %s has %d open sessions, the most one namespace may: end one first", h.namespace, open.Namespace), 5)
+	case h.requester != "" && open.Requester >= perRequester:
+		s.metrics.refused(RefusedRequesterLimit)
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("the projects %s requested have %d open sessions, the most one requester's projects may "+
+			"on a gateway that admits every namespace: end one first", h.requester, open.Requester), 5)
 	case s.total >= most:
 		s.metrics.refused(RefusedReplicaLimit)
 		st := apierrors.NewServiceUnavailable(fmt.Sprintf("this relay replica has %d open sessions, the most it holds: run the command again to reach another replica (a platform admin can add replicas)", s.total))
 		st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
 		return nil, st
 	}
-	s.byUser[user]++
-	s.byNS[namespace]++
+	s.byUser[h.user]++
+	s.byNS[h.namespace]++
+	if h.requester != "" {
+		s.byRequester[h.requester]++
+	}
 	s.total++
 	s.signal()
 	var once sync.Once
@@ -204,14 +224,20 @@ func (s *sessions) acquire(user, namespace string) (release func(), refused *api
 			defer s.mu.Unlock()
 			defer s.signal()
 			s.total--
-			if s.byUser[user]--; s.byUser[user] == 0 {
-				delete(s.byUser, user)
-			}
-			if s.byNS[namespace]--; s.byNS[namespace] == 0 {
-				delete(s.byNS, namespace)
+			decrement(s.byUser, h.user)
+			decrement(s.byNS, h.namespace)
+			if h.requester != "" {
+				decrement(s.byRequester, h.requester)
 			}
 		})
 	}, nil
+}
+
+// decrement counts one session less for key, forgetting it at zero.
+func decrement(m map[string]int, key string) {
+	if m[key]--; m[key] <= 0 {
+		delete(m, key)
+	}
 }
 
 func orDefault(n, def int) int {

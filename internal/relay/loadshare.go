@@ -144,16 +144,20 @@ func (l *LoadShare) wrote(load *relayload.Load) {
 	l.mu.Unlock()
 }
 
-// othersFor counts the other replicas' open sessions of user and of
-// namespace.
-func (l *LoadShare) othersFor(user, namespace string) (byUser, byNS int) {
+// othersFor counts the other replicas' open sessions of h's user, its
+// namespace and its requester.
+func (l *LoadShare) othersFor(h holder) relayload.Counts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var c relayload.Counts
 	for _, o := range l.others {
-		byUser += o.Users[user]
-		byNS += o.Namespaces[namespace]
+		c.User += o.Users[h.user]
+		c.Namespace += o.Namespaces[h.namespace]
+		if h.requester != "" {
+			c.Requester += o.Requesters[h.requester]
+		}
 	}
-	return byUser, byNS
+	return c
 }
 
 // publish writes the replica's load whenever it changes, at most once per

@@ -43,6 +43,7 @@ const (
 const (
 	RefusedUserLimit      = "user_limit"
 	RefusedNamespaceLimit = "namespace_limit"
+	RefusedRequesterLimit = "requester_limit"
 	RefusedReplicaLimit   = "replica_limit"
 	RefusedDraining       = "draining"
 )

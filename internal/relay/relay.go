@@ -84,8 +84,10 @@ type Server struct {
 	// Tokens serves the token exchange (nil: not offered).
 	Tokens *Tokens
 	// MaxSessionsPerUser and MaxSessionsPerNamespace bound the open
-	// sessions (0: 16 and 64), MaxSessions a replica's (0: 400).
-	MaxSessionsPerUser, MaxSessionsPerNamespace, MaxSessions int
+	// sessions (0: 16 and 64), MaxSessions a replica's (0: 400), and
+	// MaxSessionsPerRequester those in the projects one person requested
+	// (0: 128), on gateways that admit every namespace.
+	MaxSessionsPerUser, MaxSessionsPerNamespace, MaxSessions, MaxSessionsPerRequester int
 	// Metrics counts sessions (nil: not counted).
 	Metrics *Metrics
 	// Share publishes this replica's sessions and adds the other
@@ -103,6 +105,7 @@ type Server struct {
 func (s *Server) sessions() *sessions {
 	s.openOnce.Do(func() {
 		s.open.perUser, s.open.perNS, s.open.max, s.open.metrics = s.MaxSessionsPerUser, s.MaxSessionsPerNamespace, s.MaxSessions, s.Metrics
+		s.open.perRequester = s.MaxSessionsPerRequester
 		if s.Share != nil {
 			s.open.others, s.open.changed = s.Share.othersFor, make(chan struct{}, 1)
 		}

@@ -385,33 +385,57 @@ func TestSessionLimits(t *testing.T) {
 	var s sessions
 	var releases []func()
 	for i := range maxSessionsPerUser {
-		rel, refused := s.acquire("dave", "team-a")
+		rel, refused := s.acquire(holder{user: "dave", namespace: "team-a"})
 		if refused != nil {
 			t.Fatalf("session %d refused: %v", i, refused)
 		}
 		releases = append(releases, rel)
 	}
-	if _, refused := s.acquire("dave", "team-a"); refused == nil || !apierrors.IsTooManyRequests(refused) {
+	if _, refused := s.acquire(holder{user: "dave", namespace: "team-a"}); refused == nil || !apierrors.IsTooManyRequests(refused) {
 		t.Fatalf("session %d of one user: %v, want TooManyRequests", maxSessionsPerUser+1, refused)
 	}
 	releases[0]()
 	releases[0]() // releasing twice gives back one slot
-	if _, refused := s.acquire("dave", "team-a"); refused != nil {
+	if _, refused := s.acquire(holder{user: "dave", namespace: "team-a"}); refused != nil {
 		t.Fatalf("after a release: %v", refused)
 	}
-	if _, refused := s.acquire("dave", "team-a"); refused == nil {
+	if _, refused := s.acquire(holder{user: "dave", namespace: "team-a"}); refused == nil {
 		t.Fatal("a double release gave back two slots")
 	}
 	for i := range maxSessionsPerNamespace - maxSessionsPerUser {
-		if _, refused := s.acquire(fmt.Sprint("user-", i), "team-a"); refused != nil {
+		if _, refused := s.acquire(holder{user: fmt.Sprint("user-", i), namespace: "team-a"}); refused != nil {
 			t.Fatalf("namespace session %d: %v", i, refused)
 		}
 	}
-	if _, refused := s.acquire("erin", "team-a"); refused == nil || !strings.Contains(refused.Error(), "namespace team-a") {
+	if _, refused := s.acquire(holder{user: "erin", namespace: "team-a"}); refused == nil || !strings.Contains(refused.Error(), "namespace team-a") {
 		t.Fatalf("past the namespace's limit: %v", refused)
 	}
-	if _, refused := s.acquire("erin", "team-b"); refused != nil {
+	if _, refused := s.acquire(holder{user: "erin", namespace: "team-b"}); refused != nil {
 		t.Fatalf("another namespace: %v", refused)
+	}
+}
+
+// TestRequesterLimit (fourth read, R4): the projects one person requested
+// hold a bounded number of sessions together, however many projects and
+// ServiceAccounts they make; sessions with no requester bound (a gateway
+// that admits chosen namespaces only) are not counted against it.
+func TestRequesterLimit(t *testing.T) {
+	s := sessions{perRequester: 6}
+	for i := range 6 {
+		// A new project, a new ServiceAccount, each time.
+		if _, refused := s.acquire(holder{user: fmt.Sprint("system:serviceaccount:p-", i, ":sa"), namespace: fmt.Sprint("p-", i), requester: "mallory"}); refused != nil {
+			t.Fatalf("session %d refused: %v", i, refused)
+		}
+	}
+	_, refused := s.acquire(holder{user: "system:serviceaccount:p-7:sa", namespace: "p-7", requester: "mallory"})
+	if refused == nil || !apierrors.IsTooManyRequests(refused) || !strings.Contains(refused.Error(), "the projects mallory requested have 6 open sessions") {
+		t.Fatalf("past the requester's limit: %v, want 429 naming the requester", refused)
+	}
+	if _, refused := s.acquire(holder{user: "dave", namespace: "team-a", requester: "alice"}); refused != nil {
+		t.Fatalf("another requester's project: %v", refused)
+	}
+	if _, refused := s.acquire(holder{user: "system:serviceaccount:p-8:sa", namespace: "p-8"}); refused != nil {
+		t.Fatalf("no requester bound: %v", refused)
 	}
 }
 
@@ -427,13 +451,13 @@ func TestReplicaLimit(t *testing.T) {
 	s := sessions{max: 3, metrics: m}
 	var releases []func()
 	for i := range 3 {
-		rel, refused := s.acquire(fmt.Sprint("user-", i), fmt.Sprint("ns-", i))
+		rel, refused := s.acquire(holder{user: fmt.Sprint("user-", i), namespace: fmt.Sprint("ns-", i)})
 		if refused != nil {
 			t.Fatalf("session %d refused: %v", i, refused)
 		}
 		releases = append(releases, rel)
 	}
-	_, refused := s.acquire("erin", "team-b")
+	_, refused := s.acquire(holder{user: "erin", namespace: "team-b"})
 	if refused == nil || !apierrors.IsServiceUnavailable(refused) || !strings.Contains(refused.Error(), "another replica") {
 		t.Fatalf("past the replica's limit: %v, want 503 naming another replica", refused)
 	}
@@ -441,7 +465,7 @@ func TestReplicaLimit(t *testing.T) {
 		t.Fatalf("the refusal suggests no retry (%d, %v)", secs, ok)
 	}
 	releases[0]()
-	if _, refused := s.acquire("erin", "team-b"); refused != nil {
+	if _, refused := s.acquire(holder{user: "erin", namespace: "team-b"}); refused != nil {
 		t.Fatalf("after a release: %v", refused)
 	}
 	if got := testutil.ToFloat64(m.refusals.WithLabelValues(RefusedReplicaLimit)); got != 1 {
@@ -470,23 +494,23 @@ func TestLimitsHoldAcrossReplicas(t *testing.T) {
 	b := publish("relay-b", relayload.Load{Sessions: 4, Users: map[string]int{"dave": 2, "erin": 2}, Namespaces: map[string]int{"team-a": 4}})
 	// This replica's own Lease, as the informer also delivers it.
 	publish("relay-a", relayload.Load{Sessions: 1, Users: map[string]int{"dave": 1}, Namespaces: map[string]int{"team-a": 1}})
-	if _, refused := a.acquire("dave", "team-a"); refused != nil {
+	if _, refused := a.acquire(holder{user: "dave", namespace: "team-a"}); refused != nil {
 		t.Fatalf("dave's third session: %v", refused)
 	}
-	if _, refused := a.acquire("dave", "team-b"); refused == nil || !strings.Contains(refused.Error(), "dave has 3 open sessions") {
+	if _, refused := a.acquire(holder{user: "dave", namespace: "team-b"}); refused == nil || !strings.Contains(refused.Error(), "dave has 3 open sessions") {
 		t.Fatalf("dave's fourth session, two of them on another replica: %v", refused)
 	}
-	if _, refused := a.acquire("frank", "team-a"); refused == nil || !strings.Contains(refused.Error(), "namespace team-a has 5 open sessions") {
+	if _, refused := a.acquire(holder{user: "frank", namespace: "team-a"}); refused == nil || !strings.Contains(refused.Error(), "namespace team-a has 5 open sessions") {
 		t.Fatalf("team-a's sixth session: %v", refused)
 	}
 	forged := b.DeepCopy()
 	forged.Name, forged.OwnerReferences[0].Name = relayload.Name("relay-c"), "relay-c"
 	share.observe(forged)
-	if u, n := share.othersFor("dave", "team-a"); u != 2 || n != 4 {
-		t.Fatalf("a forged Lease was counted: dave %d, team-a %d", u, n)
+	if c := share.othersFor(holder{user: "dave", namespace: "team-a"}); c.User != 2 || c.Namespace != 4 {
+		t.Fatalf("a forged Lease was counted: dave %d, team-a %d", c.User, c.Namespace)
 	}
 	share.forget(b)
-	if _, refused := a.acquire("dave", "team-b"); refused != nil {
+	if _, refused := a.acquire(holder{user: "dave", namespace: "team-b"}); refused != nil {
 		t.Fatalf("after replica b's Lease is gone: %v", refused)
 	}
 }
@@ -532,7 +556,7 @@ func TestLoadIsPublished(t *testing.T) {
 	g.Expect(tk.Leases.Get(ctx, client.ObjectKey{Namespace: "operator", Name: relayload.Name("relay-a")}, idle)).To(Succeed())
 	var releases []func()
 	for range 5 {
-		rel, refused := open.acquire("dave", "team-a")
+		rel, refused := open.acquire(holder{user: "dave", namespace: "team-a"})
 		g.Expect(refused).To(BeNil())
 		releases = append(releases, rel)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,7 +130,7 @@ type stream struct {
 // ends the session.
 func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info,
 	verb, sub string, session Session) *stream {
-	release, refused := s.sessions().acquire(u.GetName(), sb.Namespace)
+	release, refused := s.sessions().acquire(s.holderOf(r.Context(), sb, u))
 	if refused != nil {
 		writeStatus(w, refused)
 		return nil
@@ -156,6 +157,27 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshe
 		s.Metrics.closed(sub, st.rec.in.Load(), st.rec.out.Load())
 	}
 	return st
+}
+
+// RequesterAnnotation is the OpenShift project requester: the project
+// request API sets it, and a project's own admins cannot change it.
+const RequesterAnnotation = "openshift.io/requester"
+
+// holderOf is whose a session on sb is. The requester bound applies only
+// on a gateway that admits every namespace, the one where a
+// self-provisioner's new projects each get sandboxes; a namespace made
+// otherwise has no requester and no such bound.
+func (s *Server) holderOf(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info) holder {
+	h := holder{user: u.GetName(), namespace: sb.Namespace}
+	gw, err := lookupGateway(ctx, s.Reader, sb.Status.Gateway)
+	if err != nil || gw.Spec.Tenancy.AllowedNamespaces.From != openshellv1alpha1.NamespacesFromAll {
+		return h // unreadable: opening the gateway fails next, with the reason
+	}
+	ns := &corev1.Namespace{}
+	if err := s.Reader.Get(ctx, client.ObjectKey{Name: sb.Namespace}, ns); err == nil {
+		h.requester = ns.Annotations[RequesterAnnotation]
+	}
+	return h
 }
 
 func (st *stream) close() {

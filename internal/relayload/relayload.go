@@ -50,7 +50,14 @@ type Load struct {
 	// those with open sessions).
 	Users      map[string]int `json:"users,omitempty"`
 	Namespaces map[string]int `json:"namespaces,omitempty"`
+	// Requesters counts them per project requester, for the sessions where
+	// that bound applies (a gateway admitting every namespace).
+	Requesters map[string]int `json:"requesters,omitempty"`
 }
+
+// Counts are the open sessions of one holder: its user, its namespace and
+// its namespace's requester.
+type Counts struct{ User, Namespace, Requester int }
 
 // Signer signs a record and Verifier checks one (oidc.Issuer does both).
 type Signer interface {
