@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -585,4 +586,24 @@ func TestLoadIsPublished(t *testing.T) {
 	cancel()
 	<-done
 	g.Expect(published().Sessions).To(Equal(-1), "a stopped replica's Lease is deleted")
+}
+
+// TestHolderNamesTheRequesterOnlyOnOpenGateways: a session's requester is
+// its namespace's openshift.io/requester when the sandbox's gateway admits
+// every namespace, and no one otherwise (no bound there).
+func TestHolderNamesTheRequesterOnlyOnOpenGateways(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "p-1", Annotations: map[string]string{RequesterAnnotation: "mallory"}}}
+	open := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "open", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Tenancy: openshellv1alpha1.GatewayTenancy{
+			AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}}}
+	chosen := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "chosen", Namespace: "platform"}}
+	s := &Server{Reader: fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ns, open, chosen).Build()}
+	dave := &user.DefaultInfo{Name: "dave"}
+	for gw, want := range map[string]string{"platform/open": "mallory", "platform/chosen": "", "platform/missing": ""} {
+		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "p-1"},
+			Status: openshellv1alpha1.OpenShellSandboxStatus{Gateway: gw}}
+		if got := s.holderOf(context.Background(), sb, dave); got != (holder{user: "dave", namespace: "p-1", requester: want}) {
+			t.Errorf("gateway %s: %+v, want requester %q", gw, got, want)
+		}
+	}
 }
