@@ -151,7 +151,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
 		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
 		{"shipped provider profiles", &profilecatalogctrl.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform, Catalog: catalog}},
-		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, Preflight: store, Policies: policies,
+		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Preflight: store, Policies: policies,
 			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter}},
 	} {
 		if err := r.setup.SetupWithManager(mgr); err != nil {

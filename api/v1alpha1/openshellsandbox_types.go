@@ -98,6 +98,15 @@ type OpenShellSandboxSpec struct {
 	// +optional
 	Env []SandboxEnvVar `json:"env,omitempty"`
 
+	// RestartOnSecretChange recreates the sandbox when a Secret its env
+	// reads changes, so that it runs with the new values (no release can
+	// change a running sandbox's environment in place). What the agent holds
+	// only in the sandbox is lost with it. Without it, such a change is
+	// reported (EnvSecretsCurrent False, reason EnvSecretChanged) and the
+	// sandbox keeps the values it was created with.
+	// +optional
+	RestartOnSecretChange bool `json:"restartOnSecretChange,omitempty"`
+
 	// Providers name OpenShellProviders in the same namespace whose
 	// credentials the sandbox may use. Changing the list attaches or detaches
 	// providers in place.
@@ -291,6 +300,12 @@ type OpenShellSandboxStatus struct {
 	// +optional
 	Gateway string `json:"gateway,omitempty"`
 
+	// EnvSecretVersions are the resourceVersions of the Secrets the env read
+	// (by name) when the gateway sandbox was created: the values it runs
+	// with. A Secret at another version has changed since (EnvSecretsCurrent).
+	// +optional
+	EnvSecretVersions map[string]string `json:"envSecretVersions,omitempty"`
+
 	// AppliedSpecHash is the hash of the immutable parts of the spec (image,
 	// command, env, GPU, resources, log level) the gateway sandbox was
 	// created from; a different hash recreates it.
@@ -426,6 +441,20 @@ const (
 	// SandboxConditionProvidersResolved is True when every provider exists
 	// and has been pushed to the sandbox's gateway.
 	SandboxConditionProvidersResolved = "ProvidersResolved"
+	// SandboxConditionEnvSecretsCurrent is True, on a sandbox whose env
+	// reads Secrets, while the gateway sandbox runs with their current
+	// values, and False (SandboxReasonEnvSecretChanged) once one changed.
+	SandboxConditionEnvSecretsCurrent = "EnvSecretsCurrent"
+)
+
+// Reasons of an OpenShellSandbox's EnvSecretsCurrent.
+const (
+	// SandboxReasonEnvSecretsCurrent (True): the Secrets are as they were at creation.
+	SandboxReasonEnvSecretsCurrent = "Current"
+	// SandboxReasonEnvSecretChanged (False; also an event): a Secret the env
+	// reads changed after the gateway sandbox was created, and the sandbox
+	// still runs with the old values; spec.restartOnSecretChange recreates it.
+	SandboxReasonEnvSecretChanged = "EnvSecretChanged"
 )
 
 // Reasons of an OpenShellSandbox's PolicyResolved and ProvidersResolved.

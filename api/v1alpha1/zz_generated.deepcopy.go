@@ -1297,6 +1297,13 @@ func (in *OpenShellSandboxStatus) DeepCopyInto(out *OpenShellSandboxStatus) {
 		*out = new(AgentSandboxReference)
 		**out = **in
 	}
+	if in.EnvSecretVersions != nil {
+		in, out := &in.EnvSecretVersions, &out.EnvSecretVersions
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.AppliedResources != nil {
 		in, out := &in.AppliedResources, &out.AppliedResources
 		*out = new(AppliedResources)

@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -63,6 +65,10 @@ const Finalizer = openshellv1alpha1.SandboxFinalizer
 // Reconciler reconciles OpenShellSandbox.
 type Reconciler struct {
 	Client client.Client
+	// SecretMetadata is a metadata-only cache of Secrets: a change of one
+	// env reads is seen (EnvSecretsCurrent) without holding any value
+	// (nil: not watched).
+	SecretMetadata cache.Cache
 	// APIReader reads tenant Secrets (env secretKeyRef) without caching them.
 	APIReader client.Reader
 	Preflight *preflight.Store
@@ -118,6 +124,8 @@ type observed struct {
 	// (never a value).
 	env        map[string]string
 	envRefusal *refusal
+	// envVersions are the resourceVersions of the Secrets env read, by name.
+	envVersions map[string]string
 }
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
@@ -294,16 +302,16 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		obs.unsyncedProviders = unsynced(obs.providers, obs.gateway, "")
 		obs.providersBehind = unsynced(obs.providers, obs.gateway, obs.gateway.Status.Instance)
 	}
-	obs.env, obs.envRefusal = r.resolveEnv(ctx, sb)
+	obs.env, obs.envVersions, obs.envRefusal = r.resolveEnv(ctx, sb)
 	return obs, nil
 }
 
 // resolveEnv reads env values, Secrets included, from the sandbox's own
 // namespace only, one Secret at a time: only the values env names are kept,
 // never a whole Secret beyond its read. Errors name the Secret and key,
-// never a value.
-func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (map[string]string, *refusal) {
-	env := map[string]string{}
+// never a value. versions are the read Secrets' resourceVersions.
+func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (env, versions map[string]string, _ *refusal) {
+	env = map[string]string{}
 	refs := map[string][]openshellv1alpha1.SandboxEnvVar{} // Secret name → the env vars it feeds
 	var order []string
 	size := 0
@@ -321,30 +329,34 @@ func (r *Reconciler) resolveEnv(ctx context.Context, sb *openshellv1alpha1.OpenS
 		}
 	}
 	if len(order) > sandboxspec.MaxEnvSecrets {
-		return nil, envTooLarge(fmt.Sprintf("env reads %d Secrets, more than the %d one sandbox may: put the values in fewer Secrets", len(order), sandboxspec.MaxEnvSecrets))
+		return nil, nil, envTooLarge(fmt.Sprintf("env reads %d Secrets, more than the %d one sandbox may: put the values in fewer Secrets", len(order), sandboxspec.MaxEnvSecrets))
 	}
 	for _, name := range order {
 		s := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, s); err != nil {
 			e := refs[name][0]
 			if apierrors.IsNotFound(err) {
-				return nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, name, sb.Namespace))
+				return nil, nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s not found in namespace %s", e.Name, name, sb.Namespace))
 			}
-			return nil, secretUnreadable(fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, name, apierrors.ReasonForError(err)))
+			return nil, nil, secretUnreadable(fmt.Sprintf("env %s: cannot read Secret %s: %v", e.Name, name, apierrors.ReasonForError(err)))
 		}
+		if versions == nil {
+			versions = map[string]string{}
+		}
+		versions[name] = s.ResourceVersion
 		for _, e := range refs[name] {
 			v, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]
 			if !ok {
-				return nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, name, e.ValueFrom.SecretKeyRef.Key))
+				return nil, nil, secretUnreadable(fmt.Sprintf("env %s: Secret %s has no key %q", e.Name, name, e.ValueFrom.SecretKeyRef.Key))
 			}
 			env[e.Name] = string(v)
 			size += len(e.Name) + len(v)
 		}
 		if size > sandboxspec.MaxEnvBytes {
-			return nil, envTooLarge(fmt.Sprintf("env values total more than the gateway's %d KiB (reached with Secret %s): reference smaller values", sandboxspec.MaxEnvBytes>>10, name))
+			return nil, nil, envTooLarge(fmt.Sprintf("env values total more than the gateway's %d KiB (reached with Secret %s): reference smaller values", sandboxspec.MaxEnvBytes>>10, name))
 		}
 	}
-	return env, nil
+	return env, versions, nil
 }
 
 func secretUnreadable(msg string) *refusal {
@@ -436,6 +448,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Build(status.RetryStale(r))
 	if err != nil {
 		return err
+	}
+	if r.SecretMetadata != nil {
+		// A Secret env reads changed: the running sandbox has old values.
+		err := c.Watch(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{},
+					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.SandboxEnvSecrets: o.GetName()})
+			})))
+		if err != nil {
+			return fmt.Errorf("watch env Secrets: %w", err)
+		}
 	}
 	return r.startUpstreamWatch(mgr, c)
 }

@@ -34,12 +34,12 @@ func TestResolveEnvIsBounded(t *testing.T) {
 	for i := range sandboxspec.MaxEnvSecrets {
 		sb.Spec.Env = append(sb.Spec.Env, ref(i, "k"))
 	}
-	if env, ref := r.resolveEnv(context.Background(), sb); ref != nil || len(env) != sandboxspec.MaxEnvSecrets {
+	if env, _, ref := r.resolveEnv(context.Background(), sb); ref != nil || len(env) != sandboxspec.MaxEnvSecrets {
 		t.Fatalf("within the bounds: %d values, %+v", len(env), ref)
 	}
 	refused := func(what, reason, msg string) {
 		t.Helper()
-		_, ref := r.resolveEnv(context.Background(), sb)
+		_, _, ref := r.resolveEnv(context.Background(), sb)
 		if ref == nil || ref.reason != reason || !strings.Contains(ref.message, msg) {
 			t.Fatalf("%s: %+v, want %s %q", what, ref, reason, msg)
 		}

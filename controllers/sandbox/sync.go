@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,13 @@ type gatewaySandbox struct {
 	// specHash covers what cannot change in place (ImmutableHash).
 	specHash string
 	spec     *openshellv1.SandboxSpec
+	// envVersions are the versions of the Secrets spec's env was read
+	// from; secretsChanged names those changed since the running sandbox
+	// was created (envSecretDrift), and restartForSecrets says they
+	// recreate it (spec.restartOnSecretChange).
+	envVersions       map[string]string
+	secretsChanged    []string
+	restartForSecrets bool
 }
 
 // attachable are the spec's providers the gateway may attach, sorted: those
@@ -97,6 +106,11 @@ func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (g
 		return d, fmt.Errorf("render sandbox spec: %w", err)
 	}
 	d.spec = spec
+	d.envVersions = obs.envVersions
+	if sb.Status.SandboxID != "" {
+		d.secretsChanged = envSecretDrift(sb.Status.EnvSecretVersions, obs.envVersions)
+		d.restartForSecrets = sb.Spec.RestartOnSecretChange && len(d.secretsChanged) > 0
+	}
 	return d, nil
 }
 
@@ -111,7 +125,7 @@ const (
 
 func nextStep(st openshellv1alpha1.OpenShellSandboxStatus, d gatewaySandbox) step {
 	switch {
-	case st.SandboxID != "" && st.AppliedSpecHash != d.specHash:
+	case st.SandboxID != "" && (st.AppliedSpecHash != d.specHash || d.restartForSecrets):
 		return stepRecreate
 	case st.SandboxID == "":
 		return stepCreate
@@ -137,7 +151,7 @@ func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
 		st.ReplacedSandboxID = st.SandboxID
 	}
 	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
-	st.AppliedResources = nil
+	st.AppliedResources, st.EnvSecretVersions = nil, nil
 	st.AgentSandbox, st.ExitCode, st.CompletionTime = nil, nil, nil
 }
 
@@ -188,6 +202,7 @@ func (r *Reconciler) sync(ctx context.Context, orig, sb *openshellv1alpha1.OpenS
 		return callFailed(orig, sb, err)
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, metav1.ConditionTrue, openshellv1alpha1.SandboxReasonReachable, "the gateway answered")
+	r.reportEnvSecrets(sb, d)
 	sb.Status.ObservedGeneration = sb.Generation
 	// Where a namespace budget applies, the first report is never held:
 	// a restart must find every acceptance in status (budgetLedger).
@@ -244,8 +259,12 @@ func (r *Reconciler) recreate(ctx context.Context, conn *gatewayapi.Client, sb *
 	if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace)}); err != nil && grpcstatus.Code(err) != codes.NotFound {
 		return ctrl.Result{}, fmt.Errorf("delete sandbox for recreation: %w", err)
 	}
-	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonRecreating, "Recreate",
-		"image, command, env, GPU, resources or log level changed: recreating the gateway sandbox")
+	why := "image, command, env, GPU, resources or log level changed: recreating the gateway sandbox"
+	if d.restartForSecrets && sb.Status.AppliedSpecHash == d.specHash {
+		why = fmt.Sprintf("Secret %s, which env reads, changed (spec.restartOnSecretChange): recreating the gateway sandbox with the new values",
+			strings.Join(d.secretsChanged, ", "))
+	}
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonRecreating, "Recreate", "%s", why)
 	forgetGatewaySandbox(sb)
 	sb.Status.Phase = openshellv1alpha1.SandboxPhaseProvisioning
 	status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRecreating, "recreating the gateway sandbox after an immutable change")
@@ -303,6 +322,9 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	}
 	sb.Status.SandboxID = current.Metadata.Id
 	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = specHash, d.policyHash
+	// The values it was created with (an adopted one: those of now, the
+	// best known).
+	sb.Status.EnvSecretVersions = maps.Clone(d.envVersions)
 	sb.Status.AppliedResources = applied
 	sb.Status.AttachedProviders = current.Spec.GetProviders()
 	return current, outcome{}, nil

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,8 @@ const (
 	// their namespace's budget: those to look at again when a peer's
 	// charge may have dropped.
 	SandboxWaitsForBudget = "status.waitsForBudget"
+	// SandboxEnvSecrets indexes sandboxes by the Secrets their env reads.
+	SandboxEnvSecrets = "spec.env.valueFrom.secretKeyRef.name"
 	// ProviderSecret indexes providers by their credentials Secret.
 	ProviderSecret = "spec.credentialsSecretRef.name"
 	// ProviderType indexes providers by their type (the profile id).
@@ -74,6 +77,15 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		}},
 		{&openshellv1alpha1.OpenShellSandbox{}, SandboxProviders, func(o client.Object) []string {
 			return o.(*openshellv1alpha1.OpenShellSandbox).Spec.Providers
+		}},
+		{&openshellv1alpha1.OpenShellSandbox{}, SandboxEnvSecrets, func(o client.Object) []string {
+			var names []string
+			for _, e := range o.(*openshellv1alpha1.OpenShellSandbox).Spec.Env {
+				if e.ValueFrom != nil && !slices.Contains(names, e.ValueFrom.SecretKeyRef.Name) {
+					names = append(names, e.ValueFrom.SecretKeyRef.Name)
+				}
+			}
+			return names
 		}},
 		{&openshellv1alpha1.OpenShellProvider{}, ProviderType, func(o client.Object) []string {
 			return []string{o.(*openshellv1alpha1.OpenShellProvider).Spec.Type}

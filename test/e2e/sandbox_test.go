@@ -206,6 +206,65 @@ func TestSandboxLifecycle(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	})
 
+	t.Run("an env Secret's rotation is reported, or recreates the sandbox when asked", func(t *testing.T) {
+		g := NewWithT(t)
+		envSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-env", Namespace: tenant},
+			Data: map[string][]byte{"TOKEN": []byte("env-value-one")}}
+		g.Expect(c.Create(ctx, envSecret)).To(Succeed())
+		spec := sandboxStatus(ctx, g, key).Spec.DeepCopy()
+		spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "TOKEN", ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+			SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: "agent-env", Key: "TOKEN"}}}}
+		reported := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "env-reported", Namespace: tenant}, Spec: *spec.DeepCopy()}
+		restarted := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "env-restarted", Namespace: tenant}, Spec: *spec.DeepCopy()}
+		restarted.Spec.RestartOnSecretChange = true
+		ids := map[string]string{}
+		for _, o := range []*openshellv1alpha1.OpenShellSandbox{reported, restarted} {
+			g.Expect(c.Create(ctx, o)).To(Succeed())
+			g.Eventually(func(g Gomega) {
+				cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(o))
+				g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
+				g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.SandboxConditionEnvSecretsCurrent)).To(BeTrue(), "%+v", cur.Status.Conditions)
+				ids[o.Name] = cur.Status.SandboxID
+			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+			g.Expect(st.Gateway.SandboxEnv(ws, sandboxspec.SandboxName(tenant, o.Name))).To(HaveKeyWithValue("TOKEN", "env-value-one"))
+		}
+
+		setSecretValue(ctx, g, client.ObjectKeyFromObject(envSecret), "TOKEN", "env-value-two")
+		// Without restartOnSecretChange: reported, and it runs on with the
+		// values it was created with.
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(reported))
+			c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.SandboxConditionEnvSecretsCurrent)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(openshellv1alpha1.SandboxReasonEnvSecretChanged))
+			g.Expect(c.Message).To(ContainSubstring("Secret agent-env"))
+			g.Expect(cur.Status.SandboxID).To(Equal(ids[reported.Name]), "recreated without restartOnSecretChange")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		g.Expect(st.Gateway.SandboxEnv(ws, sandboxspec.SandboxName(tenant, reported.Name))).To(HaveKeyWithValue("TOKEN", "env-value-one"))
+		// With it: recreated, with the new value.
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(restarted))
+			g.Expect(cur.Status.SandboxID).NotTo(BeEmpty())
+			g.Expect(cur.Status.SandboxID).NotTo(Equal(ids[restarted.Name]))
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.SandboxConditionEnvSecretsCurrent)).To(BeTrue(), "%+v", cur.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		g.Expect(st.Gateway.SandboxEnv(ws, sandboxspec.SandboxName(tenant, restarted.Name))).To(HaveKeyWithValue("TOKEN", "env-value-two"))
+		// Never a value in status or events.
+		evs := &eventsv1.EventList{}
+		g.Expect(c.List(ctx, evs, client.InNamespace(tenant))).To(Succeed())
+		dump, _ := yaml.Marshal(map[string]any{"reported": sandboxStatus(ctx, g, client.ObjectKeyFromObject(reported)),
+			"restarted": sandboxStatus(ctx, g, client.ObjectKeyFromObject(restarted)), "events": evs.Items})
+		for _, v := range []string{"env-value-one", "env-value-two"} {
+			g.Expect(string(dump)).NotTo(ContainSubstring(v), "an env value leaked into status or events")
+		}
+		g.Expect(string(dump)).To(ContainSubstring(openshellv1alpha1.SandboxReasonEnvSecretChanged), "no event said the Secret changed")
+		for _, o := range []*openshellv1alpha1.OpenShellSandbox{reported, restarted} {
+			g.Expect(c.Delete(ctx, o)).To(Succeed())
+		}
+	})
+
 	t.Run("a gateway outage is reported and recovered from", func(t *testing.T) {
 		g := NewWithT(t)
 		st.Gateway.SetUnavailable(true)

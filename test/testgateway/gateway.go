@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -319,6 +320,17 @@ func (g *Gateway) SandboxPolicyVersion(workspace, name string) uint32 {
 		return r.policyV
 	}
 	return 0
+}
+
+// SandboxEnv returns the environment a sandbox was created with (nil: no
+// such sandbox).
+func (g *Gateway) SandboxEnv(workspace, name string) map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.sandboxes[wsName{workspace, name}]; ok {
+		return maps.Clone(r.sb.GetSpec().GetEnvironment())
+	}
+	return nil
 }
 
 // Attachments counts the provider attachments of a workspace's sandbox rows.
