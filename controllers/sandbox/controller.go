@@ -449,18 +449,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if r.SecretMetadata != nil {
-		// A Secret env reads changed: the running sandbox has old values.
-		err := c.Watch(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
-			func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{},
-					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.SandboxEnvSecrets: o.GetName()})
-			})))
-		if err != nil {
-			return fmt.Errorf("watch env Secrets: %w", err)
-		}
+	if err := r.watchEnvSecrets(c); err != nil {
+		return err
 	}
 	return r.startUpstreamWatch(mgr, c)
+}
+
+// watchEnvSecrets re-queues the sandboxes whose env reads a Secret that
+// changed (the running sandbox has old values: EnvSecretsCurrent), from the
+// metadata-only Secret cache when there is one.
+func (r *Reconciler) watchEnvSecrets(c controller.Controller) error {
+	if r.SecretMetadata == nil {
+		return nil
+	}
+	err := c.Watch(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(
+		func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{},
+				client.InNamespace(o.GetNamespace()), client.MatchingFields{index.SandboxEnvSecrets: o.GetName()})
+		})))
+	if err != nil {
+		return fmt.Errorf("watch env Secrets: %w", err)
+	}
+	return nil
 }
 
 // budgetWaiters re-queues the sandboxes of o's namespace that its budget
