@@ -547,17 +547,27 @@ func exchangeAs(ctx context.Context, cfg *rest.Config, ns, name string) (*access
 // listAtGateway lists a workspace's sandboxes at the stack's gateway with
 // a bearer token, as any 0.1 client would.
 func listAtGateway(ctx context.Context, st *stack.Stack, token, workspace string) error {
+	gw, ctx, done, err := gatewayAs(ctx, st, token)
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = gw.ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.Workspace(workspace)})
+	return err
+}
+
+// gatewayAs is a 0.1 client of the stack's gateway that presents token,
+// with the context its calls must use; done closes its connection.
+func gatewayAs(ctx context.Context, st *stack.Stack, token string) (openshellv1.OpenShellClient, context.Context, func(), error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(st.CA.CertPEM)
 	conn, err := grpc.NewClient(strings.TrimPrefix(st.Gateway.Endpoint(), "https://"),
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	_, err = openshellv1.NewOpenShellClient(conn).ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.Workspace(workspace)})
-	return err
+	return openshellv1.NewOpenShellClient(conn), ctx, func() { _ = conn.Close() }, nil
 }
 
 // plugin is kubectl from bin/ and a folder holding kubectl-openshell, built

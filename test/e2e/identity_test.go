@@ -2,17 +2,11 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,16 +137,12 @@ func podOfSandbox(g Gomega, cr *unstructured.Unstructured) *corev1.Pod {
 // createAtGateway creates a sandbox in workspace at the stack's 0.1 gateway
 // with a bearer token, as any 0.1 client can, its template wearing labels.
 func createAtGateway(ctx context.Context, st *stack.Stack, token, workspace, name string, labels map[string]string) error {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(st.CA.CertPEM)
-	conn, err := grpc.NewClient(strings.TrimPrefix(st.Gateway.Endpoint(), "https://"),
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+	gw, ctx, done, err := gatewayAs(ctx, st, token)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	_, err = openshellv1.NewOpenShellClient(conn).CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(workspace),
+	defer done()
+	_, err = gw.CreateSandbox(ctx, &openshellv1.CreateSandboxRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(workspace),
 		Spec: &openshellv1.SandboxSpec{Template: &openshellv1.SandboxTemplate{Labels: labels}}})
 	return err
 }
