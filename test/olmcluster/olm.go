@@ -48,6 +48,9 @@ type Options struct {
 	// installed for all namespaces ("operators" upstream,
 	// openshift-operators on OpenShift).
 	GlobalOperatorsNamespace string
+	// Interval is the olm operator's wake-up (resync) interval, when it
+	// removes what a deleted CSV left (0: OLM's default, 5 minutes).
+	Interval time.Duration
 }
 
 // Manager is OLM running against the cluster: its two operators as
@@ -104,8 +107,11 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (_ *Manager,
 	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
 	// No packageserver (an aggregated API the console reads): nothing here
 	// needs it, and its status is not written.
-	p, err := framework.StartProcessEnv(c.Dir, "olm", olmBin, env,
-		"--namespace", opts.Namespace, "--writeStatusName", "", "--writePackageServerStatusName", "")
+	args := []string{"--namespace", opts.Namespace, "--writeStatusName", "", "--writePackageServerStatusName", ""}
+	if opts.Interval > 0 {
+		args = append(args, "--interval", opts.Interval.String())
+	}
+	p, err := framework.StartProcessEnv(c.Dir, "olm", olmBin, env, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/olmcluster"
@@ -26,8 +27,10 @@ var (
 
 // OLM's namespaces as OpenShift places them: the page's Subscription names
 // its CatalogSource in openshift-marketplace, the global catalog namespace.
+// OLM wakes every 20 s instead of 5 min, so that what it removes of a
+// deleted CSV at its next wake-up goes within the test.
 var olmOnOpenShift = olmcluster.Options{Namespace: "openshift-operator-lifecycle-manager",
-	CatalogNamespace: "openshift-marketplace", GlobalOperatorsNamespace: "openshift-operators"}
+	CatalogNamespace: "openshift-marketplace", GlobalOperatorsNamespace: "openshift-operators", Interval: 20 * time.Second}
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
