@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -294,10 +295,26 @@ func TestCreateIsIdempotentOn01(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
-		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first), "not re-created: phase %s, %+v, located %+v; %s; the operator's log:\n%s",
-			cur.Status.Phase, cur.Status.Conditions, cur.Status.AgentSandbox, gw.Describe(ws), framework.RecentLogs(40, tenant, first))
+		g.Expect(cur.Status.SandboxID).NotTo(BeElementOf("", first), "not re-created: phase %s, %+v, located %+v (live: %s); %s; the operator's log:\n%s",
+			cur.Status.Phase, cur.Status.Conditions, cur.Status.AgentSandbox, agentSandboxLive(ctx, cur.Status.AgentSandbox), gw.Describe(ws),
+			framework.RecentLogs(40, tenant, first))
 		g.Expect(cur.Status.ReplacedSandboxID).To(Equal(first))
 		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady), "%+v", cur.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	g.Expect(gw.Replayed()).To(Equal(1), "the replacement was answered with the first incarnation's replay")
+}
+
+// agentSandboxLive says, for a failure message, what the API server holds
+// of the agents.x-k8s.io Sandbox status located: gone, or its deletion
+// timestamp and finalizers.
+func agentSandboxLive(ctx context.Context, ref *openshellv1alpha1.AgentSandboxReference) string {
+	if ref == nil {
+		return "none located"
+	}
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, "Sandbox"))
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, o); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("exists, deletionTimestamp %v, finalizers %v, resourceVersion %s", o.DeletionTimestamp, o.Finalizers, o.ResourceVersion)
 }

@@ -124,15 +124,17 @@ type reader struct {
 	// services stands in for cluster DNS and the pod network for the
 	// operator's and the relay's processes: a CONNECT proxy that sends a
 	// Service's address to the process playing its pod.
-	services   *framework.PodNetwork
-	issuer     *framework.Balancer // the operator's OIDC issuer, as its Service
-	issuerCA   *pki.KeyPair
-	images     operatorenv.Releases // the operator's operand images, from its Deployment
-	operator   func()               // stops the operator's pod
-	relay      *olmcluster.Relay
-	managed    *stack.ManagedGateway
-	installed  string // the CSV OLM installed
-	operatorNS string // where: the Subscription's namespace
+	services  *framework.PodNetwork
+	issuer    *framework.Balancer // the operator's OIDC issuer, as its Service
+	issuerCA  *pki.KeyPair
+	images    operatorenv.Releases // the operator's operand images, from its Deployment
+	operator  func()               // stops the operator's pod
+	relay     *olmcluster.Relay
+	managed   *stack.ManagedGateway
+	installed string // the CSV OLM installed
+	// uninstallAt is when the page's uninstall section began.
+	uninstallAt time.Time
+	operatorNS  string // where: the Subscription's namespace
 
 	skipped                         map[string]bool
 	sawReady, sawShell, uninstalled bool
@@ -345,6 +347,9 @@ func (r *reader) run(cmd framework.DocCommand) {
 			r.sawShell = true
 		}
 	}
+	if strings.HasPrefix(line, "oc delete subscription ") {
+		r.uninstallAt = time.Now()
+	}
 	if strings.HasPrefix(line, "oc delete csv ") {
 		// OLM removes the operator with its CSV.
 		r.podsGone(r.operatorNS)
@@ -437,7 +442,8 @@ func (r *reader) expectOLMLeftNothing() {
 			items, err := metaItems(list)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, o := range items {
-				g.Expect(o.GetName()).To(BeEmpty(), "OLM has not removed %T %s of the deleted CSV", o, o.GetName())
+				g.Expect(o.GetName()).To(BeEmpty(), "OLM has not removed %T %s of the deleted CSV (created %s, uninstall began %s, labels %v)",
+					o, o.GetName(), o.GetCreationTimestamp(), r.uninstallAt.Format(time.RFC3339), o.GetLabels())
 			}
 		}
 	}).WithContext(r.ctx).WithTimeout(90 * time.Second).Should(Succeed())
