@@ -70,7 +70,7 @@ func (t *Target) CheckOwnerAgain(ctx context.Context) error {
 // Gateways opens the gateway of a Ready sandbox for a user the relay has
 // authorized to verb the subresource.
 type Gateways interface {
-	Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, verb, sub string) (*Target, error)
+	Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, p Place, u user.Info, verb, sub string) (*Target, error)
 }
 
 // callContext is ctx carrying the target's user token, if any.

@@ -36,22 +36,8 @@ type ResolverGateways struct {
 }
 
 // Open implements Gateways.
-func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, verb, sub string) (*Target, error) {
-	// The namespace's UID is read while the gateway is looked up and
-	// connected to: requests to the kube-apiserver side by side.
-	type nsRead struct {
-		uid types.UID
-		err error
-	}
-	nsc := make(chan nsRead, 1)
-	go func() {
-		uid, err := namespaceUID(ctx, g.Reader, sb.Namespace)
-		nsc <- nsRead{uid, err}
-	}()
-	gw, err := lookupGateway(ctx, g.Reader, sb.Status.Gateway)
-	if err != nil {
-		return nil, err
-	}
+func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, p Place, u user.Info, verb, sub string) (*Target, error) {
+	gw := p.Gateway
 	conn, err := g.Resolver.Connect(ctx, gw)
 	if err != nil {
 		return nil, err
@@ -59,11 +45,7 @@ func (g ResolverGateways) Open(ctx context.Context, sb *openshellv1alpha1.OpenSh
 	if conn.Line == gatewayline.Legacy {
 		return nil, fmt.Errorf("gateway %s runs OpenShell 0.0.x, which has no exec or log API for the relay: upgrade it to 0.1", sb.Status.Gateway)
 	}
-	ns := <-nsc
-	if ns.err != nil {
-		return nil, ns.err
-	}
-	uid := ns.uid
+	uid := p.Namespace.UID
 	t := &Target{Client: conn, Workspace: sandboxspec.WorkspaceName(sb.Namespace, uid), Sandbox: sandboxspec.SandboxName(sb.Namespace, sb.Name)}
 	// The name is derived, but whoever holds a gateway token for the
 	// workspace could replace the sandbox behind it: use it only while
@@ -110,6 +92,36 @@ type ownerCheck struct {
 	done  chan struct{}
 	err   error
 	again func(context.Context) error
+}
+
+// Place is what a session reads of the cluster before it opens the
+// sandbox's gateway, once: the gateway its status names, and its namespace
+// (whose UID names the workspace, and whose requester holds the session
+// on a gateway that admits every namespace).
+type Place struct {
+	Gateway   *openshellv1alpha1.OpenShellGateway
+	Namespace *corev1.Namespace
+}
+
+// readPlace reads sb's gateway and namespace, side by side.
+func readPlace(ctx context.Context, r client.Reader, sb *openshellv1alpha1.OpenShellSandbox) (Place, error) {
+	nsc := make(chan error, 1)
+	ns := &corev1.Namespace{}
+	go func() {
+		if err := r.Get(ctx, client.ObjectKey{Name: sb.Namespace}, ns); err != nil {
+			nsc <- fmt.Errorf("read namespace %s: %w", sb.Namespace, err)
+			return
+		}
+		nsc <- nil
+	}()
+	gw, err := lookupGateway(ctx, r, sb.Status.Gateway)
+	if nsErr := <-nsc; err == nil {
+		err = nsErr
+	}
+	if err != nil {
+		return Place{}, err
+	}
+	return Place{Gateway: gw, Namespace: ns}, nil
 }
 
 // lookupGateway reads the gateway a sandbox's status names

@@ -56,7 +56,7 @@ func (a allowList) Allowed(_ context.Context, u user.Info, verb, ns, name, sub s
 
 type noGateways struct{}
 
-func (noGateways) Open(context.Context, *openshellv1alpha1.OpenShellSandbox, user.Info, string, string) (*Target, error) {
+func (noGateways) Open(context.Context, *openshellv1alpha1.OpenShellSandbox, Place, user.Info, string, string) (*Target, error) {
 	return nil, errors.New("no gateway in this test")
 }
 
@@ -590,20 +590,31 @@ func TestLoadIsPublished(t *testing.T) {
 
 // TestHolderNamesTheRequesterOnlyOnOpenGateways: a session's requester is
 // its namespace's openshift.io/requester when the sandbox's gateway admits
-// every namespace, and no one otherwise (no bound there).
+// every namespace, and no one otherwise (no bound there); a gateway that
+// cannot be read ends the session before any slot is taken.
 func TestHolderNamesTheRequesterOnlyOnOpenGateways(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "p-1", Annotations: map[string]string{RequesterAnnotation: "mallory"}}}
 	open := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "open", Namespace: "platform"},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Tenancy: openshellv1alpha1.GatewayTenancy{
 			AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}}}}
 	chosen := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "chosen", Namespace: "platform"}}
-	s := &Server{Reader: fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ns, open, chosen).Build()}
+	reader := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ns, open, chosen).Build()
 	dave := &user.DefaultInfo{Name: "dave"}
-	for gw, want := range map[string]string{"platform/open": "mallory", "platform/chosen": "", "platform/missing": ""} {
-		sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "p-1"},
+	sandboxOn := func(gw string) *openshellv1alpha1.OpenShellSandbox {
+		return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "p-1"},
 			Status: openshellv1alpha1.OpenShellSandboxStatus{Gateway: gw}}
-		if got := s.holderOf(context.Background(), sb, dave); got != (holder{user: "dave", namespace: "p-1", requester: want}) {
+	}
+	for gw, want := range map[string]string{"platform/open": "mallory", "platform/chosen": ""} {
+		sb := sandboxOn(gw)
+		p, err := readPlace(context.Background(), reader, sb)
+		if err != nil {
+			t.Fatalf("gateway %s: %v", gw, err)
+		}
+		if got := holderOf(sb, p, dave); got != (holder{user: "dave", namespace: "p-1", requester: want}) {
 			t.Errorf("gateway %s: %+v, want requester %q", gw, got, want)
 		}
+	}
+	if _, err := readPlace(context.Background(), reader, sandboxOn("platform/missing")); err == nil || !strings.Contains(err.Error(), "platform/missing") {
+		t.Errorf("a missing gateway: %v, want an error naming it", err)
 	}
 }

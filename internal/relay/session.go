@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,12 +129,17 @@ type stream struct {
 // ends the session.
 func (s *Server) startStream(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info,
 	verb, sub string, session Session) *stream {
-	release, refused := s.sessions().acquire(s.holderOf(r.Context(), sb, u))
+	place, err := readPlace(r.Context(), s.Reader, sb)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the sandbox's gateway cannot be reached: %v", err)))
+		return nil
+	}
+	release, refused := s.sessions().acquire(holderOf(sb, place, u))
 	if refused != nil {
 		writeStatus(w, refused)
 		return nil
 	}
-	target, err := s.Gateways.Open(r.Context(), sb, u, verb, sub)
+	target, err := s.Gateways.Open(r.Context(), sb, place, u, verb, sub)
 	if err != nil {
 		release()
 		var st *apierrors.StatusError
@@ -166,16 +170,11 @@ const RequesterAnnotation = "openshift.io/requester"
 // holderOf is whose a session on sb is. The requester bound applies only
 // on a gateway that admits every namespace, the one where a
 // self-provisioner's new projects each get sandboxes; a namespace made
-// otherwise has no requester and no such bound.
-func (s *Server) holderOf(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, u user.Info) holder {
+// otherwise has no requester and no such bound. Pure.
+func holderOf(sb *openshellv1alpha1.OpenShellSandbox, p Place, u user.Info) holder {
 	h := holder{user: u.GetName(), namespace: sb.Namespace}
-	gw, err := lookupGateway(ctx, s.Reader, sb.Status.Gateway)
-	if err != nil || gw.Spec.Tenancy.AllowedNamespaces.From != openshellv1alpha1.NamespacesFromAll {
-		return h // unreadable: opening the gateway fails next, with the reason
-	}
-	ns := &corev1.Namespace{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Name: sb.Namespace}, ns); err == nil {
-		h.requester = ns.Annotations[RequesterAnnotation]
+	if p.Gateway.Spec.Tenancy.AllowedNamespaces.From == openshellv1alpha1.NamespacesFromAll {
+		h.requester = p.Namespace.Annotations[RequesterAnnotation]
 	}
 	return h
 }
