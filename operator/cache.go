@@ -84,6 +84,7 @@ func cacheOptions(cfg *rest.Config, s scope) (cache.Options, error) {
 		&appsv1.Deployment{}:            child,
 		&appsv1.StatefulSet{}:           child,
 		&rbacv1.RoleBinding{}:           child,
+		&rbacv1.Role{}:                  child,
 		&networkingv1.NetworkPolicy{}:   child,
 		&policyv1.PodDisruptionBudget{}: child,
 		// Metadata only: the gateway pods' UIDs (status.instance).

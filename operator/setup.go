@@ -16,6 +16,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
+	"github.com/openshell/openshell-operator/controllers/pairedns"
 	"github.com/openshell/openshell-operator/controllers/platform"
 	"github.com/openshell/openshell-operator/controllers/policy"
 	preflightctrl "github.com/openshell/openshell-operator/controllers/preflight"
@@ -147,12 +148,13 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			Images: opts.Images, Proxy: opts.Proxy, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
+		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, Platform: opts.Platform, AllNamespaces: len(watch) == 0}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
 		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
 		{"shipped provider profiles", &profilecatalogctrl.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform, Catalog: catalog}},
 		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Preflight: store, Policies: policies,
-			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter}},
+			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter, WatchedNamespaces: watch}},
 	} {
 		if err := r.setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up %s controller: %w", r.kind, err)

@@ -342,6 +342,9 @@ type AllowedNamespaces struct {
 // ManagedGatewaySpec configures a gateway installed by the operator.
 // +kubebuilder:validation:XValidation:rule="has(self.sandboxes) && has(self.sandboxes.__namespace__) ? (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__) && oldSelf.sandboxes.__namespace__ == self.sandboxes.__namespace__) : !(has(oldSelf.sandboxes) && has(oldSelf.sandboxes.__namespace__))",message="spec.managed.sandboxes.namespace is immutable: the gateway's grants and sandboxes live there; create a new OpenShellGateway instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.appArmorProfile) || (has(self.version) && self.version.startsWith('0.0.'))",message="spec.managed.sandboxes.appArmorProfile is for the OpenShell 0.0.x sidecar runtime only (set spec.managed.version to 0.0.111): on the 0.1 line, the default, the gateway builds the sandbox pods itself with seccomp RuntimeDefault and offers no AppArmor or seccomp setting; remove it"
+// +kubebuilder:validation:XValidation:rule="(has(self.sandboxes) && has(self.sandboxes.workspaceMode) ? self.sandboxes.workspaceMode : 'Shared') == (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.workspaceMode) ? oldSelf.sandboxes.workspaceMode : 'Shared')",message="spec.managed.sandboxes.workspaceMode is immutable: its sandboxes run in the namespaces of that mode and would have to be recreated elsewhere; create a new OpenShellGateway for the other mode and move tenants to it"
+// +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.version) || self.version.startsWith('0.1.')",message="spec.managed.sandboxes.workspaceMode Operator needs the OpenShell 0.1 line (the 0.0.x driver has no workspace modes): unpin spec.managed.version or set a 0.1 release"
+// +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.sandboxes.__namespace__)",message="spec.managed.sandboxes.namespace is for workspace mode Shared: in Operator mode each tenant namespace's sandboxes run in a namespace of their own that the operator creates"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 type ManagedGatewaySpec struct {
 	// Version is the OpenShell release the gateway runs, for example
@@ -552,13 +555,17 @@ type SandboxPlacement struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
-	// WorkspaceMode is the gateway's Kubernetes workspace mode. Only Shared
-	// is accepted for now: in Managed and Operator modes the gateway would
-	// need cluster-wide rights to create namespaces and Secrets, and the
-	// operator does not yet prepare per-workspace namespaces (sandbox
-	// ServiceAccount, SCC binding, NetworkPolicies).
+	// WorkspaceMode is where the gateway's sandboxes run. Shared (the
+	// default): every tenant's sandbox pods in spec.managed.sandboxes.namespace.
+	// Operator (0.1 line only): each tenant namespace's sandboxes in a
+	// namespace of their own that the operator creates, named after the
+	// tenant's workspace (status.workspaceNamespace of the tenant's
+	// sandboxes), where the gateway holds rights and tenants hold none
+	// (docs/tenancy.md). Managed is refused: the gateway would create
+	// namespaces and copy Secrets cluster-wide itself. The mode cannot
+	// change once set: the sandboxes would have to move namespace.
 	// +kubebuilder:default=Shared
-	// +kubebuilder:validation:XValidation:rule="self == 'Shared'",message="spec.managed.sandboxes.workspaceMode Managed and Operator are not supported yet: they would give the gateway cluster-wide namespace and Secret rights and the operator does not prepare per-workspace namespaces; use Shared (every workspace's sandboxes in spec.managed.sandboxes.namespace)"
+	// +kubebuilder:validation:XValidation:rule="self != 'Managed'",message="spec.managed.sandboxes.workspaceMode Managed is not supported: the gateway would create namespaces and copy Secrets cluster-wide itself; use Operator (a namespace per tenant the operator prepares, with rights only there) or Shared"
 	// +optional
 	WorkspaceMode WorkspaceMode `json:"workspaceMode,omitempty"`
 

@@ -430,6 +430,17 @@ const (
 	SandboxReasonEnvTooLarge = "EnvTooLarge"
 	// SandboxReasonWaitingForGateway: accepted, not yet created at the gateway.
 	SandboxReasonWaitingForGateway = "WaitingForGateway"
+	// SandboxReasonWorkspaceNamespacePending (workspace mode Operator): the
+	// namespace's paired namespace is being created, or is not yet on the
+	// gateway's allowlist.
+	SandboxReasonWorkspaceNamespacePending = "WorkspaceNamespacePending"
+	// SandboxReasonWorkspaceNamespaceConflict (workspace mode Operator): a
+	// namespace of the paired name exists that the operator did not create
+	// for this namespace and gateway; it is never adopted.
+	SandboxReasonWorkspaceNamespaceConflict = "WorkspaceNamespaceConflict"
+	// SandboxReasonWorkspaceModeUnsupported: the gateway is in workspace
+	// mode Operator but the operator does not watch every namespace.
+	SandboxReasonWorkspaceModeUnsupported = "WorkspaceModeUnsupported"
 )
 
 // Condition types an OpenShellSandbox reports besides Accepted, Ready,

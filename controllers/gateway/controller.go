@@ -21,6 +21,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -78,7 +79,8 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // their rules itself (RBAC lets a subject bind a role it does not hold
 // only with `bind` on it).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-gateway-runtime;openshell-sandbox-sidecar-scc-use,namespace=system
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway;openshell-gateway-workspaces
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=list;watch;create;patch;delete
 //
 // Cluster-scoped reads: namespaces (tenancy decisions), and the sandbox
@@ -181,8 +183,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return res, errors.Join(retErr, status.Patch(ctx, r.Client, orig, gw))
 }
 
-// gatewaysOfNamespace re-queues the gateways in namespace o and the
-// gateways whose sandbox namespace o is.
+// gatewaysOfNamespace re-queues the gateways in namespace o, the gateways
+// whose sandbox namespace o is, and the gateway whose paired namespace
+// (workspace mode Operator) o is: its allowlist changes.
 func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	all := &openshellv1alpha1.OpenShellGatewayList{}
 	if err := r.Client.List(ctx, all); err != nil {
@@ -191,7 +194,8 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 	var out []reconcile.Request
 	for i := range all.Items {
 		gw := &all.Items[i]
-		if gw.Namespace == o.GetName() || (gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetName()) {
+		if gw.Namespace == o.GetName() || (gw.Spec.Mode != openshellv1alpha1.GatewayModeExternal && render.NamesFor(gw).SandboxNamespace == o.GetName()) ||
+			(render.OperatorMode(gw) && ownedBy(o, gw)) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
 		}
 	}
@@ -479,6 +483,13 @@ func (r *Reconciler) resolveInputs(gw *openshellv1alpha1.OpenShellGateway, pf pr
 // apply renders the gateway's objects, applies them and prunes what the
 // render no longer holds.
 func (r *Reconciler) apply(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (render.Rendered, error) {
+	if render.OperatorMode(gw) {
+		ws, err := r.workspaceNamespaces(ctx, gw)
+		if err != nil {
+			return render.Rendered{}, err
+		}
+		in.Workspaces = ws
+	}
 	rendered, err := render.Render(gw, in)
 	if err != nil {
 		return rendered, err
@@ -606,6 +617,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.RoleBinding{}).
+		Owns(&rbacv1.Role{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&rbacv1.ClusterRoleBinding{}, byGatewayLabels, managedByUs).
@@ -645,4 +657,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return source.Kind(mgr.GetCache(), obj, h)
 	}
 	return nil
+}
+
+// workspaceNamespaces are the paired namespaces of an Operator mode
+// gateway that the operator made for it (pairedns), not being deleted:
+// the driver's allowlist. A namespace of a paired name made by anyone
+// else never carries the labels PairedTenant checks.
+func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := r.Client.List(ctx, list, gatewaySelector(gw)); err != nil {
+		return nil, fmt.Errorf("list paired namespaces: %w", err)
+	}
+	var out []string
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if _, _, ok := render.PairedTenant(gw, ns); ok && ns.DeletionTimestamp.IsZero() {
+			out = append(out, ns.Name)
+		}
+	}
+	return out, nil
 }

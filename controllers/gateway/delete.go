@@ -211,8 +211,10 @@ func (r *Reconciler) removeChildren(ctx context.Context, gw *openshellv1alpha1.O
 	}
 	// The gateway's cluster-scoped binding goes last, after everything that
 	// can fail: a still-running gateway keeps TokenReview until the very end.
-	if err := r.deleteIfOurs(ctx, gw, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterScoped}}); err != nil {
-		return err
+	for _, name := range []string{n.WorkspacesBinding, n.ClusterScoped} {
+		if err := r.deleteIfOurs(ctx, gw, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
 	}
 	return status.RemoveFinalizer(ctx, r.Client, gw, Finalizer)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -77,6 +78,10 @@ type Reconciler struct {
 	Gateways  *gwconn.Resolver
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
+	// WatchedNamespaces are the namespaces the operator's cache holds
+	// (none: all of them). Workspace mode Operator needs all: its paired
+	// namespaces are created at run time.
+	WatchedNamespaces []string
 	// Sweeper is told of every force-release, so that what it leaves at
 	// the gateway is deleted once the gateway answers (nil: no sweep).
 	Sweeper *Sweeper
@@ -126,6 +131,9 @@ type observed struct {
 	envRefusal *refusal
 	// envVersions are the resourceVersions of the Secrets env read, by name.
 	envVersions map[string]string
+	// paired is, on a gateway in workspace mode Operator, why the
+	// namespace's paired namespace cannot take sandboxes yet (nil: it can).
+	paired *refusal
 }
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
@@ -185,13 +193,7 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		return ctrl.Result{}, err
 	}
 	if !ok {
-		// A blocked or rejected sandbox is not an error: nothing is retried
-		// until a watched input (CRD, gateway, policy, provider, image
-		// policy, spec) changes. That decision is the whole of acting on
-		// this generation; otherwise sync records it once the gateway holds
-		// it (status.observedGeneration means "fully acted on" in every kind).
-		sb.Status.ObservedGeneration = sb.Generation
-		return ctrl.Result{}, nil
+		return heldBack(sb, obs), nil
 	}
 	// The admission webhook sets the finalizer; where none runs it takes a
 	// write of its own (status is patched by the deferred call).
@@ -203,6 +205,21 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		res.RequeueAfter = max(left, time.Millisecond) // look again when it expires
 	}
 	return res, err
+}
+
+// heldBack settles a sandbox a gate holds back. That is not an error: nothing
+// is retried until a watched input (CRD, gateway, policy, provider, image
+// policy, spec) changes. That decision is the whole of acting on this
+// generation; otherwise sync records it once the gateway holds it
+// (status.observedGeneration means "fully acted on" in every kind). A
+// paired namespace on its way is looked at again shortly (the gateway's
+// allowlist has no event of its own here).
+func heldBack(sb *openshellv1alpha1.OpenShellSandbox, obs observed) ctrl.Result {
+	sb.Status.ObservedGeneration = sb.Generation
+	if obs.paired != nil && obs.paired.reason == openshellv1alpha1.SandboxReasonWorkspaceNamespacePending {
+		return ctrl.Result{RequeueAfter: pairedPoll}
+	}
+	return ctrl.Result{}
 }
 
 // fetch reads the sandbox. One that is gone (deleted without its
@@ -303,6 +320,11 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		obs.providersBehind = unsynced(obs.providers, obs.gateway, obs.gateway.Status.Instance)
 	}
 	obs.env, obs.envVersions, obs.envRefusal = r.resolveEnv(ctx, sb)
+	if obs.gateway != nil && render.OperatorMode(obs.gateway) {
+		if obs.paired, err = r.observePaired(ctx, obs.gateway, sb.Namespace, obs.namespaceUID); err != nil {
+			return obs, err
+		}
+	}
 	return obs, nil
 }
 

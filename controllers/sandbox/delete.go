@@ -373,7 +373,7 @@ func (r *Reconciler) createInFlight(ctx context.Context, gw *openshellv1alpha1.O
 	if now.Sub(got.GetMetadata().GetCreatedTime().AsTime()) > createInFlightGrace {
 		return false, nil
 	}
-	n, known, err := r.agentSandboxes(ctx, sb, managedSandboxNamespace(gw), got.GetMetadata().GetId())
+	n, known, err := r.agentSandboxes(ctx, sb, managedSandboxNamespace(gw, sb), got.GetMetadata().GetId())
 	if err != nil {
 		return false, err
 	}

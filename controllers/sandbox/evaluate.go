@@ -95,7 +95,12 @@ type refusal struct {
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
 	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
+	pairedGate,
 }
+
+// pairedGate holds a sandbox until its namespace's paired namespace can
+// take it (workspace mode Operator).
+func pairedGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal { return obs.paired }
 
 // rejectedOrHeld is the phase of a refusal by the platform (gateway
 // access, a control): a sandbox not yet created is rejected; one that runs

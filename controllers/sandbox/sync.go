@@ -480,7 +480,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "Resumed", "StartSandbox", "a new runtime of %s is starting on its workspace", d.name)
 	}
 	res := r.report(sb, obs, current)
-	if err := r.locateUpstream(ctx, sb, obs.preflight.AgentSandbox.Preferred, managedSandboxNamespace(obs.gateway)); err != nil {
+	if err := r.locateUpstream(ctx, sb, obs.preflight.AgentSandbox.Preferred, managedSandboxNamespace(obs.gateway, sb)); err != nil {
 		return ctrl.Result{}, err
 	}
 	if res = reportUpstream(sb, current, gone, res); gone {
@@ -715,9 +715,13 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 
 // managedSandboxNamespace is where a Managed gateway runs its sandboxes
 // ("" for an External gateway: the operator does not know).
-func managedSandboxNamespace(gw *openshellv1alpha1.OpenShellGateway) string {
-	if gw == nil || gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal {
+func managedSandboxNamespace(gw *openshellv1alpha1.OpenShellGateway, sb *openshellv1alpha1.OpenShellSandbox) string {
+	switch {
+	case gw == nil || gw.Spec.Mode == openshellv1alpha1.GatewayModeExternal:
 		return ""
+	case render.OperatorMode(gw):
+		// The paired namespace is named after the workspace.
+		return sb.Status.Workspace
 	}
 	return render.NamesFor(gw).SandboxNamespace
 }

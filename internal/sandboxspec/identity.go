@@ -25,6 +25,15 @@ type TenantClaim struct {
 	// Sandbox is the name of the agents.x-k8s.io Sandbox that owns the pod
 	// ("" when none does).
 	Sandbox string
+	// PodNamespace is the pod's own namespace: in workspace mode Operator
+	// a sandbox runs in its tenant's paired namespace, named after the
+	// tenant's workspace, where only the operator and the gateway write.
+	// InPairedNamespace says PodNamespace is such a namespace (by labels
+	// only the operator and cluster admins can set): there the Sandbox's
+	// name says nothing (any workspace's sandbox may bear any name) and
+	// only the namespace decides.
+	PodNamespace      string
+	InPairedNamespace bool
 }
 
 // TenantClaimProblem says why a pod's claim to be tenant namespace's (of
@@ -32,7 +41,8 @@ type TenantClaim struct {
 // a pod of a Sandbox the gateway created in that namespace's workspace
 // (0.1: the Sandbox's name begins with WorkspaceName(namespace, uid) and
 // "--", which only the operator and that namespace's Tenant Admins holding
-// a gateway token can make the gateway write), or, on 0.0.111, which has
+// a gateway token can make the gateway write; in workspace mode Operator,
+// the pod is in the namespace named after that workspace), or, on 0.0.111, which has
 // no workspaces and grants no tenant tokens, for a Sandbox named as the
 // operator names one of that namespace's OpenShellSandboxes (sandboxes).
 // NetworkPolicies select tenants by these labels, so a gateway token of
@@ -47,6 +57,12 @@ func TenantClaimProblem(c TenantClaim, uid types.UID, sandboxes []string) string
 	case c.UID != "" && c.UID != string(uid):
 		return fmt.Sprintf("the pod wears %s=%s, which is not namespace %s's UID (%s): it claims an earlier or forged namespace",
 			LabelTenantNamespaceUID, c.UID, c.Namespace, uid)
+	case c.InPairedNamespace:
+		if c.PodNamespace == WorkspaceName(c.Namespace, uid) {
+			return ""
+		}
+		return fmt.Sprintf("the pod wears %s but runs in namespace %s, which is not namespace %s's paired namespace (%s): "+
+			"a gateway token of one namespace cannot dress a pod as another's", label, c.PodNamespace, c.Namespace, WorkspaceName(c.Namespace, uid))
 	case strings.HasPrefix(c.Sandbox, WorkspaceName(c.Namespace, uid)+WorkspaceSeparator):
 		return ""
 	case !strings.Contains(c.Sandbox, WorkspaceSeparator) && slices.ContainsFunc(sandboxes, func(n string) bool { return SandboxName(c.Namespace, n) == c.Sandbox }):

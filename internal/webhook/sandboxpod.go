@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -87,9 +88,11 @@ func (h *SandboxPodTenant) Handle(ctx context.Context, req admission.Request) ad
 	if claim.Namespace == "" {
 		return admission.Allowed("")
 	}
+	claim.PodNamespace = req.Namespace
 	if req.Operation == admissionv1.Update {
 		var old podIdentity
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil && old.claim() == claim {
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil && old.claim().Namespace == claim.Namespace && old.claim().UID == claim.UID &&
+			old.claim().Sandbox == claim.Sandbox {
 			// Admitted when it was made: a status or other update.
 			return admission.Allowed("")
 		}
@@ -105,6 +108,11 @@ func (h *SandboxPodTenant) Handle(ctx context.Context, req admission.Request) ad
 }
 
 func (h *SandboxPodTenant) problem(ctx context.Context, claim sandboxspec.TenantClaim) (string, error) {
+	podNS, _, err := tenancy.ReadNamespace(ctx, h.Reader, claim.PodNamespace)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("read namespace %s: %w", claim.PodNamespace, err)
+	}
+	claim.InPairedNamespace = render.IsPairedNamespace(podNS.Labels)
 	_, uid, err := tenancy.ReadNamespace(ctx, h.Reader, claim.Namespace)
 	if apierrors.IsNotFound(err) {
 		uid = types.UID("")

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -131,6 +132,10 @@ func PlayManaged(ctx context.Context, c client.Client, obj *openshellv1alpha1.Op
 		// What the operator renders into a 0.1.5 gateway's config.
 		AllowedPodLabels: sandboxspec.OperatorPodLabels,
 	}}
+	if render.OperatorMode(obj) {
+		m.opts.WorkspaceMode = testgateway.WorkspaceModeOperator
+		m.opts.Allowlist = mountedAllowlist(c, obj)
+	}
 	if version == "" {
 		version = render.DesiredVersion(obj)
 	}
@@ -193,7 +198,11 @@ func asGatewayAccount(admin *rest.Config, scheme *runtime.Scheme, obj *openshell
 func (m *ManagedGateway) waitForGrants(ctx context.Context, version string) error {
 	n := render.NamesFor(m.Object)
 	checks := []authorizationv1.ResourceAttributes{{Namespace: n.SandboxNamespace, Verb: "watch", Group: "agents.x-k8s.io", Resource: "sandboxes"}}
-	if l, err := gatewayline.Of(version); err == nil && l == gatewayline.V01 {
+	switch l, err := gatewayline.Of(version); {
+	case render.OperatorMode(m.Object):
+		// Its runtime is granted per paired namespace, as tenants come.
+		checks = append(checks, authorizationv1.ResourceAttributes{Verb: "watch", Group: "agents.x-k8s.io", Resource: "sandboxes"})
+	case err == nil && l == gatewayline.V01:
 		checks = append(checks, authorizationv1.ResourceAttributes{Namespace: n.SandboxNamespace, Verb: "create", Resource: "pods"})
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -254,4 +263,20 @@ func (s *Stack) dialGateway(ctx context.Context, addr string) (net.Conn, error) 
 	s.routesMu.Unlock()
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// mountedAllowlist reads an Operator mode gateway's allowlist as its pod
+// sees the mounted file: the ConfigMap's content, read with the kubelet's
+// rights (not the gateway's).
+func mountedAllowlist(c client.Client, obj *openshellv1alpha1.OpenShellGateway) func(context.Context) ([]string, error) {
+	key := client.ObjectKey{Namespace: obj.Namespace, Name: render.NamesFor(obj).Workspaces}
+	return func(ctx context.Context) ([]string, error) {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, key, cm); err != nil {
+			return nil, err
+		}
+		var names []string
+		err := json.Unmarshal([]byte(cm.Data[render.WorkspacesFile]), &names)
+		return names, err
+	}
 }

@@ -77,6 +77,16 @@ func newDriver(ctx context.Context, g *Gateway) (*driver, error) {
 	return d, nil
 }
 
+// watchNamespace is where the driver follows its Sandboxes: its own
+// namespace in shared mode; in every other mode, as the 0.1 driver does,
+// all of them (by its labels).
+func (d *driver) watchNamespace() string {
+	if d.g.opts.WorkspaceMode == WorkspaceModeOperator {
+		return ""
+	}
+	return d.g.opts.Namespace
+}
+
 func (d *driver) selector() client.MatchingLabels {
 	return client.MatchingLabels{LabelManagedBy: "openshell", LabelGatewayID: d.g.opts.GatewayID}
 }
@@ -156,7 +166,7 @@ func (d *driver) create(ctx context.Context, row *sandboxRow, sb *openshellv1.Sa
 	if rc := sb.Spec.GetTemplate().GetRuntimeClassName(); rc != "" {
 		pod.RuntimeClassName = &rc
 	}
-	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: o.Namespace, GatewayID: o.GatewayID,
+	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: row.ns, GatewayID: o.GatewayID,
 		SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name, Workspace: sb.Metadata.Workspace,
 		TemplateLabels: sb.Spec.Template.Labels, TemplateAnnotations: sb.Spec.Template.Annotations, Pod: pod})
 	if err != nil {
@@ -198,7 +208,7 @@ func (d *driver) replaceStale(ctx context.Context, cr *unstructured.Unstructured
 func (d *driver) delete(ctx context.Context, row *sandboxRow) (bool, error) {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(d.gvk)
-	cr.SetNamespace(d.g.opts.Namespace)
+	cr.SetNamespace(row.ns)
 	cr.SetName(row.crName)
 	err := d.g.opts.Kube.Delete(ctx, cr)
 	if apierrors.IsNotFound(err) {
@@ -222,7 +232,7 @@ func (d *driver) watch(ctx context.Context) {
 	scoped := func(opts *metav1.ListOptions) (*unstructured.UnstructuredList, *client.ListOptions) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(d.gvk)
-		return list, &client.ListOptions{Namespace: d.g.opts.Namespace, LabelSelector: sel, Limit: opts.Limit, Continue: opts.Continue, Raw: opts}
+		return list, &client.ListOptions{Namespace: d.watchNamespace(), LabelSelector: sel, Limit: opts.Limit, Continue: opts.Continue, Raw: opts}
 	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

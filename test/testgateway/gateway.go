@@ -58,6 +58,45 @@ type Options struct {
 	// Version is what Health reports from the start ("": Version); see
 	// ReportVersion.
 	Version string
+	// WorkspaceMode is the driver's workspace_mode: "" or "shared" (every
+	// sandbox in Namespace, its Sandbox named <workspace>--<name>), or
+	// "operator" (in the namespace named after its workspace, which
+	// Allowlist must name, its Sandbox named <name>; Namespace is then
+	// only where the client certificate is read from).
+	WorkspaceMode string
+	// Allowlist reads the operator_namespace_file as the kubelet would
+	// have mounted it (operator mode only).
+	Allowlist func(context.Context) ([]string, error)
+}
+
+// WorkspaceModeOperator is the driver's workspace_mode operator.
+const WorkspaceModeOperator = "operator"
+
+// place is where a new sandbox's Sandbox goes. In operator mode a
+// workspace whose namespace is not on the allowlist is refused as the
+// 0.1 driver refuses it (FAILED_PRECONDITION), never placed elsewhere.
+func (g *Gateway) place(ctx context.Context, ws, name string) (ns, crName string, err error) {
+	if g.opts.WorkspaceMode != WorkspaceModeOperator {
+		ns, crName = g.placeOf(ws, name)
+		return ns, crName, nil
+	}
+	if g.opts.Allowlist == nil {
+		return "", "", status.Error(codes.FailedPrecondition, "operator mode requires a namespace allowlist")
+	}
+	names, err := g.opts.Allowlist(ctx)
+	if err != nil || !slices.Contains(names, ws) {
+		return "", "", status.Errorf(codes.FailedPrecondition, "workspace '%s' is not in the operator namespace allowlist", ws)
+	}
+	ns, crName = g.placeOf(ws, name)
+	return ns, crName, nil
+}
+
+// placeOf is where the driver puts a sandbox's Sandbox, in its mode.
+func (g *Gateway) placeOf(ws, name string) (ns, crName string) {
+	if g.opts.WorkspaceMode == WorkspaceModeOperator {
+		return ws, name
+	}
+	return g.opts.Namespace, ws + "--" + name
 }
 
 // Gateway is a running test gateway.
@@ -116,10 +155,11 @@ type Gateway struct {
 type wsName struct{ ws, name string }
 
 type sandboxRow struct {
-	sb       *openshellv1.Sandbox
-	crName   string
-	policyV  uint32
-	deleting bool
+	sb *openshellv1.Sandbox
+	// ns and crName place its agents.x-k8s.io Sandbox (place).
+	ns, crName string
+	policyV    uint32
+	deleting   bool
 	// transition is STOPPING or STARTING while a stop or start is under
 	// way: the gateway holds that phase until the driver reports the end
 	// state (STOPPED, READY).
@@ -421,7 +461,8 @@ func (g *Gateway) SeedSandbox(workspace, name string, labels map[string]string, 
 			CreatedAtMs: time.Now().UnixMilli()},
 		Spec:   &openshellv1.SandboxSpec{},
 		Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_READY},
-	}, crName: workspace + "--" + name}
+	}}
+	row.ns, row.crName = g.placeOf(workspace, name)
 	for _, a := range annotations {
 		row.sb.Metadata.Annotations = a
 	}

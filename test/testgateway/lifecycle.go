@@ -116,7 +116,7 @@ func (d *driver) setRunning(ctx context.Context, row *sandboxRow, running bool) 
 	}
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(d.gvk)
-	cr.SetNamespace(d.g.opts.Namespace)
+	cr.SetNamespace(row.ns)
 	cr.SetName(row.crName)
 	patch := `{"spec":{"operatingMode":"Suspended"}}`
 	switch {

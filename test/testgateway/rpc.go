@@ -205,12 +205,17 @@ func (g *Gateway) CreateSandbox(ctx context.Context, req *openshellv1.CreateSand
 	if spec.Template.Image == "" {
 		spec.Template.Image = g.opts.DefaultImage
 	}
-	row := &sandboxRow{sb: &openshellv1.Sandbox{
+	ns, crName, err := g.place(ctx, ws, req.Name)
+	if err != nil {
+		g.mu.Unlock()
+		return nil, err
+	}
+	row := &sandboxRow{ns: ns, crName: crName, sb: &openshellv1.Sandbox{
 		Metadata: &datamodelv1.ObjectMeta{Id: gatewayapi.NewRequestID(), Name: req.Name, Workspace: ws, CreatedAtMs: time.Now().UnixMilli(),
 			ResourceVersion: 1, Labels: req.Labels, Annotations: req.Annotations},
 		Spec:   spec,
 		Status: &openshellv1.SandboxStatus{Phase: openshellv1.SandboxPhase_SANDBOX_PHASE_PROVISIONING},
-	}, crName: ws + "--" + req.Name}
+	}}
 	g.sandboxes[wsName{ws, req.Name}] = row
 	if spec.Policy != nil {
 		row.policyV = 1

@@ -83,10 +83,10 @@ func supervisorSecretName(id string, gen int) string {
 // to the release of the suspended Sandbox; the bootstrap (Secrets, gates)
 // follows in the background, as the workload Pod appears.
 func (d *driver) create01(ctx context.Context, row *sandboxRow, sb *openshellv1.Sandbox) error {
-	if err := d.ensureFence(ctx); err != nil {
+	if err := d.ensureFence(ctx, row.ns); err != nil {
 		return err
 	}
-	uid, err := d.sandboxUID(ctx)
+	uid, err := d.sandboxUID(ctx, row.ns)
 	if err != nil {
 		return err
 	}
@@ -109,13 +109,13 @@ func (d *driver) create01(ctx context.Context, row *sandboxRow, sb *openshellv1.
 	rt.crUID = cr.GetUID()
 	d.g.mu.Unlock()
 	id := sb.Metadata.Id
-	if err := d.g.opts.Kube.Create(ctx, d.boundaryService(id, row.crName, rt)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := d.g.opts.Kube.Create(ctx, d.boundaryService(id, row.ns, row.crName, rt)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the boundary Service: %w", err)
 	}
 	if err := d.g.opts.Kube.Create(ctx, d.supervisorPod(sb, row, rt)); err != nil {
 		return fmt.Errorf("create the supervisor Pod: %w", err)
 	}
-	if err := d.patchSandbox(ctx, row.crName, map[string]any{"operatingMode": "Running"}); err != nil {
+	if err := d.patchSandbox(ctx, row.ns, row.crName, map[string]any{"operatingMode": "Running"}); err != nil {
 		return fmt.Errorf("release the Sandbox: %w", err)
 	}
 	go d.bootstrap(row, rt.generation)
@@ -133,8 +133,7 @@ func (d *driver) driverError(err error) error {
 // ensureFence creates or validates the namespace's two NetworkPolicies:
 // workloads reach nothing and are reached only by supervisors on the
 // boundary port; supervisors may reach anything.
-func (d *driver) ensureFence(ctx context.Context) error {
-	ns := d.g.opts.Namespace
+func (d *driver) ensureFence(ctx context.Context, ns string) error {
 	for _, np := range []*networkingv1.NetworkPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Name: FenceWorkloads, Namespace: ns,
 			Labels: map[string]string{LabelManagedBy: "openshell", LabelComponent: "sandbox-workload-fence"}},
@@ -172,10 +171,10 @@ func (d *driver) ensureFence(ctx context.Context) error {
 
 // sandboxUID is the UID both Pods run as: the start of the namespace's
 // OpenShift UID range, else the driver's default.
-func (d *driver) sandboxUID(ctx context.Context) (int64, error) {
+func (d *driver) sandboxUID(ctx context.Context, name string) (int64, error) {
 	ns := &corev1.Namespace{}
-	if err := d.g.opts.Kube.Get(ctx, client.ObjectKey{Name: d.g.opts.Namespace}, ns); err != nil {
-		return 0, fmt.Errorf("read namespace %s for its UID range: %w", d.g.opts.Namespace, err)
+	if err := d.g.opts.Kube.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return 0, fmt.Errorf("read namespace %s for its UID range: %w", name, err)
 	}
 	if r := ns.Annotations[annotationUIDRange]; r != "" {
 		start, _, _ := strings.Cut(r, "/")
@@ -195,7 +194,7 @@ func (d *driver) renderSandbox01(row *sandboxRow, sb *openshellv1.Sandbox, rt *r
 		labels[k] = v
 	}
 	labels[LabelBoundaryRole], labels[LabelBoundaryPair] = "workload", strings.ToLower(sb.Metadata.Id)
-	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: o.Namespace, GatewayID: o.GatewayID,
+	cr, err := RenderSandbox(d.gvk, SandboxCR{Name: row.crName, Namespace: row.ns, GatewayID: o.GatewayID,
 		SandboxID: sb.Metadata.Id, SandboxName: sb.Metadata.Name, Workspace: sb.Metadata.Workspace,
 		TemplateLabels: labels, TemplateAnnotations: sb.Spec.Template.Annotations, Pod: workloadPod(sb, rt, o.SupervisorImage)})
 	if err != nil {
@@ -268,9 +267,9 @@ func ownedBy(kind, apiVersion, name string, uid types.UID) []metav1.OwnerReferen
 	return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, BlockOwnerDeletion: ptr.To(false)}}
 }
 
-func (d *driver) boundaryService(id, crName string, rt *runtime01) *corev1.Service {
+func (d *driver) boundaryService(id, ns, crName string, rt *runtime01) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: boundaryServiceName(id), Namespace: d.g.opts.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: boundaryServiceName(id), Namespace: ns,
 			Labels:          map[string]string{LabelManagedBy: "openshell", LabelSandboxID: id, LabelComponent: "boundary-service"},
 			OwnerReferences: ownedBy("Sandbox", d.gvk.GroupVersion().String(), crName, rt.crUID)},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP,
@@ -284,7 +283,7 @@ func (d *driver) boundaryService(id, crName string, rt *runtime01) *corev1.Servi
 func (d *driver) supervisorPod(sb *openshellv1.Sandbox, row *sandboxRow, rt *runtime01) *corev1.Pod {
 	o, id := d.g.opts, sb.Metadata.Id
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: o.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: row.ns,
 			Labels: map[string]string{LabelManagedBy: "openshell", LabelBoundaryRole: "supervisor", LabelBoundaryPair: strings.ToLower(id),
 				LabelGatewayID: o.GatewayID, LabelComponent: "supervisor"},
 			Annotations:     map[string]string{LabelSandboxID: id},
@@ -328,7 +327,7 @@ func (d *driver) supervisorPod(sb *openshellv1.Sandbox, row *sandboxRow, rt *run
 // validation does.
 func (d *driver) bootstrap(row *sandboxRow, gen int) {
 	ctx := d.ctx
-	kube, ns := d.g.opts.Kube, d.g.opts.Namespace
+	kube, ns := d.g.opts.Kube, row.ns
 	d.g.mu.Lock()
 	id, crName := row.sb.Metadata.Id, row.crName
 	d.g.mu.Unlock()
@@ -373,6 +372,19 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 		return
 	}
 	descriptor, _ := json.Marshal(map[string]any{"sandbox_id": id, "generation": gen, "boundary_port": boundaryPort})
+	supervisorData := map[string][]byte{"runtime.json": descriptor, "auth.json": []byte("{}")}
+	if d.g.opts.WorkspaceMode == WorkspaceModeOperator {
+		// Outside shared mode the driver stages its client certificate,
+		// read from its own namespace, into the supervisor's Secret.
+		s := &corev1.Secret{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: d.g.opts.Namespace, Name: d.g.opts.ClientTLSSecret}, s); err != nil {
+			d.failBootstrap(row, gen, fmt.Sprintf("read the client TLS Secret %s/%s: %v", d.g.opts.Namespace, d.g.opts.ClientTLSSecret, err))
+			return
+		}
+		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+			supervisorData["client-"+k] = s.Data[k]
+		}
+	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: workloadSecretName(id, gen), Namespace: ns,
 			Labels:          map[string]string{LabelManagedBy: "openshell", LabelComponent: "sandbox-bootstrap"},
@@ -383,7 +395,7 @@ func (d *driver) bootstrap(row *sandboxRow, gen int) {
 			Labels:          map[string]string{LabelManagedBy: "openshell", LabelComponent: "supervisor-bootstrap"},
 			OwnerReferences: ownedBy("Pod", "v1", supervisor.Name, supervisor.UID)},
 			Immutable: ptr.To(true),
-			Data:      map[string][]byte{"runtime.json": descriptor, "auth.json": []byte("{}")}},
+			Data:      supervisorData},
 	} {
 		if err := kube.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 			d.failBootstrap(row, gen, fmt.Sprintf("create the bootstrap Secret %s: %v", s.Name, err))
@@ -489,17 +501,17 @@ func (d *driver) setRunning01(ctx context.Context, row *sandboxRow, running bool
 	gen, id := rt.generation, sb.Metadata.Id
 	if !running {
 		d.g.mu.Unlock()
-		if err := d.patchSandbox(ctx, row.crName, map[string]any{"operatingMode": "Suspended"}); err != nil {
+		if err := d.patchSandbox(ctx, row.ns, row.crName, map[string]any{"operatingMode": "Suspended"}); err != nil {
 			return err
 		}
-		sup := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: d.g.opts.Namespace}}
+		sup := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: SupervisorPodName(id), Namespace: row.ns}}
 		return client.IgnoreNotFound(d.g.opts.Kube.Delete(ctx, sup))
 	}
 	cr, err := d.renderSandbox01(row, sb, rt, true)
 	sup := d.supervisorPod(sb, row, rt)
 	d.g.mu.Unlock()
 	if err == nil {
-		err = d.start01(ctx, row.crName, cr, sup)
+		err = d.start01(ctx, row.ns, row.crName, cr, sup)
 	}
 	if err != nil {
 		d.g.mu.Lock()
@@ -515,7 +527,7 @@ func (d *driver) setRunning01(ctx context.Context, row *sandboxRow, running bool
 
 // start01 replaces the supervisor Pod (an earlier generation's, or one a
 // failed start left) with sup and releases the Sandbox with cr's spec.
-func (d *driver) start01(ctx context.Context, crName string, cr *unstructured.Unstructured, sup *corev1.Pod) error {
+func (d *driver) start01(ctx context.Context, ns, crName string, cr *unstructured.Unstructured, sup *corev1.Pod) error {
 	kube := d.g.opts.Kube
 	if err := kube.Delete(ctx, sup.DeepCopy()); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete the previous supervisor Pod: %w", err)
@@ -530,12 +542,12 @@ func (d *driver) start01(ctx context.Context, crName string, cr *unstructured.Un
 		return fmt.Errorf("create the supervisor Pod: %w", err)
 	}
 	spec, _, _ := unstructured.NestedMap(cr.Object, "spec")
-	return d.patchSandbox(ctx, crName, spec)
+	return d.patchSandbox(ctx, ns, crName, spec)
 }
 
 // patchSandbox merge-patches the Sandbox's spec (operatingMode is
 // v1alpha1's replicas).
-func (d *driver) patchSandbox(ctx context.Context, name string, spec map[string]any) error {
+func (d *driver) patchSandbox(ctx context.Context, ns, name string, spec map[string]any) error {
 	if mode, ok := spec["operatingMode"].(string); ok && d.gvk.Version == "v1alpha1" {
 		delete(spec, "operatingMode")
 		spec["replicas"] = map[bool]int64{true: 1, false: 0}[mode == "Running"]
@@ -546,7 +558,7 @@ func (d *driver) patchSandbox(ctx context.Context, name string, spec map[string]
 	}
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(d.gvk)
-	cr.SetNamespace(d.g.opts.Namespace)
+	cr.SetNamespace(ns)
 	cr.SetName(name)
 	return d.g.opts.Kube.Patch(ctx, cr, client.RawPatch(types.MergePatchType, body))
 }

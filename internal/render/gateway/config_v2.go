@@ -75,6 +75,10 @@ type kubernetesV2 struct {
 	// wrong guess stops the gateway at startup, visibly; it never widens
 	// what pods may carry.
 	AllowedPodLabels []string `toml:"allowed_pod_labels,omitempty"`
+	// OperatorNamespaceFile is the allowlist of workspace mode operator
+	// (WorkspacesConfigMap, mounted): exactly one of it and
+	// operator_namespace_label, and the operator uses the file.
+	OperatorNamespaceFile string `toml:"operator_namespace_file,omitempty"`
 }
 
 // SandboxUID is the sandbox pods' UID and GID off OpenShift.
@@ -122,6 +126,9 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		}
 		k.ImagePullPolicy = pullPolicies[m.Sandboxes.ImagePullPolicy]
 		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets
+	}
+	if OperatorMode(gw) {
+		k.OperatorNamespaceFile = WorkspacesDir + "/" + WorkspacesFile
 	}
 	k.HTTPSProxy, k.NoProxy = driverProxy(in)
 	if in.Version != "" && gatewayline.AtLeast(in.Version, gatewayline.PodLabelAllowlist) {

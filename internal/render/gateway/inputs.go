@@ -102,6 +102,10 @@ type Inputs struct {
 	TLS TLSSource
 	// OIDC is nil until the operator's identity is configured.
 	OIDC *OIDC
+	// Workspaces (Operator workspace mode) are the paired namespaces ready
+	// for sandboxes: the driver's allowlist. A change reaches the running
+	// gateway without a restart (not part of the config hash).
+	Workspaces []string
 	// TrustBundle is every root the gateway trusts for outbound TLS
 	// (internal/trust.Bundle of public roots, the OIDC issuer's CA and, on
 	// OpenShift, the cluster's trusted CA bundle); SSL_CERT_FILE names it
@@ -195,6 +199,11 @@ type Names struct {
 	// GatewayID is the gateway's DNS-1123 identity (JWT issuer/audience,
 	// managed namespace prefix).
 	GatewayID string
+	// Workspaces (Operator mode) is the ConfigMap of the driver's
+	// namespace allowlist; WorkspacesBinding binds the gateway to
+	// ClusterRoleGatewayWorkspaces; ClientTLSReader is the Role (and its
+	// binding) that lets the driver read its client certificate.
+	Workspaces, WorkspacesBinding, ClientTLSReader string
 }
 
 // NamesFor derives object names from the gateway.
@@ -230,8 +239,11 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 		SandboxNamespace: sandboxNS,
 		// Namespaces hold no dots, so "<namespace>.<name>" is unambiguous
 		// ("team-a"/"prod" and "team"/"a-prod" no longer meet).
-		ClusterScoped: truncateHashed("openshell-gateway-"+gw.Namespace+"."+n, gw.Namespace+"/"+n, 253),
-		GatewayID:     GatewayID(gw.Namespace, gw.Name),
+		ClusterScoped:     truncateHashed("openshell-gateway-"+gw.Namespace+"."+n, gw.Namespace+"/"+n, 253),
+		GatewayID:         GatewayID(gw.Namespace, gw.Name),
+		Workspaces:        n + "-workspaces",
+		WorkspacesBinding: truncateHashed("openshell-gateway-workspaces-"+gw.Namespace+"."+n, "workspaces:"+gw.Namespace+"/"+n, 253),
+		ClientTLSReader:   n + "-client-tls-reader",
 	}
 }
 

@@ -103,6 +103,11 @@ func OperandClusterRoles() []*rbacv1.ClusterRole {
 		// never reads them back: they are immutable and Pod-owned), no
 		// Secret list or watch, Services and NetworkPolicies create and
 		// get only (the fence is namespace-wide and kept).
+		// Operator workspace mode (workspaces.go): the driver's one
+		// cluster-wide watch, read-only.
+		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGatewayWorkspaces, Labels: l}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"list", "watch"}},
+		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleGatewayRuntime, Labels: l}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "delete", "get", "list", "patch", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"create", "get"}},
@@ -114,10 +119,10 @@ func OperandClusterRoles() []*rbacv1.ClusterRole {
 
 // RBAC binds the gateway's ServiceAccount to the static ClusterRoles: in
 // the sandbox namespace with RoleBindings, cluster-wide with a
-// ClusterRoleBinding of a name unique to the gateway. Only the Shared
-// workspace mode exists (the CRD refuses Managed and Operator), so the
-// gateway never creates namespaces, and Secrets (0.1) only in its sandbox
-// namespace.
+// ClusterRoleBinding of a name unique to the gateway. The gateway never
+// creates namespaces (the CRD refuses workspace mode Managed); in workspace
+// mode Operator its runtime grants are in each paired namespace
+// (WorkspaceObjects) and it writes Secrets (0.1) only there.
 func RBAC(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []client.Object {
 	n := NamesFor(gw)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
@@ -125,7 +130,13 @@ func RBAC(gw *openshellv1alpha1.OpenShellGateway, in Inputs) []client.Object {
 		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.GatewayBinding, n.SandboxNamespace, "rbac"), Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewaySandboxes}},
 	}
-	if in.Line == gatewayline.V01 {
+	switch {
+	case OperatorMode(gw):
+		// Sandboxes run in paired namespaces (WorkspaceObjects grants the
+		// runtime there); here the driver only probes the Sandbox API and
+		// reads its client certificate.
+		out = append(out, operatorModeRBAC(gw)...)
+	case in.Line == gatewayline.V01:
 		out = append(out, &rbacv1.RoleBinding{ObjectMeta: meta(gw, n.RuntimeBinding, n.SandboxNamespace, "rbac"), Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewayRuntime}})
 	}
@@ -216,6 +227,13 @@ func PodTemplate(gw *openshellv1alpha1.OpenShellGateway, in Inputs, configHash s
 	}
 	if !UsesPostgres(gw) {
 		mounts = append(mounts, corev1.VolumeMount{Name: "openshell-data", MountPath: DataDir})
+	}
+	if OperatorMode(gw) {
+		// A directory, not a subPath: the kubelet updates it in place and
+		// the driver reloads the file on the change.
+		mounts = append(mounts, corev1.VolumeMount{Name: "workspaces", MountPath: WorkspacesDir, ReadOnly: true})
+		vols = append(vols, corev1.Volume{Name: "workspaces", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: n.Workspaces}}}})
 	}
 	// The whole trust bundle, not the issuer's CA alone: SSL_CERT_FILE
 	// replaces the gateway's store for all of its outbound TLS.

@@ -38,6 +38,9 @@ func Render(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (Rendered, error)
 		add(CertManagerObjects(gw, in)...)
 	}
 	add(ConfigMap(gw, config), TrustBundleConfigMap(gw, in.TrustBundle))
+	if OperatorMode(gw) {
+		add(WorkspacesConfigMap(gw, in.Workspaces))
+	}
 	if in.OpenShift() {
 		add(TrustedCAConfigMap(gw))
 	}

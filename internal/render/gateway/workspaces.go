@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"encoding/json"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+)
+
+// Workspace mode Operator (0.1 line). The 0.1 Kubernetes driver runs the
+// sandboxes of workspace W in the namespace named W when W is on its
+// allowlist (workspace_mode = "operator"; namespace name = workspace
+// name). The operator's workspace of a tenant namespace is
+// sandboxspec.WorkspaceName (ws-<16 hex>), so each tenant namespace gets a
+// paired namespace of that name, which the operator creates and owns:
+// tenants hold no rights in it (their pods, the bootstrap Secrets and the
+// driver's fence policies are out of their reach), the gateway holds only
+// what its driver needs there, and nothing names it but the operator.
+//
+// The allowlist is a file (operator_namespace_file), not a label
+// selector: a label selector makes the driver list and watch every
+// namespace of the cluster. The file is a ConfigMap the operator writes and
+// the gateway's pod mounts as a directory (the driver watches the
+// directory, so the kubelet's atomic update reaches it).
+//
+// What stays cluster-wide for the gateway: list and watch of
+// agents.x-k8s.io Sandboxes (ClusterRoleGatewayWorkspaces). The 0.1 driver
+// follows its Sandboxes with one cluster-wide watch in every mode but
+// Shared (its watch_sandboxes_cluster_wide; RBAC cannot bound a list by
+// label). It is read-only, on the one kind; every write is granted per
+// paired namespace.
+const (
+	// WorkspacesDir holds WorkspacesFile, the driver's allowlist: a JSON
+	// array of namespace names.
+	WorkspacesDir  = "/etc/openshell/workspaces"
+	WorkspacesFile = "namespaces.json"
+	// ClusterRoleGatewayWorkspaces is bound cluster-wide to an Operator
+	// mode gateway: list and watch of Sandboxes.
+	ClusterRoleGatewayWorkspaces = "openshell-gateway-workspaces"
+	// componentWorkspace marks a paired namespace and what is in it.
+	componentWorkspace = "workspace"
+)
+
+// Labels of a paired namespace, besides the gateway's (Labels): the tenant
+// namespace incarnation it serves (sandboxspec.WorkspaceLabels).
+const (
+	// LabelPSAEnforce and friends pin the Pod Security level of a paired
+	// namespace: the 0.1 runtime's pods meet restricted.
+	LabelPSAEnforce = "pod-security.kubernetes.io/enforce"
+	LabelPSAAudit   = "pod-security.kubernetes.io/audit"
+	LabelPSAWarn    = "pod-security.kubernetes.io/warn"
+	// LabelPSASync off keeps OpenShift's label syncer from lowering the
+	// level to what the namespace's ServiceAccounts' SCCs would allow.
+	LabelPSASync = "security.openshift.io/scc.podSecurityLabelSync"
+)
+
+// OperatorMode reports whether the gateway runs each tenant's sandboxes in
+// a paired namespace.
+func OperatorMode(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw.Spec.Mode == openshellv1alpha1.GatewayModeManaged && WorkspaceMode(gw) == openshellv1alpha1.WorkspaceModeOperator
+}
+
+// PairedNamespace is the namespace an Operator mode gateway runs the
+// sandboxes of one tenant namespace incarnation in.
+func PairedNamespace(tenant string, uid types.UID) string {
+	return sandboxspec.WorkspaceName(tenant, uid)
+}
+
+// WorkspaceObjects are the objects of a tenant's paired namespace for an
+// Operator mode gateway: the namespace itself, the sandbox ServiceAccount
+// the driver expects there (it creates none in this mode), and the
+// gateway's grants there (the same static ClusterRoles it holds in a
+// Shared sandbox namespace, bound by RoleBindings).
+func WorkspaceObjects(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) []client.Object {
+	n := NamesFor(gw)
+	ns := PairedNamespace(tenant, uid)
+	nsMeta := meta(gw, ns, "", componentWorkspace)
+	for k, v := range sandboxspec.WorkspaceLabels(tenant, uid) {
+		nsMeta.Labels[k] = v
+	}
+	for _, k := range []string{LabelPSAEnforce, LabelPSAAudit, LabelPSAWarn} {
+		nsMeta.Labels[k] = "restricted"
+	}
+	nsMeta.Labels[LabelPSASync] = "false"
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: nsMeta},
+		&corev1.ServiceAccount{ObjectMeta: meta(gw, n.SandboxSA, ns, "sandbox"), AutomountServiceAccountToken: ptr.To(false)},
+		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.GatewayBinding, ns, "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewaySandboxes}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.RuntimeBinding, ns, "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewayRuntime}},
+	}
+}
+
+// IsPairedNamespace says whether a namespace's labels make it a paired
+// namespace of any gateway (labels only the operator and cluster admins
+// can set on a namespace).
+func IsPairedNamespace(labels map[string]string) bool {
+	return labels[LabelManagedBy] == ManagedByValue && labels[LabelComponent] == componentWorkspace
+}
+
+// PairedTenant returns the tenant namespace a paired namespace of gw
+// serves, from its labels, if it is one the operator made for gw.
+func PairedTenant(gw *openshellv1alpha1.OpenShellGateway, ns metav1.Object) (string, types.UID, bool) {
+	l := ns.GetLabels()
+	tenant, uid := l[sandboxspec.LabelNamespace], types.UID(l[sandboxspec.LabelNamespaceUID])
+	if l[LabelManagedBy] != ManagedByValue || l[LabelComponent] != componentWorkspace || l[LabelGatewayNamespace] != gw.Namespace ||
+		l[LabelGatewayName] != Labels(gw, "")[LabelGatewayName] || tenant == "" || uid == "" || PairedNamespace(tenant, uid) != ns.GetName() {
+		return "", "", false
+	}
+	return tenant, uid, true
+}
+
+// WorkspacesConfigMap is the driver's allowlist: the paired namespaces
+// ready for sandboxes (sorted, so that the same set renders the same file).
+func WorkspacesConfigMap(gw *openshellv1alpha1.OpenShellGateway, namespaces []string) *corev1.ConfigMap {
+	names := slices.Sorted(slices.Values(namespaces))
+	if names == nil {
+		names = []string{}
+	}
+	b, _ := json.Marshal(names) // a []string always marshals
+	return &corev1.ConfigMap{ObjectMeta: meta(gw, NamesFor(gw).Workspaces, gw.Namespace, "config"),
+		Data: map[string]string{WorkspacesFile: string(b)}}
+}
+
+// operatorModeRBAC is what an Operator mode gateway holds besides its
+// grants in each paired namespace: the cluster-wide Sandbox watch, and
+// get on its client certificate's Secret in the source namespace.
+func operatorModeRBAC(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
+	n := NamesFor(gw)
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
+	return []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(gw, n.WorkspacesBinding, "", "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleGatewayWorkspaces}},
+		&rbacv1.Role{ObjectMeta: meta(gw, n.ClientTLSReader, n.SandboxNamespace, "rbac"), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{n.ClientTLS}, Verbs: []string{"get"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(gw, n.ClientTLSReader, n.SandboxNamespace, "rbac"), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ClientTLSReader}},
+	}
+}
