@@ -441,6 +441,9 @@ const (
 	// SandboxReasonWorkspaceModeUnsupported: the gateway is in workspace
 	// mode Operator but the operator does not watch every namespace.
 	SandboxReasonWorkspaceModeUnsupported = "WorkspaceModeUnsupported"
+	// SandboxReasonQuotaExceeded: a ResourceQuota refused the sandbox's
+	// pods; the message is the API server's, naming the quota.
+	SandboxReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // Condition types an OpenShellSandbox reports besides Accepted, Ready,

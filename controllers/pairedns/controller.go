@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,6 +47,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-gateway-runtime
+// +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=get;list;watch;create;patch;delete
 
 // Reconciler reconciles a tenant namespace's paired namespace.
 type Reconciler struct {
@@ -191,6 +193,48 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			return fmt.Errorf("paired namespace %s: %w", name, err)
 		}
 	}
+	return r.mirror(ctx, gw, tenant, uid)
+}
+
+// mirror copies the tenant namespace's ResourceQuotas and LimitRanges into
+// its paired namespace and deletes copies whose original went.
+func (r *Reconciler) mirror(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) error {
+	quotas, limits := &corev1.ResourceQuotaList{}, &corev1.LimitRangeList{}
+	for _, l := range []client.ObjectList{quotas, limits} {
+		if err := r.Client.List(ctx, l, client.InNamespace(tenant)); err != nil {
+			return fmt.Errorf("list the controls of %s: %w", tenant, err)
+		}
+	}
+	want := render.MirroredControls(gw, tenant, uid, quotas.Items, limits.Items)
+	for _, o := range want {
+		if err := apply.Apply(ctx, r.Client, r.APIReader, o); err != nil {
+			return fmt.Errorf("mirror %s into %s: %w", o.GetName(), o.GetNamespace(), err)
+		}
+	}
+	paired := render.PairedNamespace(tenant, uid)
+	var stale []client.Object
+	haveQ, haveL := &corev1.ResourceQuotaList{}, &corev1.LimitRangeList{}
+	for _, l := range []client.ObjectList{haveQ, haveL} {
+		if err := r.Client.List(ctx, l, client.InNamespace(paired)); err != nil {
+			return fmt.Errorf("list the controls of %s: %w", paired, err)
+		}
+	}
+	for i := range haveQ.Items {
+		stale = append(stale, &haveQ.Items[i])
+	}
+	for i := range haveL.Items {
+		stale = append(stale, &haveL.Items[i])
+	}
+	for _, o := range stale {
+		if !render.IsMirror(o) || slices.ContainsFunc(want, func(w client.Object) bool {
+			return w.GetName() == o.GetName() && fmt.Sprintf("%T", w) == fmt.Sprintf("%T", o)
+		}) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s/%s: %w", paired, o.GetName(), err)
+		}
+	}
 	return nil
 }
 
@@ -224,15 +268,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
+	// A tenant's control changed: its own namespace is the request; a copy
+	// changed or deleted in the paired namespace: its tenant's.
+	ofControl := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if render.IsMirror(o) {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetLabels()[sandboxspec.LabelNamespace]}}}
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pairednamespace").
 		WatchesMetadata(&corev1.Namespace{}, ofPaired).
+		Watches(&corev1.ResourceQuota{}, ofControl, builder.WithPredicates(quotaSpecChanged)).
+		Watches(&corev1.LimitRange{}, ofControl).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(createsAndDeletes)).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
 var createsAndDeletes = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+
+// quotaSpecChanged passes a ResourceQuota's spec or label changes, not the
+// quota controller's status writes (ResourceQuotas have no generation).
+var quotaSpecChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.ResourceQuota)
+	n, ok2 := e.ObjectNew.(*corev1.ResourceQuota)
+	return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}}
 
 // tenantsOf re-queues the tenant namespaces with sandboxes on an Operator
 // mode gateway (it was created, changed its tenancy, or is going).

@@ -708,10 +708,25 @@ func (r *Reconciler) report(sb *openshellv1alpha1.OpenShellSandbox, obs observed
 		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonStopped, msg)
 		return ctrl.Result{}
 	default:
-		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonProvisioning, msg)
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, provisioningReason(msg), msg)
 		return ctrl.Result{RequeueAfter: provisionPoll}
 	}
 }
+
+// provisioningReason tells a sandbox whose pod a ResourceQuota refused
+// (the API server's "exceeded quota" admission error, which the gateway
+// passes on) from one still starting: the quota's message is what the
+// tenant needs to read.
+func provisioningReason(msg string) string {
+	if quotaExceeded(msg) {
+		return openshellv1alpha1.SandboxReasonQuotaExceeded
+	}
+	return openshellv1alpha1.SandboxReasonProvisioning
+}
+
+// quotaExceeded says whether an error message is the API server's
+// ResourceQuota refusal ("exceeded quota: <name>, requested: …").
+func quotaExceeded(msg string) bool { return strings.Contains(msg, "exceeded quota") }
 
 // managedSandboxNamespace is where a Managed gateway runs its sandboxes
 // ("" for an External gateway: the operator does not know).
@@ -781,9 +796,15 @@ func gatewayError(sb *openshellv1alpha1.OpenShellSandbox, err error) (ctrl.Resul
 		reason = openshellv1alpha1.SandboxReasonUnauthorized
 	}
 	reachable := metav1.ConditionFalse
-	if reason == openshellv1alpha1.SandboxReasonGatewayError {
+	if msg := grpcstatus.Convert(err).Message(); reason == openshellv1alpha1.SandboxReasonGatewayError && quotaExceeded(msg) {
+		// The gateway could not create the sandbox's pods: the namespace's
+		// quota (workspace mode Operator mirrors it) is used up.
+		reachable, reason = metav1.ConditionTrue, openshellv1alpha1.SandboxReasonQuotaExceeded
+		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, msg)
+		status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	} else if reason == openshellv1alpha1.SandboxReasonGatewayError {
 		reachable = metav1.ConditionTrue
-		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, grpcstatus.Convert(err).Message())
+		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, reason, msg)
 	}
 	status.SetCondition(sb, openshellv1alpha1.ConditionGatewayReachable, reachable, reason, grpcstatus.Convert(err).Message())
 	return ctrl.Result{}, fmt.Errorf("gateway %s: %w", sb.Status.Gateway, err)

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -160,6 +161,40 @@ func TestWorkspaceModeOperator(t *testing.T) {
 		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"`+render.LabelGatewayName+`":"paired"}}}`)))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "tenant A's admin labels its namespace: %v", err)
 
+	// A cluster admin's quota on team A (namespace admins may read it, not
+	// change it) binds A's sandboxes in their paired namespace, counted
+	// apart from A's own pods, and never B's; A's admin cannot touch the
+	// copy. A breach says so on the sandbox with the quota's message.
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Namespace: tenantA},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}}}
+	g.Expect(c.Create(ctx, quota)).To(Succeed())
+	mirrored := client.ObjectKey{Namespace: pairedA, Name: render.MirrorName("sandboxes")}
+	g.Eventually(func(g Gomega) {
+		q := &corev1.ResourceQuota{}
+		g.Expect(c.Get(ctx, mirrored, q)).To(Succeed())
+		g.Expect(q.Spec.Hard.Pods().String()).To(Equal("2"))
+		g.Expect(q.Status.Hard).NotTo(BeEmpty(), "the quota controller has not counted it yet")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	quotasB := &corev1.ResourceQuotaList{}
+	g.Expect(c.List(ctx, quotasB, client.InNamespace(pairedB))).To(Succeed())
+	g.Expect(quotasB.Items).To(BeEmpty(), "tenant A's quota reached B's paired namespace")
+	err = alice.Delete(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: mirrored.Name, Namespace: pairedA}})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "tenant A's admin deletes the mirrored quota: %v", err)
+	sbA2, sbB2 := sandboxOn(tenantA, "second", obj), sandboxOn(tenantB, "second", obj)
+	g.Expect(c.Create(ctx, sbA2)).To(Succeed())
+	g.Expect(c.Create(ctx, sbB2)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sbA2))
+		ready := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(openshellv1alpha1.SandboxReasonQuotaExceeded), "%+v", cur.Status.Conditions)
+		g.Expect(ready.Message).To(ContainSubstring(mirrored.Name))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbB2), openshellv1alpha1.SandboxPhaseReady)
+	// The cluster admin raises it: the copy follows, and A's second runs.
+	g.Expect(c.Patch(ctx, quota, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"hard":{"pods":"4"}}}`)))).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbA2), openshellv1alpha1.SandboxPhaseReady)
+
 	// The mode cannot change under running sandboxes.
 	cur := &openshellv1alpha1.OpenShellGateway{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
@@ -171,6 +206,7 @@ func TestWorkspaceModeOperator(t *testing.T) {
 	// A's last sandbox goes: so do its paired namespace and its allowlist
 	// entry; B's stay.
 	g.Expect(c.Delete(ctx, sbA)).To(Succeed())
+	g.Expect(c.Delete(ctx, sbA2)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		ns := &corev1.Namespace{}
 		err := c.Get(ctx, client.ObjectKey{Name: pairedA}, ns)
@@ -181,8 +217,9 @@ func TestWorkspaceModeOperator(t *testing.T) {
 
 	// The gateway goes (after its sandboxes): nothing of it is left, its
 	// cluster-wide Sandbox watch included; the squatter's namespace stays.
-	g.Expect(c.Delete(ctx, sbB)).To(Succeed())
-	g.Expect(c.Delete(ctx, sbC)).To(Succeed())
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbB, sbB2, sbC} {
+		g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	}
 	g.Expect(c.Delete(ctx, obj)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), &openshellv1alpha1.OpenShellGateway{})

@@ -147,3 +147,43 @@ func operatorModeRBAC(gw *openshellv1alpha1.OpenShellGateway) []client.Object {
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ClientTLSReader}},
 	}
 }
+
+// componentMirror marks what a paired namespace holds as a copy of its
+// tenant namespace's controls.
+const componentMirror = "tenant-controls"
+
+// MirroredControls are copies, in the tenant's paired namespace, of the
+// ResourceQuotas and LimitRanges of the tenant namespace: the limits a
+// cluster admin set on the namespace (namespace admins may read but not
+// change them) bind its sandboxes too, counted apart from the namespace's
+// own pods. NetworkPolicies are not copied: Kubernetes unions what
+// policies allow, so a tenant's policy could only widen the driver's
+// workload fence, never narrow its supervisors' egress (which the driver
+// allows everywhere); the tenant's OpenShellPolicy decides the agents'
+// egress, enforced by the supervisor.
+func MirroredControls(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID, quotas []corev1.ResourceQuota, limits []corev1.LimitRange) []client.Object {
+	ns := PairedNamespace(tenant, uid)
+	var out []client.Object
+	m := func(name string) metav1.ObjectMeta {
+		o := meta(gw, MirrorName(name), ns, componentMirror)
+		o.Labels[sandboxspec.LabelNamespace] = tenant
+		return o
+	}
+	for _, q := range quotas {
+		out = append(out, &corev1.ResourceQuota{ObjectMeta: m(q.Name), Spec: *q.Spec.DeepCopy()})
+	}
+	for _, l := range limits {
+		out = append(out, &corev1.LimitRange{ObjectMeta: m(l.Name), Spec: *l.Spec.DeepCopy()})
+	}
+	return out
+}
+
+// MirrorName is the name of the copy of a tenant namespace's control.
+func MirrorName(name string) string { return truncateHashed("tenant-"+name, name, 253) }
+
+// IsMirror says whether an object in a paired namespace is one of
+// MirroredControls.
+func IsMirror(o metav1.Object) bool {
+	l := o.GetLabels()
+	return l[LabelManagedBy] == ManagedByValue && l[LabelComponent] == componentMirror
+}
