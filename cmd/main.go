@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/openshell/openshell-operator/controllers/pairedns"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/relayload"
@@ -46,6 +47,8 @@ func main() {
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics and webhook servers.")
 	flag.DurationVar(&opts.Controllers.ForceReleaseAfter, "force-release-after", sandbox.DefaultForceReleaseAfter,
 		"How long a gateway must have been unreachable for a deleted sandbox before its openshell.ai/force-release annotation is honoured.")
+	flag.DurationVar(&opts.Controllers.PairedReleaseGrace, "paired-namespace-release-grace", pairedns.DefaultReleaseGrace,
+		"How long a released paired namespace (workspace mode Operator) stays off its gateway's allowlist before it is deleted: at least the kubelet's ConfigMap update delay.")
 	flag.BoolVar(&opts.Controllers.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks (needs the serving certificate in --webhook-cert-dir).")
 	var issuerURL, issuerAddr string
 	flag.StringVar(&issuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, which managed gateways trust (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444; "none" disables the issuer).`)

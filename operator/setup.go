@@ -87,6 +87,9 @@ type ControllerOptions struct {
 	// default); SweepPeriod is how often every gateway is swept for
 	// sandboxes whose object is gone (0: the default).
 	ForceReleaseAfter, SweepPeriod time.Duration
+	// PairedReleaseGrace is how long a paired namespace stays off its
+	// gateway's allowlist before it is deleted (0: the default).
+	PairedReleaseGrace time.Duration
 	// RelayScaling scales the relay's Deployment, in the operator's
 	// namespace, on its replicas' sessions (zero: not scaled).
 	RelayScaling relayload.Scaling
@@ -148,7 +151,8 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			Images: opts.Images, Proxy: opts.Proxy, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
-		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, Platform: opts.Platform, AllNamespaces: len(watch) == 0}},
+		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, Platform: opts.Platform, AllNamespaces: len(watch) == 0,
+			ReleaseGrace: opts.PairedReleaseGrace}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform}},
 		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},

@@ -644,8 +644,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		// A namespace's labels concern the gateways in it (served) and those
 		// whose sandboxes run in it (PodSecurityAdmitted).
+		// A paired namespace that starts to go leaves the allowlist at once.
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, deletionStarted))).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
 		Build(status.RetryStale(r))
@@ -672,9 +673,14 @@ func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alp
 	var out []string
 	for i := range list.Items {
 		ns := &list.Items[i]
-		if _, _, ok := render.PairedTenant(gw, ns); ok && ns.DeletionTimestamp.IsZero() {
+		if _, _, ok := render.PairedTenant(gw, ns); ok && ns.DeletionTimestamp.IsZero() && !render.Draining(ns) {
 			out = append(out, ns.Name)
 		}
 	}
 	return out, nil
 }
+
+// deletionStarted passes an update that set a deletion timestamp.
+var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}

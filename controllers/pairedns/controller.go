@@ -14,10 +14,13 @@
 package pairedns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -60,85 +63,142 @@ type Reconciler struct {
 	// AllNamespaces says the operator watches every namespace: paired
 	// namespaces are made only then (the sandbox controller says why not).
 	AllNamespaces bool
+	// ReleaseGrace is how long a released paired namespace stays, off the
+	// allowlist, before it is deleted (0: DefaultReleaseGrace).
+	ReleaseGrace time.Duration
+	// now is the clock (nil: time.Now).
+	now func() time.Time
 }
+
+// DefaultReleaseGrace covers the kubelet's update of a mounted ConfigMap
+// (its sync period and cache TTL, a minute each by default) and the
+// driver's reload.
+const DefaultReleaseGrace = 3 * time.Minute
 
 // Reconcile makes the tenant namespace req.Name's paired namespace match
-// the gateways its sandboxes use.
+// the gateways its sandboxes use: observe, decide (pure), act.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	tenant := req.Name
-	want, err := r.wanted(ctx, tenant)
+	obs, err := r.observe(ctx, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	have, err := r.paired(ctx, tenant)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	ensure, release := decide(obs)
 	var errs []error
-	for _, gw := range want {
-		errs = append(errs, r.ensure(ctx, gw.gw, tenant, gw.uid))
+	if ensure != nil {
+		errs = append(errs, r.ensure(ctx, ensure, obs.tenant, obs.uid))
 	}
-	for _, ns := range have {
-		if !slices.ContainsFunc(want, func(w wantedGateway) bool { return w.owns(ns) }) {
-			errs = append(errs, r.release(ctx, ns))
+	var res ctrl.Result
+	for _, ns := range release {
+		after, err := r.release(ctx, ns)
+		errs = append(errs, err)
+		if after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+			res.RequeueAfter = after
 		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	return res, errors.Join(errs...)
 }
 
-type wantedGateway struct {
-	gw  *openshellv1alpha1.OpenShellGateway
+// observed is what decide needs of one tenant namespace.
+type observed struct {
+	tenant string
+	// uid is the tenant namespace's incarnation; "" when it is gone.
 	uid types.UID
+	// inUse are the gateways its OpenShellSandboxes name (any of them, a
+	// deleting one included: its gateway sandbox may still run); starting
+	// those that a sandbox not refused outright names.
+	inUse, starting []types.NamespacedName
+	// usable are the gateways a paired namespace may be made for: in
+	// workspace mode Operator, not deleting, admitting the tenant, with an
+	// operator that watches every namespace.
+	usable map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway
+	// paired are the namespaces the operator made for this tenant name.
+	paired []*metav1.PartialObjectMetadata
 }
 
-func (w wantedGateway) owns(ns metav1.Object) bool {
-	t, uid, ok := render.PairedTenant(w.gw, ns)
-	return ok && uid == w.uid && t == ns.GetLabels()[sandboxspec.LabelNamespace]
-}
-
-// wanted are the Operator mode gateways the tenant's sandboxes name and
-// may use (not deleting, admitting the tenant): the first of them by
-// name, since a tenant incarnation has one workspace name and so one
-// paired namespace (the sandbox controller refuses the others).
-func (r *Reconciler) wanted(ctx context.Context, tenant string) ([]wantedGateway, error) {
+func (r *Reconciler) observe(ctx context.Context, tenant string) (observed, error) {
+	obs := observed{tenant: tenant, usable: map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway{}}
 	ns, uid, err := tenancy.ReadNamespace(ctx, r.Client, tenant)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
+	if err != nil && !apierrors.IsNotFound(err) {
+		return obs, err
 	}
+	obs.uid = uid
 	sandboxes := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := r.Client.List(ctx, sandboxes, client.InNamespace(tenant)); err != nil {
-		return nil, fmt.Errorf("list the sandboxes of %s: %w", tenant, err)
+		return obs, fmt.Errorf("list the sandboxes of %s: %w", tenant, err)
 	}
-	var keys []types.NamespacedName
 	for i := range sandboxes.Items {
-		if k := sandboxes.Items[i].GatewayKey(); !slices.Contains(keys, k) {
-			keys = append(keys, k)
+		sb := &sandboxes.Items[i]
+		k := sb.GatewayKey()
+		if !slices.Contains(obs.inUse, k) {
+			obs.inUse = append(obs.inUse, k)
+		}
+		if sb.Status.Phase != openshellv1alpha1.SandboxPhaseRejected && sb.DeletionTimestamp.IsZero() && !slices.Contains(obs.starting, k) {
+			obs.starting = append(obs.starting, k)
 		}
 	}
-	slices.SortFunc(keys, compareKeys)
-	for _, k := range keys {
+	slices.SortFunc(obs.starting, compareKeys)
+	for _, k := range obs.starting {
 		gw := &openshellv1alpha1.OpenShellGateway{}
 		if err := r.Client.Get(ctx, k, gw); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, err
+			return obs, err
 		}
-		if !render.OperatorMode(gw) || !gw.DeletionTimestamp.IsZero() || !r.AllNamespaces {
+		if !render.OperatorMode(gw) || !gw.DeletionTimestamp.IsZero() || !r.AllNamespaces || uid == "" {
 			continue
 		}
 		gwNS, _, err := tenancy.ReadNamespace(ctx, r.Client, gw.Namespace)
-		if err != nil {
-			return nil, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return obs, err
 		}
-		if r.Platform.GatewayAccess(gw, gwNS, ns) != "" {
+		if r.Platform.GatewayAccess(gw, gwNS, ns) == "" {
+			obs.usable[k] = gw
+		}
+	}
+	obs.paired, err = r.paired(ctx, tenant)
+	return obs, err
+}
+
+// decide chooses the gateway whose paired namespace to ensure (nil: none)
+// and the paired namespaces to delete. A paired namespace stays while any
+// sandbox of its tenant incarnation names its gateway, whatever else
+// changed (access revoked, gateway deleting): its sandboxes still run in
+// it, and only the gateway may end them. One is made for the first usable
+// gateway a starting sandbox names, unless the tenant's incarnation has
+// one already: then only that gateway's is ensured (a tenant incarnation
+// has one paired name; the other gateway's sandboxes wait with
+// WorkspaceNamespaceConflict). Pure.
+func decide(obs observed) (ensure *openshellv1alpha1.OpenShellGateway, release []*metav1.PartialObjectMetadata) {
+	var kept *types.NamespacedName
+	for _, ns := range obs.paired {
+		k, uid := gatewayOf(ns), types.UID(ns.Labels[sandboxspec.LabelNamespaceUID])
+		if obs.uid != "" && uid == obs.uid && slices.Contains(obs.inUse, k) {
+			kept = &k
 			continue
 		}
-		return []wantedGateway{{gw: gw, uid: uid}}, nil
+		release = append(release, ns)
 	}
-	return nil, nil
+	if obs.uid == "" {
+		return nil, release
+	}
+	if kept != nil {
+		return obs.usable[*kept], release
+	}
+	for _, k := range obs.starting {
+		if gw := obs.usable[k]; gw != nil {
+			return gw, release
+		}
+	}
+	return nil, release
+}
+
+// gatewayOf is the gateway a paired namespace was made for, by its
+// labels (paired only returns namespaces whose labels name one).
+func gatewayOf(ns *metav1.PartialObjectMetadata) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns.Labels[render.LabelGatewayNamespace], Name: ns.Annotations[render.AnnotationGatewayName]}
 }
 
 func compareKeys(a, b types.NamespacedName) int {
@@ -158,37 +218,58 @@ func compareKeys(a, b types.NamespacedName) int {
 }
 
 // paired are the namespaces the operator made for this tenant name (any
-// incarnation, any gateway).
+// incarnation, any gateway): its labels, and the name they imply.
 func (r *Reconciler) paired(ctx context.Context, tenant string) ([]*metav1.PartialObjectMetadata, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue, sandboxspec.LabelNamespace: tenant}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue,
+		render.LabelComponent: render.ComponentWorkspace, sandboxspec.LabelNamespace: tenant}); err != nil {
 		return nil, fmt.Errorf("list the paired namespaces of %s: %w", tenant, err)
 	}
-	out := make([]*metav1.PartialObjectMetadata, 0, len(list.Items))
+	var out []*metav1.PartialObjectMetadata
 	for i := range list.Items {
-		out = append(out, &list.Items[i])
+		ns := &list.Items[i]
+		if ns.Name == render.PairedNamespace(tenant, types.UID(ns.Labels[sandboxspec.LabelNamespaceUID])) && ns.Annotations[render.AnnotationGatewayName] != "" {
+			out = append(out, ns)
+		}
 	}
 	return out, nil
 }
 
-// ensure applies the paired namespace's objects, unless a namespace of
-// its name exists that the operator did not make for this tenant and
-// gateway.
+// ensure creates the paired namespace if there is none, then keeps its
+// ServiceAccount, grants and copied controls, unless a namespace of its
+// name exists that the operator did not make for this tenant and gateway.
+// The namespace is created, never applied: an apply (create or update)
+// racing a namespace someone else just created under that name would
+// label it as the operator's and so adopt it.
 func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) error {
-	name := render.PairedNamespace(tenant, uid)
+	objs := render.WorkspaceObjects(gw, tenant, uid)
+	name := objs[0].GetName()
 	cur := &metav1.PartialObjectMetadata{}
 	cur.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, cur); {
 	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, objs[0]); err != nil {
+			// AlreadyExists: someone was quicker; the next reconcile
+			// looks at whose it is.
+			return fmt.Errorf("create paired namespace %s: %w", name, err)
+		}
 	case err != nil:
 		return fmt.Errorf("read namespace %s: %w", name, err)
 	default:
 		if _, u, ok := render.PairedTenant(gw, cur); !ok || u != uid || !cur.DeletionTimestamp.IsZero() {
 			return nil // not ours, or going: WorkspaceNamespaceConflict or pending
 		}
+		if render.Draining(cur) {
+			// A sandbox came back while it was being released: keep it.
+			patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:null}}}`, cur.UID, render.LabelDraining)
+			obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				return fmt.Errorf("keep paired namespace %s: %w", name, err)
+			}
+		}
 	}
-	for _, o := range render.WorkspaceObjects(gw, tenant, uid) {
+	for _, o := range objs[1:] {
 		if err := apply.Apply(ctx, r.Client, r.APIReader, o); err != nil {
 			return fmt.Errorf("paired namespace %s: %w", name, err)
 		}
@@ -238,21 +319,43 @@ func (r *Reconciler) mirror(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	return nil
 }
 
-// release deletes a paired namespace no sandbox of its tenant needs: its
-// gateway sandboxes went with the OpenShellSandboxes (their finalizer
-// waits for the gateway), so nothing of the tenant's runs in it. The
-// precondition on its UID never deletes a namespace of that name created
-// since.
-func (r *Reconciler) release(ctx context.Context, ns *metav1.PartialObjectMetadata) error {
+// release takes a paired namespace no sandbox of its tenant needs off its
+// gateway's allowlist (LabelDraining), then, once the mounted allowlist
+// has surely followed (ReleaseGrace), deletes it: its gateway sandboxes
+// went with the OpenShellSandboxes (their finalizer waits for the
+// gateway). Deleting at once would free the name while a gateway's file
+// still names it, for a self-provisioner to create a namespace of that
+// name and receive what the gateway would put there. The precondition on
+// its UID never deletes a namespace of that name created since. It
+// returns when to look again.
+func (r *Reconciler) release(ctx context.Context, ns *metav1.PartialObjectMetadata) (time.Duration, error) {
 	if !ns.DeletionTimestamp.IsZero() {
-		return nil
+		return 0, nil
+	}
+	now := time.Now()
+	if r.now != nil {
+		now = r.now()
+	}
+	grace := cmp.Or(r.ReleaseGrace, DefaultReleaseGrace)
+	since, err := strconv.ParseInt(ns.Labels[render.LabelDraining], 10, 64)
+	if err != nil {
+		// The UID in the patch fails it on a namespace of that name made since.
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:"%d"}}}`, ns.UID, render.LabelDraining, now.Unix())
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}
+		if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return 0, client.IgnoreNotFound(err)
+		}
+		return grace, nil
+	}
+	if left := time.Unix(since, 0).Add(grace).Sub(now); left > 0 {
+		return left, nil
 	}
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}
-	err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &ns.UID})
+	err = r.Client.Delete(ctx, obj, client.Preconditions{UID: &ns.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete paired namespace %s: %w", ns.Name, err)
+		return 0, fmt.Errorf("delete paired namespace %s: %w", ns.Name, err)
 	}
-	return nil
+	return 0, nil
 }
 
 // SetupWithManager watches sandboxes (a new gateway in use, or the last
@@ -262,11 +365,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ofSandbox := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 	})
-	ofPaired := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if t := o.GetLabels()[sandboxspec.LabelNamespace]; t != "" && o.GetLabels()[render.LabelManagedBy] == render.ManagedByValue {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: t}}}
+	// A paired namespace re-queues its tenant; any other namespace itself
+	// (its labels decide gateway access; its deletion ends its sandboxes).
+	ofNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if render.IsPairedNamespace(o.GetLabels()) {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetLabels()[sandboxspec.LabelNamespace]}}}
 		}
-		return nil
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
 	// A tenant's control changed: its own namespace is the request; a copy
 	// changed or deleted in the paired namespace: its tenant's.
@@ -278,15 +383,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pairednamespace").
-		WatchesMetadata(&corev1.Namespace{}, ofPaired).
+		WatchesMetadata(&corev1.Namespace{}, ofNamespace, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, deletionStarted))).
 		Watches(&corev1.ResourceQuota{}, ofControl, builder.WithPredicates(quotaSpecChanged)).
 		Watches(&corev1.LimitRange{}, ofControl).
-		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(createsAndDeletes)).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(startsOrEnds)).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
-var createsAndDeletes = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+// startsOrEnds passes a sandbox's creation and deletion, and its move into
+// or out of phase Rejected (a refused sandbox does not make a namespace).
+var startsOrEnds = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	rejected := func(o client.Object) bool {
+		sb, ok := o.(*openshellv1alpha1.OpenShellSandbox)
+		return ok && sb.Status.Phase == openshellv1alpha1.SandboxPhaseRejected
+	}
+	return rejected(e.ObjectOld) != rejected(e.ObjectNew) || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
+
+// deletionStarted passes an update that set a deletion timestamp.
+var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
 
 // quotaSpecChanged passes a ResourceQuota's spec or label changes, not the
 // quota controller's status writes (ResourceQuotas have no generation).

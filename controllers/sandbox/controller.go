@@ -216,8 +216,14 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 // allowlist has no event of its own here).
 func heldBack(sb *openshellv1alpha1.OpenShellSandbox, obs observed) ctrl.Result {
 	sb.Status.ObservedGeneration = sb.Generation
-	if obs.paired != nil && obs.paired.reason == openshellv1alpha1.SandboxReasonWorkspaceNamespacePending {
+	switch {
+	case obs.paired == nil:
+	case obs.paired.reason == openshellv1alpha1.SandboxReasonWorkspaceNamespacePending:
 		return ctrl.Result{RequeueAfter: pairedPoll}
+	case obs.paired.reason == openshellv1alpha1.SandboxReasonWorkspaceNamespaceConflict:
+		// A cluster admin removes the namespace in the way, or the other
+		// gateway's sandboxes go: no event of the sandbox's says so.
+		return ctrl.Result{RequeueAfter: conflictPoll}
 	}
 	return ctrl.Result{}
 }

@@ -23,6 +23,10 @@ import (
 // other reconcilers within moments.
 const pairedPoll = 2 * time.Second
 
+// conflictPoll is how often a sandbox whose paired name is taken looks
+// again.
+const conflictPoll = time.Minute
+
 // observePaired says why the tenant namespace's paired namespace cannot
 // take sandboxes on gw yet (nil: it can): it does not exist yet, it is not
 // the operator's (never adopted), or the gateway's allowlist, as the
@@ -52,7 +56,7 @@ func (r *Reconciler) observePaired(ctx context.Context, gw *openshellv1alpha1.Op
 				"and this gateway: it is never adopted. A cluster admin must delete it; or this namespace's sandboxes already use another gateway in workspace mode "+
 				"Operator (a namespace's sandboxes use at most one)", name, gwKey(gw), tenant)}, nil
 	}
-	if !ns.DeletionTimestamp.IsZero() {
+	if !ns.DeletionTimestamp.IsZero() || render.Draining(ns) {
 		return pending("namespace %s is being deleted (its last sandbox went); it is created again once it is gone", name), nil
 	}
 	cm := &corev1.ConfigMap{}

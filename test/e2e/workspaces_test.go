@@ -42,6 +42,10 @@ import (
 //   - the platform admin cannot switch the mode of a running gateway.
 //
 // The last sandbox of a tenant gone, its paired namespace goes too.
+// releaseGrace is the operator's PairedReleaseGrace in the test: the
+// draining namespace is seen for this long.
+const releaseGrace = 10 * time.Second
+
 func TestWorkspaceModeOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -58,7 +62,10 @@ func TestWorkspaceModeOperator(t *testing.T) {
 	certDir, caPEM, port := webhookServing(t)
 	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: own, SandboxNamespace: own, PlayManagedGateways: true,
 		Manager: operator.Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: operator.ControllerOptions{EnableWebhooks: true, Platform: tenancy.Platform{GatewayNamespaces: []string{platform}}}}})
+			// The test gateway reads the allowlist live: no kubelet to wait
+			// for, only long enough to see the namespace drain.
+			Controllers: operator.ControllerOptions{EnableWebhooks: true, PairedReleaseGrace: releaseGrace,
+				Platform: tenancy.Platform{GatewayNamespaces: []string{platform}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
 	// The operator's webhooks, for this gateway's paired namespaces (by
@@ -205,13 +212,21 @@ func TestWorkspaceModeOperator(t *testing.T) {
 
 	// A's last sandbox goes: so do its paired namespace and its allowlist
 	// entry; B's stay.
+	// It leaves the allowlist first and is deleted only after the grace,
+	// so that its name is never free while a gateway's file may name it.
 	g.Expect(c.Delete(ctx, sbA)).To(Succeed())
 	g.Expect(c.Delete(ctx, sbA2)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		ns := &corev1.Namespace{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: pairedA}, ns)).To(Succeed(), "deleted before it was drained")
+		g.Expect(ns.DeletionTimestamp).To(BeNil(), "deleted before it was drained")
+		g.Expect(render.Draining(ns)).To(BeTrue())
+		g.Expect(allowlist(ctx, g, obj)).To(ConsistOf(pairedB))
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		ns := &corev1.Namespace{}
 		err := c.Get(ctx, client.ObjectKey{Name: pairedA}, ns)
 		g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "paired namespace %s stays: %v", pairedA, err)
-		g.Expect(allowlist(ctx, g, obj)).To(ConsistOf(pairedB))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sbB), openshellv1alpha1.SandboxPhaseReady)
 

@@ -239,10 +239,12 @@ func NamesFor(gw *openshellv1alpha1.OpenShellGateway) Names {
 		SandboxNamespace: sandboxNS,
 		// Namespaces hold no dots, so "<namespace>.<name>" is unambiguous
 		// ("team-a"/"prod" and "team"/"a-prod" no longer meet).
-		ClusterScoped:     truncateHashed("openshell-gateway-"+gw.Namespace+"."+n, gw.Namespace+"/"+n, 253),
-		GatewayID:         GatewayID(gw.Namespace, gw.Name),
-		Workspaces:        n + "-workspaces",
-		WorkspacesBinding: truncateHashed("openshell-gateway-workspaces-"+gw.Namespace+"."+n, "workspaces:"+gw.Namespace+"/"+n, 253),
+		ClusterScoped: truncateHashed("openshell-gateway-"+gw.Namespace+"."+n, gw.Namespace+"/"+n, 253),
+		GatewayID:     GatewayID(gw.Namespace, gw.Name),
+		Workspaces:    n + "-workspaces",
+		// ":" appears in no namespace or gateway name, so this never meets
+		// another gateway's ClusterScoped name.
+		WorkspacesBinding: truncateHashed("openshell-gateway:workspaces:"+gw.Namespace+"."+n, "workspaces:"+gw.Namespace+"/"+n, 253),
 		ClientTLSReader:   n + "-client-tls-reader",
 	}
 }

@@ -45,8 +45,11 @@ const (
 	// ClusterRoleGatewayWorkspaces is bound cluster-wide to an Operator
 	// mode gateway: list and watch of Sandboxes.
 	ClusterRoleGatewayWorkspaces = "openshell-gateway-workspaces"
-	// componentWorkspace marks a paired namespace and what is in it.
-	componentWorkspace = "workspace"
+	// ComponentWorkspace marks a paired namespace.
+	ComponentWorkspace = "workspace"
+	// AnnotationGatewayName on a paired namespace is its gateway's full
+	// name (the label may be shortened with a hash).
+	AnnotationGatewayName = "openshell.ai/gateway-name"
 )
 
 // Labels of a paired namespace, besides the gateway's (Labels): the tenant
@@ -82,7 +85,7 @@ func PairedNamespace(tenant string, uid types.UID) string {
 func WorkspaceObjects(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) []client.Object {
 	n := NamesFor(gw)
 	ns := PairedNamespace(tenant, uid)
-	nsMeta := meta(gw, ns, "", componentWorkspace)
+	nsMeta := meta(gw, ns, "", ComponentWorkspace)
 	for k, v := range sandboxspec.WorkspaceLabels(tenant, uid) {
 		nsMeta.Labels[k] = v
 	}
@@ -90,6 +93,7 @@ func WorkspaceObjects(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid
 		nsMeta.Labels[k] = "restricted"
 	}
 	nsMeta.Labels[LabelPSASync] = "false"
+	nsMeta.Annotations = map[string]string{AnnotationGatewayName: gw.Name}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
 	return []client.Object{
 		&corev1.Namespace{ObjectMeta: nsMeta},
@@ -101,11 +105,21 @@ func WorkspaceObjects(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid
 	}
 }
 
+// LabelDraining on a paired namespace says, in Unix seconds, since when
+// the operator is releasing it: its gateway's allowlist leaves it out, and
+// it is deleted once the mounted allowlist has surely followed. Until then
+// nobody else can create a namespace of its name, and so none can be put
+// where a gateway whose file still names it would place a sandbox.
+const LabelDraining = "openshell.ai/draining-since"
+
+// Draining says whether a paired namespace is being released.
+func Draining(ns metav1.Object) bool { return ns.GetLabels()[LabelDraining] != "" }
+
 // IsPairedNamespace says whether a namespace's labels make it a paired
 // namespace of any gateway (labels only the operator and cluster admins
 // can set on a namespace).
 func IsPairedNamespace(labels map[string]string) bool {
-	return labels[LabelManagedBy] == ManagedByValue && labels[LabelComponent] == componentWorkspace
+	return labels[LabelManagedBy] == ManagedByValue && labels[LabelComponent] == ComponentWorkspace
 }
 
 // PairedTenant returns the tenant namespace a paired namespace of gw
@@ -113,8 +127,9 @@ func IsPairedNamespace(labels map[string]string) bool {
 func PairedTenant(gw *openshellv1alpha1.OpenShellGateway, ns metav1.Object) (string, types.UID, bool) {
 	l := ns.GetLabels()
 	tenant, uid := l[sandboxspec.LabelNamespace], types.UID(l[sandboxspec.LabelNamespaceUID])
-	if l[LabelManagedBy] != ManagedByValue || l[LabelComponent] != componentWorkspace || l[LabelGatewayNamespace] != gw.Namespace ||
-		l[LabelGatewayName] != Labels(gw, "")[LabelGatewayName] || tenant == "" || uid == "" || PairedNamespace(tenant, uid) != ns.GetName() {
+	if l[LabelManagedBy] != ManagedByValue || l[LabelComponent] != ComponentWorkspace || l[LabelGatewayNamespace] != gw.Namespace ||
+		l[LabelGatewayName] != Labels(gw, "")[LabelGatewayName] || ns.GetAnnotations()[AnnotationGatewayName] != gw.Name ||
+		tenant == "" || uid == "" || PairedNamespace(tenant, uid) != ns.GetName() {
 		return "", "", false
 	}
 	return tenant, uid, true
