@@ -50,6 +50,22 @@ type OpenShellImagePolicySpec struct {
 	// +optional
 	Mirrors []ImageMirror `json:"mirrors,omitempty"`
 
+	// PullSecrets name Secrets of this namespace (type
+	// kubernetes.io/dockerconfigjson) that this namespace's sandboxes pull
+	// images with, on gateways in workspace mode Operator: the operator
+	// merges them, after the gateway's own, into one pull Secret of the
+	// namespace's paired namespace, which only this namespace's sandboxes
+	// use. Whoever writes them must be allowed to read each one. On a
+	// gateway in workspace mode Shared, where pull Secrets are
+	// gateway-wide, a new sandbox of this namespace is refused
+	// (PullSecretsUnsupported). The image policy still decides which images
+	// are allowed.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	PullSecrets []LocalObjectReference `json:"pullSecrets,omitempty"`
+
 	// RequireDigest rejects images referenced only by tag. Mirror sets only
 	// redirect pulls by digest, so a tag cannot be trusted to be mirrored.
 	// +kubebuilder:default=true
@@ -112,4 +128,15 @@ const (
 	// parsed and are ignored (the message names them); the others stay in
 	// effect.
 	ImagePolicyReasonInvalidEntry = "InvalidEntry"
+
+	// ImagePolicyConditionPullSecretsResolved says whether every Secret
+	// spec.pullSecrets names exists and is a Docker config (set only when
+	// it names any).
+	ImagePolicyConditionPullSecretsResolved = "PullSecretsResolved"
+	// ImagePolicyReasonPullSecretsResolved (True): every pull Secret can be used.
+	ImagePolicyReasonPullSecretsResolved = "Resolved"
+	// ImagePolicyReasonPullSecretInvalid (False): the message names the
+	// Secrets left out (missing, or not of type
+	// kubernetes.io/dockerconfigjson).
+	ImagePolicyReasonPullSecretInvalid = "PullSecretInvalid"
 )

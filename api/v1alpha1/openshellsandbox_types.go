@@ -444,6 +444,10 @@ const (
 	// SandboxReasonQuotaExceeded: a ResourceQuota refused the sandbox's
 	// pods; the message is the API server's, naming the quota.
 	SandboxReasonQuotaExceeded = "QuotaExceeded"
+	// SandboxReasonPullSecretsUnsupported: the namespace's image policies
+	// name pull Secrets, which the sandbox's gateway cannot give its pods
+	// (workspace mode Shared, or External: pull Secrets are gateway-wide).
+	SandboxReasonPullSecretsUnsupported = "PullSecretsUnsupported"
 )
 
 // Condition types an OpenShellSandbox reports besides Accepted, Ready,

@@ -771,6 +771,11 @@ func (in *OpenShellImagePolicySpec) DeepCopyInto(out *OpenShellImagePolicySpec) 
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.PullSecrets != nil {
+		in, out := &in.PullSecrets, &out.PullSecrets
+		*out = make([]LocalObjectReference, len(*in))
+		copy(*out, *in)
+	}
 	if in.RequireDigest != nil {
 		in, out := &in.RequireDigest, &out.RequireDigest
 		*out = new(bool)

@@ -80,7 +80,7 @@ const Finalizer = "openshell.ai/gateway-cleanup"
 // only with `bind` on it).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-gateway-runtime;openshell-sandbox-sidecar-scc-use,namespace=system
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway;openshell-gateway-workspaces
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=list;watch;create;patch,namespace=system
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=list;watch;create;patch;delete
 //
 // Cluster-scoped reads: namespaces (tenancy decisions), and the sandbox

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,8 +29,11 @@ const maxReported = 5
 
 // Reconciler reconciles OpenShellImagePolicy.
 type Reconciler struct {
-	Client   client.Client
-	Policies *imagepolicy.Cache
+	Client client.Client
+	// APIReader reads the pull Secrets a policy names (tenant Secrets are
+	// not cached).
+	APIReader client.Reader
+	Policies  *imagepolicy.Cache
 }
 
 // Reconcile compiles the policy and reports its validity.
@@ -43,8 +49,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	compiled := r.Policies.Get(p)
 	reason, st, msg := readiness(compiled)
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, st, reason, msg)
+	if err := r.checkPullSecrets(ctx, p); err != nil {
+		return ctrl.Result{}, err
+	}
 	p.Status.ObservedGeneration = p.Generation
 	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, p)
+}
+
+// checkPullSecrets reports PullSecretsResolved: each Secret named must
+// exist and be a Docker config. They are read uncached, one at a time, and
+// only the type is looked at (the values are the paired namespaces'
+// business: controllers/pairedns).
+func (r *Reconciler) checkPullSecrets(ctx context.Context, p *openshellv1alpha1.OpenShellImagePolicy) error {
+	if len(p.Spec.PullSecrets) == 0 {
+		meta.RemoveStatusCondition(&p.Status.Conditions, openshellv1alpha1.ImagePolicyConditionPullSecretsResolved)
+		return nil
+	}
+	var bad []string
+	for _, ref := range p.Spec.PullSecrets {
+		s := &corev1.Secret{}
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, s); {
+		case apierrors.IsNotFound(err):
+			bad = append(bad, ref.Name+" (not found)")
+		case err != nil:
+			return fmt.Errorf("read pull Secret %s: %w", ref.Name, err)
+		case s.Type != corev1.SecretTypeDockerConfigJson:
+			bad = append(bad, fmt.Sprintf("%s (type %q, not %s)", ref.Name, s.Type, corev1.SecretTypeDockerConfigJson))
+		}
+	}
+	if len(bad) > 0 {
+		status.SetCondition(p, openshellv1alpha1.ImagePolicyConditionPullSecretsResolved, metav1.ConditionFalse, openshellv1alpha1.ImagePolicyReasonPullSecretInvalid,
+			"left out of the sandboxes' pull credentials: "+strings.Join(bad, ", "))
+		return nil
+	}
+	status.SetCondition(p, openshellv1alpha1.ImagePolicyConditionPullSecretsResolved, metav1.ConditionTrue, openshellv1alpha1.ImagePolicyReasonPullSecretsResolved,
+		fmt.Sprintf("%d pull Secrets; the sandboxes of this namespace pull with them on gateways in workspace mode Operator", len(p.Spec.PullSecrets)))
+	return nil
 }
 
 // readiness renders the Ready condition of a compiled policy.

@@ -29,11 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/apply"
@@ -43,14 +45,18 @@ import (
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
-// The paired namespaces are created at run time, outside any namespace an
-// install mode names in advance: these grants are cluster-wide, and
-// bounded by what they may bind (the three static gateway ClusterRoles).
+// Workspace mode Operator needs the AllNamespaces install mode (the
+// sandbox controller refuses it otherwise), where OLM grants the
+// namespaced rules below cluster-wide; in the other modes they stay in the
+// target namespaces, where no paired namespace is ever made. Only the
+// namespaces themselves, cluster-scoped, need a cluster rule. RoleBindings
+// bind only what the operator may bind (openshell-gateway-sandboxes and
+// -runtime, controllers/gateway).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=openshell-gateway-sandboxes;openshell-gateway-runtime
-// +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create;patch,namespace=system
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch,namespace=system
+// +kubebuilder:rbac:groups="",resources=resourcequotas;limitranges,verbs=get;list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=patch,namespace=system
 
 // Reconciler reconciles a tenant namespace's paired namespace.
 type Reconciler struct {
@@ -60,6 +66,9 @@ type Reconciler struct {
 	// platform namespaces only).
 	APIReader client.Reader
 	Platform  tenancy.Platform
+	// SecretMetadata is the operator's metadata-only Secret cache: a pull
+	// Secret that changes is copied again (nil: not watched).
+	SecretMetadata cache.Cache
 	// AllNamespaces says the operator watches every namespace: paired
 	// namespaces are made only then (the sandbox controller says why not).
 	AllNamespaces bool
@@ -286,7 +295,11 @@ func (r *Reconciler) mirror(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			return fmt.Errorf("list the controls of %s: %w", tenant, err)
 		}
 	}
-	want := render.MirroredControls(gw, tenant, uid, quotas.Items, limits.Items)
+	pull, err := r.pullSecret(ctx, gw, tenant, uid)
+	if err != nil {
+		return err
+	}
+	want := append(render.MirroredControls(gw, tenant, uid, quotas.Items, limits.Items), pull)
 	for _, o := range want {
 		if err := apply.Apply(ctx, r.Client, r.APIReader, o); err != nil {
 			return fmt.Errorf("mirror %s into %s: %w", o.GetName(), o.GetNamespace(), err)
@@ -358,6 +371,41 @@ func (r *Reconciler) release(ctx context.Context, ns *metav1.PartialObjectMetada
 	return 0, nil
 }
 
+// pullSecret is the paired namespace's pull Secret: the gateway's pull
+// Secrets, then those the tenant namespace's image policies name, read
+// uncached one at a time (only those named; a Secret missing or of another
+// type is left out, and the image policy's PullSecretsResolved says so).
+func (r *Reconciler) pullSecret(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) (*corev1.Secret, error) {
+	read := func(ns string, names []string) ([]corev1.Secret, error) {
+		var out []corev1.Secret
+		for _, name := range names {
+			s := &corev1.Secret{}
+			switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return nil, fmt.Errorf("read pull Secret %s/%s: %w", ns, name, err)
+			default:
+				out = append(out, *s)
+			}
+		}
+		return out, nil
+	}
+	platform, err := read(gw.Namespace, gw.Spec.Managed.Sandboxes.ImagePullSecrets)
+	if err != nil {
+		return nil, err
+	}
+	names, err := index.PullSecrets(ctx, r.Client, tenant)
+	if err != nil {
+		return nil, err
+	}
+	tenants, err := read(tenant, names)
+	if err != nil {
+		return nil, err
+	}
+	s, _ := render.PullSecret(gw, tenant, uid, platform, tenants)
+	return s, nil
+}
+
 // SetupWithManager watches sandboxes (a new gateway in use, or the last
 // one gone), gateways in Operator mode, and the paired namespaces
 // themselves (deleted or changed by hand: put back).
@@ -381,14 +429,44 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("pairednamespace").
 		WatchesMetadata(&corev1.Namespace{}, ofNamespace, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, deletionStarted))).
 		Watches(&corev1.ResourceQuota{}, ofControl, builder.WithPredicates(quotaSpecChanged)).
 		Watches(&corev1.LimitRange{}, ofControl).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(startsOrEnds)).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(r)
+		// Its image policies name the tenant's pull Secrets.
+		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, ofControl).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	if r.SecretMetadata == nil {
+		return nil
+	}
+	// A pull Secret changed: the tenant's own, or a gateway's.
+	return c.Watch(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(r.pullSecretUsers)))
+}
+
+// pullSecretUsers re-queues the tenant namespaces whose paired pull Secret
+// holds Secret o: o's own namespace when its image policies name it, and
+// the tenants of the Operator mode gateways of o's namespace that name it.
+func (r *Reconciler) pullSecretUsers(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+	var out []reconcile.Request
+	if names, err := index.PullSecrets(ctx, r.Client, o.Namespace); err == nil && slices.Contains(names, o.Name) {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: o.Namespace}})
+	}
+	gws := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, gws, client.InNamespace(o.Namespace)); err != nil {
+		return out
+	}
+	for i := range gws.Items {
+		if gw := &gws.Items[i]; render.OperatorMode(gw) && slices.Contains(gw.Spec.Managed.Sandboxes.ImagePullSecrets, o.Name) {
+			out = append(out, r.tenantsOf(ctx, gw)...)
+		}
+	}
+	return out
 }
 
 // startsOrEnds passes a sandbox's creation and deletion, and its move into

@@ -131,6 +131,8 @@ type observed struct {
 	envRefusal *refusal
 	// envVersions are the resourceVersions of the Secrets env read, by name.
 	envVersions map[string]string
+	// pullSecrets are the pull Secrets the namespace's image policies name.
+	pullSecrets []string
 	// paired is, on a gateway in workspace mode Operator, why the
 	// namespace's paired namespace cannot take sandboxes yet (nil: it can).
 	paired *refusal
@@ -326,6 +328,9 @@ func (r *Reconciler) observe(ctx context.Context, sb *openshellv1alpha1.OpenShel
 		obs.providersBehind = unsynced(obs.providers, obs.gateway, obs.gateway.Status.Instance)
 	}
 	obs.env, obs.envVersions, obs.envRefusal = r.resolveEnv(ctx, sb)
+	if obs.pullSecrets, err = index.PullSecrets(ctx, r.Client, sb.Namespace); err != nil {
+		return obs, err
+	}
 	if obs.gateway != nil && render.OperatorMode(obs.gateway) {
 		if obs.paired, err = r.observePaired(ctx, obs.gateway, sb.Namespace, obs.namespaceUID); err != nil {
 			return obs, err

@@ -10,6 +10,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/preflight"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -95,7 +96,21 @@ type refusal struct {
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
 	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
-	pairedGate,
+	pullSecretsGate, pairedGate,
+}
+
+// pullSecretsGate refuses a new sandbox (holds a running one) whose
+// namespace names pull Secrets on a gateway that cannot give them to its
+// pods only: pulling without them would fail later, or worse, succeed with
+// credentials the tenant did not choose.
+func pullSecretsGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal {
+	if len(obs.pullSecrets) == 0 || obs.gateway == nil || render.OperatorMode(obs.gateway) {
+		return nil
+	}
+	return &refusal{phase: rejectedOrHeld(sb), reason: openshellv1alpha1.SandboxReasonPullSecretsUnsupported,
+		message: fmt.Sprintf("this namespace's OpenShellImagePolicy names pull Secrets (%s), but gateway %s/%s runs every tenant's sandboxes with the same, "+
+			"gateway-wide pull Secrets: use a gateway in workspace mode Operator, or remove spec.pullSecrets (the platform admin's gateway-wide ones "+
+			"are spec.managed.sandboxes.imagePullSecrets)", strings.Join(obs.pullSecrets, ", "), obs.gateway.Namespace, obs.gateway.Name)}
 }
 
 // pairedGate holds a sandbox until its namespace's paired namespace can

@@ -16,6 +16,8 @@ import (
 func TestEvaluate(t *testing.T) {
 	available := preflight.Result{AgentSandbox: preflight.AgentSandbox{Available: true, Preferred: "v1alpha1"}}
 	gw := &openshellv1alpha1.OpenShellGateway{}
+	operatorGateway := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+		Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeOperator}}}}
 	allowed := imagepolicy.Decision{Allowed: true, Reason: imagepolicy.ReasonAllowed, Message: "ok"}
 	denied := imagepolicy.Decision{Reason: imagepolicy.ReasonImageNotMirrored, Message: "image x is not mirrored"}
 	enforce := openshellv1alpha1.ImagePolicyEnforcement{Mode: openshellv1alpha1.ImagePolicyEnforce}
@@ -42,6 +44,15 @@ func TestEvaluate(t *testing.T) {
 		"image denied, warn": {observed{preflight: available, preflightKnown: true, gateway: gw, image: denied, enforce: warn}, "",
 			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionFalse, openshellv1alpha1.SandboxPhasePending},
 		"all good": {observed{preflight: available, preflightKnown: true, gateway: gw, image: allowed, enforce: enforce}, "",
+			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
+		"tenant pull Secrets on a Shared gateway": {observed{preflight: available, preflightKnown: true, gateway: gw, image: allowed, enforce: enforce,
+			pullSecrets: []string{"regcred"}}, "",
+			metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPullSecretsUnsupported, metav1.ConditionTrue, openshellv1alpha1.SandboxPhaseRejected},
+		"tenant pull Secrets on a Shared gateway, already running": {observed{preflight: available, preflightKnown: true, gateway: gw, image: allowed, enforce: enforce,
+			pullSecrets: []string{"regcred"}}, "3f6c",
+			metav1.ConditionFalse, openshellv1alpha1.SandboxReasonPullSecretsUnsupported, metav1.ConditionTrue, ""},
+		"tenant pull Secrets on an Operator mode gateway": {observed{preflight: available, preflightKnown: true, gateway: operatorGateway, image: allowed,
+			enforce: enforce, pullSecrets: []string{"regcred"}}, "",
 			metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted, metav1.ConditionTrue, openshellv1alpha1.SandboxPhasePending},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -152,3 +152,20 @@ var SpecOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent
 	return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
 		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }}
+
+// PullSecrets are the pull Secrets a namespace's image policies name, each
+// once, sorted.
+func PullSecrets(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	policies := &openshellv1alpha1.OpenShellImagePolicyList{}
+	if err := c.List(ctx, policies, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list the image policies of %s: %w", ns, err)
+	}
+	var names []string
+	for _, p := range policies.Items {
+		for _, ref := range p.Spec.PullSecrets {
+			names = append(names, ref.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}

@@ -84,12 +84,27 @@ func (a Authorizer) providerSecretReadable(ctx context.Context, _, p *openshellv
 		"so this provider cannot hand its keys to sandboxes: reference a Secret you may read, or ask whoever may to create the provider")
 }
 
+// pullSecretsReadable refuses an image policy naming a pull Secret the
+// requesting user may not read, on create and on every spec change: the
+// operator copies its credentials where the namespace's sandboxes pull
+// with them, so the manage verb alone must not choose any Secret of the
+// namespace.
+func (a Authorizer) pullSecretsReadable(ctx context.Context, _, p *openshellv1alpha1.OpenShellImagePolicy) error {
+	for i, ref := range p.Spec.PullSecrets {
+		if err := a.SecretReadable(ctx, "OpenShellImagePolicy", p.Name, p.Namespace, ref.Name, fmt.Sprintf("spec.pullSecrets[%d].name", i),
+			"so its credentials cannot be given to the sandboxes: name a Secret you may read, or ask whoever may"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SetupTenantAdminWebhooks registers the Tenant Admin check for image
 // policies and providers (policies have PolicyValidator).
 func SetupTenantAdminWebhooks(mgr ctrl.Manager, r client.Reader, a Authorizer, platform tenancy.Platform) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellImagePolicy{}).WithValidator(
 		tenantAdminCheck[*openshellv1alpha1.OpenShellImagePolicy]{Authorizer: a, Reader: r, Resource: "openshellimagepolicies",
-			Spec: func(p *openshellv1alpha1.OpenShellImagePolicy) any { return p.Spec }}).Complete(); err != nil {
+			Spec: func(p *openshellv1alpha1.OpenShellImagePolicy) any { return p.Spec }, Extra: a.pullSecretsReadable}).Complete(); err != nil {
 		return fmt.Errorf("OpenShellImagePolicy webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &openshellv1alpha1.OpenShellProvider{}).WithValidator(

@@ -17,7 +17,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -183,7 +185,12 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	if mode.renewLeaves {
 		copts.PKI.LeafValidity = 15 * time.Second
 	}
+	allNamespaces := targets == nil
+	if allNamespaces {
+		copts.PairedReleaseGrace = time.Second
+	}
 	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: ns.operator, SandboxNamespace: ns.sandboxes, GatewayConfig: cluster.Config,
+		PlayManagedGateways: allNamespaces,
 		Manager: operator.Options{WatchNamespaces: targets, LeaderElection: true, LeaderElectionNamespace: ns.operator,
 			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort), SecureMetrics: true, Controllers: copts}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -257,6 +264,10 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 			sandboxNS = mode.sandboxes(ns)
 		}
 		managedGatewayLifecycle(ctx, t, mode.gateway(ns), sandboxNS, mode.renewLeaves)
+	}
+	if allNamespaces {
+		// Workspace mode Operator needs this install mode.
+		pairedLifecycle(ctx, t, st, ns.platformSandboxes, ns.tenant)
 	}
 
 	// Uninstall in order: the tenants' objects while the operator runs
@@ -436,4 +447,74 @@ func scrapeMetrics(ctx context.Context, t *testing.T, ns string, port int) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(code).To(Equal(http.StatusOK), "%s", body)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// pairedLifecycle runs a gateway in workspace mode Operator with exactly
+// the CSV's RBAC: a tenant's sandbox gets its paired namespace, with the
+// tenant namespace's quota and limit range copied in (changed, then
+// removed) and its pull Secret merged with the gateway's; the sandbox
+// deleted, the namespace is drained and deleted; then the gateway.
+func pairedLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, platform, tenant string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	createVolume(ctx, t, platform, "paired")
+	dockercfg := func(ns, name, registry string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + registry + `":{"auth":"YTpi"}}}`)}}
+	}
+	g.Expect(c.Create(ctx, dockercfg(platform, "corp-pull", "registry.corp.example"))).To(Succeed())
+	g.Expect(c.Create(ctx, dockercfg(tenant, "regcred", "registry.tenant.example"))).To(Succeed())
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "paired", Namespace: platform},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+			Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{
+				WorkspaceMode: openshellv1alpha1.WorkspaceModeOperator, ImagePullSecrets: []string{"corp-pull"}}},
+			Tenancy:         openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
+			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	_, err := st.PlayManagedGateway(ctx, c, gw, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "agents", Namespace: tenant},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("20")}}}
+	limits := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "agents", Namespace: tenant},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}}}}
+	g.Expect(c.Create(ctx, quota)).To(Succeed())
+	g.Expect(c.Create(ctx, limits)).To(Succeed())
+	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "pulls", Namespace: tenant},
+		Spec: openshellv1alpha1.OpenShellImagePolicySpec{PullSecrets: []openshellv1alpha1.LocalObjectReference{{Name: "regcred"}}}})).To(Succeed())
+	sb := sandboxOn(tenant, "paired", gw)
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	paired := render.PairedNamespace(tenant, namespaceUID(ctx, g, tenant))
+	g.Eventually(func(g Gomega) {
+		pull := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.PairedPullSecret}, pull)).To(Succeed())
+		g.Expect(string(pull.Data[corev1.DockerConfigJsonKey])).To(And(ContainSubstring("registry.corp.example"), ContainSubstring("registry.tenant.example")))
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.MirrorName("agents")}, &corev1.ResourceQuota{})).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.MirrorName("agents")}, &corev1.LimitRange{})).To(Succeed())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	// A changed limit range is copied again; removed controls go.
+	g.Expect(c.Patch(ctx, limits, client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"limits":[{"type":"Container","max":{"memory":"4Gi"}}]}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		lr := &corev1.LimitRange{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.MirrorName("agents")}, lr)).To(Succeed())
+		g.Expect(lr.Spec.Limits[0].Max.Memory().String()).To(Equal("4Gi"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(c.Delete(ctx, quota)).To(Succeed())
+	g.Expect(c.Delete(ctx, limits)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.MirrorName("agents")}, &corev1.ResourceQuota{}))).To(BeTrue())
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: paired, Name: render.MirrorName("agents")}, &corev1.LimitRange{}))).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ns := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKey{Name: paired}, ns)
+		g.Expect(apierrors.IsNotFound(err) || !ns.DeletionTimestamp.IsZero()).To(BeTrue(), "paired namespace %s stays: %v", paired, err)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(c.Delete(ctx, gw)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Satisfy(apierrors.IsNotFound), "the gateway finalizer was not released")
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: render.NamesFor(gw).WorkspacesBinding}, &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
 }

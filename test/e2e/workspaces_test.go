@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -201,6 +202,50 @@ func TestWorkspaceModeOperator(t *testing.T) {
 	// The cluster admin raises it: the copy follows, and A's second runs.
 	g.Expect(c.Patch(ctx, quota, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"hard":{"pods":"4"}}}`)))).To(Succeed())
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sbA2), openshellv1alpha1.SandboxPhaseReady)
+
+	// Tenant pull Secrets: a Tenant Admin who may not read the Secret
+	// cannot name it; A's admin, who may, does, and only A's paired
+	// namespace pulls with it (the gateway names one pull Secret in every
+	// paired namespace; B's holds no credentials of A's).
+	g.Expect(c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantA}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"openshell-e2e-paired":"true"}}}`)))).To(Succeed())
+	tenantObjs, err := framework.InstallWebhooks(ctx, c, "openshell-e2e-paired-tenants", framework.WebhookServing{CAPEM: caPEM, Port: port},
+		&metav1.LabelSelector{MatchLabels: map[string]string{"openshell-e2e-paired": "true"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range tenantObjs {
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+	regcred := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: tenantA}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.team-a.example":{"auth":"YTpi"}}}`)}}
+	g.Expect(c.Create(ctx, regcred)).To(Succeed())
+	pulls := &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "pulls", Namespace: tenantA},
+		Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: []string{"registry.team-a.example"},
+			PullSecrets: []openshellv1alpha1.LocalObjectReference{{Name: "regcred"}}}}
+	bind(ctx, t, tenantA, "tina", "openshell-tenant-admin")
+	g.Eventually(func(g Gomega) {
+		err := as(t, "tina").Create(ctx, pulls.DeepCopy())
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a Tenant Admin who may not read regcred names it: %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("SecretAccessDenied"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(alice.Create(ctx, pulls)).To(Succeed())
+	pullAuths := func(g Gomega, ns string) map[string]any {
+		s := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.PairedPullSecret}, s)).To(Succeed())
+		var cfg struct {
+			Auths map[string]any `json:"auths"`
+		}
+		g.Expect(json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg)).To(Succeed())
+		return cfg.Auths
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(pullAuths(g, pairedA)).To(HaveKey("registry.team-a.example"))
+		g.Expect(pullAuths(g, pairedB)).To(BeEmpty())
+		cur := &openshellv1alpha1.OpenShellImagePolicy{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pulls), cur)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ImagePolicyConditionPullSecretsResolved)).To(BeTrue(), "%+v", cur.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	err = alice.Get(ctx, client.ObjectKey{Namespace: pairedA, Name: render.PairedPullSecret}, &corev1.Secret{})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "tenant A's admin reads the paired pull Secret: %v", err)
 
 	// The mode cannot change under running sandboxes.
 	cur := &openshellv1alpha1.OpenShellGateway{}

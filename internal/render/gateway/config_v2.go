@@ -129,6 +129,9 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 	}
 	if OperatorMode(gw) {
 		k.OperatorNamespaceFile = WorkspacesDir + "/" + WorkspacesFile
+		// The gateway's own pull Secrets are merged into each paired
+		// namespace's one (PullSecret), with its tenant's.
+		k.ImagePullSecrets = []string{PairedPullSecret}
 	}
 	k.HTTPSProxy, k.NoProxy = driverProxy(in)
 	if in.Version != "" && gatewayline.AtLeast(in.Version, gatewayline.PodLabelAllowlist) {

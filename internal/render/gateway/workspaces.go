@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,4 +202,48 @@ func MirrorName(name string) string { return truncateHashed("tenant-"+name, name
 func IsMirror(o metav1.Object) bool {
 	l := o.GetLabels()
 	return l[LabelManagedBy] == ManagedByValue && l[LabelComponent] == componentMirror
+}
+
+// PairedPullSecret is the one pull Secret the driver names in workspace
+// mode Operator (image_pull_secrets is one gateway-wide list of names, and
+// the driver copies nothing in this mode): in each paired namespace it
+// holds the gateway's pull credentials and then its tenant's own, so each
+// tenant's sandboxes pull with their own namespace's credentials only.
+const PairedPullSecret = "openshell-image-pull"
+
+// componentPull marks a paired namespace's pull Secret.
+const componentPull = "image-pull"
+
+// PullSecret merges the registry credentials of platform (the gateway's
+// spec.managed.sandboxes.imagePullSecrets, from its namespace) and then
+// tenant (the tenant namespace's OpenShellImagePolicy pullSecrets) into
+// the paired namespace's PairedPullSecret. A registry both name keeps the
+// platform's credentials: a tenant does not change how the platform's
+// images are pulled. problems name the Secrets left out (wrong type,
+// unreadable content), never a value. Pure.
+func PullSecret(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID, platform, tenants []corev1.Secret) (*corev1.Secret, []string) {
+	auths := map[string]json.RawMessage{}
+	var problems []string
+	for _, s := range slices.Concat(platform, tenants) {
+		var cfg struct {
+			Auths map[string]json.RawMessage `json:"auths"`
+		}
+		if s.Type != corev1.SecretTypeDockerConfigJson {
+			problems = append(problems, fmt.Sprintf("Secret %s/%s is of type %q, not %s", s.Namespace, s.Name, s.Type, corev1.SecretTypeDockerConfigJson))
+			continue
+		}
+		if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
+			problems = append(problems, fmt.Sprintf("Secret %s/%s: its %s is not a Docker config", s.Namespace, s.Name, corev1.DockerConfigJsonKey))
+			continue
+		}
+		for registry, entry := range cfg.Auths {
+			if _, taken := auths[registry]; !taken {
+				auths[registry] = entry
+			}
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"auths": auths}) // raw messages and strings always marshal
+	m := meta(gw, PairedPullSecret, PairedNamespace(tenant, uid), componentPull)
+	m.Labels[sandboxspec.LabelNamespace] = tenant
+	return &corev1.Secret{ObjectMeta: m, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: b}}, problems
 }

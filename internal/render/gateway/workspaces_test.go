@@ -8,6 +8,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -152,4 +153,52 @@ func hasRef(objs []client.Object, kind, role string) bool {
 		}
 	}
 	return false
+}
+
+// TestPullSecret: the paired namespace's one pull Secret holds the
+// gateway's registries and then the tenant's, the platform's winning
+// where both name one; Secrets that are not Docker configs are left out
+// and named, never their values.
+func TestPullSecret(t *testing.T) {
+	cfg := func(ns, name string, auths string) corev1.Secret {
+		return corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":` + auths + `}`)}}
+	}
+	platform := []corev1.Secret{cfg("platform", "corp", `{"registry.corp":{"auth":"cGxhdGZvcm0="}}`)}
+	tenant := []corev1.Secret{
+		cfg("team-a", "mine", `{"registry.corp":{"auth":"dGVuYW50"},"ghcr.io":{"auth":"Z2g="}}`),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "opaque"}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"x": []byte("s3cr3t")}},
+	}
+	s, problems := PullSecret(gateway(operatorMode), "team-a", "uid-a", platform, tenant)
+	if s.Name != PairedPullSecret || s.Namespace != PairedNamespace("team-a", "uid-a") || s.Type != corev1.SecretTypeDockerConfigJson {
+		t.Fatalf("secret %s/%s of type %s", s.Namespace, s.Name, s.Type)
+	}
+	var got struct {
+		Auths map[string]struct {
+			Auth string `json:"auth"`
+		} `json:"auths"`
+	}
+	if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Auths["registry.corp"].Auth != "cGxhdGZvcm0=" || got.Auths["ghcr.io"].Auth != "Z2g=" || len(got.Auths) != 2 {
+		t.Errorf("merged auths %+v: want the platform's registry.corp and the tenant's ghcr.io", got.Auths)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "opaque") || strings.Contains(problems[0], "s3cr3t") {
+		t.Errorf("problems %q: want the Opaque Secret named, without its value", problems)
+	}
+	empty, _ := PullSecret(gateway(operatorMode), "team-b", "uid-b", nil, nil)
+	if string(empty.Data[corev1.DockerConfigJsonKey]) != `{"auths":{}}` {
+		t.Errorf("a tenant without pull Secrets gets %s: the driver names the Secret in every paired namespace", empty.Data[corev1.DockerConfigJsonKey])
+	}
+	cfgText, err := GatewayTOML(gateway(func(gw *openshellv1alpha1.OpenShellGateway) {
+		operatorMode(gw)
+		gw.Spec.Managed.Sandboxes.ImagePullSecrets = []string{"corp"}
+	}), v01(Inputs{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cfgText, `image_pull_secrets = ['`+PairedPullSecret+`']`) {
+		t.Errorf("operator mode names its paired pull Secret only:\n%s", cfgText)
+	}
 }
