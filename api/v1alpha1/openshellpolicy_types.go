@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -12,6 +13,7 @@ import (
 // rules are dynamic and may change freely.
 // +kubebuilder:validation:XValidation:rule="has(self.process) == has(oldSelf.process) && (!has(self.process) || self.process == oldSelf.process)",message="spec.process is immutable after creation; create a new policy instead"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.filesystem) || has(self.filesystem)",message="spec.filesystem cannot be removed once set; filesystem rules are additive-only"
+// +kubebuilder:validation:XValidation:rule="!has(self.sandboxDefaults) || (has(self.default) && self.default)",message="spec.sandboxDefaults are the namespace's defaults: set them on its default policy (spec.default: true)"
 type OpenShellPolicySpec struct {
 	// Default makes this the policy of the namespace's sandboxes that name
 	// none (spec.policyRef empty), which is how a gateway that requires a
@@ -20,6 +22,15 @@ type OpenShellPolicySpec struct {
 	// (DefaultPolicyAmbiguous).
 	// +optional
 	Default bool `json:"default,omitempty"`
+
+	// SandboxDefaults are the namespace's defaults for its sandboxes, on its
+	// default policy only (spec.default): each fills a field a sandbox
+	// leaves empty, when the sandbox is created (status.defaults records
+	// what came from here; a running sandbox keeps what it was created
+	// with). They never widen the gateway's controls: a sandbox the
+	// defaults would take past a ceiling is refused as if it had set them.
+	// +optional
+	SandboxDefaults *SandboxDefaults `json:"sandboxDefaults,omitempty"`
 
 	// Filesystem lists the paths the agent may read or write. Entries can be
 	// added but not removed: a running sandbox cannot lose access safely.
@@ -290,3 +301,31 @@ const (
 	// the policy; the message names them.
 	PolicyReasonInUse = "InUse"
 )
+
+// SandboxDefaults are a namespace's defaults for the sandbox fields of the
+// same names.
+type SandboxDefaults struct {
+	// RuntimeClassName, for sandboxes that name none (the gateway must allow it).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+
+	// Resources, for sandboxes that set none.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// TTLSecondsAfterFinished, for sandboxes that set none.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// Providers, for sandboxes that name none: OpenShellProviders of this
+	// namespace.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Providers []string `json:"providers,omitempty"`
+}

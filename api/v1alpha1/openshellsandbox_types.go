@@ -300,6 +300,12 @@ type OpenShellSandboxStatus struct {
 	// +optional
 	Gateway string `json:"gateway,omitempty"`
 
+	// Defaults are the namespace's sandbox defaults this sandbox took, and
+	// from where: set while it is not yet created at the gateway (they
+	// follow the defaults until then), kept once it is.
+	// +optional
+	Defaults *AppliedDefaults `json:"defaults,omitempty"`
+
 	// EnvSecretVersions are the resourceVersions of the Secrets the env read
 	// (by name) when the gateway sandbox was created: the values it runs
 	// with. A Secret at another version has changed since (EnvSecretsCurrent).
@@ -597,4 +603,13 @@ func (s *OpenShellSandbox) GatewayKey() types.NamespacedName {
 		ns = s.Namespace
 	}
 	return types.NamespacedName{Namespace: ns, Name: s.Spec.GatewayRef.Name}
+}
+
+// AppliedDefaults are the namespace defaults a sandbox took (only the
+// fields its spec left empty).
+type AppliedDefaults struct {
+	// From is the default OpenShellPolicy they came from.
+	From string `json:"from"`
+	// SandboxDefaults are the values taken.
+	SandboxDefaults `json:",inline"`
 }

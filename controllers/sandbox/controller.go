@@ -162,6 +162,8 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 	if !sb.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, sb)
 	}
+	raw := sb.Spec.DeepCopy()
+	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults) // the spec it was created with
 	if left, due := ttlLeft(sb, time.Now()); due && left <= 0 {
 		return r.expire(ctx, sb)
 	}
@@ -171,6 +173,9 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
+	if err := r.takeDefaults(ctx, sb, raw); err != nil {
+		return ctrl.Result{}, err
+	}
 	// A create whose status write is waiting to settle is restored into the
 	// working copy only, so this reconcile's write records it.
 	r.settling.restore(sb)
@@ -207,6 +212,25 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		res.RequeueAfter = max(left, time.Millisecond) // look again when it expires
 	}
 	return res, err
+}
+
+// takeDefaults records, for a sandbox not yet created at the gateway, the
+// namespace defaults its own spec (raw) leaves room for, and makes them
+// the working copy's: they follow the namespace's default policy until the
+// create, and stay what they were then.
+func (r *Reconciler) takeDefaults(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, raw *openshellv1alpha1.OpenShellSandboxSpec) error {
+	if sb.Status.SandboxID != "" {
+		return nil
+	}
+	list := &openshellv1alpha1.OpenShellPolicyList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(sb.Namespace)); err != nil {
+		return fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
+	}
+	def, _ := sandboxcontrols.NamespaceDefaults(list.Items)
+	sb.Status.Defaults = sandboxcontrols.TakeDefaults(raw, def)
+	sb.Spec = *raw.DeepCopy()
+	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults)
+	return nil
 }
 
 // heldBack settles a sandbox a gate holds back. That is not an error: nothing
