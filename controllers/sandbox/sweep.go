@@ -200,8 +200,12 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 	deleted := 0
 	err = listAll(ctx, conn, func(sb *openshellv1.Sandbox) error {
 		orphan, err := s.orphaned(ctx, sb)
-		if err != nil || !orphan {
+		if err != nil {
 			return err
+		}
+		if !orphan {
+			s.drifted(ctx, conn, sb)
+			return nil
 		}
 		md := sb.GetMetadata()
 		if _, err := conn.DeleteSandbox(ctx, &openshellv1.DeleteSandboxRequest{Name: md.GetName(), WorkspaceScope: gatewayapi.Workspace(md.GetWorkspace())}); err != nil &&
@@ -212,6 +216,25 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 		return nil
 	})
 	return deleted, err
+}
+
+// drifted re-queues the OpenShellSandbox of a gateway sandbox the operator
+// created whose attached providers differ from what the operator attached
+// (a Tenant Admin's gateway token attached or detached directly): its
+// reconcile reads it and puts spec.providers back. The sweep's one list
+// per gateway is what bounds how long such a change lasts (Period),
+// without a read per sandbox; it writes nothing itself.
+func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1.Sandbox) {
+	md := sb.GetMetadata()
+	key := types.NamespacedName{Namespace: md.GetAnnotations()[sandboxspec.AnnotationNamespace], Name: md.GetAnnotations()[sandboxspec.AnnotationName]}
+	obj := &openshellv1alpha1.OpenShellSandbox{}
+	if key.Namespace == "" || key.Name == "" || s.Client.Get(ctx, key, obj) != nil ||
+		string(obj.UID) != md.GetLabels()[sandboxspec.LabelOwnerUID] || obj.Status.SandboxID != md.GetId() {
+		return
+	}
+	if providersDrift(conn.Line, obj, sb) != "" {
+		s.Gateways.Followers().Requeue(key)
+	}
 }
 
 // listAll pages through every sandbox of every workspace.

@@ -25,6 +25,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
@@ -392,6 +393,23 @@ func (r *Reconciler) reconcileProviders(ctx context.Context, conn *gatewayapi.Cl
 	return true, outcome{}, nil
 }
 
+// providersDrift says how the providers the gateway holds attached to the
+// sandbox differ from those the operator attached (status), "" when they
+// do not: a Tenant Admin's gateway token can attach and detach directly.
+// 0.1 gateways report the attached providers in the sandbox's spec; 0.0.x
+// ones are not compared. Pure.
+func providersDrift(line gatewayline.Line, sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox) string {
+	if line != gatewayline.V01 || current == nil {
+		return ""
+	}
+	have, want := slices.Sorted(slices.Values(current.GetSpec().GetProviders())), slices.Sorted(slices.Values(sb.Status.AttachedProviders))
+	if slices.Equal(have, want) {
+		return ""
+	}
+	return fmt.Sprintf("the gateway's sandbox has providers [%s] attached, not the [%s] the operator attached (changed at the gateway directly): "+
+		"attaching and detaching to match spec.providers", strings.Join(have, ", "), strings.Join(want, ", "))
+}
+
 // currentAtGateway is the gateway sandbox as it is now: the one a call of
 // this reconcile returned, else what WatchSandbox streamed, else a read.
 // gone says the agents.x-k8s.io Sandbox status names is missing (then the
@@ -458,6 +476,14 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	current, gone, lost, err := r.currentAtGateway(ctx, conn, sb, d, current)
 	if err != nil || lost {
 		return ctrl.Result{RequeueAfter: nameFreePoll}, err
+	}
+	if drift := providersDrift(conn.Line, sb, current); drift != "" {
+		// Changed at the gateway with a token: forget what status says was
+		// attached, so that the next reconcile attaches and detaches to
+		// match spec.providers again.
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", drift)
+		sb.Status.AttachedProviders = current.GetSpec().GetProviders()
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase(), suspendedByUs(sb), obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce) {
 	case actionStop:

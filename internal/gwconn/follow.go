@@ -243,6 +243,11 @@ func (f *Followers) run(ctx context.Context, key types.NamespacedName, conn *gat
 	}
 }
 
+// Requeue re-queues a sandbox whose gateway sandbox changed without a
+// stream to say so (the sweep found it differing from what the operator
+// set).
+func (f *Followers) Requeue(key types.NamespacedName) { f.notify(key) }
+
 func (f *Followers) notify(key types.NamespacedName) {
 	obj := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
