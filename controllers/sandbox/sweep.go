@@ -219,9 +219,9 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 }
 
 // drifted re-queues the OpenShellSandbox of a gateway sandbox the operator
-// created whose attached providers differ from what the operator attached
-// (a Tenant Admin's gateway token attached or detached directly): its
-// reconcile reads it and puts spec.providers back. The sweep's one list
+// created whose attached providers or enforced policy differ from what the
+// operator set (a Tenant Admin's gateway token changed them directly): its
+// reconcile reads it and puts spec.providers and the policy back. The sweep's one list
 // per gateway is what bounds how long such a change lasts (Period),
 // without a read per sandbox; it writes nothing itself.
 func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1.Sandbox) {
@@ -232,7 +232,7 @@ func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *open
 		string(obj.UID) != md.GetLabels()[sandboxspec.LabelOwnerUID] || obj.Status.SandboxID != md.GetId() {
 		return
 	}
-	if providersDrift(conn.Line, obj, sb) != "" {
+	if providersDrift(conn.Line, obj, sb) != "" || policyDrift(obj, sb) != "" {
 		s.Gateways.Followers().Requeue(key)
 	}
 }

@@ -410,6 +410,39 @@ func providersDrift(line gatewayline.Line, sb *openshellv1alpha1.OpenShellSandbo
 		"attaching and detaching to match spec.providers", strings.Join(have, ", "), strings.Join(want, ", "))
 }
 
+// revertDrift makes status forget what a change at the gateway made
+// untrue (attached providers, the applied policy), so that the next
+// reconcile puts spec.providers and the OpenShellPolicy back, and says so
+// with a Warning event. It reports whether it found any.
+func (r *Reconciler) revertDrift(line gatewayline.Line, sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox) bool {
+	drift := false
+	if msg := providersDrift(line, sb, current); msg != "" {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", msg)
+		sb.Status.AttachedProviders, drift = current.GetSpec().GetProviders(), true
+	}
+	if msg := policyDrift(sb, current); msg != "" {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", msg)
+		sb.Status.AppliedPolicyHash, drift = "", true
+	}
+	return drift
+}
+
+// policyDrift says why the policy the sandbox's supervisor enforces is not
+// the operator's, "" when it is: a version newer than the one the
+// operator's last UpdateConfig was given (the policy given at creation is
+// version 1) can only have come from someone else's UpdateConfig, a
+// Tenant Admin's gateway token. Only sandboxes whose policy the operator
+// manages (an OpenShellPolicy, status.appliedPolicyHash) are compared.
+// Pure.
+func policyDrift(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox) string {
+	ours := max(sb.Status.PolicyVersion, 1)
+	if sb.Status.AppliedPolicyHash == "" || current == nil || int64(current.GetStatus().GetCurrentPolicyVersion()) <= ours {
+		return ""
+	}
+	return fmt.Sprintf("the sandbox's supervisor enforces policy version %d, newer than version %d the operator applied (changed at the gateway directly): "+
+		"applying the OpenShellPolicy again", current.GetStatus().GetCurrentPolicyVersion(), ours)
+}
+
 // currentAtGateway is the gateway sandbox as it is now: the one a call of
 // this reconcile returned, else what WatchSandbox streamed, else a read.
 // gone says the agents.x-k8s.io Sandbox status names is missing (then the
@@ -477,12 +510,7 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	if err != nil || lost {
 		return ctrl.Result{RequeueAfter: nameFreePoll}, err
 	}
-	if drift := providersDrift(conn.Line, sb, current); drift != "" {
-		// Changed at the gateway with a token: forget what status says was
-		// attached, so that the next reconcile attaches and detaches to
-		// match spec.providers again.
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", drift)
-		sb.Status.AttachedProviders = current.GetSpec().GetProviders()
+	if r.revertDrift(conn.Line, sb, current) {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	switch runAction(sb.Spec.Suspend, current.GetStatus().GetPhase(), suspendedByUs(sb), obs.image.Allowed || obs.enforce.Mode != openshellv1alpha1.ImagePolicyEnforce) {

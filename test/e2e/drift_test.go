@@ -6,18 +6,20 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/proto"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	legacyopenshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 )
 
-// TestGatewayDriftReverted (#45 item 5, providers): a provider detached
+// TestGatewayDriftReverted (#45 item 5, providers and policy): a provider detached
 // from a running sandbox directly at the gateway (what a Tenant Admin's
 // gateway token may do) is found by the periodic sweep's one list of the
 // gateway's sandboxes and attached again to match spec.providers, with a
@@ -61,4 +63,23 @@ func TestGatewayDriftReverted(t *testing.T) {
 	cur := sandboxStatus(ctx, g, key)
 	g.Expect(cur.Status.SandboxID).To(Equal(id), "the sandbox was recreated instead of repaired")
 	g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+
+	// The policy: a token holder drops its network rules at the gateway;
+	// once the supervisor enforces that newer version, the operator
+	// applies the OpenShellPolicy again (a version newer still).
+	got, err := st.Gateway.GetSandbox(ctx, &legacyopenshellv1.GetSandboxRequest{Name: name, Workspace: ws})
+	g.Expect(err).NotTo(HaveOccurred())
+	loosened := proto.Clone(got.GetSandbox().GetSpec().GetPolicy()).(*sandboxv1.SandboxPolicy)
+	g.Expect(loosened.GetNetworkPolicies()).NotTo(BeEmpty(), "the sample policy has network rules to drop")
+	loosened.NetworkPolicies = nil
+	resp, err := st.Gateway.UpdateConfig(ctx, &legacyopenshellv1.UpdateConfigRequest{Name: name, Workspace: ws, Policy: loosened})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		g.Expect(st.Gateway.SandboxPolicyVersion(ws, name)).To(BeNumerically(">", resp.GetVersion()), "the policy changed at the gateway was not put back")
+		now, err := st.Gateway.GetSandbox(ctx, &legacyopenshellv1.GetSandboxRequest{Name: name, Workspace: ws})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now.GetSandbox().GetSpec().GetPolicy().GetNetworkPolicies()).NotTo(BeEmpty())
+		g.Expect(sandboxStatus(ctx, g, key).Status.PolicyVersion).To(BeNumerically(">", resp.GetVersion()))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	g.Expect(sandboxStatus(ctx, g, key).Status.SandboxID).To(Equal(id))
 }
