@@ -23,6 +23,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/preflight"
 )
 
 // upstreamWatch follows the agents.x-k8s.io Sandboxes the gateways create,
@@ -166,19 +167,42 @@ func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controlle
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		for {
-			if pf, known := r.Preflight.Get(); known && pf.AgentSandbox.Available {
-				if err := r.upstream.ensure(mgr, c, pf.AgentSandbox.Preferred, byID, onlyGone); err != nil {
-					ctrl.LoggerFrom(ctx).Error(err, "watch agents.x-k8s.io Sandboxes")
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-changes:
+		return followPreflight(ctx, r.Preflight, changes, upstreamRetryMax, func(version string) error {
+			return r.upstream.ensure(mgr, c, version, byID, onlyGone)
+		})
+	}))
+}
+
+// upstreamRetryMax bounds the wait before a watch that failed to start is
+// tried again.
+const upstreamRetryMax = 30 * time.Second
+
+// followPreflight calls ensure with the served Agent Sandbox version
+// whenever preflight reports one, and again after a failure, backing off
+// from a second to retryMax, until ctx ends. A watch that failed to start
+// (its kind not yet mapped just after its CRD came back, say) is retried:
+// waiting for the next preflight change instead left the operator without
+// it, blind to deleted Sandboxes, for as long as nothing else changed.
+func followPreflight(ctx context.Context, pf *preflight.Store, changes <-chan event.GenericEvent, retryMax time.Duration, ensure func(version string) error) error {
+	wait := time.Duration(0)
+	for {
+		var retry <-chan time.Time
+		if res, known := pf.Get(); known && res.AgentSandbox.Available {
+			if err := ensure(res.AgentSandbox.Preferred); err != nil {
+				wait = min(max(2*wait, time.Second), retryMax)
+				ctrl.LoggerFrom(ctx).Error(err, "watch agents.x-k8s.io Sandboxes; trying again", "in", wait)
+				retry = time.After(wait)
+			} else {
+				wait = 0
 			}
 		}
-	}))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		case <-retry:
+		}
+	}
 }
 
 func (u *upstreamWatch) ensure(mgr ctrl.Manager, c controller.Controller, version string, h handler.EventHandler, p predicate.Funcs) error {
