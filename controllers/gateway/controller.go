@@ -37,6 +37,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/preflight"
@@ -646,7 +647,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// whose sandboxes run in it (PodSecurityAdmitted).
 		// A paired namespace that starts to go leaves the allowlist at once.
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, deletionStarted))).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, index.DeletionStarted))).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
 		Build(status.RetryStale(r))
@@ -679,8 +680,3 @@ func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alp
 	}
 	return out, nil
 }
-
-// deletionStarted passes an update that set a deletion timestamp.
-var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-}}

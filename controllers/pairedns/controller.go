@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,19 +212,7 @@ func gatewayOf(ns *metav1.PartialObjectMetadata) types.NamespacedName {
 }
 
 func compareKeys(a, b types.NamespacedName) int {
-	if a.Namespace != b.Namespace {
-		if a.Namespace < b.Namespace {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.Name < b.Name:
-		return -1
-	case a.Name > b.Name:
-		return 1
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
 // paired are the namespaces the operator made for this tenant name (any
@@ -431,7 +420,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("pairednamespace").
-		WatchesMetadata(&corev1.Namespace{}, ofNamespace, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, deletionStarted))).
+		WatchesMetadata(&corev1.Namespace{}, ofNamespace, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, index.DeletionStarted))).
 		Watches(&corev1.ResourceQuota{}, ofControl, builder.WithPredicates(quotaSpecChanged)).
 		Watches(&corev1.LimitRange{}, ofControl).
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(startsOrEnds)).
@@ -477,11 +466,6 @@ var startsOrEnds = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return ok && sb.Status.Phase == openshellv1alpha1.SandboxPhaseRejected
 	}
 	return rejected(e.ObjectOld) != rejected(e.ObjectNew) || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-}}
-
-// deletionStarted passes an update that set a deletion timestamp.
-var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 }}
 
 // quotaSpecChanged passes a ResourceQuota's spec or label changes, not the

@@ -108,9 +108,9 @@ func pullSecretsGate(sb *openshellv1alpha1.OpenShellSandbox, obs observed) *refu
 		return nil
 	}
 	return &refusal{phase: rejectedOrHeld(sb), reason: openshellv1alpha1.SandboxReasonPullSecretsUnsupported,
-		message: fmt.Sprintf("this namespace's OpenShellImagePolicy names pull Secrets (%s), but gateway %s/%s runs every tenant's sandboxes with the same, "+
+		message: fmt.Sprintf("this namespace's OpenShellImagePolicy names pull Secrets (%s), but gateway %s runs every tenant's sandboxes with the same, "+
 			"gateway-wide pull Secrets: use a gateway in workspace mode Operator, or remove spec.pullSecrets (the platform admin's gateway-wide ones "+
-			"are spec.managed.sandboxes.imagePullSecrets)", strings.Join(obs.pullSecrets, ", "), obs.gateway.Namespace, obs.gateway.Name)}
+			"are spec.managed.sandboxes.imagePullSecrets)", strings.Join(obs.pullSecrets, ", "), gwconn.Key(obs.gateway))}
 }
 
 // pairedGate holds a sandbox until its namespace's paired namespace can

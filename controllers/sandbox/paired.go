@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 )
@@ -37,7 +37,7 @@ func (r *Reconciler) observePaired(ctx context.Context, gw *openshellv1alpha1.Op
 		return &refusal{phase: openshellv1alpha1.SandboxPhaseRejected, reason: openshellv1alpha1.SandboxReasonWorkspaceModeUnsupported,
 			message: fmt.Sprintf("gateway %s runs sandboxes in workspace mode Operator, in namespaces the operator creates at run time, but this operator "+
 				"is installed for namespaces %s only: the platform admin must install it for all namespaces (OLM install mode AllNamespaces) "+
-				"or use workspace mode Shared", gwKey(gw), strings.Join(r.WatchedNamespaces, ", "))}, nil
+				"or use workspace mode Shared", gwconn.Key(gw), strings.Join(r.WatchedNamespaces, ", "))}, nil
 	}
 	pending := func(format string, args ...any) *refusal {
 		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonWorkspaceNamespacePending,
@@ -46,7 +46,7 @@ func (r *Reconciler) observePaired(ctx context.Context, gw *openshellv1alpha1.Op
 	ns, err := index.GetNamespace(ctx, r.Client, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return pending("the operator is creating namespace %s, where this namespace's sandboxes run on gateway %s (workspace mode Operator)", name, gwKey(gw)), nil
+		return pending("the operator is creating namespace %s, where this namespace's sandboxes run on gateway %s (workspace mode Operator)", name, gwconn.Key(gw)), nil
 	case err != nil:
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (r *Reconciler) observePaired(ctx context.Context, gw *openshellv1alpha1.Op
 		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonWorkspaceNamespaceConflict,
 			message: fmt.Sprintf("namespace %s, where gateway %s would run this namespace's sandboxes, exists but the operator did not create it for namespace %s "+
 				"and this gateway: it is never adopted. A cluster admin must delete it; or this namespace's sandboxes already use another gateway in workspace mode "+
-				"Operator (a namespace's sandboxes use at most one)", name, gwKey(gw), tenant)}, nil
+				"Operator (a namespace's sandboxes use at most one)", name, gwconn.Key(gw), tenant)}, nil
 	}
 	if !ns.DeletionTimestamp.IsZero() || render.Draining(ns) {
 		return pending("namespace %s is being deleted (its last sandbox went); it is created again once it is gone", name), nil
@@ -62,15 +62,12 @@ func (r *Reconciler) observePaired(ctx context.Context, gw *openshellv1alpha1.Op
 	cm := &corev1.ConfigMap{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Workspaces}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return pending("waiting for gateway %s's namespace allowlist", gwKey(gw)), nil
+			return pending("waiting for gateway %s's namespace allowlist", gwconn.Key(gw)), nil
 		}
 		return nil, err
 	}
-	var names []string
-	if err := json.Unmarshal([]byte(cm.Data[render.WorkspacesFile]), &names); err != nil || !slices.Contains(names, name) {
-		return pending("waiting for gateway %s's namespace allowlist to name %s", gwKey(gw), name), nil
+	if names, err := render.WorkspacesIn(cm); err != nil || !slices.Contains(names, name) {
+		return pending("waiting for gateway %s's namespace allowlist to name %s", gwconn.Key(gw), name), nil
 	}
 	return nil, nil
 }
-
-func gwKey(gw *openshellv1alpha1.OpenShellGateway) string { return gw.Namespace + "/" + gw.Name }

@@ -153,6 +153,12 @@ var SpecOrDeletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent
 		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }}
 
+// DeletionStarted passes an update that set (or cleared) a deletion
+// timestamp.
+var DeletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
+
 // PullSecrets are the pull Secrets a namespace's image policies name, each
 // once, sorted.
 func PullSecrets(ctx context.Context, c client.Reader, ns string) ([]string, error) {

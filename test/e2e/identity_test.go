@@ -56,12 +56,7 @@ func TestForgedTenantLabelsAtTheGateway(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: sbNS}, ns)).To(Succeed())
 	ns.Labels[label] = "true"
 	g.Expect(c.Update(ctx, ns)).To(Succeed())
-	objs, err := framework.InstallWebhooks(ctx, c, "openshell-e2e-forge", framework.WebhookServing{CAPEM: caPEM, Port: port},
-		&metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, o := range objs {
-		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
-	}
+	webhooksFor(ctx, t, "openshell-e2e-forge", caPEM, port, map[string]string{label: "true"})
 
 	// Both tenants' own sandboxes, through the operator: their pods wear
 	// their labels and are admitted.

@@ -1427,20 +1427,28 @@ func webhookServing(t *testing.T) (string, []byte, int) {
 	return s.CertDir, s.CAPEM, s.Port
 }
 
-// installWebhooks registers the operator's webhooks (config/webhook: the
-// validating ones and the finalizer's mutating one) at the loopback server,
-// for this suite's namespaces only.
-func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) string {
+// webhooksFor registers the operator's webhooks under name at the
+// loopback server, for the namespaces labelled with labels, until the
+// test ends.
+func webhooksFor(ctx context.Context, t *testing.T, name string, caPEM []byte, port int, labels map[string]string) {
 	t.Helper()
-	const name = "openshell-e2e-tenancy"
 	objs, err := framework.InstallWebhooks(ctx, cluster.Client, name, framework.WebhookServing{CAPEM: caPEM, Port: port},
-		&metav1.LabelSelector{MatchLabels: map[string]string{tenancyLabel: "true"}})
+		&metav1.LabelSelector{MatchLabels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
 		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), o) })
 	}
+}
+
+// installWebhooks registers the operator's webhooks (config/webhook: the
+// validating ones and the finalizer's mutating one) at the loopback server,
+// for this suite's namespaces only.
+func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) string {
+	t.Helper()
+	const name = "openshell-e2e-tenancy"
+	webhooksFor(ctx, t, name, caPEM, port, map[string]string{tenancyLabel: "true"})
 	// Wait until the API server calls the webhook: an editor's allowlist
 	// create in a suite namespace is refused only by it.
 	probe := tenancyNamespace(ctx, t, "probe", nil)

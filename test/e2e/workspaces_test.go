@@ -72,12 +72,7 @@ func TestWorkspaceModeOperator(t *testing.T) {
 	// The operator's webhooks, for this gateway's paired namespaces (by
 	// the label the operator gives them at creation): the pod webhook
 	// must admit the tenants' own sandbox pods there.
-	objs, err := framework.InstallWebhooks(ctx, c, "openshell-e2e-paired", framework.WebhookServing{CAPEM: caPEM, Port: port},
-		&metav1.LabelSelector{MatchLabels: map[string]string{render.LabelGatewayNamespace: platform}})
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, o := range objs {
-		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
-	}
+	webhooksFor(ctx, t, "openshell-e2e-paired", caPEM, port, map[string]string{render.LabelGatewayNamespace: platform})
 	obj := &openshellv1alpha1.OpenShellGateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "paired", Namespace: platform},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
@@ -209,12 +204,7 @@ func TestWorkspaceModeOperator(t *testing.T) {
 	// paired namespace; B's holds no credentials of A's).
 	g.Expect(c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantA}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"openshell-e2e-paired":"true"}}}`)))).To(Succeed())
-	tenantObjs, err := framework.InstallWebhooks(ctx, c, "openshell-e2e-paired-tenants", framework.WebhookServing{CAPEM: caPEM, Port: port},
-		&metav1.LabelSelector{MatchLabels: map[string]string{"openshell-e2e-paired": "true"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, o := range tenantObjs {
-		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
-	}
+	webhooksFor(ctx, t, "openshell-e2e-paired-tenants", caPEM, port, map[string]string{"openshell-e2e-paired": "true"})
 	regcred := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: tenantA}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.team-a.example":{"auth":"YTpi"}}}`)}}
 	g.Expect(c.Create(ctx, regcred)).To(Succeed())
@@ -299,7 +289,7 @@ func TestWorkspaceModeOperator(t *testing.T) {
 func allowlist(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway) []string {
 	cm := &corev1.ConfigMap{}
 	g.ExpectWithOffset(1, cluster.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Workspaces}, cm)).To(Succeed())
-	var names []string
-	g.ExpectWithOffset(1, json.Unmarshal([]byte(cm.Data[render.WorkspacesFile]), &names)).To(Succeed())
+	names, err := render.WorkspacesIn(cm)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return names
 }

@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -275,8 +274,6 @@ func mountedAllowlist(c client.Client, obj *openshellv1alpha1.OpenShellGateway) 
 		if err := c.Get(ctx, key, cm); err != nil {
 			return nil, err
 		}
-		var names []string
-		err := json.Unmarshal([]byte(cm.Data[render.WorkspacesFile]), &names)
-		return names, err
+		return render.WorkspacesIn(cm)
 	}
 }

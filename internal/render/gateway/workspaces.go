@@ -148,6 +148,15 @@ func WorkspacesConfigMap(gw *openshellv1alpha1.OpenShellGateway, namespaces []st
 		Data: map[string]string{WorkspacesFile: string(b)}}
 }
 
+// WorkspacesIn reads the allowlist back from a WorkspacesConfigMap.
+func WorkspacesIn(cm *corev1.ConfigMap) ([]string, error) {
+	var names []string
+	if err := json.Unmarshal([]byte(cm.Data[WorkspacesFile]), &names); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %s is not a JSON list of names: %w", cm.Namespace, cm.Name, WorkspacesFile, err)
+	}
+	return names, nil
+}
+
 // operatorModeRBAC is what an Operator mode gateway holds besides its
 // grants in each paired namespace: the cluster-wide Sandbox watch, and
 // get on its client certificate's Secret in the source namespace.
