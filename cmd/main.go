@@ -48,7 +48,7 @@ func main() {
 	flag.DurationVar(&opts.Controllers.ForceReleaseAfter, "force-release-after", sandbox.DefaultForceReleaseAfter,
 		"How long a gateway must have been unreachable for a deleted sandbox before its openshell.ai/force-release annotation is honoured.")
 	flag.DurationVar(&opts.Controllers.SweepPeriod, "sweep-period", sandbox.DefaultSweepPeriod,
-		"How often every gateway's sandboxes are listed: orphans the operator created are deleted, and changes made at the gateway directly (attached providers) are put back.")
+		"How often every gateway's sandboxes are listed (orphans the operator created are deleted) and what the operator wrote at each gateway is compared with what it holds: changes made there directly (attached providers, policies, provider records, profiles, workspace members) are put back.")
 	flag.DurationVar(&opts.Controllers.PairedReleaseGrace, "paired-namespace-release-grace", pairedns.DefaultReleaseGrace,
 		"How long a released paired namespace (workspace mode Operator) stays off its gateway's allowlist before it is deleted: at least the kubelet's ConfigMap update delay.")
 	flag.BoolVar(&opts.Controllers.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks (needs the serving certificate in --webhook-cert-dir).")

@@ -85,7 +85,8 @@ type ControllerOptions struct {
 	// ForceReleaseAfter is how long a gateway must have been unreachable
 	// for a deleted sandbox before force-release is honoured (0: the
 	// default); SweepPeriod is how often every gateway is swept for
-	// sandboxes whose object is gone (0: the default).
+	// sandboxes whose object is gone, and bounds how long a change made
+	// at a gateway directly lasts (0: the default).
 	ForceReleaseAfter, SweepPeriod time.Duration
 	// PairedReleaseGrace is how long a paired namespace stays off its
 	// gateway's allowlist before it is deleted (0: the default).
@@ -130,6 +131,11 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	// The sweep deletes what a force-release left at a gateway; only the
 	// sandbox reconciler marks it.
 	sweeper := &sandbox.Sweeper{Client: c, APIReader: api, Gateways: gateways, Platform: opts.Platform, Recorder: rec, Period: opts.SweepPeriod}
+	if opts.Issuer != nil {
+		// The relay keeps its membership Leases in the operator's
+		// namespace (cmd/relay.go), signed with the issuer's keys.
+		sweeper.MembershipNamespace = opts.Platform.OperatorNamespace
+	}
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("add orphan sweep: %w", err)
 	}
@@ -154,8 +160,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Platform: opts.Platform, AllNamespaces: len(watch) == 0,
 			ReleaseGrace: opts.PairedReleaseGrace}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
-			SecretMetadata: secretMeta, Platform: opts.Platform}},
-		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
+			SecretMetadata: secretMeta, Platform: opts.Platform, DriftPeriod: opts.SweepPeriod}},
+		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform,
+			DriftPeriod: opts.SweepPeriod}},
 		{"shipped provider profiles", &profilecatalogctrl.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform, Catalog: catalog}},
 		{"OpenShellSandbox", &sandbox.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Preflight: store, Policies: policies,
 			Recorder: rec, Gateways: gateways, Platform: opts.Platform, Sweeper: sweeper, ForceReleaseAfter: opts.ForceReleaseAfter, WatchedNamespaces: watch}},

@@ -84,6 +84,12 @@ type ProviderGatewayStatus struct {
 	// workspace whose catalog holds its type's profile.
 	// +optional
 	ProfileWorkspace string `json:"profileWorkspace,omitempty"`
+	// GatewayResourceVersion is the gateway provider's resource_version
+	// after the operator's last write there: a newer one means someone
+	// else changed it at the gateway (a Tenant Admin's gateway token), and
+	// the operator writes it again from the Secret and spec.
+	// +optional
+	GatewayResourceVersion uint64 `json:"gatewayResourceVersion,omitempty"`
 }
 
 // OpenShellProviderStatus is the observed state of a provider.

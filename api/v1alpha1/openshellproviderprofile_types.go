@@ -143,6 +143,11 @@ type ProviderProfileGatewayStatus struct {
 	// lost it.
 	// +optional
 	GatewayInstance string `json:"gatewayInstance,omitempty"`
+	// GatewayResourceVersion is the gateway profile's resource_version
+	// after the operator's import or update: a newer one means someone
+	// else changed it at the gateway, and the operator imports it again.
+	// +optional
+	GatewayResourceVersion uint64 `json:"gatewayResourceVersion,omitempty"`
 }
 
 // OpenShellProviderProfileStatus is the observed state of a profile.

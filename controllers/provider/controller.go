@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -67,6 +69,15 @@ type Reconciler struct {
 	SecretMetadata cache.Cache
 	// Platform decides which gateways a namespace may push providers to.
 	Platform tenancy.Platform
+	// DriftPeriod is how often, at most, a pushed provider is read back
+	// at each gateway and compared (0: DefaultDriftPeriod): it bounds how
+	// long a change made at the gateway directly lasts.
+	DriftPeriod time.Duration
+
+	// compared remembers when each provider was last compared with, or
+	// pushed to, each gateway (driftKey → time.Time): only this
+	// reconciler reads and writes it.
+	compared sync.Map
 }
 
 // Reconcile pushes the provider where it is needed.
@@ -240,7 +251,8 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	}
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
-	return ctrl.Result{}, true
+	// The next comparison with what the gateways hold.
+	return ctrl.Result{RequeueAfter: r.driftPeriod()}, true
 }
 
 // pushRetry is how soon a failed push is tried again; deleteRetry how soon
@@ -278,19 +290,29 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		return "", fmt.Sprintf("%s: %s", key, err)
 	}
 	i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
-	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation &&
-		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance && pushedLine(p.Status.Gateways[i]) == line &&
-		p.Status.Gateways[i].ProfileWorkspace == r.declaredCatalog(ctx, line, gw, p, nsUID) {
-		return "", ""
-	}
 	// An entry without a Secret version is only an intent (recordTargets):
 	// nothing confirmed there yet, so the push creates (ownership-checked).
 	known := i >= 0 && p.Status.Gateways[i].SecretResourceVersion != ""
-	var prevKeys []string
+	var old stale
 	if known {
-		prevKeys = p.Status.Gateways[i].CredentialKeys
+		old.credentials = p.Status.Gateways[i].CredentialKeys
 	}
-	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, prevKeys, known)
+	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation &&
+		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance && pushedLine(p.Status.Gateways[i]) == line &&
+		p.Status.Gateways[i].ProfileWorkspace == r.declaredCatalog(ctx, line, gw, p, nsUID) {
+		atGateway, err := r.compare(ctx, gw, p, &p.Status.Gateways[i])
+		switch c := (*gwconn.ConflictError)(nil); {
+		case errors.As(err, &c):
+			return openshellv1alpha1.ReasonProviderConflict, c.Error()
+		case err != nil:
+			return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
+		case atGateway == nil:
+			return "", ""
+		}
+		// Keys someone else added at the gateway are deleted too.
+		old = old.and(*atGateway)
+	}
+	entry, err := r.pushTo(ctx, gw, p, nsUID, creds, old, known)
 	if pe := (*profileError)(nil); errors.As(err, &pe) {
 		return pe.reason, pe.Error()
 	}
@@ -304,6 +326,7 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
 	}
 	entry.SecretResourceVersion, entry.ObservedGeneration, entry.GatewayInstance = secretRV, p.Generation, gw.Status.Instance
+	r.compared.Store(driftKey(p, key), time.Now())
 	if line != gatewayline.Legacy {
 		entry.Line = string(line)
 	}
@@ -318,12 +341,20 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	return "", ""
 }
 
+// stale are keys a push deletes at a gateway unless still declared: the
+// credentials of the last push, and what someone else added there.
+type stale struct{ credentials, config []string }
+
+func (s stale) and(o stale) stale {
+	return stale{credentials: append(slices.Clone(s.credentials), o.credentials...), config: append(slices.Clone(s.config), o.config...)}
+}
+
 // pushTo creates or updates the provider at one gateway with the full
-// current credentials; keys that disappeared are sent empty (deleted). A
+// current credentials; stale keys are sent empty (deleted). A
 // provider it did not create is never updated: UpdateProvider merges, so
 // writing into another owner's provider would mix credentials.
 func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
-	nsUID types.UID, creds map[string]string, prevKeys []string, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
+	nsUID types.UID, creds map[string]string, old stale, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
 	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Name: p.Name}
 	for k := range creds {
 		entry.CredentialKeys = append(entry.CredentialKeys, k)
@@ -346,7 +377,8 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	msg := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name, Labels: owner}, Type: p.Spec.Type,
 		Credentials: creds, Config: p.Spec.Config, ProfileWorkspace: profileWS}
 	if !known {
-		_, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
+		resp, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
+		entry.GatewayResourceVersion = resp.GetProvider().GetMetadata().GetResourceVersion()
 		if grpcstatus.Code(err) == codes.NotFound {
 			// The gateway lost the workspace (a new database): the retry
 			// creates it again.
@@ -365,21 +397,25 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		}
 	}
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
-		Credentials: map[string]string{}, Config: p.Spec.Config, ProfileWorkspace: profileWS}
-	for k, v := range creds {
-		upd.Credentials[k] = v
-	}
-	for _, k := range prevKeys {
-		if _, ok := creds[k]; !ok {
-			upd.Credentials[k] = "" // removed from the Secret: delete at the gateway
-		}
-	}
-	_, err = conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
+		Credentials: withDeleted(creds, old.credentials), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
+	resp, err := conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
 	if known && grpcstatus.Code(err) == codes.NotFound {
 		// The gateway lost it (a new database, deleted by hand): create it anew.
-		return r.pushTo(ctx, gw, p, nsUID, creds, nil, false)
+		return r.pushTo(ctx, gw, p, nsUID, creds, stale{}, false)
 	}
+	entry.GatewayResourceVersion = resp.GetProvider().GetMetadata().GetResourceVersion()
 	return entry, err
+}
+
+// withDeleted is want with every other key of old mapped to "", which
+// UpdateProvider (a merge) takes as a deletion.
+func withDeleted(want map[string]string, old []string) map[string]string {
+	out := make(map[string]string, len(want)+len(old))
+	for _, k := range old {
+		out[k] = ""
+	}
+	maps.Copy(out, want)
+	return out
 }
 
 // declaredCatalog is the profile_workspace the declared profiles give a
@@ -552,6 +588,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 // deleted only if the gateway provider carries this provider's owner
 // labels: another owner's provider of the same name is never touched.
 func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) error {
+	r.compared.Delete(driftKey(p, e.Gateway))
 	if e.SecretResourceVersion == "" {
 		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 		if grpcstatus.Code(err) == codes.NotFound {

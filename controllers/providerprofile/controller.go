@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -66,6 +67,14 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
+	// DriftPeriod is how often, at most, an imported profile is read back
+	// from each catalog and compared (0: DefaultDriftPeriod).
+	DriftPeriod time.Duration
+
+	// compared remembers when each profile was last compared with, or
+	// imported into, each catalog (driftKey → time.Time): only this
+	// reconciler reads and writes it.
+	compared sync.Map
 }
 
 // retry is how soon a failed import or deletion is tried again.
@@ -272,32 +281,7 @@ func entryIndex(p *openshellv1alpha1.OpenShellProviderProfile, gateway string, s
 // whether this generation was fully acted on (what failed needs a human,
 // not a retry).
 func (r *Reconciler) importAll(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile, nsUID types.UID, n needs) (ctrl.Result, bool) {
-	var failed []string
-	reason := ""
-	for _, t := range n.targets {
-		i := entryIndex(p, gwconn.Key(t.gw), t.scope)
-		if e := p.Status.Gateways[i]; e.ObservedGeneration == p.Generation && e.GatewayInstance == t.gw.Status.Instance {
-			continue
-		}
-		ws, err := r.importTo(ctx, t, p, nsUID)
-		var rej *rejectedError
-		var conflict *gwconn.ConflictError
-		switch {
-		case errors.As(err, &rej):
-			reason = openshellv1alpha1.ProfileReasonRejected
-			failed = append(failed, rej.Error())
-		case errors.As(err, &conflict):
-			reason = openshellv1alpha1.ProfileReasonConflict
-			failed = append(failed, conflict.Error())
-		case err != nil:
-			failed = append(failed, fmt.Sprintf("%s: %s", gwconn.Key(t.gw), grpcstatus.Convert(err).Message()))
-		default:
-			p.Status.Gateways[i].ObservedGeneration, p.Status.Gateways[i].GatewayInstance, p.Status.Gateways[i].Workspace =
-				p.Generation, t.gw.Status.Instance, ws
-			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "ProfileImported", "Import",
-				"profile %s imported into the %s catalog of gateway %s", p.Name, strings.ToLower(string(t.scope)), gwconn.Key(t.gw))
-		}
-	}
+	reason, failed := r.importEach(ctx, p, nsUID, n.targets)
 	switch {
 	case reason != "":
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(failed, "; "))
@@ -321,7 +305,49 @@ func (r *Reconciler) importAll(ctx context.Context, p *openshellv1alpha1.OpenShe
 	}
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProfileReasonImported,
 		fmt.Sprintf("imported into %d gateway catalog(s)", len(n.targets)))
-	return ctrl.Result{}, true
+	// The next comparison with what the catalogs hold.
+	return ctrl.Result{RequeueAfter: r.driftPeriod()}, true
+}
+
+// importEach imports the profile into each target catalog that lacks
+// its generation, or that changed since (compare), and records each
+// import in status; it returns a conflict's or rejection's reason and
+// what failed.
+func (r *Reconciler) importEach(ctx context.Context, p *openshellv1alpha1.OpenShellProviderProfile, nsUID types.UID, targets []target) (
+	reason string, failed []string) {
+	for _, t := range targets {
+		i := entryIndex(p, gwconn.Key(t.gw), t.scope)
+		if e := &p.Status.Gateways[i]; e.ObservedGeneration == p.Generation && e.GatewayInstance == t.gw.Status.Instance {
+			again, err := r.compare(ctx, t.gw, p, e)
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %s", gwconn.Key(t.gw), grpcstatus.Convert(err).Message()))
+			}
+			if !again {
+				continue
+			}
+		}
+		ws, rv, err := r.importTo(ctx, t, p, nsUID)
+		var rej *rejectedError
+		var conflict *gwconn.ConflictError
+		switch {
+		case errors.As(err, &rej):
+			reason = openshellv1alpha1.ProfileReasonRejected
+			failed = append(failed, rej.Error())
+		case errors.As(err, &conflict):
+			reason = openshellv1alpha1.ProfileReasonConflict
+			failed = append(failed, conflict.Error())
+		case err != nil:
+			failed = append(failed, fmt.Sprintf("%s: %s", gwconn.Key(t.gw), grpcstatus.Convert(err).Message()))
+		default:
+			p.Status.Gateways[i].ObservedGeneration, p.Status.Gateways[i].GatewayInstance, p.Status.Gateways[i].Workspace =
+				p.Generation, t.gw.Status.Instance, ws
+			p.Status.Gateways[i].GatewayResourceVersion = rv
+			r.compared.Store(driftKey(p, gwconn.Key(t.gw), t.scope), time.Now())
+			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "ProfileImported", "Import",
+				"profile %s imported into the %s catalog of gateway %s", p.Name, strings.ToLower(string(t.scope)), gwconn.Key(t.gw))
+		}
+	}
+	return reason, failed
 }
 
 // rejectedError carries the diagnostics of a gateway that refused the profile.
@@ -367,17 +393,18 @@ func selector(ws string) *datamodelv1.WorkspaceSelector {
 // importTo puts the profile into one catalog: imported if the gateway has
 // no profile of the id there, updated (compare-and-swap on the gateway's
 // resource version) if it has this object's, refused if another's. It
-// returns the workspace of a workspace catalog.
-func (r *Reconciler) importTo(ctx context.Context, t target, p *openshellv1alpha1.OpenShellProviderProfile, nsUID types.UID) (string, error) {
+// returns the workspace of a workspace catalog and the profile's resource
+// version there.
+func (r *Reconciler) importTo(ctx context.Context, t target, p *openshellv1alpha1.OpenShellProviderProfile, nsUID types.UID) (string, uint64, error) {
 	key := gwconn.Key(t.gw)
 	conn, err := r.Gateways.Connect(ctx, t.gw)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	ws := ""
 	if t.scope == openshellv1alpha1.ProfileScopeWorkspace {
 		if ws, err = r.Gateways.EnsureWorkspace(ctx, conn, key, p.Namespace, nsUID); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	owner := ownerLabels(p, nsUID)
@@ -391,28 +418,33 @@ func (r *Reconciler) importTo(ctx context.Context, t target, p *openshellv1alpha
 			r.Gateways.ForgetWorkspace(key, ws) // a new database: the retry creates the workspace again
 		}
 		if err != nil {
-			return ws, err
+			return ws, 0, err
 		}
 		if !resp.GetImported() || len(errorsIn(resp.GetDiagnostics())) > 0 {
-			return ws, &rejectedError{gateway: key, diags: resp.GetDiagnostics()}
+			return ws, 0, &rejectedError{gateway: key, diags: resp.GetDiagnostics()}
 		}
-		return ws, nil
+		for _, got := range resp.GetProfiles() {
+			if got.GetId() == p.Name {
+				return ws, got.GetResourceVersion(), nil
+			}
+		}
+		return ws, 0, nil
 	case codes.OK:
 	default:
-		return ws, err
+		return ws, 0, err
 	}
 	if !sandboxspec.OwnedBy(got.GetProfile().GetAnnotations(), owner) {
-		return ws, &gwconn.ConflictError{Kind: "provider profile", Name: p.Name, Workspace: catalogName(ws), Gateway: key}
+		return ws, 0, &gwconn.ConflictError{Kind: "provider profile", Name: p.Name, Workspace: catalogName(ws), Gateway: key}
 	}
 	resp, err := conn.UpdateProviderProfiles(ctx, &openshellv1.UpdateProviderProfilesRequest{Profile: item, Id: p.Name,
 		ExpectedResourceVersion: got.GetProfile().GetResourceVersion(), WorkspaceScope: selector(ws)})
 	if err != nil {
-		return ws, err
+		return ws, 0, err
 	}
 	if errs := errorsIn(resp.GetDiagnostics()); len(errs) > 0 {
-		return ws, &rejectedError{gateway: key, diags: errs}
+		return ws, 0, &rejectedError{gateway: key, diags: errs}
 	}
-	return ws, nil
+	return ws, resp.GetProfile().GetResourceVersion(), nil
 }
 
 // catalogName names a catalog in messages.
@@ -499,6 +531,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 		}
 		conn, err := r.Gateways.Connect(ctx, gw)
 		if err == nil {
+			r.compared.Delete(driftKey(p, e.Gateway, e.Scope))
 			err = deleteAt(ctx, conn, p, e, ownerLabels(p, nsUID))
 		}
 		if err != nil {

@@ -60,6 +60,9 @@ type Sweeper struct {
 	Recorder  events.EventRecorder
 	// Period is the unconditional sweep's period (0: DefaultSweepPeriod).
 	Period time.Duration
+	// MembershipNamespace is where the relay keeps its membership Leases
+	// ("": no relay, workspace members are not audited).
+	MembershipNamespace string
 
 	mu      sync.Mutex
 	pending map[client.ObjectKey]time.Time // gateway → since when it waits for a sweep
@@ -197,14 +200,16 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 	if err != nil {
 		return 0, err
 	}
-	deleted := 0
+	deleted, workspaces := 0, map[string]bool{}
 	err = listAll(ctx, conn, func(sb *openshellv1.Sandbox) error {
 		orphan, err := s.orphaned(ctx, sb)
 		if err != nil {
 			return err
 		}
 		if !orphan {
-			s.drifted(ctx, conn, sb)
+			if s.drifted(ctx, conn, sb) {
+				workspaces[sb.GetMetadata().GetWorkspace()] = true
+			}
 			return nil
 		}
 		md := sb.GetMetadata()
@@ -215,7 +220,14 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 		deleted++
 		return nil
 	})
-	return deleted, err
+	if err != nil {
+		return deleted, err
+	}
+	// Not a reason to sweep again soon: the next period audits again.
+	if err := s.auditMembers(ctx, conn, gw, workspaces); err != nil {
+		ctrl.LoggerFrom(ctx).Info("auditing the workspace members failed; audited again at the next sweep", "gateway", gwconn.Key(gw), "error", err.Error())
+	}
+	return deleted, nil
 }
 
 // drifted re-queues the OpenShellSandbox of a gateway sandbox the operator
@@ -223,18 +235,20 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 // operator set (a Tenant Admin's gateway token changed them directly): its
 // reconcile reads it and puts spec.providers and the policy back. The sweep's one list
 // per gateway is what bounds how long such a change lasts (Period),
-// without a read per sandbox; it writes nothing itself.
-func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1.Sandbox) {
+// without a read per sandbox; it writes nothing itself. It reports
+// whether the sandbox is one of the operator's.
+func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1.Sandbox) bool {
 	md := sb.GetMetadata()
 	key := types.NamespacedName{Namespace: md.GetAnnotations()[sandboxspec.AnnotationNamespace], Name: md.GetAnnotations()[sandboxspec.AnnotationName]}
 	obj := &openshellv1alpha1.OpenShellSandbox{}
 	if key.Namespace == "" || key.Name == "" || s.Client.Get(ctx, key, obj) != nil ||
 		string(obj.UID) != md.GetLabels()[sandboxspec.LabelOwnerUID] || obj.Status.SandboxID != md.GetId() {
-		return
+		return false
 	}
 	if providersDrift(conn.Line, obj, sb) != "" || policyDrift(obj, sb) != "" {
 		s.Gateways.Followers().Requeue(key)
 	}
+	return true
 }
 
 // listAll pages through every sandbox of every workspace.

@@ -270,3 +270,35 @@ func MembershipLeaseCache(cfg *rest.Config, scheme *runtime.Scheme, namespace st
 		DefaultTransform: cache.TransformStripManagedFields(), // not signed, not read
 		ByObject:         map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelMembership: "true"})}}})
 }
+
+// WorkspaceKey names one workspace at one gateway (the gateway's
+// namespace/name).
+type WorkspaceKey struct{ Gateway, Workspace string }
+
+// Granted reads, from r, the membership Leases in namespace and returns
+// the subjects the relay made members of each workspace. Only the Leases
+// the relay signed count: one anyone else wrote grants nothing. An
+// expired Lease still counts (the relay's recheck removes its member),
+// and the relay writes a Lease before it adds its member, so a reader
+// that lists a workspace's members first and Granted (from the API
+// server) second sees a Lease for every member the relay added.
+func Granted(ctx context.Context, r client.Reader, namespace string, issuer *oidc.Issuer) (map[WorkspaceKey]map[string]bool, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{labelMembership: "true"}); err != nil {
+		return nil, fmt.Errorf("list the membership Leases: %w", err)
+	}
+	t := &Tokens{Issuer: issuer}
+	out := map[WorkspaceKey]map[string]bool{}
+	for i := range list.Items {
+		m, _, err := t.verifiedLease(&list.Items[i])
+		if err != nil {
+			continue
+		}
+		k := WorkspaceKey{Gateway: m.gateway, Workspace: m.workspace}
+		if out[k] == nil {
+			out[k] = map[string]bool{}
+		}
+		out[k][m.subject] = true
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -307,6 +308,43 @@ func TestForgedLeasesAreIgnored(t *testing.T) {
 	}
 	if err := tk.record(ctx, member("team-b", "bob"), lease{user: &user.DefaultInfo{Name: "bob"}, expires: tk.now().Add(time.Minute), grant: exchanged}); err != nil {
 		t.Fatalf("a namespace filled with forged leases refused a real one: %v", err)
+	}
+}
+
+// TestGrantedCountsOnlySignedLeases: what the sweep compares a
+// workspace's members with is the relay's signed Leases, per gateway and
+// workspace; a Lease anyone else wrote in the namespace grants no one.
+func TestGrantedCountsOnlySignedLeases(t *testing.T) {
+	ctx := context.Background()
+	tk := leaseTokens(t)
+	for _, m := range []membership{member("team-a", "tina"), member("team-a", "gus"), member("team-b", "bob")} {
+		if err := tk.record(ctx, m, lease{user: &user.DefaultInfo{Name: "x"}, expires: tk.now().Add(time.Minute), grant: exchanged}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged, err := renderLease("operator", member("team-a", "mallory"), lease{user: &user.DefaultInfo{Name: "mallory"}, expires: tk.now().Add(time.Hour),
+		grant: exchanged}, tk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Leases.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Granted(ctx, tk.Leases, "operator", tk.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[WorkspaceKey]map[string]bool{
+		{Gateway: "platform/gw", Workspace: "ws-team-a"}: {SubjectPrefix + "tina": true, SubjectPrefix + "gus": true},
+		{Gateway: "platform/gw", Workspace: "ws-team-b"}: {SubjectPrefix + "bob": true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("granted %v, want %v", got, want)
+	}
+	for k, subs := range want {
+		if !maps.Equal(got[k], subs) {
+			t.Errorf("%v: granted %v, want %v", k, got[k], subs)
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/pki"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/operator"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
@@ -57,7 +58,10 @@ func TestConsumerAccess(t *testing.T) {
 	c := cluster.Client
 	// A second tenant namespace on the same gateway, watched: its
 	// sandboxes become Ready, so a session there reaches the gateway.
-	st, tenants, _ := startLineStackWith(ctx, t, g, "access", 2)
+	// A short sweep period: the bound on how long a workspace member added
+	// at the gateway directly lasts (10 minutes by default), and every
+	// membership the relay grants must outlive many sweeps.
+	st, tenants, _ := startLineStackWith(ctx, t, g, "access", 2, operator.ControllerOptions{SweepPeriod: 2 * time.Second})
 	tenant, other := tenants[0], tenants[1]
 	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 	installOLMAggregatedRoles(ctx, t)
@@ -300,6 +304,19 @@ func TestConsumerAccess(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		t.Logf("figure: a group's membership was revoked at the gateway %s after its RoleBinding was deleted, with two replicas following RBAC",
 			time.Since(revoked).Round(10*time.Millisecond))
+	})
+	t.Run("a member added at the gateway directly is removed", func(t *testing.T) {
+		g := NewWithT(t)
+		// A gateway admin's CLI (or a token that could) makes someone a
+		// workspace admin without Kubernetes RBAC.
+		st.Gateway.Grant(ws, "mallory@example.com", openshellv1.WorkspaceRole_WORKSPACE_ROLE_ADMIN)
+		g.Eventually(func(g Gomega) {
+			g.Expect(st.Gateway.Members(ws)).NotTo(HaveKey("mallory@example.com"))
+			evs := &eventsv1.EventList{}
+			g.Expect(c.List(ctx, evs, client.InNamespace(st.GatewayObj.Namespace))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(SatisfyAll(
+				HaveField("Reason", "DriftReverted"), HaveField("Note", ContainSubstring("mallory@example.com")))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 	t.Run("a ServiceAccount exchanges its token", func(t *testing.T) {
 		g := NewWithT(t)

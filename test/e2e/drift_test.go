@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	legacydatamodelv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	legacyopenshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -82,4 +83,13 @@ func TestGatewayDriftReverted(t *testing.T) {
 		g.Expect(sandboxStatus(ctx, g, key).Status.PolicyVersion).To(BeNumerically(">", resp.GetVersion()))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	g.Expect(sandboxStatus(ctx, g, key).Status.SandboxID).To(Equal(id))
+
+	// The provider record: a token holder overwrites the key's value and
+	// adds one that would exfiltrate; the operator writes it again from
+	// the Secret, with nothing in the cluster changed to prompt it.
+	_, err = st.Gateway.UpdateProvider(ctx, &legacyopenshellv1.UpdateProviderRequest{Workspace: ws, Provider: &legacydatamodelv1.Provider{
+		Metadata: &legacydatamodelv1.ObjectMeta{Name: "anthropic"}, Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-attacker", "EXFIL": "x"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() map[string]string { return st.Gateway.StoredCredentials(ws, "anthropic") }).WithContext(ctx).WithTimeout(time.Minute).
+		Should(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-drift"}), "the provider changed at the gateway was not written again")
 }

@@ -234,7 +234,8 @@ func startLineStack(ctx context.Context, t *testing.T, g Gomega, prefix string) 
 
 // startLineStackWith is startLineStack with n tenant namespaces, each
 // watched and admitted.
-func startLineStackWith(ctx context.Context, t *testing.T, g Gomega, prefix string, n int) (st *stack.Stack, tenants []string, sandboxNS string) {
+func startLineStackWith(ctx context.Context, t *testing.T, g Gomega, prefix string, n int, controllers ...operator.ControllerOptions) (
+	st *stack.Stack, tenants []string, sandboxNS string) {
 	t.Helper()
 	c := cluster.Client
 	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, prefix+"-platform"), framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes")
@@ -245,8 +246,11 @@ func startLineStackWith(ctx context.Context, t *testing.T, g Gomega, prefix stri
 		}
 		tenants = append(tenants, framework.CreateNamespace(ctx, t, c, name))
 	}
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: append([]string{gwNS, sbNS}, tenants...)}})
+	mopts := operator.Options{WatchNamespaces: append([]string{gwNS, sbNS}, tenants...)}
+	for _, o := range controllers {
+		mopts.Controllers = o
+	}
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS, Manager: mopts})
 	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
 	return st, tenants, sbNS

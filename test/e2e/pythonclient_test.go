@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
@@ -47,11 +50,19 @@ func TestOpenShellPythonClient(t *testing.T) {
 	g.Expect(st.Gateway.LineCalls()).To(HaveKey("0.1 CreateSandbox"), "the sandboxes were not created over the 0.1 wire")
 	ws := sandboxWorkspace(ctx, g, tenant)
 
-	token, err := st.UserToken(ctx, "alice@example.com")
+	// Workspace-scoped calls need membership of the workspace (0.1): a
+	// Tenant Admin gets it, with a token, through the relay's exchange
+	// (a member added at the gateway directly is removed by the sweep).
+	bind(ctx, t, tenant, "alice", "openshell-tenant-admin")
+	r, err := st.StartRelay(ctx, cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
 	g.Expect(err).NotTo(HaveOccurred())
-	// Workspace-scoped calls need membership of the workspace (0.1).
-	st.Gateway.Grant(ws, "alice@example.com", openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER)
-	out := runPythonClient(ctx, t, st, token, ws, sandboxspec.SandboxName(tenant, "first"))
+	t.Cleanup(func() { g.Expect(r.Stop(context.Background(), c)).To(Succeed()) })
+	var tok *accessv1alpha1.SandboxToken
+	g.Eventually(func() (err error) {
+		tok, err = exchangeAs(ctx, userConfig("alice"), tenant, "first")
+		return err
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	out := runPythonClient(ctx, t, st, tok.Token, ws, sandboxspec.SandboxName(tenant, "first"))
 	var seen struct {
 		Listed    []string          `json:"listed"`
 		Workspace string            `json:"workspace"`

@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/oidc"
+	"github.com/openshell/openshell-operator/internal/relay"
+)
+
+// auditMembers removes, at a 0.1 gateway, the members of the operator's
+// workspaces that the relay did not grant: the relay makes every
+// membership (a token exchange or a session) through a signed Lease and
+// always with the user role, so a member without one, or with a higher
+// role, was added at the gateway directly (a gateway admin's CLI, or a
+// token whose holder could). The workspaces are those of the operator's
+// sandboxes seen by this sweep and those the Leases name. Members are
+// listed before the Leases are read (relay.Granted says why that order
+// never takes a member being granted for a stranger). It removes only;
+// the next exchange or session adds back what RBAC allows.
+func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
+	if s.MembershipNamespace == "" || conn.Line != gatewayline.V01 {
+		return nil // no relay grants memberships; 0.0.x gateways have none
+	}
+	key := gwconn.Key(gw)
+	before, err := relay.Granted(ctx, s.APIReader, s.MembershipNamespace, s.Gateways.Issuer)
+	if err != nil {
+		return err
+	}
+	for k := range before {
+		if k.Gateway == key {
+			workspaces[k.Workspace] = true
+		}
+	}
+	members := make(map[string][]*openshellv1.WorkspaceMember, len(workspaces))
+	for _, ws := range slices.Sorted(maps.Keys(workspaces)) {
+		if members[ws], err = listMembers(ctx, conn, ws); err != nil {
+			return err
+		}
+	}
+	granted, err := relay.Granted(ctx, s.APIReader, s.MembershipNamespace, s.Gateways.Issuer)
+	if err != nil {
+		return err
+	}
+	for _, ws := range slices.Sorted(maps.Keys(members)) {
+		for subject, why := range strangers(members[ws], granted[relay.WorkspaceKey{Gateway: key, Workspace: ws}]) {
+			if _, err := conn.RemoveWorkspaceMember(ctx, &openshellv1.RemoveWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(ws),
+				PrincipalSubject: subject, AllowMissing: true}); err != nil {
+				return fmt.Errorf("remove member %s of workspace %s: %w", subject, ws, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("workspace member removed: added at the gateway directly", "gateway", key, "workspace", ws, "subject", subject, "why", why)
+			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", "Sweep",
+				"removed %s from workspace %s: %s (memberships of the operator's workspaces follow Kubernetes RBAC through the relay)", subject, ws, why)
+		}
+	}
+	return nil
+}
+
+// listMembers pages through one workspace's members; a workspace the
+// gateway does not have has none.
+func listMembers(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.WorkspaceMember, error) {
+	var out []*openshellv1.WorkspaceMember
+	token := ""
+	for {
+		resp, err := conn.ListWorkspaceMembers(ctx, &openshellv1.ListWorkspaceMembersRequest{WorkspaceScope: gatewayapi.Workspace(ws),
+			PageSize: sweepPage, PageToken: token})
+		if grpcstatus.Code(err) == codes.NotFound {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list the members of workspace %s: %w", ws, err)
+		}
+		out = append(out, resp.GetMembers()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// strangers are the members of a workspace the relay did not grant, with
+// why: no Lease names them, or their role is above the user role the
+// relay grants (there is no role-update RPC, so removing is the repair).
+// The operator's own subject is never one. Pure.
+func strangers(members []*openshellv1.WorkspaceMember, granted map[string]bool) map[string]string {
+	out := map[string]string{}
+	for _, m := range members {
+		switch sub := m.GetPrincipalSubject(); {
+		case sub == oidc.Subject:
+		case !granted[sub]:
+			out[sub] = "no membership Lease grants it"
+		case m.GetRole() != openshellv1.WorkspaceRole_WORKSPACE_ROLE_USER:
+			out[sub] = fmt.Sprintf("role %s, above the user role its Lease grants", m.GetRole())
+		}
+	}
+	return out
+}
