@@ -25,6 +25,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/providerprofile"
 	"github.com/openshell/openshell-operator/controllers/relayscale"
 	"github.com/openshell/openshell-operator/controllers/sandbox"
+	"github.com/openshell/openshell-operator/controllers/sandboxtemplate"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/imagepolicy"
@@ -161,6 +162,8 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			ReleaseGrace: opts.PairedReleaseGrace}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform, DriftPeriod: opts.SweepPeriod}},
+		{"OpenShellSandboxTemplate", &sandboxtemplate.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform,
+			Policies: policies, DriftPeriod: opts.SweepPeriod}},
 		{"OpenShellProviderProfile", &providerprofile.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform,
 			DriftPeriod: opts.SweepPeriod}},
 		{"shipped provider profiles", &profilecatalogctrl.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform, Catalog: catalog}},
@@ -217,6 +220,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 	}
 	if err := (&webhook.PolicyValidator{Reader: c, Authorizer: authz}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up OpenShellPolicy webhook: %w", err)
+	}
+	if err := (&webhook.TemplateValidator{Reader: c, Authorizer: authz, Policies: policies}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up OpenShellSandboxTemplate webhook: %w", err)
 	}
 	if err := webhook.SetupTenantAdminWebhooks(mgr, c, authz, opts.Platform); err != nil {
 		return fmt.Errorf("set up tenant admin webhooks: %w", err)

@@ -62,12 +62,22 @@ type SandboxGPU struct {
 
 // OpenShellSandboxSpec is the desired state of an agent sandbox.
 // +kubebuilder:validation:XValidation:rule="has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)",message="spec.command is immutable; create a new sandbox instead"
+// +kubebuilder:validation:XValidation:rule="has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)",message="spec.templateRef is immutable; create a new sandbox instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.templateRef) || (!has(self.image) && !has(self.resources) && !has(self.gpu))",message="spec.templateRef supplies the image, resources and GPUs: leave spec.image, spec.resources and spec.gpu unset"
 type OpenShellSandboxSpec struct {
 	// GatewayRef names the OpenShellGateway that runs this sandbox. It cannot
 	// be changed: create a new sandbox to move to another gateway.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.gatewayRef is immutable"
 	// +required
 	GatewayRef GatewayReference `json:"gatewayRef"`
+
+	// TemplateRef names an OpenShellSandboxTemplate in the same namespace
+	// whose image, environment, resources and GPUs the sandbox is created
+	// with, through the gateway's workspace template (OpenShell 0.1).
+	// The sandbox keeps what the template held when it was created.
+	// Immutable.
+	// +optional
+	TemplateRef *LocalObjectReference `json:"templateRef,omitempty"`
 
 	// PolicyRef names an OpenShellPolicy in the same namespace whose
 	// filesystem, process and network rules the supervisor enforces. Without
@@ -305,6 +315,11 @@ type OpenShellSandboxStatus struct {
 	// follow the defaults until then), kept once it is.
 	// +optional
 	Defaults *AppliedDefaults `json:"defaults,omitempty"`
+
+	// Template is what the sandbox took from its OpenShellSandboxTemplate:
+	// followed until the gateway sandbox is created, then kept.
+	// +optional
+	Template *AppliedTemplate `json:"template,omitempty"`
 
 	// EnvSecretVersions are the resourceVersions of the Secrets the env read
 	// (by name) when the gateway sandbox was created: the values it runs
@@ -603,6 +618,30 @@ func (s *OpenShellSandbox) GatewayKey() types.NamespacedName {
 		ns = s.Namespace
 	}
 	return types.NamespacedName{Namespace: ns, Name: s.Spec.GatewayRef.Name}
+}
+
+// AppliedTemplate is what a sandbox took from its template.
+type AppliedTemplate struct {
+	// Name of the OpenShellSandboxTemplate.
+	Name string `json:"name"`
+	// Generation of the template taken.
+	Generation int64 `json:"generation"`
+	// GatewayName is the template's name at the gateway.
+	// +optional
+	GatewayName string `json:"gatewayName,omitempty"`
+	// ResourceVersion is the gateway's resource version of the template
+	// the gateway sandbox was created from.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Image taken.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Resources taken, as request and limit.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// GPU taken.
+	// +optional
+	GPU *SandboxGPU `json:"gpu,omitempty"`
 }
 
 // AppliedDefaults are the namespace defaults a sandbox took (only the

@@ -94,3 +94,18 @@ func (o *OpenShellProviderProfile) SetObservedGeneration(g int64) { o.Status.Obs
 
 // StatusValue returns a copy of the status, for change detection.
 func (o *OpenShellProviderProfile) StatusValue() any { return *o.Status.DeepCopy() }
+
+// GetConditions returns the status conditions.
+func (o *OpenShellSandboxTemplate) GetConditions() []metav1.Condition { return o.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (o *OpenShellSandboxTemplate) SetConditions(c []metav1.Condition) { o.Status.Conditions = c }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (o *OpenShellSandboxTemplate) GetObservedGeneration() int64 { return o.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (o *OpenShellSandboxTemplate) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+// StatusValue returns a copy of the status, for change detection.
+func (o *OpenShellSandboxTemplate) StatusValue() any { return *o.Status.DeepCopy() }

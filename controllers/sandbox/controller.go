@@ -136,6 +136,8 @@ type observed struct {
 	// paired is, on a gateway in workspace mode Operator, why the
 	// namespace's paired namespace cannot take sandboxes yet (nil: it can).
 	paired *refusal
+	// template is why the sandbox waits for its template (nil: it need not).
+	template *refusal
 }
 
 // Reconcile validates the sandbox, drives it at the gateway and reports.
@@ -163,7 +165,8 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		return r.reconcileDelete(ctx, sb)
 	}
 	raw := sb.Spec.DeepCopy()
-	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults) // the spec it was created with
+	sandboxspec.OverlayTemplate(&sb.Spec, sb.Status.Template) // the spec it was created with
+	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults)
 	if left, due := ttlLeft(sb, time.Now()); due && left <= 0 {
 		return r.expire(ctx, sb)
 	}
@@ -173,7 +176,8 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		return ctrl.Result{}, nil
 	}
 	orig := sb.DeepCopy()
-	if err := r.takeDefaults(ctx, sb, raw); err != nil {
+	waits, err := r.takeInherited(ctx, sb, raw)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	// A create whose status write is waiting to settle is restored into the
@@ -195,6 +199,7 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	obs.template = waits
 	ok, err := r.evaluateCharged(ctx, sb, obs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -214,23 +219,29 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 	return res, err
 }
 
-// takeDefaults records, for a sandbox not yet created at the gateway, the
-// namespace defaults its own spec (raw) leaves room for, and makes them
-// the working copy's: they follow the namespace's default policy until the
-// create, and stay what they were then.
-func (r *Reconciler) takeDefaults(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, raw *openshellv1alpha1.OpenShellSandboxSpec) error {
+// takeInherited records, for a sandbox not yet created at the gateway,
+// what its template gives it and then the namespace defaults its own spec
+// (raw) and the template leave room for, and makes them the working
+// copy's: they follow the template and the namespace's default policy
+// until the create, and stay what they were then. It returns why the
+// sandbox waits for its template (nil: it need not).
+func (r *Reconciler) takeInherited(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox, raw *openshellv1alpha1.OpenShellSandboxSpec) (*refusal, error) {
 	if sb.Status.SandboxID != "" {
-		return nil
+		return nil, nil
+	}
+	waits, err := r.takeTemplate(ctx, sb, raw)
+	if err != nil {
+		return nil, err
 	}
 	list := &openshellv1alpha1.OpenShellPolicyList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(sb.Namespace)); err != nil {
-		return fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
+		return nil, fmt.Errorf("list policies of namespace %s: %w", sb.Namespace, err)
 	}
 	def, _ := sandboxcontrols.NamespaceDefaults(list.Items)
 	sb.Status.Defaults = sandboxcontrols.TakeDefaults(raw, def)
 	sb.Spec = *raw.DeepCopy()
 	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults)
-	return nil
+	return waits, nil
 }
 
 // heldBack settles a sandbox a gate holds back. That is not an error: nothing
@@ -485,6 +496,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return r.byIndex(index.SandboxPolicy, client.Object.GetName)(ctx, o)
 		}), builder.WithPredicates(index.SpecOrDeletionChanged)).
 		Watches(&openshellv1alpha1.OpenShellProvider{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxProviders, client.Object.GetName))).
+		// A template's spec, or its arrival at a gateway (status), decides
+		// what a sandbox not yet created takes and whether it may go.
+		Watches(&openshellv1alpha1.OpenShellSandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.SandboxTemplate, client.Object.GetName))).
 		// A sandbox refused for its namespace's budget is looked at again
 		// when a peer's charge may have dropped; nothing else would wake it.
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.budgetWaiters), builder.WithPredicates(chargeMayHaveDropped)).

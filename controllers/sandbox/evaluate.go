@@ -95,7 +95,7 @@ type refusal struct {
 // gates are the checks before any gateway call, in order: the first that
 // refuses decides Accepted and Ready.
 var gates = []func(*openshellv1alpha1.OpenShellSandbox, observed) *refusal{
-	preflightGate, gatewayGate, gatewayAccessGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
+	preflightGate, gatewayGate, gatewayAccessGate, templateGate, policyGate, policyRequiredGate, providersGate, controlsGate, budgetGate, envGate, imageGate,
 	pullSecretsGate, pairedGate,
 }
 

@@ -279,6 +279,9 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	req := &openshellv1.CreateSandboxRequest{Name: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace), Spec: d.spec,
 		Labels:      map[string]string{sandboxspec.LabelOwnerUID: string(sb.UID)},
 		Annotations: map[string]string{sandboxspec.AnnotationNamespace: sb.Namespace, sandboxspec.AnnotationName: sb.Name}}
+	if err := sandboxspec.FromTemplate(req, sb.Status.Template); err != nil {
+		return nil, outcome{}, err
+	}
 	// The same create (after a timeout, or a status write lost with the
 	// operator) carries the same key, and 0.1 replays its result; another
 	// incarnation (ReplacedSandboxID) or another request gets its own. A
@@ -321,14 +324,22 @@ func (r *Reconciler) createOrAdopt(ctx context.Context, conn *gatewayapi.Client,
 	default:
 		return nil, outcome{}, fmt.Errorf("create sandbox: %w", err)
 	}
+	recordCreated(sb, current, d, applied, specHash)
+	return current, outcome{}, nil
+}
+
+// recordCreated records in status what the gateway sandbox was created
+// with (an adopted one: what is known now, the best known).
+func recordCreated(sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox, d gatewaySandbox,
+	applied *openshellv1alpha1.AppliedResources, specHash string) {
 	sb.Status.SandboxID = current.Metadata.Id
 	sb.Status.AppliedSpecHash, sb.Status.AppliedPolicyHash = specHash, d.policyHash
-	// The values it was created with (an adopted one: those of now, the
-	// best known).
 	sb.Status.EnvSecretVersions = maps.Clone(d.envVersions)
 	sb.Status.AppliedResources = applied
 	sb.Status.AttachedProviders = current.Spec.GetProviders()
-	return current, outcome{}, nil
+	if a := sb.Status.Template; a != nil {
+		a.ResourceVersion = current.GetCreatedFromWorkloadTemplate().GetResourceVersion()
+	}
 }
 
 // adopt reads the gateway sandbox of our name after ALREADY_EXISTS: ours

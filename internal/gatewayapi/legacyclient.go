@@ -231,6 +231,24 @@ func (legacyClient) UpdateProviderProfiles(context.Context, *v01.UpdateProviderP
 	return nil, unimplemented("UpdateProviderProfiles")
 }
 
+// Workspace templates are a 0.1 feature.
+
+func (legacyClient) CreateSandboxTemplate(context.Context, *v01.CreateSandboxTemplateRequest, ...grpc.CallOption) (*v01.SandboxTemplateResponse, error) {
+	return nil, unimplemented("CreateSandboxTemplate")
+}
+
+func (legacyClient) GetSandboxTemplate(context.Context, *v01.GetSandboxTemplateRequest, ...grpc.CallOption) (*v01.SandboxTemplateResponse, error) {
+	return nil, unimplemented("GetSandboxTemplate")
+}
+
+func (legacyClient) ListSandboxTemplates(context.Context, *v01.ListSandboxTemplatesRequest, ...grpc.CallOption) (*v01.ListSandboxTemplatesResponse, error) {
+	return nil, unimplemented("ListSandboxTemplates")
+}
+
+func (legacyClient) DeleteSandboxTemplate(context.Context, *v01.DeleteSandboxTemplateRequest, ...grpc.CallOption) (*v01.DeleteSandboxTemplateResponse, error) {
+	return nil, unimplemented("DeleteSandboxTemplate")
+}
+
 func (legacyClient) DeleteProviderProfile(context.Context, *v01.DeleteProviderProfileRequest, ...grpc.CallOption) (*v01.DeleteProviderProfileResponse, error) {
 	return nil, unimplemented("DeleteProviderProfile")
 }

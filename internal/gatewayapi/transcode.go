@@ -114,6 +114,9 @@ var rules = map[direction]map[string]fieldRule{
 		"openshell.v1.SandboxPolicyRevision.created_time":                     {convert: timeToMillis("created_at_ms")},
 		"openshell.v1.SandboxPolicyRevision.loaded_time":                      {convert: timeToMillis("loaded_at_ms")},
 		"openshell.v1.SandboxLogLine.event_time":                              {convert: timeToMillis("timestamp_ms")},
+		// Workspace templates are a 0.1 feature.
+		"openshell.v1.CreateSandboxRequest.workload_template": {convert: refuse("creating a sandbox from a workspace template needs a 0.1 gateway")},
+		"openshell.v1.Sandbox.created_from_workload_template": {drop: "0.0.x has no workspace templates"},
 		// Policy fields that 0.1 made enums were strings.
 		"openshell.sandbox.v1.NetworkEndpoint.tls":         {convert: enumToString("tls", tlsModes)},
 		"openshell.sandbox.v1.NetworkEndpoint.enforcement": {convert: enumToString("enforcement", enforcementModes)},

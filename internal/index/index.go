@@ -31,6 +31,9 @@ const (
 	SandboxPolicy = "spec.policyRef"
 	// SandboxProviders indexes sandboxes by the names of their providers.
 	SandboxProviders = "spec.providers"
+	// SandboxTemplate indexes sandboxes by the name of their
+	// OpenShellSandboxTemplate.
+	SandboxTemplate = "spec.templateRef"
 	// SandboxID indexes sandboxes by the gateway sandbox ID status records
 	// (the label the gateway's driver puts on its agents.x-k8s.io Sandbox).
 	SandboxID = "status.sandboxID"
@@ -58,6 +61,12 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		}},
 		{&openshellv1alpha1.OpenShellSandbox{}, SandboxPolicy, func(o client.Object) []string {
 			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&openshellv1alpha1.OpenShellSandbox{}, SandboxTemplate, func(o client.Object) []string {
+			if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.TemplateRef; ref != nil {
 				return []string{ref.Name}
 			}
 			return nil
@@ -119,6 +128,17 @@ func PolicyUsers(ctx context.Context, c client.Reader, p *openshellv1alpha1.Open
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// TemplateUsers lists, by name, the sandboxes that name template t,
+// those being deleted too (they run until the gateway confirms).
+func TemplateUsers(ctx context.Context, c client.Reader, t *openshellv1alpha1.OpenShellSandboxTemplate) ([]openshellv1alpha1.OpenShellSandbox, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := c.List(ctx, list, client.InNamespace(t.Namespace), client.MatchingFields{SandboxTemplate: t.Name}); err != nil {
+		return nil, fmt.Errorf("list sandboxes using template %s: %w", t.Name, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
 }
 
 // GetNamespace reads a namespace's metadata (labels decide gateway access,

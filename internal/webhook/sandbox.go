@@ -69,7 +69,38 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 	if err := v.checkSecretRefs(ctx, sb, nil); err != nil {
 		return nil, err
 	}
+	eff, err := v.withTemplate(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	if eff != sb {
+		// What the template gives it is judged as its own.
+		if err := v.checkControls(ctx, eff, gw); err != nil {
+			return nil, err
+		}
+		return v.checkImage(ctx, eff, gw)
+	}
 	return v.checkImage(ctx, sb, gw)
+}
+
+// withTemplate is the sandbox as it would be created: with what its
+// OpenShellSandboxTemplate gives it (sb itself without one, or while the
+// template does not exist yet: the controller waits for it, and judges
+// it then).
+func (v *SandboxValidator) withTemplate(ctx context.Context, sb *openshellv1alpha1.OpenShellSandbox) (*openshellv1alpha1.OpenShellSandbox, error) {
+	if sb.Spec.TemplateRef == nil {
+		return sb, nil
+	}
+	t := &openshellv1alpha1.OpenShellSandboxTemplate{}
+	switch err := v.Reader.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: sb.Spec.TemplateRef.Name}, t); {
+	case apierrors.IsNotFound(err):
+		return sb, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("read OpenShellSandboxTemplate %s/%s: %w", sb.Namespace, sb.Spec.TemplateRef.Name, err))
+	}
+	eff := sb.DeepCopy()
+	sandboxspec.OverlayTemplate(&eff.Spec, sandboxspec.Applied(t))
+	return eff, nil
 }
 
 // ValidateUpdate checks what changed: the removal of the operator's

@@ -19,8 +19,8 @@ import (
 func TestSamplesAreValid(t *testing.T) {
 	ctx := context.Background()
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "samples", "openshell_*.yaml"))
-	if err != nil || len(files) != 6 {
-		t.Fatalf("want one sample per kind (6), found %d (%v)", len(files), err)
+	if err != nil || len(files) != 7 {
+		t.Fatalf("want one sample per kind (7), found %d (%v)", len(files), err)
 	}
 	ns := createNamespace(ctx, t, "samples")
 	for _, f := range files {

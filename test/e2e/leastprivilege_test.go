@@ -118,6 +118,7 @@ var authorizationOnly = map[string]string{
 	"openshell.ai/openshellproviders/finalizers update":        "the FinalizerProtected admission check lets the operator release its finalizer",
 	"openshell.ai/openshellpolicies/finalizers update":         "the FinalizerProtected admission check lets the operator release its finalizer",
 	"openshell.ai/openshellproviderprofiles/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
+	"openshell.ai/openshellsandboxtemplates/finalizers update": "the FinalizerProtected admission check lets the operator release its finalizer",
 	"route.openshift.io/routes/custom-host create":             "OpenShift's Route admission, when spec.managed.route.host is set",
 	"route.openshift.io/routes/custom-host update":             "OpenShift's Route admission, when spec.managed.route.host changes",
 	// cert-manager is not installed in this cluster; controllers/gateway
@@ -245,6 +246,22 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(finishes), finishes) }).WithContext(ctx).WithTimeout(time.Minute).
 		Should(Satisfy(apierrors.IsNotFound), "the finished sandbox was not deleted by its TTL")
 
+	// A sandbox template, and a sandbox naming it: this External gateway
+	// runs 0.0.x, so both say why they wait.
+	tmpl := &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "claude", Namespace: ns.tenant},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: sb.Spec.Image}}
+	templated := sandboxOn(ns.tenant, "templated", st.GatewayObj)
+	templated.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: tmpl.Name}
+	g.Expect(c.Create(ctx, tmpl)).To(Succeed())
+	g.Expect(c.Create(ctx, templated)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tmpl), tmpl)).To(Succeed())
+		g.Expect(meta.FindStatusCondition(tmpl.Status.Conditions, openshellv1alpha1.ConditionReady)).To(
+			HaveField("Reason", openshellv1alpha1.TemplateReasonUnsupported))
+		g.Expect(meta.FindStatusCondition(sandboxStatus(ctx, g, client.ObjectKeyFromObject(templated)).Status.Conditions, openshellv1alpha1.ConditionReady)).To(
+			HaveField("Reason", openshellv1alpha1.SandboxReasonTemplateUnsupported))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+
 	// Prometheus scrapes the authenticated metrics endpoint.
 	scrapeMetrics(ctx, t, ns.operator, metricsPort)
 
@@ -272,7 +289,7 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 
 	// Uninstall in order: the tenants' objects while the operator runs
 	// (their finalizers are released), then the operator, then its RBAC.
-	for _, o := range []client.Object{sb, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns.tenant}},
+	for _, o := range []client.Object{templated, tmpl, sb, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns.tenant}},
 		&openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Namespace: ns.tenant}}, st.GatewayObj} {
 		g.Expect(c.Delete(ctx, o)).To(Succeed())
 		g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(o), o) }).WithContext(ctx).WithTimeout(60*time.Second).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -29,7 +30,9 @@ import (
 // a real 0.1 client no one here wrote, reads as a workspace user what the
 // operator created on a 0.1 gateway: both sandboxes are listed (one per
 // page, so paging is exercised) and one is read, Ready, with the owner
-// label the operator set.
+// label the operator set; the workspace template the operator made from
+// an OpenShellSandboxTemplate is listed, and the sandbox created from it
+// says so.
 func TestOpenShellPythonClient(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -38,9 +41,14 @@ func TestOpenShellPythonClient(t *testing.T) {
 	st, tenant, _ := startLineStack(ctx, t, g, "sdk")
 	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
 
+	g.Expect(c.Create(ctx, &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "claude"},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: "mirror.corp/agents/claude:1"}})).To(Succeed())
 	var sandboxes []*openshellv1alpha1.OpenShellSandbox
 	for _, name := range []string{"first", "second"} {
 		sb := sandboxOn(tenant, name, st.GatewayObj)
+		if name == "second" {
+			sb.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
+		}
 		g.Expect(c.Create(ctx, sb)).To(Succeed())
 		sandboxes = append(sandboxes, sb)
 	}
@@ -53,6 +61,7 @@ func TestOpenShellPythonClient(t *testing.T) {
 	// Workspace-scoped calls need membership of the workspace (0.1): a
 	// Tenant Admin gets it, with a token, through the relay's exchange
 	// (a member added at the gateway directly is removed by the sweep).
+	installOLMAggregatedRoles(ctx, t)
 	bind(ctx, t, tenant, "alice", "openshell-tenant-admin")
 	r, err := st.StartRelay(ctx, cluster.Config, st.GatewayObj.Namespace, zap.New(zap.WriteTo(io.Discard)))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -64,10 +73,12 @@ func TestOpenShellPythonClient(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	out := runPythonClient(ctx, t, st, tok.Token, ws, sandboxspec.SandboxName(tenant, "first"))
 	var seen struct {
-		Listed    []string          `json:"listed"`
-		Workspace string            `json:"workspace"`
-		Phase     int32             `json:"phase"`
-		Labels    map[string]string `json:"labels"`
+		Listed      []string          `json:"listed"`
+		Workspace   string            `json:"workspace"`
+		Phase       int32             `json:"phase"`
+		Labels      map[string]string `json:"labels"`
+		Templates   map[string]string `json:"templates"`
+		CreatedFrom map[string]string `json:"createdFrom"`
 	}
 	g.Expect(json.Unmarshal(out, &seen)).To(Succeed(), string(out))
 	g.Expect(seen.Listed).To(ConsistOf(sandboxspec.SandboxName(tenant, "first"), sandboxspec.SandboxName(tenant, "second")))
@@ -75,6 +86,10 @@ func TestOpenShellPythonClient(t *testing.T) {
 	g.Expect(seen.Phase).To(Equal(int32(openshellv1.SandboxPhase_SANDBOX_PHASE_READY)))
 	first := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sandboxes[0]))
 	g.Expect(seen.Labels).To(HaveKeyWithValue(sandboxspec.LabelOwnerUID, string(first.UID)))
+	second := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sandboxes[1]))
+	g.Expect(second.Status.Template).NotTo(BeNil())
+	g.Expect(seen.Templates).To(Equal(map[string]string{second.Status.Template.GatewayName: "mirror.corp/agents/claude:1"}))
+	g.Expect(seen.CreatedFrom).To(Equal(map[string]string{sandboxspec.SandboxName(tenant, "second"): second.Status.Template.GatewayName}))
 	calls := st.Gateway.LineCalls()
 	g.Expect(calls).To(HaveKey("0.1 ListSandboxes"))
 	g.Expect(calls).To(HaveKey("0.1 GetSandbox"))

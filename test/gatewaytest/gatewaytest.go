@@ -52,7 +52,8 @@ func StartWith(t testing.TB, configure func(*fake.ClientBuilder), objs ...client
 	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-ca", Namespace: "platform"}, Data: map[string][]byte{"ca.crt": ca.CertPEM}})
 	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&openshellv1alpha1.OpenShellSandbox{}, &openshellv1alpha1.OpenShellProvider{},
-			&openshellv1alpha1.OpenShellPolicy{}, &openshellv1alpha1.OpenShellGateway{}, &openshellv1alpha1.OpenShellProviderProfile{}).
+			&openshellv1alpha1.OpenShellPolicy{}, &openshellv1alpha1.OpenShellGateway{}, &openshellv1alpha1.OpenShellProviderProfile{},
+			&openshellv1alpha1.OpenShellSandboxTemplate{}).
 		// The API server selects any kind by metadata.name; the fake
 		// client needs an index for it.
 		WithIndex(&openshellv1alpha1.OpenShellSandbox{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} })

@@ -99,7 +99,7 @@ func (g *Gateway) checkScope(ctx context.Context, req any) error {
 	}
 	role := v01.WorkspaceRole_WORKSPACE_ROLE_USER
 	switch req.(type) {
-	case *v01.AddWorkspaceMemberRequest, *v01.RemoveWorkspaceMemberRequest:
+	case *v01.AddWorkspaceMemberRequest, *v01.RemoveWorkspaceMemberRequest, *v01.CreateSandboxTemplateRequest, *v01.DeleteSandboxTemplateRequest:
 		role = v01.WorkspaceRole_WORKSPACE_ROLE_ADMIN
 	}
 	if sel.GetAllWorkspaces() != nil {

@@ -150,6 +150,10 @@ type Gateway struct {
 	profileRefs map[wsName]string
 	// members is each workspace's membership (0.1): subject → role.
 	members map[string]map[string]v01.WorkspaceRole
+	// templates are the workspace templates (0.1); fromTemplate, by
+	// sandbox ID, the template each sandbox was created from.
+	templates    map[wsName]*v01.SandboxWorkloadTemplate
+	fromTemplate map[string]*v01.SandboxWorkloadTemplateProvenance
 }
 
 type wsName struct{ ws, name string }
@@ -187,7 +191,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, verifier: v, calls: map[string]int{}, lineCalls: map[string]int{}, failNext: map[string]codes.Code{}, holdNext: map[string]hold{}, loseNext: map[string]bool{}, replays: map[string]replay{},
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
-		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{}}
+		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{},
+		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

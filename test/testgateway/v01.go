@@ -183,9 +183,34 @@ func (s *v01Server) CreateSandbox(ctx context.Context, in *v01.CreateSandboxRequ
 		return nil, err
 	}
 	return idempotent(s.g, in, func() (*v01.SandboxResponse, error) {
+		req, from, err := s.g.fromWorkloadTemplate(in)
+		if err != nil {
+			return nil, err
+		}
 		out := &v01.SandboxResponse{}
-		return out, serve0(ctx, in, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox)
+		if err := serve0(ctx, req, &legacy.CreateSandboxRequest{}, out, s.g.CreateSandbox); err != nil {
+			return nil, err
+		}
+		if from != nil {
+			s.g.mu.Lock()
+			s.g.fromTemplate[out.GetSandbox().GetMetadata().GetId()] = from
+			s.g.mu.Unlock()
+			out.Sandbox.CreatedFromWorkloadTemplate = from
+		}
+		return out, nil
 	})
+}
+
+// withProvenance adds, to sandboxes read back, the template each was
+// created from.
+func (g *Gateway) withProvenance(sbs ...*v01.Sandbox) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, sb := range sbs {
+		if from, ok := g.fromTemplate[sb.GetMetadata().GetId()]; ok {
+			sb.CreatedFromWorkloadTemplate = proto.Clone(from).(*v01.SandboxWorkloadTemplateProvenance)
+		}
+	}
 }
 
 // replay is what a request_id answered, and the request it came with.
@@ -274,7 +299,11 @@ func (g *Gateway) allowlisted(t *v01.SandboxTemplate) error {
 
 func (s *v01Server) GetSandbox(ctx context.Context, in *v01.GetSandboxRequest) (*v01.SandboxResponse, error) {
 	out := &v01.SandboxResponse{}
-	return out, serve0(ctx, in, &legacy.GetSandboxRequest{}, out, s.g.GetSandbox)
+	if err := serve0(ctx, in, &legacy.GetSandboxRequest{}, out, s.g.GetSandbox); err != nil {
+		return nil, err
+	}
+	s.g.withProvenance(out.GetSandbox())
+	return out, nil
 }
 
 // ListSandboxes pages as 0.1 does, with page tokens over the 0.0.x offset.
@@ -284,6 +313,7 @@ func (s *v01Server) ListSandboxes(ctx context.Context, in *v01.ListSandboxesRequ
 		return nil, err
 	}
 	out.NextPageToken = gatewayapi.NextPageToken(req, len(out.Sandboxes))
+	s.g.withProvenance(out.GetSandboxes()...)
 	return out, nil
 }
 

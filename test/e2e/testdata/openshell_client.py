@@ -20,6 +20,7 @@ def main() -> None:
         workspace = env["OPENSHELL_WORKSPACE"]
         listed = client.list_all(workspace=workspace, page_size=1)
         got = client.get(env["OPENSHELL_SANDBOX"], workspace=workspace)
+        templates = client.sandbox_templates().list_all(workspace=workspace, page_size=1)
         print(json.dumps({
             "listed": sorted(s.name for s in listed),
             "name": got.name,
@@ -27,6 +28,11 @@ def main() -> None:
             "workspace": got.workspace,
             "phase": got.phase,
             "labels": dict(got.labels),
+            # The workspace templates the operator made, and which sandbox
+            # was created from which.
+            "templates": {t.metadata.name: t.spec.workload.image for t in templates},
+            "createdFrom": {s.name: s.created_from_workload_template.name
+                            for s in listed if s.created_from_workload_template is not None},
         }))
 
 

@@ -50,7 +50,7 @@ func TestBundleAppliesToAnAPIServer(t *testing.T) {
 		}
 		kinds[u.GetKind()]++
 	}
-	if kinds["ClusterServiceVersion"] != 1 || kinds["CustomResourceDefinition"] != 6 {
-		t.Fatalf("bundle kinds = %v: want one CSV and six CRDs", kinds)
+	if kinds["ClusterServiceVersion"] != 1 || kinds["CustomResourceDefinition"] != 7 {
+		t.Fatalf("bundle kinds = %v: want one CSV and seven CRDs", kinds)
 	}
 }

@@ -66,7 +66,8 @@ func TestCatalogServedByOpm(t *testing.T) {
 	for _, api := range b.ProvidedApis {
 		gvks = append(gvks, api.Kind)
 	}
-	g.Expect(gvks).To(ConsistOf("OpenShellGateway", "OpenShellSandbox", "OpenShellPolicy", "OpenShellProvider", "OpenShellProviderProfile", "OpenShellImagePolicy"))
+	g.Expect(gvks).To(ConsistOf("OpenShellGateway", "OpenShellSandbox", "OpenShellPolicy", "OpenShellProvider", "OpenShellProviderProfile", "OpenShellImagePolicy",
+		"OpenShellSandboxTemplate"))
 
 	// The catalog lists the bundle image and every image the CSV names.
 	raw, err := os.ReadFile(filepath.Join(dir, "openshell-operator", "catalog.yaml"))

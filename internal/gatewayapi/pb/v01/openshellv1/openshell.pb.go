@@ -779,12 +779,13 @@ func (x *GetCurrentUserResponse) GetIdentityProvider() string {
 }
 
 type Sandbox struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Metadata      *datamodelv1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Spec          *SandboxSpec            `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
-	Status        *SandboxStatus          `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                       protoimpl.MessageState             `protogen:"open.v1"`
+	Metadata                    *datamodelv1.ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec                        *SandboxSpec                       `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status                      *SandboxStatus                     `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	CreatedFromWorkloadTemplate *SandboxWorkloadTemplateProvenance `protobuf:"bytes,20,opt,name=created_from_workload_template,json=createdFromWorkloadTemplate,proto3" json:"created_from_workload_template,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -838,6 +839,782 @@ func (x *Sandbox) GetStatus() *SandboxStatus {
 	return nil
 }
 
+func (x *Sandbox) GetCreatedFromWorkloadTemplate() *SandboxWorkloadTemplateProvenance {
+	if x != nil {
+		return x.CreatedFromWorkloadTemplate
+	}
+	return nil
+}
+
+// The workspace template a sandbox was created from, as it was then.
+type SandboxWorkloadTemplateProvenance struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SandboxWorkloadTemplateProvenance) Reset() {
+	*x = SandboxWorkloadTemplateProvenance{}
+	mi := &file_v01_openshell_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxWorkloadTemplateProvenance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxWorkloadTemplateProvenance) ProtoMessage() {}
+
+func (x *SandboxWorkloadTemplateProvenance) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxWorkloadTemplateProvenance.ProtoReflect.Descriptor instead.
+func (*SandboxWorkloadTemplateProvenance) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SandboxWorkloadTemplateProvenance) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SandboxWorkloadTemplateProvenance) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+type SandboxWorkloadTemplate struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Metadata      *datamodelv1.ObjectMeta      `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *SandboxWorkloadTemplateSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxWorkloadTemplate) Reset() {
+	*x = SandboxWorkloadTemplate{}
+	mi := &file_v01_openshell_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxWorkloadTemplate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxWorkloadTemplate) ProtoMessage() {}
+
+func (x *SandboxWorkloadTemplate) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxWorkloadTemplate.ProtoReflect.Descriptor instead.
+func (*SandboxWorkloadTemplate) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SandboxWorkloadTemplate) GetMetadata() *datamodelv1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *SandboxWorkloadTemplate) GetSpec() *SandboxWorkloadTemplateSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type SandboxWorkloadTemplateSpec struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Workload            *SandboxWorkloadConfig `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	DriverConfig        *structpb.Struct       `protobuf:"bytes,2,opt,name=driver_config,json=driverConfig,proto3" json:"driver_config,omitempty"`
+	DesiredServiceLevel *SandboxServiceLevel   `protobuf:"bytes,3,opt,name=desired_service_level,json=desiredServiceLevel,proto3" json:"desired_service_level,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SandboxWorkloadTemplateSpec) Reset() {
+	*x = SandboxWorkloadTemplateSpec{}
+	mi := &file_v01_openshell_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxWorkloadTemplateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxWorkloadTemplateSpec) ProtoMessage() {}
+
+func (x *SandboxWorkloadTemplateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxWorkloadTemplateSpec.ProtoReflect.Descriptor instead.
+func (*SandboxWorkloadTemplateSpec) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SandboxWorkloadTemplateSpec) GetWorkload() *SandboxWorkloadConfig {
+	if x != nil {
+		return x.Workload
+	}
+	return nil
+}
+
+func (x *SandboxWorkloadTemplateSpec) GetDriverConfig() *structpb.Struct {
+	if x != nil {
+		return x.DriverConfig
+	}
+	return nil
+}
+
+func (x *SandboxWorkloadTemplateSpec) GetDesiredServiceLevel() *SandboxServiceLevel {
+	if x != nil {
+		return x.DesiredServiceLevel
+	}
+	return nil
+}
+
+type SandboxWorkloadConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Environment   map[string]string      `protobuf:"bytes,2,rep,name=environment,proto3" json:"environment,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Resources     *SandboxResources      `protobuf:"bytes,3,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxWorkloadConfig) Reset() {
+	*x = SandboxWorkloadConfig{}
+	mi := &file_v01_openshell_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxWorkloadConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxWorkloadConfig) ProtoMessage() {}
+
+func (x *SandboxWorkloadConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxWorkloadConfig.ProtoReflect.Descriptor instead.
+func (*SandboxWorkloadConfig) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SandboxWorkloadConfig) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *SandboxWorkloadConfig) GetEnvironment() map[string]string {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
+func (x *SandboxWorkloadConfig) GetResources() *SandboxResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type SandboxResources struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Cpu           string                   `protobuf:"bytes,1,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Memory        string                   `protobuf:"bytes,2,opt,name=memory,proto3" json:"memory,omitempty"`
+	Gpu           *GpuResourceRequirements `protobuf:"bytes,3,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxResources) Reset() {
+	*x = SandboxResources{}
+	mi := &file_v01_openshell_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxResources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxResources) ProtoMessage() {}
+
+func (x *SandboxResources) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxResources.ProtoReflect.Descriptor instead.
+func (*SandboxResources) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SandboxResources) GetCpu() string {
+	if x != nil {
+		return x.Cpu
+	}
+	return ""
+}
+
+func (x *SandboxResources) GetMemory() string {
+	if x != nil {
+		return x.Memory
+	}
+	return ""
+}
+
+func (x *SandboxResources) GetGpu() *GpuResourceRequirements {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+type SandboxServiceLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Startup       *SandboxStartup        `protobuf:"bytes,1,opt,name=startup,proto3" json:"startup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxServiceLevel) Reset() {
+	*x = SandboxServiceLevel{}
+	mi := &file_v01_openshell_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxServiceLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxServiceLevel) ProtoMessage() {}
+
+func (x *SandboxServiceLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxServiceLevel.ProtoReflect.Descriptor instead.
+func (*SandboxServiceLevel) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SandboxServiceLevel) GetStartup() *SandboxStartup {
+	if x != nil {
+		return x.Startup
+	}
+	return nil
+}
+
+type SandboxStartup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReadyWithin   *durationpb.Duration   `protobuf:"bytes,1,opt,name=ready_within,json=readyWithin,proto3" json:"ready_within,omitempty"`
+	MaxBurst      uint32                 `protobuf:"varint,2,opt,name=max_burst,json=maxBurst,proto3" json:"max_burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxStartup) Reset() {
+	*x = SandboxStartup{}
+	mi := &file_v01_openshell_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxStartup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxStartup) ProtoMessage() {}
+
+func (x *SandboxStartup) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxStartup.ProtoReflect.Descriptor instead.
+func (*SandboxStartup) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SandboxStartup) GetReadyWithin() *durationpb.Duration {
+	if x != nil {
+		return x.ReadyWithin
+	}
+	return nil
+}
+
+func (x *SandboxStartup) GetMaxBurst() uint32 {
+	if x != nil {
+		return x.MaxBurst
+	}
+	return 0
+}
+
+type CreateSandboxTemplateRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Template       *SandboxWorkloadTemplate       `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,2,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	RequestId      string                         `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateSandboxTemplateRequest) Reset() {
+	*x = CreateSandboxTemplateRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSandboxTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSandboxTemplateRequest) ProtoMessage() {}
+
+func (x *CreateSandboxTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSandboxTemplateRequest.ProtoReflect.Descriptor instead.
+func (*CreateSandboxTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CreateSandboxTemplateRequest) GetTemplate() *SandboxWorkloadTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *CreateSandboxTemplateRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *CreateSandboxTemplateRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type SandboxTemplateResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Template      *SandboxWorkloadTemplate `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxTemplateResponse) Reset() {
+	*x = SandboxTemplateResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxTemplateResponse) ProtoMessage() {}
+
+func (x *SandboxTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxTemplateResponse.ProtoReflect.Descriptor instead.
+func (*SandboxTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SandboxTemplateResponse) GetTemplate() *SandboxWorkloadTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+type GetSandboxTemplateRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Name           string                         `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,2,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetSandboxTemplateRequest) Reset() {
+	*x = GetSandboxTemplateRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSandboxTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSandboxTemplateRequest) ProtoMessage() {}
+
+func (x *GetSandboxTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSandboxTemplateRequest.ProtoReflect.Descriptor instead.
+func (*GetSandboxTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetSandboxTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetSandboxTemplateRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+type ListSandboxTemplatesRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	PageSize       int32                          `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken      string                         `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	LabelSelector  string                         `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,4,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListSandboxTemplatesRequest) Reset() {
+	*x = ListSandboxTemplatesRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSandboxTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSandboxTemplatesRequest) ProtoMessage() {}
+
+func (x *ListSandboxTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSandboxTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*ListSandboxTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListSandboxTemplatesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSandboxTemplatesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSandboxTemplatesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListSandboxTemplatesRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+type ListSandboxTemplatesResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Templates     []*SandboxWorkloadTemplate `protobuf:"bytes,1,rep,name=templates,proto3" json:"templates,omitempty"`
+	NextPageToken string                     `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSandboxTemplatesResponse) Reset() {
+	*x = ListSandboxTemplatesResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSandboxTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSandboxTemplatesResponse) ProtoMessage() {}
+
+func (x *ListSandboxTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSandboxTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*ListSandboxTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListSandboxTemplatesResponse) GetTemplates() []*SandboxWorkloadTemplate {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+func (x *ListSandboxTemplatesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type DeleteSandboxTemplateRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Name           string                         `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,2,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	AllowMissing   bool                           `protobuf:"varint,3,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	RequestId      string                         `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteSandboxTemplateRequest) Reset() {
+	*x = DeleteSandboxTemplateRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSandboxTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSandboxTemplateRequest) ProtoMessage() {}
+
+func (x *DeleteSandboxTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSandboxTemplateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSandboxTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeleteSandboxTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteSandboxTemplateRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *DeleteSandboxTemplateRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+func (x *DeleteSandboxTemplateRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteSandboxTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       DeletionOutcome        `protobuf:"varint,2,opt,name=outcome,proto3,enum=openshell.v1.DeletionOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSandboxTemplateResponse) Reset() {
+	*x = DeleteSandboxTemplateResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSandboxTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSandboxTemplateResponse) ProtoMessage() {}
+
+func (x *DeleteSandboxTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSandboxTemplateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSandboxTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteSandboxTemplateResponse) GetOutcome() DeletionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
+}
+
 type SandboxSpec struct {
 	state                protoimpl.MessageState   `protogen:"open.v1"`
 	LogLevel             string                   `protobuf:"bytes,1,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
@@ -854,7 +1631,7 @@ type SandboxSpec struct {
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_v01_openshell_proto_msgTypes[9]
+	mi := &file_v01_openshell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1643,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[9]
+	mi := &file_v01_openshell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1656,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{9}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SandboxSpec) GetLogLevel() string {
@@ -947,7 +1724,7 @@ type ResourceRequirements struct {
 
 func (x *ResourceRequirements) Reset() {
 	*x = ResourceRequirements{}
-	mi := &file_v01_openshell_proto_msgTypes[10]
+	mi := &file_v01_openshell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1736,7 @@ func (x *ResourceRequirements) String() string {
 func (*ResourceRequirements) ProtoMessage() {}
 
 func (x *ResourceRequirements) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[10]
+	mi := &file_v01_openshell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1749,7 @@ func (x *ResourceRequirements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRequirements.ProtoReflect.Descriptor instead.
 func (*ResourceRequirements) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{10}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourceRequirements) GetGpu() *GpuResourceRequirements {
@@ -991,7 +1768,7 @@ type GpuResourceRequirements struct {
 
 func (x *GpuResourceRequirements) Reset() {
 	*x = GpuResourceRequirements{}
-	mi := &file_v01_openshell_proto_msgTypes[11]
+	mi := &file_v01_openshell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1780,7 @@ func (x *GpuResourceRequirements) String() string {
 func (*GpuResourceRequirements) ProtoMessage() {}
 
 func (x *GpuResourceRequirements) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[11]
+	mi := &file_v01_openshell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1793,7 @@ func (x *GpuResourceRequirements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuResourceRequirements.ProtoReflect.Descriptor instead.
 func (*GpuResourceRequirements) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{11}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GpuResourceRequirements) GetCount() uint32 {
@@ -1044,7 +1821,7 @@ type SandboxTemplate struct {
 
 func (x *SandboxTemplate) Reset() {
 	*x = SandboxTemplate{}
-	mi := &file_v01_openshell_proto_msgTypes[12]
+	mi := &file_v01_openshell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1833,7 @@ func (x *SandboxTemplate) String() string {
 func (*SandboxTemplate) ProtoMessage() {}
 
 func (x *SandboxTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[12]
+	mi := &file_v01_openshell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1846,7 @@ func (x *SandboxTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTemplate.ProtoReflect.Descriptor instead.
 func (*SandboxTemplate) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{12}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SandboxTemplate) GetImage() string {
@@ -1153,7 +1930,7 @@ type SandboxStatus struct {
 
 func (x *SandboxStatus) Reset() {
 	*x = SandboxStatus{}
-	mi := &file_v01_openshell_proto_msgTypes[13]
+	mi := &file_v01_openshell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1942,7 @@ func (x *SandboxStatus) String() string {
 func (*SandboxStatus) ProtoMessage() {}
 
 func (x *SandboxStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[13]
+	mi := &file_v01_openshell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1955,7 @@ func (x *SandboxStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStatus.ProtoReflect.Descriptor instead.
 func (*SandboxStatus) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{13}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SandboxStatus) GetAgentPod() string {
@@ -1250,7 +2027,7 @@ type SandboxCondition struct {
 
 func (x *SandboxCondition) Reset() {
 	*x = SandboxCondition{}
-	mi := &file_v01_openshell_proto_msgTypes[14]
+	mi := &file_v01_openshell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +2039,7 @@ func (x *SandboxCondition) String() string {
 func (*SandboxCondition) ProtoMessage() {}
 
 func (x *SandboxCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[14]
+	mi := &file_v01_openshell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +2052,7 @@ func (x *SandboxCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCondition.ProtoReflect.Descriptor instead.
 func (*SandboxCondition) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{14}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SandboxCondition) GetType() string {
@@ -1314,12 +2091,15 @@ func (x *SandboxCondition) GetTransitionTime() *timestamppb.Timestamp {
 }
 
 type CreateSandboxRequest struct {
-	state          protoimpl.MessageState         `protogen:"open.v1"`
-	Spec           *SandboxSpec                   `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	Name           string                         `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Labels         map[string]string              `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Annotations    map[string]string              `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,7,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Spec        *SandboxSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Labels      map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string      `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The workspace template whose workload (image, environment, resources)
+	// the sandbox is created with.
+	WorkloadTemplate string                         `protobuf:"bytes,6,opt,name=workload_template,json=workloadTemplate,proto3" json:"workload_template,omitempty"`
+	WorkspaceScope   *datamodelv1.WorkspaceSelector `protobuf:"bytes,7,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
 	// A non-zero UUID: a retried create replays the first result (24 h).
 	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1328,7 +2108,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[15]
+	mi := &file_v01_openshell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +2120,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[15]
+	mi := &file_v01_openshell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +2133,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{15}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -1384,6 +2164,13 @@ func (x *CreateSandboxRequest) GetAnnotations() map[string]string {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetWorkloadTemplate() string {
+	if x != nil {
+		return x.WorkloadTemplate
+	}
+	return ""
+}
+
 func (x *CreateSandboxRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
 	if x != nil {
 		return x.WorkspaceScope
@@ -1408,7 +2195,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[16]
+	mi := &file_v01_openshell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +2207,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[16]
+	mi := &file_v01_openshell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +2220,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{16}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSandboxRequest) GetName() string {
@@ -1462,7 +2249,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[17]
+	mi := &file_v01_openshell_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +2261,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[17]
+	mi := &file_v01_openshell_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +2274,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{17}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSandboxesRequest) GetPageSize() int32 {
@@ -1528,7 +2315,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[18]
+	mi := &file_v01_openshell_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +2327,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[18]
+	mi := &file_v01_openshell_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +2340,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{18}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1582,7 +2369,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[19]
+	mi := &file_v01_openshell_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +2381,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[19]
+	mi := &file_v01_openshell_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +2394,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{19}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteSandboxRequest) GetName() string {
@@ -1648,7 +2435,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[20]
+	mi := &file_v01_openshell_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +2447,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[20]
+	mi := &file_v01_openshell_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2460,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{20}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteSandboxResponse) GetOutcome() DeletionOutcome {
@@ -1701,7 +2488,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[21]
+	mi := &file_v01_openshell_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +2500,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[21]
+	mi := &file_v01_openshell_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +2513,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{21}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StopSandboxRequest) GetName() string {
@@ -1761,7 +2548,7 @@ type StartSandboxRequest struct {
 
 func (x *StartSandboxRequest) Reset() {
 	*x = StartSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[22]
+	mi := &file_v01_openshell_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +2560,7 @@ func (x *StartSandboxRequest) String() string {
 func (*StartSandboxRequest) ProtoMessage() {}
 
 func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[22]
+	mi := &file_v01_openshell_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +2573,7 @@ func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{22}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StartSandboxRequest) GetName() string {
@@ -1820,7 +2607,7 @@ type SandboxResponse struct {
 
 func (x *SandboxResponse) Reset() {
 	*x = SandboxResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[23]
+	mi := &file_v01_openshell_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2619,7 @@ func (x *SandboxResponse) String() string {
 func (*SandboxResponse) ProtoMessage() {}
 
 func (x *SandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[23]
+	mi := &file_v01_openshell_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2632,7 @@ func (x *SandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxResponse.ProtoReflect.Descriptor instead.
 func (*SandboxResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{23}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SandboxResponse) GetSandbox() *Sandbox {
@@ -1883,7 +2670,7 @@ type WatchSandboxRequest struct {
 
 func (x *WatchSandboxRequest) Reset() {
 	*x = WatchSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[24]
+	mi := &file_v01_openshell_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2682,7 @@ func (x *WatchSandboxRequest) String() string {
 func (*WatchSandboxRequest) ProtoMessage() {}
 
 func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[24]
+	mi := &file_v01_openshell_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2695,7 @@ func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSandboxRequest.ProtoReflect.Descriptor instead.
 func (*WatchSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{24}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchSandboxRequest) GetSandbox() string {
@@ -2011,7 +2798,7 @@ type SandboxStreamEvent struct {
 
 func (x *SandboxStreamEvent) Reset() {
 	*x = SandboxStreamEvent{}
-	mi := &file_v01_openshell_proto_msgTypes[25]
+	mi := &file_v01_openshell_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2810,7 @@ func (x *SandboxStreamEvent) String() string {
 func (*SandboxStreamEvent) ProtoMessage() {}
 
 func (x *SandboxStreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[25]
+	mi := &file_v01_openshell_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2823,7 @@ func (x *SandboxStreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStreamEvent.ProtoReflect.Descriptor instead.
 func (*SandboxStreamEvent) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{25}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SandboxStreamEvent) GetPayload() isSandboxStreamEvent_Payload {
@@ -2132,7 +2919,7 @@ type SandboxLogLine struct {
 
 func (x *SandboxLogLine) Reset() {
 	*x = SandboxLogLine{}
-	mi := &file_v01_openshell_proto_msgTypes[26]
+	mi := &file_v01_openshell_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2931,7 @@ func (x *SandboxLogLine) String() string {
 func (*SandboxLogLine) ProtoMessage() {}
 
 func (x *SandboxLogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[26]
+	mi := &file_v01_openshell_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2944,7 @@ func (x *SandboxLogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxLogLine.ProtoReflect.Descriptor instead.
 func (*SandboxLogLine) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{26}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SandboxLogLine) GetSandboxId() string {
@@ -2223,7 +3010,7 @@ type PlatformEvent struct {
 
 func (x *PlatformEvent) Reset() {
 	*x = PlatformEvent{}
-	mi := &file_v01_openshell_proto_msgTypes[27]
+	mi := &file_v01_openshell_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +3022,7 @@ func (x *PlatformEvent) String() string {
 func (*PlatformEvent) ProtoMessage() {}
 
 func (x *PlatformEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[27]
+	mi := &file_v01_openshell_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +3035,7 @@ func (x *PlatformEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlatformEvent.ProtoReflect.Descriptor instead.
 func (*PlatformEvent) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{27}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PlatformEvent) GetSource() string {
@@ -2302,7 +3089,7 @@ type SandboxStreamWarning struct {
 
 func (x *SandboxStreamWarning) Reset() {
 	*x = SandboxStreamWarning{}
-	mi := &file_v01_openshell_proto_msgTypes[28]
+	mi := &file_v01_openshell_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +3101,7 @@ func (x *SandboxStreamWarning) String() string {
 func (*SandboxStreamWarning) ProtoMessage() {}
 
 func (x *SandboxStreamWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[28]
+	mi := &file_v01_openshell_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +3114,7 @@ func (x *SandboxStreamWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStreamWarning.ProtoReflect.Descriptor instead.
 func (*SandboxStreamWarning) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{28}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SandboxStreamWarning) GetMessage() string {
@@ -2350,7 +3137,7 @@ type AttachSandboxProviderRequest struct {
 
 func (x *AttachSandboxProviderRequest) Reset() {
 	*x = AttachSandboxProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[29]
+	mi := &file_v01_openshell_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +3149,7 @@ func (x *AttachSandboxProviderRequest) String() string {
 func (*AttachSandboxProviderRequest) ProtoMessage() {}
 
 func (x *AttachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[29]
+	mi := &file_v01_openshell_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +3162,7 @@ func (x *AttachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachSandboxProviderRequest.ProtoReflect.Descriptor instead.
 func (*AttachSandboxProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{29}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AttachSandboxProviderRequest) GetSandbox() string {
@@ -2423,7 +3210,7 @@ type AttachSandboxProviderResponse struct {
 
 func (x *AttachSandboxProviderResponse) Reset() {
 	*x = AttachSandboxProviderResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[30]
+	mi := &file_v01_openshell_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +3222,7 @@ func (x *AttachSandboxProviderResponse) String() string {
 func (*AttachSandboxProviderResponse) ProtoMessage() {}
 
 func (x *AttachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[30]
+	mi := &file_v01_openshell_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +3235,7 @@ func (x *AttachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachSandboxProviderResponse.ProtoReflect.Descriptor instead.
 func (*AttachSandboxProviderResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{30}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AttachSandboxProviderResponse) GetSandbox() *Sandbox {
@@ -2478,7 +3265,7 @@ type DetachSandboxProviderRequest struct {
 
 func (x *DetachSandboxProviderRequest) Reset() {
 	*x = DetachSandboxProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[31]
+	mi := &file_v01_openshell_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +3277,7 @@ func (x *DetachSandboxProviderRequest) String() string {
 func (*DetachSandboxProviderRequest) ProtoMessage() {}
 
 func (x *DetachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[31]
+	mi := &file_v01_openshell_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +3290,7 @@ func (x *DetachSandboxProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachSandboxProviderRequest.ProtoReflect.Descriptor instead.
 func (*DetachSandboxProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{31}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DetachSandboxProviderRequest) GetSandbox() string {
@@ -2551,7 +3338,7 @@ type DetachSandboxProviderResponse struct {
 
 func (x *DetachSandboxProviderResponse) Reset() {
 	*x = DetachSandboxProviderResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[32]
+	mi := &file_v01_openshell_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +3350,7 @@ func (x *DetachSandboxProviderResponse) String() string {
 func (*DetachSandboxProviderResponse) ProtoMessage() {}
 
 func (x *DetachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[32]
+	mi := &file_v01_openshell_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +3363,7 @@ func (x *DetachSandboxProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachSandboxProviderResponse.ProtoReflect.Descriptor instead.
 func (*DetachSandboxProviderResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{32}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DetachSandboxProviderResponse) GetSandbox() *Sandbox {
@@ -2605,7 +3392,7 @@ type ListSandboxProvidersRequest struct {
 
 func (x *ListSandboxProvidersRequest) Reset() {
 	*x = ListSandboxProvidersRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[33]
+	mi := &file_v01_openshell_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +3404,7 @@ func (x *ListSandboxProvidersRequest) String() string {
 func (*ListSandboxProvidersRequest) ProtoMessage() {}
 
 func (x *ListSandboxProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[33]
+	mi := &file_v01_openshell_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +3417,7 @@ func (x *ListSandboxProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{33}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListSandboxProvidersRequest) GetSandbox() string {
@@ -2671,7 +3458,7 @@ type ListSandboxProvidersResponse struct {
 
 func (x *ListSandboxProvidersResponse) Reset() {
 	*x = ListSandboxProvidersResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[34]
+	mi := &file_v01_openshell_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3470,7 @@ func (x *ListSandboxProvidersResponse) String() string {
 func (*ListSandboxProvidersResponse) ProtoMessage() {}
 
 func (x *ListSandboxProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[34]
+	mi := &file_v01_openshell_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3483,7 @@ func (x *ListSandboxProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{34}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListSandboxProvidersResponse) GetProviders() []*datamodelv1.Provider {
@@ -2724,7 +3511,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[35]
+	mi := &file_v01_openshell_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +3523,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[35]
+	mi := &file_v01_openshell_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +3536,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{35}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateProviderRequest) GetProvider() *datamodelv1.Provider {
@@ -2783,7 +3570,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[36]
+	mi := &file_v01_openshell_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3582,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[36]
+	mi := &file_v01_openshell_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3595,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{36}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetProviderRequest) GetName() string {
@@ -2838,7 +3625,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[37]
+	mi := &file_v01_openshell_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3637,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[37]
+	mi := &file_v01_openshell_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3650,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{37}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateProviderRequest) GetProvider() *datamodelv1.Provider {
@@ -2913,7 +3700,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[38]
+	mi := &file_v01_openshell_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3712,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[38]
+	mi := &file_v01_openshell_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3725,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{38}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteProviderRequest) GetName() string {
@@ -2979,7 +3766,7 @@ type ProviderResponse struct {
 
 func (x *ProviderResponse) Reset() {
 	*x = ProviderResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[39]
+	mi := &file_v01_openshell_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3778,7 @@ func (x *ProviderResponse) String() string {
 func (*ProviderResponse) ProtoMessage() {}
 
 func (x *ProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[39]
+	mi := &file_v01_openshell_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3791,7 @@ func (x *ProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderResponse.ProtoReflect.Descriptor instead.
 func (*ProviderResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{39}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ProviderResponse) GetProvider() *datamodelv1.Provider {
@@ -3030,7 +3817,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[40]
+	mi := &file_v01_openshell_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3829,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[40]
+	mi := &file_v01_openshell_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3842,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{40}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteProviderResponse) GetOutcome() DeletionOutcome {
@@ -3089,7 +3876,7 @@ type ProviderProfile struct {
 
 func (x *ProviderProfile) Reset() {
 	*x = ProviderProfile{}
-	mi := &file_v01_openshell_proto_msgTypes[41]
+	mi := &file_v01_openshell_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3888,7 @@ func (x *ProviderProfile) String() string {
 func (*ProviderProfile) ProtoMessage() {}
 
 func (x *ProviderProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[41]
+	mi := &file_v01_openshell_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3901,7 @@ func (x *ProviderProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfile.ProtoReflect.Descriptor instead.
 func (*ProviderProfile) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{41}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProviderProfile) GetId() string {
@@ -3224,7 +4011,7 @@ type ProviderProfileCredential struct {
 
 func (x *ProviderProfileCredential) Reset() {
 	*x = ProviderProfileCredential{}
-	mi := &file_v01_openshell_proto_msgTypes[42]
+	mi := &file_v01_openshell_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +4023,7 @@ func (x *ProviderProfileCredential) String() string {
 func (*ProviderProfileCredential) ProtoMessage() {}
 
 func (x *ProviderProfileCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[42]
+	mi := &file_v01_openshell_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +4036,7 @@ func (x *ProviderProfileCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfileCredential.ProtoReflect.Descriptor instead.
 func (*ProviderProfileCredential) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{42}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ProviderProfileCredential) GetName() string {
@@ -3317,7 +4104,7 @@ type ProviderProfileDiscovery struct {
 
 func (x *ProviderProfileDiscovery) Reset() {
 	*x = ProviderProfileDiscovery{}
-	mi := &file_v01_openshell_proto_msgTypes[43]
+	mi := &file_v01_openshell_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +4116,7 @@ func (x *ProviderProfileDiscovery) String() string {
 func (*ProviderProfileDiscovery) ProtoMessage() {}
 
 func (x *ProviderProfileDiscovery) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[43]
+	mi := &file_v01_openshell_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +4129,7 @@ func (x *ProviderProfileDiscovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfileDiscovery.ProtoReflect.Descriptor instead.
 func (*ProviderProfileDiscovery) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{43}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProviderProfileDiscovery) GetCredentials() []string {
@@ -3363,7 +4150,7 @@ type ListProviderProfilesRequest struct {
 
 func (x *ListProviderProfilesRequest) Reset() {
 	*x = ListProviderProfilesRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[44]
+	mi := &file_v01_openshell_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +4162,7 @@ func (x *ListProviderProfilesRequest) String() string {
 func (*ListProviderProfilesRequest) ProtoMessage() {}
 
 func (x *ListProviderProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[44]
+	mi := &file_v01_openshell_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +4175,7 @@ func (x *ListProviderProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProviderProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ListProviderProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{44}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListProviderProfilesRequest) GetPageSize() int32 {
@@ -3422,7 +4209,7 @@ type ListProviderProfilesResponse struct {
 
 func (x *ListProviderProfilesResponse) Reset() {
 	*x = ListProviderProfilesResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[45]
+	mi := &file_v01_openshell_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +4221,7 @@ func (x *ListProviderProfilesResponse) String() string {
 func (*ListProviderProfilesResponse) ProtoMessage() {}
 
 func (x *ListProviderProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[45]
+	mi := &file_v01_openshell_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +4234,7 @@ func (x *ListProviderProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProviderProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ListProviderProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{45}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListProviderProfilesResponse) GetProfiles() []*ProviderProfile {
@@ -3474,7 +4261,7 @@ type GetProviderProfileRequest struct {
 
 func (x *GetProviderProfileRequest) Reset() {
 	*x = GetProviderProfileRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[46]
+	mi := &file_v01_openshell_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +4273,7 @@ func (x *GetProviderProfileRequest) String() string {
 func (*GetProviderProfileRequest) ProtoMessage() {}
 
 func (x *GetProviderProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[46]
+	mi := &file_v01_openshell_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +4286,7 @@ func (x *GetProviderProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderProfileRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderProfileRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{46}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetProviderProfileRequest) GetId() string {
@@ -3525,7 +4312,7 @@ type ProviderProfileResponse struct {
 
 func (x *ProviderProfileResponse) Reset() {
 	*x = ProviderProfileResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[47]
+	mi := &file_v01_openshell_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3537,7 +4324,7 @@ func (x *ProviderProfileResponse) String() string {
 func (*ProviderProfileResponse) ProtoMessage() {}
 
 func (x *ProviderProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[47]
+	mi := &file_v01_openshell_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3550,7 +4337,7 @@ func (x *ProviderProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProviderProfileResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{47}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProviderProfileResponse) GetProfile() *ProviderProfile {
@@ -3572,7 +4359,7 @@ type ImportProviderProfilesRequest struct {
 
 func (x *ImportProviderProfilesRequest) Reset() {
 	*x = ImportProviderProfilesRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[48]
+	mi := &file_v01_openshell_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +4371,7 @@ func (x *ImportProviderProfilesRequest) String() string {
 func (*ImportProviderProfilesRequest) ProtoMessage() {}
 
 func (x *ImportProviderProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[48]
+	mi := &file_v01_openshell_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +4384,7 @@ func (x *ImportProviderProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportProviderProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ImportProviderProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{48}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ImportProviderProfilesRequest) GetProfiles() []*ProviderProfileImportItem {
@@ -3631,7 +4418,7 @@ type ProviderProfileImportItem struct {
 
 func (x *ProviderProfileImportItem) Reset() {
 	*x = ProviderProfileImportItem{}
-	mi := &file_v01_openshell_proto_msgTypes[49]
+	mi := &file_v01_openshell_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +4430,7 @@ func (x *ProviderProfileImportItem) String() string {
 func (*ProviderProfileImportItem) ProtoMessage() {}
 
 func (x *ProviderProfileImportItem) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[49]
+	mi := &file_v01_openshell_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +4443,7 @@ func (x *ProviderProfileImportItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfileImportItem.ProtoReflect.Descriptor instead.
 func (*ProviderProfileImportItem) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{49}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProviderProfileImportItem) GetProfile() *ProviderProfile {
@@ -3684,7 +4471,7 @@ type ImportProviderProfilesResponse struct {
 
 func (x *ImportProviderProfilesResponse) Reset() {
 	*x = ImportProviderProfilesResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[50]
+	mi := &file_v01_openshell_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +4483,7 @@ func (x *ImportProviderProfilesResponse) String() string {
 func (*ImportProviderProfilesResponse) ProtoMessage() {}
 
 func (x *ImportProviderProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[50]
+	mi := &file_v01_openshell_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +4496,7 @@ func (x *ImportProviderProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportProviderProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ImportProviderProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{50}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ImportProviderProfilesResponse) GetDiagnostics() []*ProviderProfileDiagnostic {
@@ -3746,7 +4533,7 @@ type ProviderProfileDiagnostic struct {
 
 func (x *ProviderProfileDiagnostic) Reset() {
 	*x = ProviderProfileDiagnostic{}
-	mi := &file_v01_openshell_proto_msgTypes[51]
+	mi := &file_v01_openshell_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +4545,7 @@ func (x *ProviderProfileDiagnostic) String() string {
 func (*ProviderProfileDiagnostic) ProtoMessage() {}
 
 func (x *ProviderProfileDiagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[51]
+	mi := &file_v01_openshell_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3771,7 +4558,7 @@ func (x *ProviderProfileDiagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderProfileDiagnostic.ProtoReflect.Descriptor instead.
 func (*ProviderProfileDiagnostic) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{51}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ProviderProfileDiagnostic) GetSource() string {
@@ -3823,7 +4610,7 @@ type UpdateProviderProfilesRequest struct {
 
 func (x *UpdateProviderProfilesRequest) Reset() {
 	*x = UpdateProviderProfilesRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[52]
+	mi := &file_v01_openshell_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4622,7 @@ func (x *UpdateProviderProfilesRequest) String() string {
 func (*UpdateProviderProfilesRequest) ProtoMessage() {}
 
 func (x *UpdateProviderProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[52]
+	mi := &file_v01_openshell_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4635,7 @@ func (x *UpdateProviderProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderProfilesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{52}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateProviderProfilesRequest) GetProfile() *ProviderProfileImportItem {
@@ -3897,7 +4684,7 @@ type UpdateProviderProfilesResponse struct {
 
 func (x *UpdateProviderProfilesResponse) Reset() {
 	*x = UpdateProviderProfilesResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[53]
+	mi := &file_v01_openshell_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4696,7 @@ func (x *UpdateProviderProfilesResponse) String() string {
 func (*UpdateProviderProfilesResponse) ProtoMessage() {}
 
 func (x *UpdateProviderProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[53]
+	mi := &file_v01_openshell_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4709,7 @@ func (x *UpdateProviderProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderProfilesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{53}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateProviderProfilesResponse) GetDiagnostics() []*ProviderProfileDiagnostic {
@@ -3958,7 +4745,7 @@ type DeleteProviderProfileRequest struct {
 
 func (x *DeleteProviderProfileRequest) Reset() {
 	*x = DeleteProviderProfileRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[54]
+	mi := &file_v01_openshell_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4757,7 @@ func (x *DeleteProviderProfileRequest) String() string {
 func (*DeleteProviderProfileRequest) ProtoMessage() {}
 
 func (x *DeleteProviderProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[54]
+	mi := &file_v01_openshell_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4770,7 @@ func (x *DeleteProviderProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderProfileRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderProfileRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{54}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeleteProviderProfileRequest) GetId() string {
@@ -4023,7 +4810,7 @@ type DeleteProviderProfileResponse struct {
 
 func (x *DeleteProviderProfileResponse) Reset() {
 	*x = DeleteProviderProfileResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[55]
+	mi := &file_v01_openshell_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4035,7 +4822,7 @@ func (x *DeleteProviderProfileResponse) String() string {
 func (*DeleteProviderProfileResponse) ProtoMessage() {}
 
 func (x *DeleteProviderProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[55]
+	mi := &file_v01_openshell_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4048,7 +4835,7 @@ func (x *DeleteProviderProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderProfileResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderProfileResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{55}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteProviderProfileResponse) GetOutcome() DeletionOutcome {
@@ -4076,7 +4863,7 @@ type UpdateConfigRequest struct {
 
 func (x *UpdateConfigRequest) Reset() {
 	*x = UpdateConfigRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[56]
+	mi := &file_v01_openshell_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4875,7 @@ func (x *UpdateConfigRequest) String() string {
 func (*UpdateConfigRequest) ProtoMessage() {}
 
 func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[56]
+	mi := &file_v01_openshell_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4888,7 @@ func (x *UpdateConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{56}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateConfigRequest) GetSandbox() string {
@@ -4180,7 +4967,7 @@ type UpdateConfigResponse struct {
 
 func (x *UpdateConfigResponse) Reset() {
 	*x = UpdateConfigResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[57]
+	mi := &file_v01_openshell_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4979,7 @@ func (x *UpdateConfigResponse) String() string {
 func (*UpdateConfigResponse) ProtoMessage() {}
 
 func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[57]
+	mi := &file_v01_openshell_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4992,7 @@ func (x *UpdateConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{57}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateConfigResponse) GetVersion() uint32 {
@@ -4254,7 +5041,7 @@ type CreateWorkspaceRequest struct {
 
 func (x *CreateWorkspaceRequest) Reset() {
 	*x = CreateWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[58]
+	mi := &file_v01_openshell_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +5053,7 @@ func (x *CreateWorkspaceRequest) String() string {
 func (*CreateWorkspaceRequest) ProtoMessage() {}
 
 func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[58]
+	mi := &file_v01_openshell_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +5066,7 @@ func (x *CreateWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{58}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CreateWorkspaceRequest) GetName() string {
@@ -4312,7 +5099,7 @@ type CreateWorkspaceResponse struct {
 
 func (x *CreateWorkspaceResponse) Reset() {
 	*x = CreateWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[59]
+	mi := &file_v01_openshell_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4324,7 +5111,7 @@ func (x *CreateWorkspaceResponse) String() string {
 func (*CreateWorkspaceResponse) ProtoMessage() {}
 
 func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[59]
+	mi := &file_v01_openshell_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4337,7 +5124,7 @@ func (x *CreateWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{59}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -4356,7 +5143,7 @@ type GetWorkspaceRequest struct {
 
 func (x *GetWorkspaceRequest) Reset() {
 	*x = GetWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[60]
+	mi := &file_v01_openshell_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4368,7 +5155,7 @@ func (x *GetWorkspaceRequest) String() string {
 func (*GetWorkspaceRequest) ProtoMessage() {}
 
 func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[60]
+	mi := &file_v01_openshell_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4381,7 +5168,7 @@ func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{60}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetWorkspaceRequest) GetName() string {
@@ -4400,7 +5187,7 @@ type GetWorkspaceResponse struct {
 
 func (x *GetWorkspaceResponse) Reset() {
 	*x = GetWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[61]
+	mi := &file_v01_openshell_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +5199,7 @@ func (x *GetWorkspaceResponse) String() string {
 func (*GetWorkspaceResponse) ProtoMessage() {}
 
 func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[61]
+	mi := &file_v01_openshell_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +5212,7 @@ func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{61}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetWorkspaceResponse) GetWorkspace() *datamodelv1.Workspace {
@@ -4446,7 +5233,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[62]
+	mi := &file_v01_openshell_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4458,7 +5245,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[62]
+	mi := &file_v01_openshell_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,7 +5258,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{62}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteWorkspaceRequest) GetName() string {
@@ -4504,7 +5291,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[63]
+	mi := &file_v01_openshell_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +5303,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[63]
+	mi := &file_v01_openshell_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +5316,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{63}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteWorkspaceResponse) GetOutcome() DeletionOutcome {
@@ -4551,7 +5338,7 @@ type GetSandboxPolicyStatusRequest struct {
 
 func (x *GetSandboxPolicyStatusRequest) Reset() {
 	*x = GetSandboxPolicyStatusRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[64]
+	mi := &file_v01_openshell_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4563,7 +5350,7 @@ func (x *GetSandboxPolicyStatusRequest) String() string {
 func (*GetSandboxPolicyStatusRequest) ProtoMessage() {}
 
 func (x *GetSandboxPolicyStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[64]
+	mi := &file_v01_openshell_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4576,7 +5363,7 @@ func (x *GetSandboxPolicyStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxPolicyStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxPolicyStatusRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{64}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetSandboxPolicyStatusRequest) GetSandbox() string {
@@ -4617,7 +5404,7 @@ type GetSandboxPolicyStatusResponse struct {
 
 func (x *GetSandboxPolicyStatusResponse) Reset() {
 	*x = GetSandboxPolicyStatusResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[65]
+	mi := &file_v01_openshell_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4629,7 +5416,7 @@ func (x *GetSandboxPolicyStatusResponse) String() string {
 func (*GetSandboxPolicyStatusResponse) ProtoMessage() {}
 
 func (x *GetSandboxPolicyStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[65]
+	mi := &file_v01_openshell_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4642,7 +5429,7 @@ func (x *GetSandboxPolicyStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxPolicyStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxPolicyStatusResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{65}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetSandboxPolicyStatusResponse) GetRevision() *SandboxPolicyRevision {
@@ -4675,7 +5462,7 @@ type SandboxPolicyRevision struct {
 
 func (x *SandboxPolicyRevision) Reset() {
 	*x = SandboxPolicyRevision{}
-	mi := &file_v01_openshell_proto_msgTypes[66]
+	mi := &file_v01_openshell_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +5474,7 @@ func (x *SandboxPolicyRevision) String() string {
 func (*SandboxPolicyRevision) ProtoMessage() {}
 
 func (x *SandboxPolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[66]
+	mi := &file_v01_openshell_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +5487,7 @@ func (x *SandboxPolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxPolicyRevision.ProtoReflect.Descriptor instead.
 func (*SandboxPolicyRevision) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{66}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SandboxPolicyRevision) GetVersion() uint32 {
@@ -4770,7 +5557,7 @@ type WorkspaceMember struct {
 
 func (x *WorkspaceMember) Reset() {
 	*x = WorkspaceMember{}
-	mi := &file_v01_openshell_proto_msgTypes[67]
+	mi := &file_v01_openshell_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +5569,7 @@ func (x *WorkspaceMember) String() string {
 func (*WorkspaceMember) ProtoMessage() {}
 
 func (x *WorkspaceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[67]
+	mi := &file_v01_openshell_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +5582,7 @@ func (x *WorkspaceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceMember.ProtoReflect.Descriptor instead.
 func (*WorkspaceMember) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{67}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WorkspaceMember) GetMetadata() *datamodelv1.ObjectMeta {
@@ -4831,7 +5618,7 @@ type AddWorkspaceMemberRequest struct {
 
 func (x *AddWorkspaceMemberRequest) Reset() {
 	*x = AddWorkspaceMemberRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[68]
+	mi := &file_v01_openshell_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +5630,7 @@ func (x *AddWorkspaceMemberRequest) String() string {
 func (*AddWorkspaceMemberRequest) ProtoMessage() {}
 
 func (x *AddWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[68]
+	mi := &file_v01_openshell_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +5643,7 @@ func (x *AddWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddWorkspaceMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddWorkspaceMemberRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{68}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AddWorkspaceMemberRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
@@ -4896,7 +5683,7 @@ type AddWorkspaceMemberResponse struct {
 
 func (x *AddWorkspaceMemberResponse) Reset() {
 	*x = AddWorkspaceMemberResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[69]
+	mi := &file_v01_openshell_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5695,7 @@ func (x *AddWorkspaceMemberResponse) String() string {
 func (*AddWorkspaceMemberResponse) ProtoMessage() {}
 
 func (x *AddWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[69]
+	mi := &file_v01_openshell_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5708,7 @@ func (x *AddWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddWorkspaceMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddWorkspaceMemberResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{69}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AddWorkspaceMemberResponse) GetMember() *WorkspaceMember {
@@ -4943,7 +5730,7 @@ type RemoveWorkspaceMemberRequest struct {
 
 func (x *RemoveWorkspaceMemberRequest) Reset() {
 	*x = RemoveWorkspaceMemberRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[70]
+	mi := &file_v01_openshell_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4955,7 +5742,7 @@ func (x *RemoveWorkspaceMemberRequest) String() string {
 func (*RemoveWorkspaceMemberRequest) ProtoMessage() {}
 
 func (x *RemoveWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[70]
+	mi := &file_v01_openshell_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4968,7 +5755,7 @@ func (x *RemoveWorkspaceMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorkspaceMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWorkspaceMemberRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{70}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RemoveWorkspaceMemberRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
@@ -5008,7 +5795,7 @@ type RemoveWorkspaceMemberResponse struct {
 
 func (x *RemoveWorkspaceMemberResponse) Reset() {
 	*x = RemoveWorkspaceMemberResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[71]
+	mi := &file_v01_openshell_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5020,7 +5807,7 @@ func (x *RemoveWorkspaceMemberResponse) String() string {
 func (*RemoveWorkspaceMemberResponse) ProtoMessage() {}
 
 func (x *RemoveWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[71]
+	mi := &file_v01_openshell_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5033,7 +5820,7 @@ func (x *RemoveWorkspaceMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorkspaceMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveWorkspaceMemberResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{71}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RemoveWorkspaceMemberResponse) GetOutcome() DeletionOutcome {
@@ -5054,7 +5841,7 @@ type ListWorkspaceMembersRequest struct {
 
 func (x *ListWorkspaceMembersRequest) Reset() {
 	*x = ListWorkspaceMembersRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[72]
+	mi := &file_v01_openshell_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5853,7 @@ func (x *ListWorkspaceMembersRequest) String() string {
 func (*ListWorkspaceMembersRequest) ProtoMessage() {}
 
 func (x *ListWorkspaceMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[72]
+	mi := &file_v01_openshell_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5866,7 @@ func (x *ListWorkspaceMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkspaceMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkspaceMembersRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{72}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListWorkspaceMembersRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
@@ -5113,7 +5900,7 @@ type ListWorkspaceMembersResponse struct {
 
 func (x *ListWorkspaceMembersResponse) Reset() {
 	*x = ListWorkspaceMembersResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[73]
+	mi := &file_v01_openshell_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5912,7 @@ func (x *ListWorkspaceMembersResponse) String() string {
 func (*ListWorkspaceMembersResponse) ProtoMessage() {}
 
 func (x *ListWorkspaceMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[73]
+	mi := &file_v01_openshell_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5925,7 @@ func (x *ListWorkspaceMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkspaceMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkspaceMembersResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{73}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListWorkspaceMembersResponse) GetMembers() []*WorkspaceMember {
@@ -5178,7 +5965,7 @@ type ExecSandboxRequest struct {
 
 func (x *ExecSandboxRequest) Reset() {
 	*x = ExecSandboxRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[74]
+	mi := &file_v01_openshell_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5190,7 +5977,7 @@ func (x *ExecSandboxRequest) String() string {
 func (*ExecSandboxRequest) ProtoMessage() {}
 
 func (x *ExecSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[74]
+	mi := &file_v01_openshell_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5203,7 +5990,7 @@ func (x *ExecSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ExecSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{74}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ExecSandboxRequest) GetSandbox() string {
@@ -5299,7 +6086,7 @@ type ExecSandboxStdout struct {
 
 func (x *ExecSandboxStdout) Reset() {
 	*x = ExecSandboxStdout{}
-	mi := &file_v01_openshell_proto_msgTypes[75]
+	mi := &file_v01_openshell_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5311,7 +6098,7 @@ func (x *ExecSandboxStdout) String() string {
 func (*ExecSandboxStdout) ProtoMessage() {}
 
 func (x *ExecSandboxStdout) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[75]
+	mi := &file_v01_openshell_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5324,7 +6111,7 @@ func (x *ExecSandboxStdout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxStdout.ProtoReflect.Descriptor instead.
 func (*ExecSandboxStdout) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{75}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ExecSandboxStdout) GetData() []byte {
@@ -5343,7 +6130,7 @@ type ExecSandboxStderr struct {
 
 func (x *ExecSandboxStderr) Reset() {
 	*x = ExecSandboxStderr{}
-	mi := &file_v01_openshell_proto_msgTypes[76]
+	mi := &file_v01_openshell_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5355,7 +6142,7 @@ func (x *ExecSandboxStderr) String() string {
 func (*ExecSandboxStderr) ProtoMessage() {}
 
 func (x *ExecSandboxStderr) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[76]
+	mi := &file_v01_openshell_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5368,7 +6155,7 @@ func (x *ExecSandboxStderr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxStderr.ProtoReflect.Descriptor instead.
 func (*ExecSandboxStderr) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{76}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ExecSandboxStderr) GetData() []byte {
@@ -5387,7 +6174,7 @@ type ExecSandboxExit struct {
 
 func (x *ExecSandboxExit) Reset() {
 	*x = ExecSandboxExit{}
-	mi := &file_v01_openshell_proto_msgTypes[77]
+	mi := &file_v01_openshell_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5399,7 +6186,7 @@ func (x *ExecSandboxExit) String() string {
 func (*ExecSandboxExit) ProtoMessage() {}
 
 func (x *ExecSandboxExit) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[77]
+	mi := &file_v01_openshell_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5412,7 +6199,7 @@ func (x *ExecSandboxExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxExit.ProtoReflect.Descriptor instead.
 func (*ExecSandboxExit) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{77}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ExecSandboxExit) GetExitCode() int32 {
@@ -5436,7 +6223,7 @@ type ExecSandboxEvent struct {
 
 func (x *ExecSandboxEvent) Reset() {
 	*x = ExecSandboxEvent{}
-	mi := &file_v01_openshell_proto_msgTypes[78]
+	mi := &file_v01_openshell_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5448,7 +6235,7 @@ func (x *ExecSandboxEvent) String() string {
 func (*ExecSandboxEvent) ProtoMessage() {}
 
 func (x *ExecSandboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[78]
+	mi := &file_v01_openshell_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5461,7 +6248,7 @@ func (x *ExecSandboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxEvent.ProtoReflect.Descriptor instead.
 func (*ExecSandboxEvent) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{78}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ExecSandboxEvent) GetPayload() isExecSandboxEvent_Payload {
@@ -5530,7 +6317,7 @@ type ExecSandboxWindowResize struct {
 
 func (x *ExecSandboxWindowResize) Reset() {
 	*x = ExecSandboxWindowResize{}
-	mi := &file_v01_openshell_proto_msgTypes[79]
+	mi := &file_v01_openshell_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5542,7 +6329,7 @@ func (x *ExecSandboxWindowResize) String() string {
 func (*ExecSandboxWindowResize) ProtoMessage() {}
 
 func (x *ExecSandboxWindowResize) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[79]
+	mi := &file_v01_openshell_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5555,7 +6342,7 @@ func (x *ExecSandboxWindowResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxWindowResize.ProtoReflect.Descriptor instead.
 func (*ExecSandboxWindowResize) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{79}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ExecSandboxWindowResize) GetCols() uint32 {
@@ -5586,7 +6373,7 @@ type ExecSandboxInput struct {
 
 func (x *ExecSandboxInput) Reset() {
 	*x = ExecSandboxInput{}
-	mi := &file_v01_openshell_proto_msgTypes[80]
+	mi := &file_v01_openshell_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5598,7 +6385,7 @@ func (x *ExecSandboxInput) String() string {
 func (*ExecSandboxInput) ProtoMessage() {}
 
 func (x *ExecSandboxInput) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[80]
+	mi := &file_v01_openshell_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5611,7 +6398,7 @@ func (x *ExecSandboxInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxInput.ProtoReflect.Descriptor instead.
 func (*ExecSandboxInput) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{80}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ExecSandboxInput) GetPayload() isExecSandboxInput_Payload {
@@ -5682,7 +6469,7 @@ type TcpRelayTarget struct {
 
 func (x *TcpRelayTarget) Reset() {
 	*x = TcpRelayTarget{}
-	mi := &file_v01_openshell_proto_msgTypes[81]
+	mi := &file_v01_openshell_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5694,7 +6481,7 @@ func (x *TcpRelayTarget) String() string {
 func (*TcpRelayTarget) ProtoMessage() {}
 
 func (x *TcpRelayTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[81]
+	mi := &file_v01_openshell_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5707,7 +6494,7 @@ func (x *TcpRelayTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TcpRelayTarget.ProtoReflect.Descriptor instead.
 func (*TcpRelayTarget) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{81}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *TcpRelayTarget) GetHost() string {
@@ -5732,7 +6519,7 @@ type SshRelayTarget struct {
 
 func (x *SshRelayTarget) Reset() {
 	*x = SshRelayTarget{}
-	mi := &file_v01_openshell_proto_msgTypes[82]
+	mi := &file_v01_openshell_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +6531,7 @@ func (x *SshRelayTarget) String() string {
 func (*SshRelayTarget) ProtoMessage() {}
 
 func (x *SshRelayTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[82]
+	mi := &file_v01_openshell_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5757,7 +6544,7 @@ func (x *SshRelayTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SshRelayTarget.ProtoReflect.Descriptor instead.
 func (*SshRelayTarget) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{82}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{96}
 }
 
 type TcpForwardInit struct {
@@ -5777,7 +6564,7 @@ type TcpForwardInit struct {
 
 func (x *TcpForwardInit) Reset() {
 	*x = TcpForwardInit{}
-	mi := &file_v01_openshell_proto_msgTypes[83]
+	mi := &file_v01_openshell_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5789,7 +6576,7 @@ func (x *TcpForwardInit) String() string {
 func (*TcpForwardInit) ProtoMessage() {}
 
 func (x *TcpForwardInit) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[83]
+	mi := &file_v01_openshell_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5802,7 +6589,7 @@ func (x *TcpForwardInit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TcpForwardInit.ProtoReflect.Descriptor instead.
 func (*TcpForwardInit) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{83}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *TcpForwardInit) GetSandbox() string {
@@ -5887,7 +6674,7 @@ type TcpForwardFrame struct {
 
 func (x *TcpForwardFrame) Reset() {
 	*x = TcpForwardFrame{}
-	mi := &file_v01_openshell_proto_msgTypes[84]
+	mi := &file_v01_openshell_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5899,7 +6686,7 @@ func (x *TcpForwardFrame) String() string {
 func (*TcpForwardFrame) ProtoMessage() {}
 
 func (x *TcpForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[84]
+	mi := &file_v01_openshell_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5912,7 +6699,7 @@ func (x *TcpForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TcpForwardFrame.ProtoReflect.Descriptor instead.
 func (*TcpForwardFrame) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{84}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *TcpForwardFrame) GetPayload() isTcpForwardFrame_Payload {
@@ -5970,7 +6757,7 @@ type GetSandboxLogsRequest struct {
 
 func (x *GetSandboxLogsRequest) Reset() {
 	*x = GetSandboxLogsRequest{}
-	mi := &file_v01_openshell_proto_msgTypes[85]
+	mi := &file_v01_openshell_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5982,7 +6769,7 @@ func (x *GetSandboxLogsRequest) String() string {
 func (*GetSandboxLogsRequest) ProtoMessage() {}
 
 func (x *GetSandboxLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[85]
+	mi := &file_v01_openshell_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5995,7 +6782,7 @@ func (x *GetSandboxLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxLogsRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxLogsRequest) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{85}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *GetSandboxLogsRequest) GetSandbox() string {
@@ -6050,7 +6837,7 @@ type GetSandboxLogsResponse struct {
 
 func (x *GetSandboxLogsResponse) Reset() {
 	*x = GetSandboxLogsResponse{}
-	mi := &file_v01_openshell_proto_msgTypes[86]
+	mi := &file_v01_openshell_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6062,7 +6849,7 @@ func (x *GetSandboxLogsResponse) String() string {
 func (*GetSandboxLogsResponse) ProtoMessage() {}
 
 func (x *GetSandboxLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_openshell_proto_msgTypes[86]
+	mi := &file_v01_openshell_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6075,7 +6862,7 @@ func (x *GetSandboxLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxLogsResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxLogsResponse) Descriptor() ([]byte, []int) {
-	return file_v01_openshell_proto_rawDescGZIP(), []int{86}
+	return file_v01_openshell_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *GetSandboxLogsResponse) GetLogs() []*SandboxLogLine {
@@ -6119,11 +6906,65 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x16\n" +
 	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12+\n" +
-	"\x11identity_provider\x18\x05 \x01(\tR\x10identityProvider\"\xad\x01\n" +
+	"\x11identity_provider\x18\x05 \x01(\tR\x10identityProvider\"\xa3\x02\n" +
 	"\aSandbox\x12>\n" +
 	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12-\n" +
 	"\x04spec\x18\x02 \x01(\v2\x19.openshell.v1.SandboxSpecR\x04spec\x123\n" +
-	"\x06status\x18\x03 \x01(\v2\x1b.openshell.v1.SandboxStatusR\x06status\"\xd3\x03\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.openshell.v1.SandboxStatusR\x06status\x12t\n" +
+	"\x1ecreated_from_workload_template\x18\x14 \x01(\v2/.openshell.v1.SandboxWorkloadTemplateProvenanceR\x1bcreatedFromWorkloadTemplate\"b\n" +
+	"!SandboxWorkloadTemplateProvenance\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"\x98\x01\n" +
+	"\x17SandboxWorkloadTemplate\x12>\n" +
+	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12=\n" +
+	"\x04spec\x18\x02 \x01(\v2).openshell.v1.SandboxWorkloadTemplateSpecR\x04spec\"\xf3\x01\n" +
+	"\x1bSandboxWorkloadTemplateSpec\x12?\n" +
+	"\bworkload\x18\x01 \x01(\v2#.openshell.v1.SandboxWorkloadConfigR\bworkload\x12<\n" +
+	"\rdriver_config\x18\x02 \x01(\v2\x17.google.protobuf.StructR\fdriverConfig\x12U\n" +
+	"\x15desired_service_level\x18\x03 \x01(\v2!.openshell.v1.SandboxServiceLevelR\x13desiredServiceLevel\"\x83\x02\n" +
+	"\x15SandboxWorkloadConfig\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12V\n" +
+	"\venvironment\x18\x02 \x03(\v24.openshell.v1.SandboxWorkloadConfig.EnvironmentEntryR\venvironment\x12<\n" +
+	"\tresources\x18\x03 \x01(\v2\x1e.openshell.v1.SandboxResourcesR\tresources\x1a>\n" +
+	"\x10EnvironmentEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
+	"\x10SandboxResources\x12\x10\n" +
+	"\x03cpu\x18\x01 \x01(\tR\x03cpu\x12\x16\n" +
+	"\x06memory\x18\x02 \x01(\tR\x06memory\x127\n" +
+	"\x03gpu\x18\x03 \x01(\v2%.openshell.v1.GpuResourceRequirementsR\x03gpu\"M\n" +
+	"\x13SandboxServiceLevel\x126\n" +
+	"\astartup\x18\x01 \x01(\v2\x1c.openshell.v1.SandboxStartupR\astartup\"k\n" +
+	"\x0eSandboxStartup\x12<\n" +
+	"\fready_within\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vreadyWithin\x12\x1b\n" +
+	"\tmax_burst\x18\x02 \x01(\rR\bmaxBurst\"\xd4\x01\n" +
+	"\x1cCreateSandboxTemplateRequest\x12A\n" +
+	"\btemplate\x18\x01 \x01(\v2%.openshell.v1.SandboxWorkloadTemplateR\btemplate\x12R\n" +
+	"\x0fworkspace_scope\x18\x02 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\\\n" +
+	"\x17SandboxTemplateResponse\x12A\n" +
+	"\btemplate\x18\x01 \x01(\v2%.openshell.v1.SandboxWorkloadTemplateR\btemplate\"\x83\x01\n" +
+	"\x19GetSandboxTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
+	"\x0fworkspace_scope\x18\x02 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\"\xd4\x01\n" +
+	"\x1bListSandboxTemplatesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12%\n" +
+	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12R\n" +
+	"\x0fworkspace_scope\x18\x04 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\"\x8b\x01\n" +
+	"\x1cListSandboxTemplatesResponse\x12C\n" +
+	"\ttemplates\x18\x01 \x03(\v2%.openshell.v1.SandboxWorkloadTemplateR\ttemplates\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xca\x01\n" +
+	"\x1cDeleteSandboxTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12R\n" +
+	"\x0fworkspace_scope\x18\x02 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12#\n" +
+	"\rallow_missing\x18\x03 \x01(\bR\fallowMissing\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"X\n" +
+	"\x1dDeleteSandboxTemplateResponse\x127\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\xd3\x03\n" +
 	"\vSandboxSpec\x12\x1b\n" +
 	"\tlog_level\x18\x01 \x01(\tR\blogLevel\x12L\n" +
 	"\venvironment\x18\x05 \x03(\v2*.openshell.v1.SandboxSpec.EnvironmentEntryR\venvironment\x129\n" +
@@ -6181,12 +7022,13 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12C\n" +
-	"\x0ftransition_time\x18i \x01(\v2\x1a.google.protobuf.TimestampR\x0etransitionTime\"\xe6\x03\n" +
+	"\x0ftransition_time\x18i \x01(\v2\x1a.google.protobuf.TimestampR\x0etransitionTime\"\x93\x04\n" +
 	"\x14CreateSandboxRequest\x12-\n" +
 	"\x04spec\x18\x01 \x01(\v2\x19.openshell.v1.SandboxSpecR\x04spec\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12F\n" +
 	"\x06labels\x18\x03 \x03(\v2..openshell.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x12U\n" +
-	"\vannotations\x18\x04 \x03(\v23.openshell.v1.CreateSandboxRequest.AnnotationsEntryR\vannotations\x12R\n" +
+	"\vannotations\x18\x04 \x03(\v23.openshell.v1.CreateSandboxRequest.AnnotationsEntryR\vannotations\x12+\n" +
+	"\x11workload_template\x18\x06 \x01(\tR\x10workloadTemplate\x12R\n" +
 	"\x0fworkspace_scope\x18\a \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\x1a9\n" +
@@ -6631,7 +7473,7 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\rWorkspaceRole\x12\x1e\n" +
 	"\x1aWORKSPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKSPACE_ROLE_USER\x10\x01\x12\x18\n" +
-	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\xc4\x19\n" +
+	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\xf7\x1c\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -6655,7 +7497,11 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x12GetProviderProfile\x12'.openshell.v1.GetProviderProfileRequest\x1a%.openshell.v1.ProviderProfileResponse\x12s\n" +
 	"\x16ImportProviderProfiles\x12+.openshell.v1.ImportProviderProfilesRequest\x1a,.openshell.v1.ImportProviderProfilesResponse\x12s\n" +
 	"\x16UpdateProviderProfiles\x12+.openshell.v1.UpdateProviderProfilesRequest\x1a,.openshell.v1.UpdateProviderProfilesResponse\x12p\n" +
-	"\x15DeleteProviderProfile\x12*.openshell.v1.DeleteProviderProfileRequest\x1a+.openshell.v1.DeleteProviderProfileResponse\x12U\n" +
+	"\x15DeleteProviderProfile\x12*.openshell.v1.DeleteProviderProfileRequest\x1a+.openshell.v1.DeleteProviderProfileResponse\x12j\n" +
+	"\x15CreateSandboxTemplate\x12*.openshell.v1.CreateSandboxTemplateRequest\x1a%.openshell.v1.SandboxTemplateResponse\x12d\n" +
+	"\x12GetSandboxTemplate\x12'.openshell.v1.GetSandboxTemplateRequest\x1a%.openshell.v1.SandboxTemplateResponse\x12m\n" +
+	"\x14ListSandboxTemplates\x12).openshell.v1.ListSandboxTemplatesRequest\x1a*.openshell.v1.ListSandboxTemplatesResponse\x12p\n" +
+	"\x15DeleteSandboxTemplate\x12*.openshell.v1.DeleteSandboxTemplateRequest\x1a+.openshell.v1.DeleteSandboxTemplateResponse\x12U\n" +
 	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12s\n" +
 	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
@@ -6683,320 +7529,362 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 }
 
 var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
 var file_v01_openshell_proto_goTypes = []any{
-	(ServiceStatus)(0),                     // 0: openshell.v1.ServiceStatus
-	(PolicyStatus)(0),                      // 1: openshell.v1.PolicyStatus
-	(SandboxPhase)(0),                      // 2: openshell.v1.SandboxPhase
-	(DeletionOutcome)(0),                   // 3: openshell.v1.DeletionOutcome
-	(ProviderProfileCategory)(0),           // 4: openshell.v1.ProviderProfileCategory
-	(WorkspaceRole)(0),                     // 5: openshell.v1.WorkspaceRole
-	(*HealthRequest)(nil),                  // 6: openshell.v1.HealthRequest
-	(*HealthResponse)(nil),                 // 7: openshell.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),          // 8: openshell.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),         // 9: openshell.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),              // 10: openshell.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),      // 11: openshell.v1.ComputeDriverCapabilities
-	(*GetCurrentUserRequest)(nil),          // 12: openshell.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),         // 13: openshell.v1.GetCurrentUserResponse
-	(*Sandbox)(nil),                        // 14: openshell.v1.Sandbox
-	(*SandboxSpec)(nil),                    // 15: openshell.v1.SandboxSpec
-	(*ResourceRequirements)(nil),           // 16: openshell.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),        // 17: openshell.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),                // 18: openshell.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                  // 19: openshell.v1.SandboxStatus
-	(*SandboxCondition)(nil),               // 20: openshell.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),           // 21: openshell.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),              // 22: openshell.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),           // 23: openshell.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),          // 24: openshell.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),           // 25: openshell.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),          // 26: openshell.v1.DeleteSandboxResponse
-	(*StopSandboxRequest)(nil),             // 27: openshell.v1.StopSandboxRequest
-	(*StartSandboxRequest)(nil),            // 28: openshell.v1.StartSandboxRequest
-	(*SandboxResponse)(nil),                // 29: openshell.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),            // 30: openshell.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),             // 31: openshell.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                 // 32: openshell.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                  // 33: openshell.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),           // 34: openshell.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),   // 35: openshell.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil),  // 36: openshell.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),   // 37: openshell.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil),  // 38: openshell.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),    // 39: openshell.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),   // 40: openshell.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),          // 41: openshell.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),             // 42: openshell.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),          // 43: openshell.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),          // 44: openshell.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),               // 45: openshell.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),         // 46: openshell.v1.DeleteProviderResponse
-	(*ProviderProfile)(nil),                // 47: openshell.v1.ProviderProfile
-	(*ProviderProfileCredential)(nil),      // 48: openshell.v1.ProviderProfileCredential
-	(*ProviderProfileDiscovery)(nil),       // 49: openshell.v1.ProviderProfileDiscovery
-	(*ListProviderProfilesRequest)(nil),    // 50: openshell.v1.ListProviderProfilesRequest
-	(*ListProviderProfilesResponse)(nil),   // 51: openshell.v1.ListProviderProfilesResponse
-	(*GetProviderProfileRequest)(nil),      // 52: openshell.v1.GetProviderProfileRequest
-	(*ProviderProfileResponse)(nil),        // 53: openshell.v1.ProviderProfileResponse
-	(*ImportProviderProfilesRequest)(nil),  // 54: openshell.v1.ImportProviderProfilesRequest
-	(*ProviderProfileImportItem)(nil),      // 55: openshell.v1.ProviderProfileImportItem
-	(*ImportProviderProfilesResponse)(nil), // 56: openshell.v1.ImportProviderProfilesResponse
-	(*ProviderProfileDiagnostic)(nil),      // 57: openshell.v1.ProviderProfileDiagnostic
-	(*UpdateProviderProfilesRequest)(nil),  // 58: openshell.v1.UpdateProviderProfilesRequest
-	(*UpdateProviderProfilesResponse)(nil), // 59: openshell.v1.UpdateProviderProfilesResponse
-	(*DeleteProviderProfileRequest)(nil),   // 60: openshell.v1.DeleteProviderProfileRequest
-	(*DeleteProviderProfileResponse)(nil),  // 61: openshell.v1.DeleteProviderProfileResponse
-	(*UpdateConfigRequest)(nil),            // 62: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),           // 63: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),         // 64: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 65: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 66: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 67: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),         // 68: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),        // 69: openshell.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),  // 70: openshell.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil), // 71: openshell.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),          // 72: openshell.v1.SandboxPolicyRevision
-	(*WorkspaceMember)(nil),                // 73: openshell.v1.WorkspaceMember
-	(*AddWorkspaceMemberRequest)(nil),      // 74: openshell.v1.AddWorkspaceMemberRequest
-	(*AddWorkspaceMemberResponse)(nil),     // 75: openshell.v1.AddWorkspaceMemberResponse
-	(*RemoveWorkspaceMemberRequest)(nil),   // 76: openshell.v1.RemoveWorkspaceMemberRequest
-	(*RemoveWorkspaceMemberResponse)(nil),  // 77: openshell.v1.RemoveWorkspaceMemberResponse
-	(*ListWorkspaceMembersRequest)(nil),    // 78: openshell.v1.ListWorkspaceMembersRequest
-	(*ListWorkspaceMembersResponse)(nil),   // 79: openshell.v1.ListWorkspaceMembersResponse
-	(*ExecSandboxRequest)(nil),             // 80: openshell.v1.ExecSandboxRequest
-	(*ExecSandboxStdout)(nil),              // 81: openshell.v1.ExecSandboxStdout
-	(*ExecSandboxStderr)(nil),              // 82: openshell.v1.ExecSandboxStderr
-	(*ExecSandboxExit)(nil),                // 83: openshell.v1.ExecSandboxExit
-	(*ExecSandboxEvent)(nil),               // 84: openshell.v1.ExecSandboxEvent
-	(*ExecSandboxWindowResize)(nil),        // 85: openshell.v1.ExecSandboxWindowResize
-	(*ExecSandboxInput)(nil),               // 86: openshell.v1.ExecSandboxInput
-	(*TcpRelayTarget)(nil),                 // 87: openshell.v1.TcpRelayTarget
-	(*SshRelayTarget)(nil),                 // 88: openshell.v1.SshRelayTarget
-	(*TcpForwardInit)(nil),                 // 89: openshell.v1.TcpForwardInit
-	(*TcpForwardFrame)(nil),                // 90: openshell.v1.TcpForwardFrame
-	(*GetSandboxLogsRequest)(nil),          // 91: openshell.v1.GetSandboxLogsRequest
-	(*GetSandboxLogsResponse)(nil),         // 92: openshell.v1.GetSandboxLogsResponse
-	nil,                                    // 93: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                    // 94: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                    // 95: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                    // 96: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                    // 97: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                    // 98: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                    // 99: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                    // 100: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                    // 101: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                    // 102: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                    // 103: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                    // 104: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                    // 105: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                    // 106: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                    // 107: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	nil,                                    // 108: openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	(*datamodelv1.ObjectMeta)(nil),         // 109: openshell.datamodel.v1.ObjectMeta
-	(*sandboxv1.SandboxPolicy)(nil),        // 110: openshell.sandbox.v1.SandboxPolicy
-	(*structpb.Struct)(nil),                // 111: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
-	(*datamodelv1.WorkspaceSelector)(nil),  // 113: openshell.datamodel.v1.WorkspaceSelector
-	(*datamodelv1.Provider)(nil),           // 114: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),      // 115: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),        // 116: openshell.sandbox.v1.NetworkBinary
-	(*datamodelv1.Workspace)(nil),          // 117: openshell.datamodel.v1.Workspace
-	(*durationpb.Duration)(nil),            // 118: google.protobuf.Duration
+	(ServiceStatus)(0),                        // 0: openshell.v1.ServiceStatus
+	(PolicyStatus)(0),                         // 1: openshell.v1.PolicyStatus
+	(SandboxPhase)(0),                         // 2: openshell.v1.SandboxPhase
+	(DeletionOutcome)(0),                      // 3: openshell.v1.DeletionOutcome
+	(ProviderProfileCategory)(0),              // 4: openshell.v1.ProviderProfileCategory
+	(WorkspaceRole)(0),                        // 5: openshell.v1.WorkspaceRole
+	(*HealthRequest)(nil),                     // 6: openshell.v1.HealthRequest
+	(*HealthResponse)(nil),                    // 7: openshell.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),             // 8: openshell.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),            // 9: openshell.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),                 // 10: openshell.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),         // 11: openshell.v1.ComputeDriverCapabilities
+	(*GetCurrentUserRequest)(nil),             // 12: openshell.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),            // 13: openshell.v1.GetCurrentUserResponse
+	(*Sandbox)(nil),                           // 14: openshell.v1.Sandbox
+	(*SandboxWorkloadTemplateProvenance)(nil), // 15: openshell.v1.SandboxWorkloadTemplateProvenance
+	(*SandboxWorkloadTemplate)(nil),           // 16: openshell.v1.SandboxWorkloadTemplate
+	(*SandboxWorkloadTemplateSpec)(nil),       // 17: openshell.v1.SandboxWorkloadTemplateSpec
+	(*SandboxWorkloadConfig)(nil),             // 18: openshell.v1.SandboxWorkloadConfig
+	(*SandboxResources)(nil),                  // 19: openshell.v1.SandboxResources
+	(*SandboxServiceLevel)(nil),               // 20: openshell.v1.SandboxServiceLevel
+	(*SandboxStartup)(nil),                    // 21: openshell.v1.SandboxStartup
+	(*CreateSandboxTemplateRequest)(nil),      // 22: openshell.v1.CreateSandboxTemplateRequest
+	(*SandboxTemplateResponse)(nil),           // 23: openshell.v1.SandboxTemplateResponse
+	(*GetSandboxTemplateRequest)(nil),         // 24: openshell.v1.GetSandboxTemplateRequest
+	(*ListSandboxTemplatesRequest)(nil),       // 25: openshell.v1.ListSandboxTemplatesRequest
+	(*ListSandboxTemplatesResponse)(nil),      // 26: openshell.v1.ListSandboxTemplatesResponse
+	(*DeleteSandboxTemplateRequest)(nil),      // 27: openshell.v1.DeleteSandboxTemplateRequest
+	(*DeleteSandboxTemplateResponse)(nil),     // 28: openshell.v1.DeleteSandboxTemplateResponse
+	(*SandboxSpec)(nil),                       // 29: openshell.v1.SandboxSpec
+	(*ResourceRequirements)(nil),              // 30: openshell.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),           // 31: openshell.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                   // 32: openshell.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                     // 33: openshell.v1.SandboxStatus
+	(*SandboxCondition)(nil),                  // 34: openshell.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),              // 35: openshell.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),                 // 36: openshell.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),              // 37: openshell.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),             // 38: openshell.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),              // 39: openshell.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 40: openshell.v1.DeleteSandboxResponse
+	(*StopSandboxRequest)(nil),                // 41: openshell.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),               // 42: openshell.v1.StartSandboxRequest
+	(*SandboxResponse)(nil),                   // 43: openshell.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),               // 44: openshell.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),                // 45: openshell.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                    // 46: openshell.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                     // 47: openshell.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),              // 48: openshell.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),      // 49: openshell.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),     // 50: openshell.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),      // 51: openshell.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),     // 52: openshell.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),       // 53: openshell.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),      // 54: openshell.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),             // 55: openshell.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),                // 56: openshell.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),             // 57: openshell.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),             // 58: openshell.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),                  // 59: openshell.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),            // 60: openshell.v1.DeleteProviderResponse
+	(*ProviderProfile)(nil),                   // 61: openshell.v1.ProviderProfile
+	(*ProviderProfileCredential)(nil),         // 62: openshell.v1.ProviderProfileCredential
+	(*ProviderProfileDiscovery)(nil),          // 63: openshell.v1.ProviderProfileDiscovery
+	(*ListProviderProfilesRequest)(nil),       // 64: openshell.v1.ListProviderProfilesRequest
+	(*ListProviderProfilesResponse)(nil),      // 65: openshell.v1.ListProviderProfilesResponse
+	(*GetProviderProfileRequest)(nil),         // 66: openshell.v1.GetProviderProfileRequest
+	(*ProviderProfileResponse)(nil),           // 67: openshell.v1.ProviderProfileResponse
+	(*ImportProviderProfilesRequest)(nil),     // 68: openshell.v1.ImportProviderProfilesRequest
+	(*ProviderProfileImportItem)(nil),         // 69: openshell.v1.ProviderProfileImportItem
+	(*ImportProviderProfilesResponse)(nil),    // 70: openshell.v1.ImportProviderProfilesResponse
+	(*ProviderProfileDiagnostic)(nil),         // 71: openshell.v1.ProviderProfileDiagnostic
+	(*UpdateProviderProfilesRequest)(nil),     // 72: openshell.v1.UpdateProviderProfilesRequest
+	(*UpdateProviderProfilesResponse)(nil),    // 73: openshell.v1.UpdateProviderProfilesResponse
+	(*DeleteProviderProfileRequest)(nil),      // 74: openshell.v1.DeleteProviderProfileRequest
+	(*DeleteProviderProfileResponse)(nil),     // 75: openshell.v1.DeleteProviderProfileResponse
+	(*UpdateConfigRequest)(nil),               // 76: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),              // 77: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),            // 78: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),           // 79: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),               // 80: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),              // 81: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),            // 82: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),           // 83: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),     // 84: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil),    // 85: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),             // 86: openshell.v1.SandboxPolicyRevision
+	(*WorkspaceMember)(nil),                   // 87: openshell.v1.WorkspaceMember
+	(*AddWorkspaceMemberRequest)(nil),         // 88: openshell.v1.AddWorkspaceMemberRequest
+	(*AddWorkspaceMemberResponse)(nil),        // 89: openshell.v1.AddWorkspaceMemberResponse
+	(*RemoveWorkspaceMemberRequest)(nil),      // 90: openshell.v1.RemoveWorkspaceMemberRequest
+	(*RemoveWorkspaceMemberResponse)(nil),     // 91: openshell.v1.RemoveWorkspaceMemberResponse
+	(*ListWorkspaceMembersRequest)(nil),       // 92: openshell.v1.ListWorkspaceMembersRequest
+	(*ListWorkspaceMembersResponse)(nil),      // 93: openshell.v1.ListWorkspaceMembersResponse
+	(*ExecSandboxRequest)(nil),                // 94: openshell.v1.ExecSandboxRequest
+	(*ExecSandboxStdout)(nil),                 // 95: openshell.v1.ExecSandboxStdout
+	(*ExecSandboxStderr)(nil),                 // 96: openshell.v1.ExecSandboxStderr
+	(*ExecSandboxExit)(nil),                   // 97: openshell.v1.ExecSandboxExit
+	(*ExecSandboxEvent)(nil),                  // 98: openshell.v1.ExecSandboxEvent
+	(*ExecSandboxWindowResize)(nil),           // 99: openshell.v1.ExecSandboxWindowResize
+	(*ExecSandboxInput)(nil),                  // 100: openshell.v1.ExecSandboxInput
+	(*TcpRelayTarget)(nil),                    // 101: openshell.v1.TcpRelayTarget
+	(*SshRelayTarget)(nil),                    // 102: openshell.v1.SshRelayTarget
+	(*TcpForwardInit)(nil),                    // 103: openshell.v1.TcpForwardInit
+	(*TcpForwardFrame)(nil),                   // 104: openshell.v1.TcpForwardFrame
+	(*GetSandboxLogsRequest)(nil),             // 105: openshell.v1.GetSandboxLogsRequest
+	(*GetSandboxLogsResponse)(nil),            // 106: openshell.v1.GetSandboxLogsResponse
+	nil,                                       // 107: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	nil,                                       // 108: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                       // 109: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                       // 110: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                       // 111: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                       // 112: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                       // 113: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                       // 114: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                       // 115: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                       // 116: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                       // 117: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                       // 118: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                       // 119: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                       // 120: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                       // 121: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                       // 122: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	nil,                                       // 123: openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	(*datamodelv1.ObjectMeta)(nil),            // 124: openshell.datamodel.v1.ObjectMeta
+	(*structpb.Struct)(nil),                   // 125: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 126: google.protobuf.Duration
+	(*datamodelv1.WorkspaceSelector)(nil),     // 127: openshell.datamodel.v1.WorkspaceSelector
+	(*sandboxv1.SandboxPolicy)(nil),           // 128: openshell.sandbox.v1.SandboxPolicy
+	(*timestamppb.Timestamp)(nil),             // 129: google.protobuf.Timestamp
+	(*datamodelv1.Provider)(nil),              // 130: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),         // 131: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),           // 132: openshell.sandbox.v1.NetworkBinary
+	(*datamodelv1.Workspace)(nil),             // 133: openshell.datamodel.v1.Workspace
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
 	10,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
 	11,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	109, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	15,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
-	19,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	93,  // 7: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
-	18,  // 8: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	110, // 9: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	16,  // 10: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
-	17,  // 11: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	94,  // 12: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	95,  // 13: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	96,  // 14: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	111, // 15: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	111, // 16: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
-	20,  // 17: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
-	2,   // 18: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	112, // 19: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
-	15,  // 20: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	97,  // 21: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	98,  // 22: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	113, // 23: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	113, // 24: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	113, // 25: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 26: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	113, // 27: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	3,   // 28: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	113, // 29: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	113, // 30: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 31: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	99,  // 32: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	113, // 33: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	112, // 34: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
-	14,  // 35: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
-	32,  // 36: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
-	33,  // 37: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
-	34,  // 38: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	100, // 39: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	112, // 40: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	101, // 41: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	112, // 42: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	113, // 43: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 44: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	113, // 45: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 46: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	113, // 47: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	114, // 48: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	114, // 49: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	113, // 50: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	113, // 51: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	114, // 52: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	113, // 53: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	102, // 54: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	113, // 55: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	114, // 56: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
-	3,   // 57: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	4,   // 58: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
-	48,  // 59: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	115, // 60: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	116, // 61: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
-	49,  // 62: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	103, // 63: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	113, // 64: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	47,  // 65: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	113, // 66: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	47,  // 67: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
-	55,  // 68: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	113, // 69: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	47,  // 70: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
-	57,  // 71: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	47,  // 72: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	55,  // 73: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
-	113, // 74: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	57,  // 75: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	47,  // 76: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
-	113, // 77: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	3,   // 78: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	110, // 79: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	104, // 80: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	113, // 81: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	105, // 82: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	106, // 83: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	117, // 84: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	117, // 85: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	3,   // 86: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	113, // 87: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	72,  // 88: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
-	1,   // 89: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	110, // 90: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	107, // 91: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	112, // 92: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	112, // 93: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	109, // 94: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	5,   // 95: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
-	113, // 96: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	5,   // 97: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
-	73,  // 98: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
-	113, // 99: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	3,   // 100: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	113, // 101: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	73,  // 102: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
-	108, // 103: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	113, // 104: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	118, // 105: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
-	81,  // 106: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
-	82,  // 107: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
-	83,  // 108: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
-	80,  // 109: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
-	85,  // 110: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
-	88,  // 111: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
-	87,  // 112: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
-	89,  // 113: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
-	113, // 114: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	112, // 115: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	32,  // 116: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
-	112, // 117: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	6,   // 118: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	8,   // 119: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	12,  // 120: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	21,  // 121: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	22,  // 122: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	23,  // 123: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	25,  // 124: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	30,  // 125: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	27,  // 126: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	28,  // 127: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	35,  // 128: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	37,  // 129: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	39,  // 130: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	41,  // 131: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	42,  // 132: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	43,  // 133: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	44,  // 134: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	50,  // 135: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	52,  // 136: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	54,  // 137: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	58,  // 138: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
-	60,  // 139: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
-	62,  // 140: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	70,  // 141: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	64,  // 142: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	66,  // 143: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	68,  // 144: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	74,  // 145: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
-	76,  // 146: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
-	78,  // 147: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
-	80,  // 148: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
-	86,  // 149: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
-	90,  // 150: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
-	91,  // 151: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
-	7,   // 152: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	9,   // 153: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	13,  // 154: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	29,  // 155: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	29,  // 156: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	24,  // 157: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	26,  // 158: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	31,  // 159: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	29,  // 160: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	29,  // 161: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	36,  // 162: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	38,  // 163: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	40,  // 164: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	45,  // 165: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	45,  // 166: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	45,  // 167: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	46,  // 168: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	51,  // 169: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	53,  // 170: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	56,  // 171: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	59,  // 172: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
-	61,  // 173: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
-	63,  // 174: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	71,  // 175: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	65,  // 176: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	67,  // 177: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	69,  // 178: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	75,  // 179: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
-	77,  // 180: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
-	79,  // 181: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
-	84,  // 182: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
-	84,  // 183: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
-	90,  // 184: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
-	92,  // 185: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
-	152, // [152:186] is the sub-list for method output_type
-	118, // [118:152] is the sub-list for method input_type
-	118, // [118:118] is the sub-list for extension type_name
-	118, // [118:118] is the sub-list for extension extendee
-	0,   // [0:118] is the sub-list for field type_name
+	124, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	29,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
+	33,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
+	15,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
+	124, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	17,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
+	18,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
+	125, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
+	20,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
+	107, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	19,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
+	31,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	21,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
+	126, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
+	16,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	127, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	16,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	127, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	127, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	16,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
+	127, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 25: openshell.v1.DeleteSandboxTemplateResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	108, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	32,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
+	128, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	30,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
+	31,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	109, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	110, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	111, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	125, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	125, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	34,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
+	2,   // 37: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
+	129, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	29,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
+	112, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	113, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	127, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	127, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	127, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
+	127, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 47: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	127, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	127, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
+	114, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	127, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	129, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	14,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
+	46,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
+	47,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
+	48,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
+	115, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	129, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	116, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	129, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	127, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	127, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	14,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	127, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	130, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	130, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	127, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	127, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	130, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	127, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	117, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	127, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	130, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	3,   // 76: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	4,   // 77: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
+	62,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
+	131, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	132, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	63,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
+	118, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	127, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	61,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	127, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	61,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
+	69,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
+	127, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	61,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
+	71,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	61,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	69,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
+	127, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	71,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	61,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
+	127, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 97: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	128, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	119, // 99: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	127, // 100: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	120, // 101: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	121, // 102: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	133, // 103: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	133, // 104: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	3,   // 105: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	127, // 106: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	86,  // 107: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	1,   // 108: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
+	128, // 109: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	122, // 110: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	129, // 111: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	129, // 112: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	124, // 113: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	5,   // 114: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
+	127, // 115: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	5,   // 116: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
+	87,  // 117: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
+	127, // 118: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 119: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	127, // 120: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	87,  // 121: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
+	123, // 122: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	127, // 123: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	126, // 124: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
+	95,  // 125: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
+	96,  // 126: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
+	97,  // 127: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
+	94,  // 128: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
+	99,  // 129: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
+	102, // 130: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
+	101, // 131: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
+	103, // 132: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
+	127, // 133: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	129, // 134: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	46,  // 135: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
+	129, // 136: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	6,   // 137: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	8,   // 138: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	12,  // 139: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	35,  // 140: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	36,  // 141: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	37,  // 142: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	39,  // 143: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	44,  // 144: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	41,  // 145: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	42,  // 146: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	49,  // 147: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	51,  // 148: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	53,  // 149: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	55,  // 150: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	56,  // 151: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	57,  // 152: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	58,  // 153: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	64,  // 154: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	66,  // 155: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	68,  // 156: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	72,  // 157: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	74,  // 158: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	22,  // 159: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
+	24,  // 160: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
+	25,  // 161: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
+	27,  // 162: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
+	76,  // 163: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	84,  // 164: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	78,  // 165: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	80,  // 166: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	82,  // 167: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	88,  // 168: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
+	90,  // 169: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
+	92,  // 170: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
+	94,  // 171: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
+	100, // 172: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
+	104, // 173: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
+	105, // 174: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
+	7,   // 175: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	9,   // 176: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	13,  // 177: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	43,  // 178: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	43,  // 179: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	38,  // 180: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	40,  // 181: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	45,  // 182: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	43,  // 183: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	43,  // 184: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	50,  // 185: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	52,  // 186: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	54,  // 187: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	59,  // 188: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	59,  // 189: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	59,  // 190: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	60,  // 191: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	65,  // 192: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	67,  // 193: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	70,  // 194: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	73,  // 195: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	75,  // 196: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	23,  // 197: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	23,  // 198: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	26,  // 199: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
+	28,  // 200: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
+	77,  // 201: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	85,  // 202: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	79,  // 203: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	81,  // 204: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	83,  // 205: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	89,  // 206: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
+	91,  // 207: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
+	93,  // 208: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
+	98,  // 209: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
+	98,  // 210: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
+	104, // 211: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
+	106, // 212: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
+	175, // [175:213] is the sub-list for method output_type
+	137, // [137:175] is the sub-list for method input_type
+	137, // [137:137] is the sub-list for extension type_name
+	137, // [137:137] is the sub-list for extension extendee
+	0,   // [0:137] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -7004,30 +7892,30 @@ func file_v01_openshell_proto_init() {
 	if File_v01_openshell_proto != nil {
 		return
 	}
-	file_v01_openshell_proto_msgTypes[11].OneofWrappers = []any{}
-	file_v01_openshell_proto_msgTypes[12].OneofWrappers = []any{}
-	file_v01_openshell_proto_msgTypes[13].OneofWrappers = []any{}
-	file_v01_openshell_proto_msgTypes[25].OneofWrappers = []any{
+	file_v01_openshell_proto_msgTypes[25].OneofWrappers = []any{}
+	file_v01_openshell_proto_msgTypes[26].OneofWrappers = []any{}
+	file_v01_openshell_proto_msgTypes[27].OneofWrappers = []any{}
+	file_v01_openshell_proto_msgTypes[39].OneofWrappers = []any{
 		(*SandboxStreamEvent_Sandbox)(nil),
 		(*SandboxStreamEvent_Log)(nil),
 		(*SandboxStreamEvent_Event)(nil),
 		(*SandboxStreamEvent_Warning)(nil),
 	}
-	file_v01_openshell_proto_msgTypes[78].OneofWrappers = []any{
+	file_v01_openshell_proto_msgTypes[92].OneofWrappers = []any{
 		(*ExecSandboxEvent_Stdout)(nil),
 		(*ExecSandboxEvent_Stderr)(nil),
 		(*ExecSandboxEvent_Exit)(nil),
 	}
-	file_v01_openshell_proto_msgTypes[80].OneofWrappers = []any{
+	file_v01_openshell_proto_msgTypes[94].OneofWrappers = []any{
 		(*ExecSandboxInput_Start)(nil),
 		(*ExecSandboxInput_Stdin)(nil),
 		(*ExecSandboxInput_Resize)(nil),
 	}
-	file_v01_openshell_proto_msgTypes[83].OneofWrappers = []any{
+	file_v01_openshell_proto_msgTypes[97].OneofWrappers = []any{
 		(*TcpForwardInit_Ssh)(nil),
 		(*TcpForwardInit_Tcp)(nil),
 	}
-	file_v01_openshell_proto_msgTypes[84].OneofWrappers = []any{
+	file_v01_openshell_proto_msgTypes[98].OneofWrappers = []any{
 		(*TcpForwardFrame_Init)(nil),
 		(*TcpForwardFrame_Data)(nil),
 	}
@@ -7037,7 +7925,7 @@ func file_v01_openshell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   103,
+			NumMessages:   118,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+)
+
+// TestFromATemplate: a sandbox naming a template waits for it (missing,
+// then not yet at its gateway), takes its image and resources into the
+// working copy (judged as its own), and is created from the gateway's
+// template: the gateway runs the template's workload, and status records
+// the template's resource version there.
+func TestFromATemplate(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	// 0.1.4: before 0.1.5's pod-label allowlist, which this fixture's
+	// gateway does not configure.
+	f.gw.ReportVersion("0.1.4")
+	f.obs.gateway = f.obs.gateway.DeepCopy()
+	f.obs.gateway.Status.Version = "0.1.4"
+	sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) {
+		s.Spec.Image = ""
+		s.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
+	})
+	raw := sb.Spec.DeepCopy()
+	waits, err := f.r.takeTemplate(ctx, sb, raw)
+	if err != nil || waits == nil || waits.reason != openshellv1alpha1.SandboxReasonTemplateNotFound {
+		t.Fatalf("no template: %+v, %v", waits, err)
+	}
+
+	cpu := resource.MustParse("750m")
+	tmpl := &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "claude", UID: "tmpl-uid", Generation: 1},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: "mirror.corp/agents/claude:3",
+			Env: []openshellv1alpha1.TemplateEnvVar{{Name: "MODE", Value: "review"}}, Resources: &openshellv1alpha1.TemplateResources{CPU: &cpu}}}
+	if err := f.r.Client.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	waits, err = f.r.takeTemplate(ctx, sb, raw)
+	if err != nil || waits == nil || waits.reason != openshellv1alpha1.SandboxReasonTemplatePending {
+		t.Fatalf("not synced: %+v, %v", waits, err)
+	}
+	if sb.Spec.Image != tmpl.Spec.Image || raw.Image != tmpl.Spec.Image || sb.Spec.Resources.Limits.Cpu().String() != "750m" {
+		t.Fatalf("working copy %+v, raw image %q", sb.Spec, raw.Image)
+	}
+
+	// The template controller's work: the template at the gateway, and
+	// its status.
+	name := sandboxspec.GatewayTemplateName(tmpl)
+	conn, err := f.r.Gateways.Connect(ctx, f.obs.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()),
+		Template: sandboxspec.WorkloadTemplate(tmpl, name, nil)}); err == nil {
+		t.Fatal("created a template in a workspace the gateway does not have")
+	}
+	if _, err := f.r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(f.obs.gateway), "team-a", fixtureNamespaceUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()),
+		Template: sandboxspec.WorkloadTemplate(tmpl, name, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Status.Gateways = []openshellv1alpha1.SandboxTemplateGatewayStatus{{Gateway: sb.GatewayKey().String(), Name: name, ObservedGeneration: 1}}
+	if err := f.r.Client.Status().Update(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if waits, err = f.r.takeTemplate(ctx, sb, raw); err != nil || waits != nil || sb.Status.Template.GatewayName != name {
+		t.Fatalf("synced: %+v, %v, %+v", waits, err, sb.Status.Template)
+	}
+
+	f.sync(t, sb)
+	if sb.Status.SandboxID == "" || sb.Status.Template.ResourceVersion != "1" {
+		t.Fatalf("status %+v (template %+v)", sb.Status, sb.Status.Template)
+	}
+	got, err := conn.GetSandbox(ctx, &openshellv1.GetSandboxRequest{Name: sandboxspec.SandboxName("team-a", "agent"), WorkspaceScope: gatewayapi.Workspace(f.workspace())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSandbox().GetSpec().GetTemplate().GetImage() != tmpl.Spec.Image || got.GetSandbox().GetCreatedFromWorkloadTemplate().GetName() != name {
+		t.Fatalf("gateway sandbox %v", got.GetSandbox())
+	}
+	if got.GetSandbox().GetSpec().GetTemplate().GetEnvironment()["MODE"] != "review" {
+		t.Errorf("template env not given: %v", got.GetSandbox().GetSpec().GetTemplate().GetEnvironment())
+	}
+}
