@@ -90,6 +90,12 @@ type ProviderGatewayStatus struct {
 	// the operator writes it again from the Secret and spec.
 	// +optional
 	GatewayResourceVersion uint64 `json:"gatewayResourceVersion,omitempty"`
+	// GatewayID is the gateway's ID of the provider record the operator
+	// created: a record of the name with another ID was created by someone
+	// else (its owner labels can be copied, its ID cannot), and the
+	// credentials are never written into it.
+	// +optional
+	GatewayID string `json:"gatewayID,omitempty"`
 }
 
 // OpenShellProviderStatus is the observed state of a provider.

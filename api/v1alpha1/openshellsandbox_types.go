@@ -629,6 +629,10 @@ type AppliedTemplate struct {
 	// GatewayName is the template's name at the gateway.
 	// +optional
 	GatewayName string `json:"gatewayName,omitempty"`
+	// GatewayID is the gateway's ID of that template, as the operator
+	// created it.
+	// +optional
+	GatewayID string `json:"gatewayID,omitempty"`
 	// ResourceVersion is the gateway's resource version of the template
 	// the gateway sandbox was created from.
 	// +optional

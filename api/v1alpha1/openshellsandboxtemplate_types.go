@@ -94,6 +94,11 @@ type SandboxTemplateGatewayStatus struct {
 	Name string `json:"name"`
 	// Workspace at the gateway.
 	Workspace string `json:"workspace"`
+	// ID is the gateway's ID of the template the operator created: a
+	// template deleted and created again there (by anyone) has another,
+	// and no sandbox is created from it.
+	// +optional
+	ID string `json:"id,omitempty"`
 	// ResourceVersion is the gateway's resource version of the template.
 	// +optional
 	ResourceVersion uint64 `json:"resourceVersion,omitempty"`
@@ -201,4 +206,8 @@ const (
 	// SandboxReasonTemplateUnsupported (Ready=False): the sandbox's gateway
 	// runs a release without workspace templates (0.0.x).
 	SandboxReasonTemplateUnsupported = "TemplateUnsupported"
+	// SandboxReasonTemplateReplaced (Ready=False): the gateway's template of
+	// the name is not the one the operator created (deleted and created
+	// again at the gateway directly); nothing is created from it.
+	SandboxReasonTemplateReplaced = "TemplateReplaced"
 )

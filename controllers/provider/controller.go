@@ -295,7 +295,7 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	known := i >= 0 && p.Status.Gateways[i].SecretResourceVersion != ""
 	var old stale
 	if known {
-		old.credentials = p.Status.Gateways[i].CredentialKeys
+		old.credentials, old.id = p.Status.Gateways[i].CredentialKeys, p.Status.Gateways[i].GatewayID
 	}
 	if i >= 0 && p.Status.Gateways[i].SecretResourceVersion == secretRV && p.Status.Gateways[i].ObservedGeneration == p.Generation &&
 		p.Status.Gateways[i].GatewayInstance == gw.Status.Instance && pushedLine(p.Status.Gateways[i]) == line &&
@@ -341,12 +341,16 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 	return "", ""
 }
 
-// stale are keys a push deletes at a gateway unless still declared: the
-// credentials of the last push, and what someone else added there.
-type stale struct{ credentials, config []string }
+// stale is what a push knows of the record at a gateway: the keys it
+// deletes unless still declared (the credentials of the last push, and
+// what someone else added there), and the record's ID ("" if unknown).
+type stale struct {
+	credentials, config []string
+	id                  string
+}
 
 func (s stale) and(o stale) stale {
-	return stale{credentials: append(slices.Clone(s.credentials), o.credentials...), config: append(slices.Clone(s.config), o.config...)}
+	return stale{credentials: append(slices.Clone(s.credentials), o.credentials...), config: append(slices.Clone(s.config), o.config...), id: s.id}
 }
 
 // pushTo creates or updates the provider at one gateway with the full
@@ -355,11 +359,7 @@ func (s stale) and(o stale) stale {
 // writing into another owner's provider would mix credentials.
 func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
 	nsUID types.UID, creds map[string]string, old stale, known bool) (openshellv1alpha1.ProviderGatewayStatus, error) {
-	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Name: p.Name}
-	for k := range creds {
-		entry.CredentialKeys = append(entry.CredentialKeys, k)
-	}
-	sort.Strings(entry.CredentialKeys)
+	entry := openshellv1alpha1.ProviderGatewayStatus{Gateway: gwconn.Key(gw), Name: p.Name, CredentialKeys: pushedKeys(creds)}
 	conn, err := r.Gateways.Connect(ctx, gw)
 	if err != nil {
 		return entry, err
@@ -378,7 +378,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		Credentials: creds, Config: p.Spec.Config, ProfileWorkspace: profileWS}
 	if !known {
 		resp, err := conn.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Provider: msg, WorkspaceScope: gatewayapi.Workspace(ws)})
-		entry.GatewayResourceVersion = resp.GetProvider().GetMetadata().GetResourceVersion()
+		entry.GatewayResourceVersion, entry.GatewayID = resp.GetProvider().GetMetadata().GetResourceVersion(), resp.GetProvider().GetMetadata().GetId()
 		if grpcstatus.Code(err) == codes.NotFound {
 			// The gateway lost the workspace (a new database): the retry
 			// creates it again.
@@ -396,6 +396,14 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			return entry, &gwconn.ConflictError{Kind: "provider", Name: p.Name, Workspace: ws, Gateway: gwconn.Key(gw)}
 		}
 	}
+	if known && old.id != "" {
+		switch same, err := sameRecord(ctx, conn, gw, p.Name, ws, old.id); {
+		case err != nil:
+			return entry, err
+		case !same:
+			return r.pushTo(ctx, gw, p, nsUID, creds, stale{}, false)
+		}
+	}
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
 		Credentials: withDeleted(creds, old.credentials), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
 	resp, err := conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
@@ -403,8 +411,39 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		// The gateway lost it (a new database, deleted by hand): create it anew.
 		return r.pushTo(ctx, gw, p, nsUID, creds, stale{}, false)
 	}
-	entry.GatewayResourceVersion = resp.GetProvider().GetMetadata().GetResourceVersion()
+	entry.GatewayResourceVersion, entry.GatewayID = resp.GetProvider().GetMetadata().GetResourceVersion(), resp.GetProvider().GetMetadata().GetId()
 	return entry, err
+}
+
+// pushedKeys are the names, sorted, of the credentials a push leaves at
+// the gateway: an empty value deletes its key there.
+func pushedKeys(creds map[string]string) []string {
+	var keys []string
+	for k, v := range creds {
+		if v != "" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// sameRecord says whether the provider record of the name in ws is still
+// the one of ID id, false when there is none (it is created again).
+// UpdateProvider merges into whatever record has the name, so one made
+// again by someone else (its owner labels copied) is a
+// *gwconn.ConflictError: it never gets the credentials.
+func sameRecord(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, name, ws, id string) (bool, error) {
+	got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(ws)})
+	switch {
+	case grpcstatus.Code(err) == codes.NotFound:
+		return false, nil
+	case err != nil:
+		return false, err
+	case got.GetProvider().GetMetadata().GetId() != id:
+		return false, &gwconn.ConflictError{Kind: "provider", Name: name + " (created again at the gateway by someone else)", Workspace: ws, Gateway: gwconn.Key(gw)}
+	}
+	return true, nil
 }
 
 // withDeleted is want with every other key of old mapped to "", which

@@ -65,13 +65,19 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		return nil, err
 	}
 	got := resp.GetProvider()
-	if !sandboxspec.OwnedBy(got.GetMetadata().GetLabels(), map[string]string{sandboxspec.LabelOwnerUID: string(p.UID)}) {
+	if !sandboxspec.OwnedBy(got.GetMetadata().GetLabels(), map[string]string{sandboxspec.LabelOwnerUID: string(p.UID)}) ||
+		(e.GatewayID != "" && got.GetMetadata().GetId() != e.GatewayID) {
+		// Not the record the operator created (labels can be copied, IDs
+		// cannot): never written.
 		return nil, &gwconn.ConflictError{Kind: "provider", Name: e.Name, Workspace: e.Workspace, Gateway: e.Gateway}
 	}
 	msg := providerDrift(*e, p, got)
 	if msg == "" {
 		if e.GatewayResourceVersion == 0 {
 			e.GatewayResourceVersion = got.GetMetadata().GetResourceVersion()
+		}
+		if e.GatewayID == "" {
+			e.GatewayID = got.GetMetadata().GetId()
 		}
 		r.compared.Store(key, time.Now())
 		return nil, nil

@@ -202,3 +202,45 @@ func TestProviderDrift(t *testing.T) {
 		t.Errorf("no recorded resource version: %q", msg)
 	}
 }
+
+// TestARecordMadeAgainWithCopiedLabelsIsNeverWritten: owner labels can be
+// read and copied; the record's ID cannot. Neither the drift comparison
+// nor a rotation writes the Secret's values into a record of the name
+// that someone else created again.
+func TestARecordMadeAgainWithCopiedLabelsIsNeverWritten(t *testing.T) {
+	for name, trigger := range map[string]func(*testing.T, *fixture){
+		"drift comparison": func(_ *testing.T, f *fixture) { f.r.DriftPeriod = time.Nanosecond },
+		"rotation": func(t *testing.T, f *fixture) {
+			s := f.secret(t)
+			s.Data = map[string][]byte{"API_KEY": []byte("sk-rotated")}
+			if err := f.env.Client.Update(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, options{})
+			f.reconcile(t)
+			got, err := f.env.Gateway.GetProvider(ctx, &openshellv1.GetProviderRequest{Workspace: workspace, Name: provName})
+			if err != nil {
+				t.Fatal(err)
+			}
+			labels := got.GetProvider().GetMetadata().GetLabels()
+			if _, err := f.env.Gateway.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Workspace: workspace, Name: provName}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.env.Gateway.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: workspace, Provider: &datamodelv1.Provider{
+				Metadata: &datamodelv1.ObjectMeta{Name: provName, Labels: labels}, Type: "anthropic",
+				Credentials: map[string]string{"API_KEY": "theirs"}}}); err != nil {
+				t.Fatal(err)
+			}
+			trigger(t, f)
+			f.reconcile(t)
+			if got := f.env.Gateway.StoredCredentials(workspace, provName); !maps.Equal(got, map[string]string{"API_KEY": "theirs"}) {
+				t.Fatalf("stored credentials %v: the operator wrote into a record it did not create", got)
+			}
+			wantReady(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.ReasonProviderConflict)
+		})
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 )
 
 // budgetLedger remembers the sandboxes this reconciler accepted under a
@@ -38,7 +40,17 @@ type budgetLedger struct {
 // budgetShard is one namespace's part of the ledger.
 type budgetShard struct {
 	mu       sync.Mutex
-	accepted map[string]types.UID // by sandbox name
+	accepted map[string]acceptance // by sandbox name
+}
+
+// acceptance is one accepted sandbox: its incarnation, and what it was
+// charged with (its working copy: with what its template and the
+// namespace defaults gave it, which the cache's spec leaves out until its
+// status shows them).
+type acceptance struct {
+	uid       types.UID
+	resources *corev1.ResourceRequirements
+	gpu       *openshellv1alpha1.SandboxGPU
 }
 
 // lock holds namespace's shard until the returned func is called.
@@ -49,7 +61,7 @@ func (l *budgetLedger) lock(namespace string) (*budgetShard, func()) {
 	}
 	s := l.shards[namespace]
 	if s == nil {
-		s = &budgetShard{accepted: map[string]types.UID{}}
+		s = &budgetShard{accepted: map[string]acceptance{}}
 		l.shards[namespace] = s
 	}
 	l.mu.Unlock()
@@ -74,7 +86,7 @@ func (s *budgetShard) record(sb *openshellv1alpha1.OpenShellSandbox, accepted bo
 		return
 	}
 	if accepted {
-		s.accepted[sb.Name] = sb.UID
+		s.accepted[sb.Name] = acceptance{uid: sb.UID, resources: sb.Spec.Resources.DeepCopy(), gpu: sb.Spec.GPU.DeepCopy()}
 	}
 }
 
@@ -84,11 +96,11 @@ func (s *budgetShard) record(sb *openshellv1alpha1.OpenShellSandbox, accepted bo
 // makes needless. Call with the lock held.
 func (s *budgetShard) charged(sb *openshellv1alpha1.OpenShellSandbox, peers []openshellv1alpha1.OpenShellSandbox) []openshellv1alpha1.OpenShellSandbox {
 	here := func(o *openshellv1alpha1.OpenShellSandbox) bool {
-		uid, ok := s.accepted[o.Name]
-		if ok && o != sb && (uid != o.UID || o.Status.SandboxID != "" || acceptedNow(o)) {
+		a, ok := s.accepted[o.Name]
+		if ok && o != sb && (a.uid != o.UID || o.Status.SandboxID != "" || acceptedNow(o)) {
 			delete(s.accepted, o.Name) // another incarnation's, or the cache shows it
 		}
-		return ok && uid == o.UID
+		return ok && a.uid == o.UID
 	}
 	self := accepted(sb, here(sb))
 	var out []openshellv1alpha1.OpenShellSandbox
@@ -97,9 +109,19 @@ func (s *budgetShard) charged(sb *openshellv1alpha1.OpenShellSandbox, peers []op
 		if p.UID == sb.UID {
 			continue
 		}
-		if chargedBefore(sb, p, self, accepted(p, here(p))) {
-			out = append(out, *p)
+		inLedger := here(p)
+		if !chargedBefore(sb, p, self, accepted(p, inLedger)) {
+			continue
 		}
+		if a, ok := s.accepted[p.Name]; inLedger && ok {
+			// Charged with what it was accepted with: what it inherits
+			// is not in the cache's spec, nor yet in its status.
+			c := p.DeepCopy()
+			c.Spec.Resources, c.Spec.GPU = a.resources.DeepCopy(), a.gpu.DeepCopy()
+			out = append(out, *c)
+			continue
+		}
+		out = append(out, *sandboxcontrols.Effective(p))
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 )
 
 func TestChargedBefore(t *testing.T) {
@@ -169,5 +170,45 @@ func TestChargeMayHaveDropped(t *testing.T) {
 	}
 	if !chargeMayHaveDropped.Delete(event.DeleteEvent{Object: base}) {
 		t.Error("a deletion frees what the sandbox was charged")
+	}
+}
+
+// TestInheritedResourcesAreCharged: a sandbox's template and namespace
+// defaults are not in its spec. Accepted a moment ago (the ledger), it is
+// charged with its working copy; shown by the cache, with what its status
+// says it inherited. Without that, sandboxes naming a GPU template were
+// charged nothing and all accepted over the budget.
+func TestInheritedResourcesAreCharged(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	one := int32(1)
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{SandboxControls: openshellv1alpha1.SandboxControls{
+			NamespaceBudget: &openshellv1alpha1.NamespaceBudget{MaxGPUs: &one}}}}
+	mk := func(name string, uid types.UID) openshellv1alpha1.OpenShellSandbox {
+		return openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: uid, CreationTimestamp: now, Generation: 1},
+			Spec: openshellv1alpha1.OpenShellSandboxSpec{GatewayRef: openshellv1alpha1.GatewayReference{Name: "gw", Namespace: "platform"},
+				TemplateRef: &openshellv1alpha1.LocalObjectReference{Name: "gpu"}}}
+	}
+	tmpl := &openshellv1alpha1.AppliedTemplate{Name: "gpu", GPU: &openshellv1alpha1.SandboxGPU{Count: 1}}
+	first, second := mk("a-first", "uid-1"), mk("b-second", "uid-2")
+	var l budgetLedger
+	s, unlock := l.lock("team")
+	defer unlock()
+
+	// first accepted by this reconciler: its working copy has the GPU.
+	working := first.DeepCopy()
+	working.Status.Template = tmpl
+	sandboxcontrols.OverlayTemplate(&working.Spec, tmpl)
+	s.record(working, true)
+	judged := second.DeepCopy()
+	sandboxcontrols.OverlayTemplate(&judged.Spec, tmpl)
+	if v := sandboxcontrols.CheckBudget(gw, judged, s.charged(judged, []openshellv1alpha1.OpenShellSandbox{first, second})); v == nil {
+		t.Fatal("a second GPU sandbox was accepted over a budget of one: the first's template GPU was not charged")
+	}
+	// The cache shows first created, its status naming the template.
+	created := first.DeepCopy()
+	created.Status.SandboxID, created.Status.Template = "id-1", tmpl
+	if v := sandboxcontrols.CheckBudget(gw, judged, s.charged(judged, []openshellv1alpha1.OpenShellSandbox{*created, second})); v == nil {
+		t.Fatal("the running template sandbox's GPU was not charged")
 	}
 }

@@ -165,7 +165,7 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		return r.reconcileDelete(ctx, sb)
 	}
 	raw := sb.Spec.DeepCopy()
-	sandboxspec.OverlayTemplate(&sb.Spec, sb.Status.Template) // the spec it was created with
+	sandboxcontrols.OverlayTemplate(&sb.Spec, sb.Status.Template) // the spec it was created with
 	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults)
 	if left, due := ttlLeft(sb, time.Now()); due && left <= 0 {
 		return r.expire(ctx, sb)
@@ -239,6 +239,11 @@ func (r *Reconciler) takeInherited(ctx context.Context, sb *openshellv1alpha1.Op
 	}
 	def, _ := sandboxcontrols.NamespaceDefaults(list.Items)
 	sb.Status.Defaults = sandboxcontrols.TakeDefaults(raw, def)
+	if d := sb.Status.Defaults; d != nil && raw.TemplateRef != nil {
+		// The gateway runs a template's workload as the template has it:
+		// default resources would be judged and charged, never applied.
+		d.Resources = nil
+	}
 	sb.Spec = *raw.DeepCopy()
 	sandboxcontrols.Overlay(&sb.Spec, sb.Status.Defaults)
 	return waits, nil

@@ -31,8 +31,13 @@ import (
 // never takes a member being granted for a stranger). It removes only;
 // the next exchange or session adds back what RBAC allows.
 func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
-	if s.MembershipNamespace == "" || conn.Line != gatewayline.V01 {
-		return nil // no relay grants memberships; 0.0.x gateways have none
+	if s.MembershipNamespace == "" || conn.Line != gatewayline.V01 || !gwconn.UsesIssuer(gw) {
+		// No relay grants memberships; 0.0.x gateways have none; and a
+		// gateway the operator reaches with client credentials of its
+		// own has memberships the relay does not grant (consumer access
+		// needs the operator's issuer), and calls the operator by a
+		// subject other than oidc.Subject.
+		return nil
 	}
 	key := gwconn.Key(gw)
 	before, err := relay.Granted(ctx, s.APIReader, s.MembershipNamespace, s.Gateways.Issuer)

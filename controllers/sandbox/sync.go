@@ -230,6 +230,14 @@ func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *ope
 	case stepRecreate:
 		return r.recreate(ctx, conn, sb, d)
 	case stepCreate:
+		if w, err := templateReplaced(ctx, conn, d.workspace, sb.Status.Template); err != nil || w != nil {
+			if w != nil {
+				status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, w.reason, w.message)
+				status.SetCondition(sb, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, w.reason, w.message)
+				sb.Status.Phase = w.phase
+			}
+			return ctrl.Result{RequeueAfter: templatePoll}, err
+		}
 		cur, o, err := r.createOrAdopt(ctx, conn, sb, d)
 		if err != nil || o.stop {
 			return o.res, err

@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -35,26 +41,57 @@ func (r *Reconciler) takeTemplate(ctx context.Context, sb *openshellv1alpha1.Ope
 		return nil, fmt.Errorf("get template %s: %w", ref.Name, err)
 	}
 	a := sandboxspec.Applied(t)
-	a.GatewayName = syncedAt(t, sb.GatewayKey().String())
+	if e := syncedAt(t, sb.GatewayKey().String()); e != nil {
+		a.GatewayName, a.GatewayID = e.Name, e.ID
+	}
 	sb.Status.Template = a
-	sandboxspec.OverlayTemplate(raw, a)
-	sandboxspec.OverlayTemplate(&sb.Spec, a)
+	sandboxcontrols.OverlayTemplate(raw, a)
+	sandboxcontrols.OverlayTemplate(&sb.Spec, a)
 	if a.GatewayName != "" {
 		return nil, nil
 	}
 	return templatePending(t, sb.GatewayKey().String()), nil
 }
 
-// syncedAt is the name, at gateway, of the template's current spec, ""
-// until the template controller has created it there. Pure.
-func syncedAt(t *openshellv1alpha1.OpenShellSandboxTemplate, gateway string) string {
+// syncedAt is the template's current spec at gateway, nil until the
+// template controller has created it there. Pure.
+func syncedAt(t *openshellv1alpha1.OpenShellSandboxTemplate, gateway string) *openshellv1alpha1.SandboxTemplateGatewayStatus {
 	name := sandboxspec.GatewayTemplateName(t)
-	if slices.ContainsFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool {
+	i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool {
 		return e.Gateway == gateway && e.Name == name && e.ObservedGeneration == t.Generation
-	}) {
-		return name
+	})
+	if i < 0 {
+		return nil
 	}
-	return ""
+	return &t.Status.Gateways[i]
+}
+
+// templatePoll is how soon a sandbox whose gateway template is missing or
+// replaced looks again (the template controller repairs the first within
+// its drift period; the second needs a gateway admin).
+const templatePoll = time.Minute
+
+// templateReplaced says why the gateway's template a names is not the one
+// the operator created, nil when it is: read just before the create, so
+// that a template deleted and made again at the gateway directly (with
+// another workload under the operator's name) is never used.
+func templateReplaced(ctx context.Context, conn *gatewayapi.Client, workspace string, a *openshellv1alpha1.AppliedTemplate) (*refusal, error) {
+	if a == nil {
+		return nil, nil
+	}
+	got, err := conn.GetSandboxTemplate(ctx, &openshellv1.GetSandboxTemplateRequest{Name: a.GatewayName, WorkspaceScope: gatewayapi.Workspace(workspace)})
+	switch {
+	case grpcstatus.Code(err) == codes.NotFound:
+		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonTemplatePending,
+			message: fmt.Sprintf("template %s is not at the gateway (deleted there directly?): waiting for the operator to create it again", a.GatewayName)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("read template %s: %w", a.GatewayName, err)
+	case a.GatewayID == "" || got.GetTemplate().GetMetadata().GetId() != a.GatewayID:
+		return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: openshellv1alpha1.SandboxReasonTemplateReplaced,
+			message: fmt.Sprintf("template %s at the gateway is not the one the operator created (made again there directly): nothing is created from it; "+
+				"a gateway admin must delete it, then the operator creates its own again", a.GatewayName)}, nil
+	}
+	return nil, nil
 }
 
 // templatePending says why a template is not at a gateway yet, from its
@@ -64,8 +101,13 @@ func templatePending(t *openshellv1alpha1.OpenShellSandboxTemplate, gateway stri
 	if c := meta.FindStatusCondition(t.Status.Conditions, openshellv1alpha1.ConditionReady); c != nil && c.Message != "" &&
 		c.ObservedGeneration == t.Generation && c.Status != "True" {
 		why = c.Reason + ": " + c.Message
-		if c.Reason == openshellv1alpha1.TemplateReasonUnsupported {
+		switch c.Reason {
+		case openshellv1alpha1.TemplateReasonUnsupported:
 			reason = openshellv1alpha1.SandboxReasonTemplateUnsupported
+		case openshellv1alpha1.TemplateReasonGatewayError:
+			// Its message changes with every retry: not copied into
+			// every waiting sandbox's status.
+			why = c.Reason + " (see the template's status)"
 		}
 	}
 	return &refusal{phase: openshellv1alpha1.SandboxPhasePending, reason: reason,

@@ -66,11 +66,13 @@ func TestFromATemplate(t *testing.T) {
 	if _, err := f.r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(f.obs.gateway), "team-a", fixtureNamespaceUID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()),
-		Template: sandboxspec.WorkloadTemplate(tmpl, name, nil)}); err != nil {
+	made, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()),
+		Template: sandboxspec.WorkloadTemplate(tmpl, name, nil)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl.Status.Gateways = []openshellv1alpha1.SandboxTemplateGatewayStatus{{Gateway: sb.GatewayKey().String(), Name: name, ObservedGeneration: 1}}
+	tmpl.Status.Gateways = []openshellv1alpha1.SandboxTemplateGatewayStatus{{Gateway: sb.GatewayKey().String(), Name: name, ObservedGeneration: 1,
+		ID: made.GetTemplate().GetMetadata().GetId()}}
 	if err := f.r.Client.Status().Update(ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +93,51 @@ func TestFromATemplate(t *testing.T) {
 	}
 	if got.GetSandbox().GetSpec().GetTemplate().GetEnvironment()["MODE"] != "review" {
 		t.Errorf("template env not given: %v", got.GetSandbox().GetSpec().GetTemplate().GetEnvironment())
+	}
+}
+
+// TestAReplacedTemplateIsNeverUsed: a template deleted and made again at
+// the gateway under the operator's name (another workload, a new ID) is
+// read just before the create, and nothing is created from it.
+func TestAReplacedTemplateIsNeverUsed(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	f.gw.ReportVersion("0.1.4")
+	f.obs.gateway = f.obs.gateway.DeepCopy()
+	f.obs.gateway.Status.Version = "0.1.4"
+	conn, err := f.r.Gateways.Connect(ctx, f.obs.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.r.Gateways.EnsureWorkspace(ctx, conn, gwconn.Key(f.obs.gateway), "team-a", fixtureNamespaceUID); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "claude", Generation: 1},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: "mirror.corp/agents/claude:3"}}
+	name := sandboxspec.GatewayTemplateName(tmpl)
+	made, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()),
+		Template: sandboxspec.WorkloadTemplate(tmpl, name, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := made.GetTemplate().GetMetadata().GetId()
+	if _, err := conn.DeleteSandboxTemplate(ctx, &openshellv1.DeleteSandboxTemplateRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(f.workspace())}); err != nil {
+		t.Fatal(err)
+	}
+	evil := sandboxspec.WorkloadTemplate(tmpl, name, nil)
+	evil.Spec.Workload.Image = "attacker.example/agent:1"
+	if _, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{WorkspaceScope: gatewayapi.Workspace(f.workspace()), Template: evil}); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) {
+		s.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
+		s.Status.Template = &openshellv1alpha1.AppliedTemplate{Name: "claude", Generation: 1, GatewayName: name, GatewayID: ours, Image: tmpl.Spec.Image}
+	})
+	f.sync(t, sb)
+	if sb.Status.SandboxID != "" || reason(sb, openshellv1alpha1.ConditionReady) != openshellv1alpha1.SandboxReasonTemplateReplaced {
+		t.Fatalf("created from a replaced template: %+v", sb.Status)
+	}
+	if f.gw.Calls()["CreateSandbox"] != 0 {
+		t.Fatal("CreateSandbox was called")
 	}
 }

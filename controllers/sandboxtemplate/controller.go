@@ -38,6 +38,7 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
@@ -55,9 +56,13 @@ const Finalizer = "openshell.ai/template-cleanup"
 // from each gateway (the sandbox sweep's bound).
 const DefaultDriftPeriod = 10 * time.Minute
 
-// retry is how soon a failed gateway call, or a template a sandbox still
-// pins, is looked at again.
-const retry = 5 * time.Second
+// retry is how soon a failed gateway call is tried again; collectRetry,
+// a template the gateway would not delete (a sandbox someone made there
+// from it still runs, say).
+const (
+	retry        = 5 * time.Second
+	collectRetry = time.Minute
+)
 
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxtemplates,verbs=list;watch;patch,namespace=system
 // +kubebuilder:rbac:groups=openshell.ai,resources=openshellsandboxtemplates/status,verbs=patch,namespace=system
@@ -119,8 +124,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res := r.report(t, r.syncAll(ctx, t, nsUID, targets))
 	if left, err := r.collect(ctx, t, users); err != nil {
 		return ctrl.Result{}, err
-	} else if left && (res.RequeueAfter == 0 || res.RequeueAfter > retry) {
-		res.RequeueAfter = retry
+	} else if left && (res.RequeueAfter == 0 || res.RequeueAfter > collectRetry) {
+		res.RequeueAfter = collectRetry
 	}
 	return res, status.Patch(ctx, r.Client, orig, t)
 }
@@ -265,7 +270,7 @@ func (r *Reconciler) syncTo(ctx context.Context, t *openshellv1alpha1.OpenShellS
 	key, name := gwconn.Key(gw), sandboxspec.GatewayTemplateName(t)
 	i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool { return e.Gateway == key && e.Name == name })
 	if i >= 0 && t.Status.Gateways[i].GatewayInstance == gw.Status.Instance {
-		if last, ok := r.compared.Load(key + "/" + name); ok && time.Since(last.(time.Time)) < r.driftPeriod() {
+		if last, ok := r.compared.Load(r.driftKey(t, key, name)); ok && time.Since(last.(time.Time)) < r.driftPeriod() {
 			return nil
 		}
 	}
@@ -277,25 +282,37 @@ func (r *Reconciler) syncTo(ctx context.Context, t *openshellv1alpha1.OpenShellS
 	if err != nil {
 		return err
 	}
-	rv, err := r.ensure(ctx, conn, t, nsUID, key, ws, name)
+	got, err := r.ensure(ctx, conn, t, nsUID, key, ws, name)
+	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) && i >= 0 {
+		// No longer the operator's: forgotten, so that no sandbox is
+		// created from it, and never deleted by the operator.
+		t.Status.Gateways = slices.Delete(t.Status.Gateways, i, i+1)
+	}
 	if err != nil {
 		return err
 	}
-	e := openshellv1alpha1.SandboxTemplateGatewayStatus{Gateway: key, Name: name, Workspace: ws, ResourceVersion: rv,
+	e := openshellv1alpha1.SandboxTemplateGatewayStatus{Gateway: key, Name: name, Workspace: ws, ID: got.GetId(), ResourceVersion: got.GetResourceVersion(),
 		ObservedGeneration: t.Generation, GatewayInstance: gw.Status.Instance}
 	if i >= 0 {
 		t.Status.Gateways[i] = e
 	} else {
 		t.Status.Gateways = append(t.Status.Gateways, e)
 	}
-	r.compared.Store(key+"/"+name, time.Now())
+	r.compared.Store(r.driftKey(t, key, name), time.Now())
 	return nil
 }
 
+// driftKey names one template object's gateway template in compared.
+func (r *Reconciler) driftKey(t *openshellv1alpha1.OpenShellSandboxTemplate, gateway, name string) string {
+	return string(t.UID) + " " + gateway + " " + name
+}
+
 // ensure reads the template name in ws and creates it when missing; it
-// returns its resource version there.
+// returns its metadata there. One the operator did not create, or that
+// is not what the name says, is a *gwconn.ConflictError; one whose ID
+// is not the one status recorded was created again by someone else.
 func (r *Reconciler) ensure(ctx context.Context, conn *gatewayapi.Client, t *openshellv1alpha1.OpenShellSandboxTemplate, nsUID types.UID,
-	key, ws, name string) (uint64, error) {
+	key, ws, name string) (*datamodelv1.ObjectMeta, error) {
 	owner := sandboxspec.TemplateLabels(t, nsUID)
 	got, err := conn.GetSandboxTemplate(ctx, &openshellv1.GetSandboxTemplateRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(ws)})
 	switch {
@@ -312,22 +329,28 @@ func (r *Reconciler) ensure(ctx context.Context, conn *gatewayapi.Client, t *ope
 			r.Gateways.ForgetWorkspace(key, ws) // a new database: the retry creates the workspace again
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, "TemplateSynced", "Sync", "template created at gateway %s as %s", key, name)
-		return resp.GetTemplate().GetMetadata().GetResourceVersion(), nil
+		return resp.GetTemplate().GetMetadata(), nil
 	case err != nil:
-		return 0, err
+		return nil, err
 	}
-	if !sandboxspec.OwnedBy(got.GetTemplate().GetMetadata().GetLabels(), owner) {
-		return 0, &gwconn.ConflictError{Kind: "sandbox template", Name: name, Workspace: ws, Gateway: key}
+	md := got.GetTemplate().GetMetadata()
+	if !sandboxspec.OwnedBy(md.GetLabels(), owner) {
+		return nil, &gwconn.ConflictError{Kind: "sandbox template", Name: name, Workspace: ws, Gateway: key}
 	}
 	if why := sandboxspec.TemplateDiffers(t, got.GetTemplate()); why != "" {
 		// Ours by its labels, yet not what its name says: made again
 		// with the labels copied. Never used as it is.
-		return 0, &gwconn.ConflictError{Kind: "sandbox template", Name: name + " (" + why + ")", Workspace: ws, Gateway: key}
+		return nil, &gwconn.ConflictError{Kind: "sandbox template", Name: name + " (" + why + ")", Workspace: ws, Gateway: key}
 	}
-	return got.GetTemplate().GetMetadata().GetResourceVersion(), nil
+	if i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool {
+		return e.Gateway == key && e.Name == name
+	}); i >= 0 && t.Status.Gateways[i].ID != "" && t.Status.Gateways[i].ID != md.GetId() {
+		return nil, &gwconn.ConflictError{Kind: "sandbox template", Name: name + " (created again at the gateway by someone else)", Workspace: ws, Gateway: key}
+	}
+	return md, nil
 }
 
 // collect deletes, at the gateways, the templates of status that no
@@ -348,7 +371,7 @@ func (r *Reconciler) collect(ctx context.Context, t *openshellv1alpha1.OpenShell
 			keep, left = append(keep, e), true
 			continue
 		}
-		r.compared.Delete(e.Gateway + "/" + e.Name)
+		r.compared.Delete(r.driftKey(t, e.Gateway, e.Name))
 	}
 	// One a sandbox pins is looked at again when that sandbox changes or
 	// goes (the watch), not on a timer.
@@ -415,7 +438,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *openshellv1alpha1.O
 		return ctrl.Result{}, err
 	}
 	if left {
-		return ctrl.Result{RequeueAfter: retry}, status.Patch(ctx, r.Client, orig, t)
+		return ctrl.Result{RequeueAfter: collectRetry}, status.Patch(ctx, r.Client, orig, t)
 	}
 	if err := status.Patch(ctx, r.Client, orig, t); err != nil {
 		return ctrl.Result{}, err

@@ -272,6 +272,9 @@ func TestDriftAndConflict(t *testing.T) {
 	if !strings.Contains(c.Message, name) {
 		t.Errorf("message %q", c.Message)
 	}
+	if got := f.template(t).Status.Gateways; len(got) != 0 {
+		t.Errorf("status still offers the replaced template to sandboxes: %+v", got)
+	}
 	if got := f.env.Gateway.SandboxTemplate(workspace, name); got.GetSpec().GetWorkload().GetImage() != "attacker.example/agent:1" {
 		t.Fatal("someone else's template was replaced")
 	}

@@ -54,3 +54,33 @@ func Overlay(spec *openshellv1alpha1.OpenShellSandboxSpec, d *openshellv1alpha1.
 		spec.Providers = slices.Clone(d.Providers)
 	}
 }
+
+// OverlayTemplate makes a sandbox spec's working copy carry what it takes
+// from its template, so that the image policy, ceilings and budgets judge
+// them as the sandbox's own (the object's spec leaves them unset: CEL).
+// Pure.
+func OverlayTemplate(spec *openshellv1alpha1.OpenShellSandboxSpec, a *openshellv1alpha1.AppliedTemplate) {
+	if a == nil {
+		return
+	}
+	spec.Image = a.Image
+	if a.Resources != nil {
+		spec.Resources = a.Resources.DeepCopy()
+	}
+	if a.GPU != nil {
+		spec.GPU = a.GPU.DeepCopy()
+	}
+}
+
+// Effective is sb as it runs, and is charged: its spec with what its
+// status says it inherited, its template's workload and then the
+// namespace defaults it took. sb is not changed. Pure.
+func Effective(sb *openshellv1alpha1.OpenShellSandbox) *openshellv1alpha1.OpenShellSandbox {
+	if sb.Status.Template == nil && sb.Status.Defaults == nil {
+		return sb
+	}
+	out := sb.DeepCopy()
+	OverlayTemplate(&out.Spec, sb.Status.Template)
+	Overlay(&out.Spec, sb.Status.Defaults)
+	return out
+}

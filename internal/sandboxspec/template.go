@@ -104,17 +104,6 @@ func Applied(t *openshellv1alpha1.OpenShellSandboxTemplate) *openshellv1alpha1.A
 	return a
 }
 
-// OverlayTemplate makes a sandbox spec's working copy carry what it takes
-// from its template, so that the image policy, ceilings and budgets judge
-// them as the sandbox's own (the object's spec leaves them unset: CEL).
-// Pure.
-func OverlayTemplate(spec *openshellv1alpha1.OpenShellSandboxSpec, a *openshellv1alpha1.AppliedTemplate) {
-	if a == nil {
-		return
-	}
-	spec.Image, spec.Resources, spec.GPU = a.Image, a.Resources.DeepCopy(), a.GPU.DeepCopy()
-}
-
 // FromTemplate turns a rendered create into one from the gateway template
 // a names: the workload (image, resources, GPUs) is the template's, so
 // the request leaves it to the gateway.

@@ -63,24 +63,18 @@ func (v *SandboxValidator) ValidateCreate(ctx context.Context, sb *openshellv1al
 	if err := v.checkPolicyRequired(ctx, sb, gw); err != nil {
 		return nil, err
 	}
-	if err := v.checkControls(ctx, sb, gw); err != nil {
+	// What a template gives the sandbox is judged as its own.
+	eff, err := v.withTemplate(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkControls(ctx, eff, gw); err != nil {
 		return nil, err
 	}
 	if err := v.checkSecretRefs(ctx, sb, nil); err != nil {
 		return nil, err
 	}
-	eff, err := v.withTemplate(ctx, sb)
-	if err != nil {
-		return nil, err
-	}
-	if eff != sb {
-		// What the template gives it is judged as its own.
-		if err := v.checkControls(ctx, eff, gw); err != nil {
-			return nil, err
-		}
-		return v.checkImage(ctx, eff, gw)
-	}
-	return v.checkImage(ctx, sb, gw)
+	return v.checkImage(ctx, eff, gw)
 }
 
 // withTemplate is the sandbox as it would be created: with what its
@@ -99,7 +93,7 @@ func (v *SandboxValidator) withTemplate(ctx context.Context, sb *openshellv1alph
 		return nil, apierrors.NewInternalError(fmt.Errorf("read OpenShellSandboxTemplate %s/%s: %w", sb.Namespace, sb.Spec.TemplateRef.Name, err))
 	}
 	eff := sb.DeepCopy()
-	sandboxspec.OverlayTemplate(&eff.Spec, sandboxspec.Applied(t))
+	sandboxcontrols.OverlayTemplate(&eff.Spec, sandboxspec.Applied(t))
 	return eff, nil
 }
 
@@ -264,6 +258,11 @@ func (v *SandboxValidator) checkControls(ctx context.Context, sb *openshellv1alp
 	if err := v.Reader.List(ctx, peers, client.InNamespace(sb.Namespace),
 		client.MatchingFields{index.SandboxGateway: sb.GatewayKey().String()}); err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("list the namespace's sandboxes on gateway %s: %w", sb.GatewayKey(), err))
+	}
+	// Peers are charged with what they inherited (status), as the
+	// controller charges them.
+	for i := range peers.Items {
+		peers.Items[i] = *sandboxcontrols.Effective(&peers.Items[i])
 	}
 	if viol := sandboxcontrols.CheckBudget(gw, sb, peers.Items); viol != nil {
 		return forbidden("OpenShellSandbox", sb.Name, viol.Reason, viol.Message, viol.Field)

@@ -36,7 +36,7 @@ type TemplateValidator struct {
 
 func (v *TemplateValidator) admins() tenantAdminCheck[*openshellv1alpha1.OpenShellSandboxTemplate] {
 	return tenantAdminCheck[*openshellv1alpha1.OpenShellSandboxTemplate]{Authorizer: v.Authorizer, Reader: v.Reader, Resource: "openshellsandboxtemplates",
-		Spec: func(t *openshellv1alpha1.OpenShellSandboxTemplate) any { return t.Spec }, Extra: v.imageAllowed, OnDelete: v.notInUse}
+		Spec: func(t *openshellv1alpha1.OpenShellSandboxTemplate) any { return t.Spec }, Extra: v.onWrite, OnDelete: v.notInUse}
 }
 
 // SetupWithManager registers the webhook.
@@ -58,6 +58,42 @@ func (v *TemplateValidator) ValidateUpdate(ctx context.Context, old, t *openshel
 // the template.
 func (v *TemplateValidator) ValidateDelete(ctx context.Context, t *openshellv1alpha1.OpenShellSandboxTemplate) (admission.Warnings, error) {
 	return v.admins().ValidateDelete(ctx, t)
+}
+
+// onWrite runs on create and on a spec change.
+func (v *TemplateValidator) onWrite(ctx context.Context, old, t *openshellv1alpha1.OpenShellSandboxTemplate) error {
+	if err := v.imageAllowed(ctx, old, t); err != nil {
+		return err
+	}
+	return v.usersSecretsReadable(ctx, t)
+}
+
+// usersSecretsReadable refuses a template write by a user who may not
+// read every Secret the env of the sandboxes naming it reads: a sandbox
+// not yet created (or recreated) takes the template as it is then, so the
+// template's writer chooses the image that runs beside those values, as
+// if they had written the sandbox (row 9 of docs/security.md).
+func (v *TemplateValidator) usersSecretsReadable(ctx context.Context, t *openshellv1alpha1.OpenShellSandboxTemplate) error {
+	users, err := index.TemplateUsers(ctx, v.Reader, t)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	seen := map[string]bool{}
+	for _, sb := range users {
+		for _, e := range sb.Spec.Env {
+			if e.ValueFrom == nil || seen[e.ValueFrom.SecretKeyRef.Name] {
+				continue
+			}
+			name := e.ValueFrom.SecretKeyRef.Name
+			seen[name] = true
+			if err := v.Authorizer.SecretReadable(ctx, "OpenShellSandboxTemplate", t.Name, t.Namespace, name, "spec",
+				fmt.Sprintf("which the env of OpenShellSandbox %s (created from this template) reads: the template decides what runs beside it; "+
+					"ask whoever may read it to make the change", sb.Name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // imageAllowed refuses an image that the namespace's own

@@ -7,10 +7,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -87,8 +87,17 @@ func TestSandboxTemplates(t *testing.T) {
 
 	sb := sandboxOn(tenant, "agent", st.GatewayObj)
 	sb.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
-	sb.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "TASK", Value: ptr.To("triage")}}
-	g.Expect(consumer.Create(ctx, sb)).To(Succeed())
+	// The consumer's env reads a Secret they may read (and the Tenant
+	// Admin may not: openshell-tenant-admin grants no Secret reads).
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "task"}, StringData: map[string]string{"text": "triage"}})).To(Succeed())
+	g.Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "read-task"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"task"}, Verbs: []string{"get"}}}})).To(Succeed())
+	g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "dave-read-task"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "dave"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-task"}})).To(Succeed())
+	sb.Spec.Env = []openshellv1alpha1.SandboxEnvVar{{Name: "TASK", ValueFrom: &openshellv1alpha1.SandboxEnvVarSource{
+		SecretKeyRef: openshellv1alpha1.SecretKeyReference{Name: "task", Key: "text"}}}}
+	g.Eventually(func() error { return consumer.Create(ctx, sb.DeepCopy()) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	key := client.ObjectKeyFromObject(sb)
 	waitPhase(ctx, g, key, openshellv1alpha1.SandboxPhaseReady)
 	ws := sandboxWorkspace(ctx, g, tenant)
@@ -113,9 +122,13 @@ func TestSandboxTemplates(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(consumer.Update(ctx, changed.DeepCopy()))).To(BeTrue())
 	expectForbidden(g, admin.Delete(ctx, changed.DeepCopy()), "TemplateInUse", "agent")
 
-	// Changed by its admin: a new template at the gateway; the running
+	// A Tenant Admin who may not read the Secret the consumer's sandbox
+	// reads may not choose what runs beside it (a recreate takes the
+	// template as it is then).
+	expectForbidden(g, admin.Update(ctx, changed.DeepCopy()), "SecretAccessDenied", "task")
+	// Changed by whoever may: a new template at the gateway; the running
 	// sandbox is not recreated, and keeps the one it came from.
-	g.Expect(admin.Update(ctx, changed)).To(Succeed())
+	g.Expect(c.Update(ctx, changed)).To(Succeed())
 	g.Eventually(func() []string { return st.Gateway.SandboxTemplates(ws) }).WithContext(ctx).WithTimeout(time.Minute).Should(HaveLen(2))
 	g.Consistently(func(g Gomega) {
 		now := sandboxStatus(ctx, g, key)
