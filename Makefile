@@ -217,7 +217,7 @@ TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck 
 	$(LOCALBIN)/etcd $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl \
 	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm \
 	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test \
-	$(LOCALBIN)/promtool
+	$(LOCALBIN)/promtool $(LOCALBIN)/otelcol
 
 # The `openshell` Python package of the newest 0.1 release on PyPI (newer
 # releases publish no wheel there): its generated *_pb2.py carry the
@@ -313,6 +313,10 @@ $(LOCALBIN)/grpc_health_probe: $(TOOLS_DIR)/healthprobe/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/healthprobe && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build $(REPRODUCIBLE) -ldflags "-s -w -buildid=" -o $@ github.com/grpc-ecosystem/grpc-health-probe
 $(LOCALBIN)/promtool: $(TOOLS_DIR)/promtool/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/promtool && go build $(NODWARF) -ldflags "-s -w" -o $@ github.com/prometheus/prometheus/cmd/promtool
+# An OpenTelemetry Collector (OTLP receiver, debug exporter) from the
+# collector's pinned modules: the traces test/e2e asserts arrive.
+$(LOCALBIN)/otelcol: $(TOOLS_DIR)/otelcol/go.mod $(TOOLS_DIR)/otelcol/main.go | $(LOCALBIN)
+	cd $(TOOLS_DIR)/otelcol && go build $(NODWARF) -ldflags "-s -w" -o $@ .
 # Static: the scorecard test runs it chrooted into a folder holding the bundle.
 $(LOCALBIN)/scorecard-test: $(TOOLS_DIR)/scorecard/go.mod | $(LOCALBIN)
 	cd $(TOOLS_DIR)/scorecard && CGO_ENABLED=0 go build $(REPRODUCIBLE) -ldflags "-s -w" -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	// The operator image is scratch: crypto/x509 falls back to these roots
 	// for the operator's own outbound TLS (External gateways' token URLs).
 	_ "golang.org/x/crypto/x509roots/fallback"
@@ -19,6 +20,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/relayload"
 	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/internal/tracing"
 	"github.com/openshell/openshell-operator/internal/trust"
 	"github.com/openshell/openshell-operator/operator"
 )
@@ -131,6 +133,18 @@ func main() {
 		os.Exit(1)
 	}
 	opts.SyncPeriod = &syncPeriod
+	ctx := ctrl.SetupSignalHandler()
+	// Before the controllers are built: each decides then whether its
+	// reconciles get spans (controllers/internal/traced).
+	stopTracing, err := tracing.Start(ctx, "openshell-operator")
+	if err != nil {
+		log.Error(err, "Unable to export traces")
+		os.Exit(1)
+	}
+	if tracing.Enabled() {
+		log.Info("Exporting traces of reconciles over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := operator.New(cfg, opts)
@@ -143,8 +157,9 @@ func main() {
 	} else {
 		log.Info("Watching namespaces", "namespaces", ns)
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager exited with an error")
+		_ = stopTracing(context.Background())
 		os.Exit(1)
 	}
 }

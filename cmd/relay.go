@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/openshell/openshell-operator/internal/operatorenv"
 	"github.com/openshell/openshell-operator/internal/relayload"
+	"github.com/openshell/openshell-operator/internal/tracing"
 	"github.com/openshell/openshell-operator/operator"
 )
 
@@ -62,7 +64,14 @@ func relay(args []string) int {
 		log.Error(err, "No Kubernetes configuration")
 		return 1
 	}
-	if err := operator.RunRelay(ctrl.SetupSignalHandler(), cfg, o); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	stopTracing, err := tracing.Start(ctx, "openshell-relay")
+	if err != nil {
+		log.Error(err, "Unable to export traces")
+		return 1
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
+	if err := operator.RunRelay(ctx, cfg, o); err != nil {
 		log.Error(err, "Relay exited with an error")
 		return 1
 	}

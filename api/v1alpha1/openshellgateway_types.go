@@ -431,6 +431,38 @@ type ManagedGatewaySpec struct {
 	// +kubebuilder:default=info
 	// +optional
 	LogLevel string `json:"logLevel,omitempty"`
+
+	// Telemetry exports the gateway's traces (OpenShell 0.1).
+	// +optional
+	Telemetry *GatewayTelemetry `json:"telemetry,omitempty"`
+}
+
+// GatewayTelemetry is where a gateway sends its traces.
+type GatewayTelemetry struct {
+	// OTLP exports traces over OTLP/gRPC (the gateway's
+	// [openshell.gateway.otlp]); new sandboxes are given a relayed OTLP
+	// endpoint too. The gateway verifies the collector's certificate
+	// against its trust bundle: public roots, the operator's issuer CA and,
+	// on OpenShift, the cluster's trusted CA bundle.
+	// +required
+	OTLP OTLPExport `json:"otlp"`
+}
+
+// OTLPExport is an OTLP/gRPC collector.
+type OTLPExport struct {
+	// Endpoint is the collector's OTLP/gRPC address, e.g.
+	// https://otel-collector.observability.svc:4317.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.managed.telemetry.otlp.endpoint must be an http:// or https:// URL"
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// ServiceName is the service.name of the gateway's spans (the
+	// gateway's default when empty).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
 }
 
 // GatewayImages overrides operand images. Empty fields use the operator's

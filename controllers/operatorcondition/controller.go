@@ -30,6 +30,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
@@ -103,7 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(start).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, to,
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, tlsReasonChanged()))).
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("operatorcondition", status.RetryStale(r)))
 }
 
 // tlsReasonChanged passes gateway updates whose TLSReady reason changed.

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/index"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -427,7 +428,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Its image policies name the tenant's pull Secrets.
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, ofControl).
-		Build(r)
+		Build(traced.Reconciler("pairednamespaces", r))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -94,5 +95,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return nil
 		}), builder.WithPredicates(index.SpecOrDeletionChanged)). // not the sandboxes' status writes
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("openshellpolicy", status.RetryStale(r)))
 }

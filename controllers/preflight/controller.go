@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/preflight"
 )
 
@@ -149,5 +150,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			q.Add(probeKey)
 			return nil
 		})).
-		Complete(r)
+		Complete(traced.Reconciler("preflight", r))
 }

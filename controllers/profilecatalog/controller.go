@@ -38,6 +38,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
@@ -257,7 +258,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&openshellv1alpha1.OpenShellGateway{}, builder.WithPredicates(catalogInputsChanged)).
 		Named("profilecatalog").
 		WithOptions(controller.Options{RateLimiter: enqueue.Backoff(time.Second, 5*time.Minute)}).
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("shippedprofiles", status.RetryStale(r)))
 }
 
 // catalogInputsChanged passes what decides the import: the spec, the

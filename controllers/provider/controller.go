@@ -39,6 +39,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -679,7 +680,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderList{},
 					client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ProviderSecret: o.GetName()})
 			}))).
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("openshellprovider", status.RetryStale(r)))
 }
 
 // providersOf lists the providers a sandbox attaches.

@@ -42,6 +42,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -583,7 +584,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellProviderProfileList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("openshellproviderprofile", status.RetryStale(r)))
 }
 
 // profilesOfSandbox names the profiles of the providers a sandbox attaches.

@@ -37,6 +37,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
@@ -464,7 +465,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxTemplateList{}, client.InNamespace(o.GetNamespace()))
 		})).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.templatesOnGateway)).
-		Complete(status.RetryStale(r))
+		Complete(traced.Reconciler("openshellsandboxtemplate", status.RetryStale(r)))
 }
 
 // templatesOnGateway re-queues the templates named by a gateway's sandboxes.

@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +44,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/groupmember"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/saexist"
+	"github.com/openshell/openshell-operator/internal/tracing"
 )
 
 // The API's names, from the API package (clients import only that).
@@ -204,6 +207,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	session := Session{User: resp.User.GetName(), Namespace: ns, Sandbox: name, Subresource: sub}
+	if tracing.Enabled() {
+		// One span per session, from authorization to its end (the
+		// user's name stays in the audit log, not in traces).
+		ctx, span := tracing.Tracer().Start(r.Context(), "relay "+sub, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+			attribute.String("k8s.namespace.name", ns), attribute.String("openshell.sandbox", name), attribute.String("openshell.subresource", sub)))
+		defer span.End()
+		r = r.WithContext(ctx)
+	}
 	switch sub {
 	case SubresourceExec:
 		s.exec(w, r, sb, resp.User, session)

@@ -175,6 +175,11 @@ func gatewayTOMLV1(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		SATokenTTLSecs:           3600,
 		ManagedSSHIngress:        sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
 	}
+	if m := gw.Spec.Managed; m != nil && m.Telemetry != nil {
+		// Nothing documents an OTLP table in the 0.0.x schema, which
+		// rejects unknown keys.
+		return "", fmt.Errorf("spec.managed.telemetry needs an OpenShell 0.1 gateway: the 0.0.x configuration has no OTLP export")
+	}
 	if m := gw.Spec.Managed; m != nil {
 		k.ImagePullPolicy = string(m.Sandboxes.ImagePullPolicy)
 		k.ImagePullSecrets = m.Sandboxes.ImagePullSecrets

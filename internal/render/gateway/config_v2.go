@@ -40,6 +40,14 @@ type gatewayV2 struct {
 	GatewayJWT                  jwtSection        `toml:"gateway_jwt"`
 	OIDC                        *oidcSection      `toml:"oidc,omitempty"`
 	CredentialStorage           credentialStorage `toml:"credential_storage"`
+	OTLP                        *otlpSection      `toml:"otlp,omitempty"`
+}
+
+// otlpSection is [openshell.gateway.otlp]: its presence turns the export
+// on (OTLP/gRPC only).
+type otlpSection struct {
+	Endpoint    string `toml:"endpoint"`
+	ServiceName string `toml:"service_name,omitempty"`
 }
 
 type driversV2 struct {
@@ -119,6 +127,9 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		ClientTLSSecretName: n.ClientTLS,
 		SATokenTTLSecs:      3600,
 		ManagedSSHIngress:   sshIngress{Enabled: true, GatewayNamespace: gw.Namespace, GatewayPodSelector: SelectorLabels(gw)},
+	}
+	if m := gw.Spec.Managed; m != nil && m.Telemetry != nil {
+		g.OTLP = &otlpSection{Endpoint: m.Telemetry.OTLP.Endpoint, ServiceName: m.Telemetry.OTLP.ServiceName}
 	}
 	if m := gw.Spec.Managed; m != nil {
 		if m.Sandboxes.AppArmorProfile != "" {

@@ -33,6 +33,7 @@ var v2Keys = map[string][]string{
 	"openshell.gateway.oidc": {"issuer", "audience", "jwks_ttl_secs", "jwks_allowed_origins", "dangerously_allow_insecure_http",
 		"roles_claim", "admin_role", "user_role", "scopes_claim"},
 	"openshell.gateway.gateway_jwt":        {"signing_key_path", "public_key_path", "kid_path", "gateway_id", "ttl_secs"},
+	"openshell.gateway.otlp":               {"endpoint", "service_name"},
 	"openshell.gateway.credential_storage": {"key_encryption_key_path", "key_encryption_key_env"},
 	"openshell.drivers":                    {"kubernetes"},
 	"openshell.drivers.kubernetes": {"allow_driver_config", "resource_admission", "workspace_mode", "gateway_id", "namespace",
@@ -158,5 +159,38 @@ func TestV2ConfigRefusesSidecarSettings(t *testing.T) {
 	_, err := GatewayTOML(gw, v01(Inputs{}))
 	if err == nil || !strings.Contains(err.Error(), "appArmorProfile") {
 		t.Fatalf("err = %v, want a refusal naming appArmorProfile", err)
+	}
+}
+
+// TestOTLPExport: spec.managed.telemetry renders [openshell.gateway.otlp]
+// in schema 2 with only the keys the release defines; schema 1 has no
+// such table, so a 0.0.x gateway refuses it with a reason.
+func TestOTLPExport(t *testing.T) {
+	v := variants["openshift"]
+	gw := v.gw.DeepCopy()
+	gw.Spec.Managed.Sandboxes.AppArmorProfile = ""
+	gw.Spec.Managed.Telemetry = &openshellv1alpha1.GatewayTelemetry{OTLP: openshellv1alpha1.OTLPExport{
+		Endpoint: "https://otel-collector.observability.svc:4317", ServiceName: "openshell-gateway-prod"}}
+	cfg, err := GatewayTOML(gw, v01(v.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal([]byte(cfg), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if bad := unknownKeys("", doc); len(bad) > 0 {
+		t.Errorf("keys outside schema 2: %v", bad)
+	}
+	otlp, _ := doc["openshell"].(map[string]any)["gateway"].(map[string]any)["otlp"].(map[string]any)
+	if otlp["endpoint"] != "https://otel-collector.observability.svc:4317" || otlp["service_name"] != "openshell-gateway-prod" {
+		t.Errorf("otlp table %v", otlp)
+	}
+	gw.Spec.Managed.Telemetry.OTLP.ServiceName = ""
+	if cfg, err = GatewayTOML(gw, v01(v.in)); err != nil || strings.Contains(cfg, "service_name") {
+		t.Errorf("an empty service name is rendered: %v\n%s", err, cfg)
+	}
+	if _, err := GatewayTOML(gw, v.in); err == nil || !strings.Contains(err.Error(), "needs an OpenShell 0.1 gateway") {
+		t.Errorf("schema 1 with telemetry: %v", err)
 	}
 }
