@@ -146,6 +146,7 @@ type NetworkPolicyRule struct {
 // NetworkEndpoint is a host and port(s) and how traffic to it is treated.
 // +kubebuilder:validation:XValidation:rule="has(self.port) || has(self.ports)",message="set port or ports"
 // +kubebuilder:validation:XValidation:rule="!(has(self.access) && has(self.rules))",message="access cannot be combined with rules: use one or the other"
+// +kubebuilder:validation:XValidation:rule="!has(self.mcp) || (has(self.protocol) && self.protocol == 'mcp')",message="mcp options apply to an endpoint of protocol mcp"
 type NetworkEndpoint struct {
 	// Host name or glob (*.example.com, **.example.com); case-insensitive.
 	// +kubebuilder:validation:MinLength=1
@@ -208,6 +209,33 @@ type NetworkEndpoint struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Path string `json:"path,omitempty"`
+
+	// MCP tunes the proxy's inspection of an MCP endpoint (protocol mcp;
+	// OpenShell 0.1, the endpoint's McpOptions). A 0.0.x gateway refuses a
+	// policy that sets it.
+	// +optional
+	MCP *MCPOptions `json:"mcp,omitempty"`
+}
+
+// MCPOptions are the release's McpOptions of an MCP endpoint, passed as
+// they are (the 0.1.5 documentation says no more of them than their
+// names).
+type MCPOptions struct {
+	// StrictToolNames is the endpoint's strict_tool_names.
+	// +optional
+	StrictToolNames *bool `json:"strictToolNames,omitempty"`
+	// AllowAllKnownMCPMethods is the endpoint's allow_all_known_mcp_methods.
+	// +optional
+	AllowAllKnownMCPMethods *bool `json:"allowAllKnownMCPMethods,omitempty"`
+	// Versions are the MCP protocol versions of the endpoint's versions,
+	// e.g. 2025-06-18.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=32
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9._-]+$`
+	// +listType=set
+	// +optional
+	Versions []string `json:"versions,omitempty"`
 }
 
 // NetworkBinary names an executable.

@@ -117,6 +117,7 @@ var rules = map[direction]map[string]fieldRule{
 		// Workspace templates are a 0.1 feature.
 		"openshell.v1.CreateSandboxRequest.workload_template": {convert: refuse("creating a sandbox from a workspace template needs a 0.1 gateway")},
 		"openshell.v1.Sandbox.created_from_workload_template": {drop: "0.0.x has no workspace templates"},
+		"openshell.sandbox.v1.NetworkEndpoint.mcp":            {convert: refuse("an MCP endpoint's options (spec.network rules' mcp) need a 0.1 gateway")},
 		// Policy fields that 0.1 made enums were strings.
 		"openshell.sandbox.v1.NetworkEndpoint.tls":         {convert: enumToString("tls", tlsModes)},
 		"openshell.sandbox.v1.NetworkEndpoint.enforcement": {convert: enumToString("enforcement", enforcementModes)},

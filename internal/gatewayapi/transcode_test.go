@@ -168,6 +168,9 @@ func TestTranscodeRefusesWhatTheOtherLineCannotSay(t *testing.T) {
 		"all workspaces where 0.0.x has no flag": {&v01.GetSandboxRequest{WorkspaceScope: AllWorkspaces()}, &legacy.GetSandboxRequest{}},
 		"a watch cursor":                         {&v01.WatchSandboxRequest{ResumeAfterCursor: "c1"}, &legacy.WatchSandboxRequest{}},
 		"a foreign page token":                   {&v01.ListSandboxesRequest{PageToken: "opaque"}, &legacy.ListSandboxesRequest{}},
+		"an MCP endpoint's options": {&v01.UpdateConfigRequest{Policy: &sandboxv1.SandboxPolicy{NetworkPolicies: map[string]*sandboxv1.NetworkPolicyRule{
+			"tools": {Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "mcp.example.com", Mcp: &sandboxv1.McpOptions{}}}}}}}, &legacy.UpdateConfigRequest{}},
+		"a sandbox from a workspace template": {&v01.CreateSandboxRequest{WorkloadTemplate: "t"}, &legacy.CreateSandboxRequest{}},
 	} {
 		if err := transcode(toLegacy, c.src.ProtoReflect(), c.dst.ProtoReflect()); err == nil {
 			t.Errorf("%s: translated without an error", name)

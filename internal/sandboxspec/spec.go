@@ -89,6 +89,9 @@ func endpoints(in []openshellv1alpha1.NetworkEndpoint) []*sandboxv1.NetworkEndpo
 		for _, port := range e.Ports {
 			ep.Ports = append(ep.Ports, uint32(port))
 		}
+		if m := e.MCP; m != nil {
+			ep.Mcp = &sandboxv1.McpOptions{StrictToolNames: m.StrictToolNames, AllowAllKnownMcpMethods: m.AllowAllKnownMCPMethods, Versions: m.Versions}
+		}
 		for _, l7 := range e.Rules {
 			ep.Rules = append(ep.Rules, &sandboxv1.L7Rule{Allow: &sandboxv1.L7Allow{Method: l7.Method, Path: l7.Path,
 				Command: l7.Command, OperationType: l7.OperationType, OperationName: l7.OperationName}})

@@ -62,6 +62,17 @@ func TestPolicy(t *testing.T) {
 		spec: openshellv1alpha1.OpenShellPolicySpec{Process: &openshellv1alpha1.ProcessPolicy{RunAsUser: "1000", RunAsGroup: "sandbox"}},
 		want: &sandboxv1.SandboxPolicy{Version: 1, Process: &sandboxv1.ProcessPolicy{RunAsUser: "1000", RunAsGroup: "sandbox"}},
 	}, {
+		name: "an MCP endpoint's options",
+		spec: openshellv1alpha1.OpenShellPolicySpec{NetworkPolicies: []openshellv1alpha1.NetworkPolicyRule{{
+			Name: "tools",
+			Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "mcp.example.com", Port: ptr(int32(443)), Protocol: "mcp",
+				MCP: &openshellv1alpha1.MCPOptions{StrictToolNames: ptr(true), Versions: []string{"2025-06-18"}}}},
+		}}},
+		want: &sandboxv1.SandboxPolicy{Version: 1, NetworkPolicies: map[string]*sandboxv1.NetworkPolicyRule{
+			"tools": {Name: "tools", Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "mcp.example.com", Port: 443, Protocol: "mcp",
+				Mcp: &sandboxv1.McpOptions{StrictToolNames: ptr(true), Versions: []string{"2025-06-18"}}}}},
+		}},
+	}, {
 		name: "network rules keyed by name with every endpoint field",
 		spec: openshellv1alpha1.OpenShellPolicySpec{NetworkPolicies: []openshellv1alpha1.NetworkPolicyRule{{
 			Name: "github",

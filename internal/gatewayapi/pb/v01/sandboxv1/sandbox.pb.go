@@ -485,6 +485,7 @@ type NetworkEndpoint struct {
 	Ports         []uint32               `protobuf:"varint,9,rep,packed,name=ports,proto3" json:"ports,omitempty"`
 	DenyRules     []*L7DenyRule          `protobuf:"bytes,10,rep,name=deny_rules,json=denyRules,proto3" json:"deny_rules,omitempty"`
 	Path          string                 `protobuf:"bytes,15,opt,name=path,proto3" json:"path,omitempty"`
+	Mcp           *McpOptions            `protobuf:"bytes,23,opt,name=mcp,proto3" json:"mcp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +597,74 @@ func (x *NetworkEndpoint) GetPath() string {
 	return ""
 }
 
+func (x *NetworkEndpoint) GetMcp() *McpOptions {
+	if x != nil {
+		return x.Mcp
+	}
+	return nil
+}
+
+// An MCP endpoint's inspection options (protocol mcp).
+type McpOptions struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	StrictToolNames         *bool                  `protobuf:"varint,1,opt,name=strict_tool_names,json=strictToolNames,proto3,oneof" json:"strict_tool_names,omitempty"`
+	AllowAllKnownMcpMethods *bool                  `protobuf:"varint,2,opt,name=allow_all_known_mcp_methods,json=allowAllKnownMcpMethods,proto3,oneof" json:"allow_all_known_mcp_methods,omitempty"`
+	Versions                []string               `protobuf:"bytes,3,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *McpOptions) Reset() {
+	*x = McpOptions{}
+	mi := &file_v01_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpOptions) ProtoMessage() {}
+
+func (x *McpOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpOptions.ProtoReflect.Descriptor instead.
+func (*McpOptions) Descriptor() ([]byte, []int) {
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *McpOptions) GetStrictToolNames() bool {
+	if x != nil && x.StrictToolNames != nil {
+		return *x.StrictToolNames
+	}
+	return false
+}
+
+func (x *McpOptions) GetAllowAllKnownMcpMethods() bool {
+	if x != nil && x.AllowAllKnownMcpMethods != nil {
+		return *x.AllowAllKnownMcpMethods
+	}
+	return false
+}
+
+func (x *McpOptions) GetVersions() []string {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
 // 0.1 removed NetworkBinary.harness (2).
 type NetworkBinary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -606,7 +675,7 @@ type NetworkBinary struct {
 
 func (x *NetworkBinary) Reset() {
 	*x = NetworkBinary{}
-	mi := &file_v01_sandbox_proto_msgTypes[6]
+	mi := &file_v01_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +687,7 @@ func (x *NetworkBinary) String() string {
 func (*NetworkBinary) ProtoMessage() {}
 
 func (x *NetworkBinary) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_sandbox_proto_msgTypes[6]
+	mi := &file_v01_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +700,7 @@ func (x *NetworkBinary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkBinary.ProtoReflect.Descriptor instead.
 func (*NetworkBinary) Descriptor() ([]byte, []int) {
-	return file_v01_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NetworkBinary) GetPath() string {
@@ -650,7 +719,7 @@ type L7Rule struct {
 
 func (x *L7Rule) Reset() {
 	*x = L7Rule{}
-	mi := &file_v01_sandbox_proto_msgTypes[7]
+	mi := &file_v01_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +731,7 @@ func (x *L7Rule) String() string {
 func (*L7Rule) ProtoMessage() {}
 
 func (x *L7Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_sandbox_proto_msgTypes[7]
+	mi := &file_v01_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +744,7 @@ func (x *L7Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7Rule.ProtoReflect.Descriptor instead.
 func (*L7Rule) Descriptor() ([]byte, []int) {
-	return file_v01_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *L7Rule) GetAllow() *L7Allow {
@@ -695,7 +764,7 @@ type L7QueryMatcher struct {
 
 func (x *L7QueryMatcher) Reset() {
 	*x = L7QueryMatcher{}
-	mi := &file_v01_sandbox_proto_msgTypes[8]
+	mi := &file_v01_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +776,7 @@ func (x *L7QueryMatcher) String() string {
 func (*L7QueryMatcher) ProtoMessage() {}
 
 func (x *L7QueryMatcher) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_sandbox_proto_msgTypes[8]
+	mi := &file_v01_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +789,7 @@ func (x *L7QueryMatcher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7QueryMatcher.ProtoReflect.Descriptor instead.
 func (*L7QueryMatcher) Descriptor() ([]byte, []int) {
-	return file_v01_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *L7QueryMatcher) GetGlob() string {
@@ -753,7 +822,7 @@ type L7Allow struct {
 
 func (x *L7Allow) Reset() {
 	*x = L7Allow{}
-	mi := &file_v01_sandbox_proto_msgTypes[9]
+	mi := &file_v01_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +834,7 @@ func (x *L7Allow) String() string {
 func (*L7Allow) ProtoMessage() {}
 
 func (x *L7Allow) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_sandbox_proto_msgTypes[9]
+	mi := &file_v01_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +847,7 @@ func (x *L7Allow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7Allow.ProtoReflect.Descriptor instead.
 func (*L7Allow) Descriptor() ([]byte, []int) {
-	return file_v01_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *L7Allow) GetMethod() string {
@@ -853,7 +922,7 @@ type L7DenyRule struct {
 
 func (x *L7DenyRule) Reset() {
 	*x = L7DenyRule{}
-	mi := &file_v01_sandbox_proto_msgTypes[10]
+	mi := &file_v01_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +934,7 @@ func (x *L7DenyRule) String() string {
 func (*L7DenyRule) ProtoMessage() {}
 
 func (x *L7DenyRule) ProtoReflect() protoreflect.Message {
-	mi := &file_v01_sandbox_proto_msgTypes[10]
+	mi := &file_v01_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +947,7 @@ func (x *L7DenyRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use L7DenyRule.ProtoReflect.Descriptor instead.
 func (*L7DenyRule) Descriptor() ([]byte, []int) {
-	return file_v01_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *L7DenyRule) GetMethod() string {
@@ -967,7 +1036,7 @@ const file_v01_sandbox_proto_rawDesc = "" +
 	"\x11NetworkPolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
 	"\tendpoints\x18\x02 \x03(\v2%.openshell.sandbox.v1.NetworkEndpointR\tendpoints\x12?\n" +
-	"\bbinaries\x18\x03 \x03(\v2#.openshell.sandbox.v1.NetworkBinaryR\bbinaries\"\xe0\x03\n" +
+	"\bbinaries\x18\x03 \x03(\v2#.openshell.sandbox.v1.NetworkBinaryR\bbinaries\"\x94\x04\n" +
 	"\x0fNetworkEndpoint\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
@@ -982,7 +1051,15 @@ const file_v01_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"deny_rules\x18\n" +
 	" \x03(\v2 .openshell.sandbox.v1.L7DenyRuleR\tdenyRules\x12\x12\n" +
-	"\x04path\x18\x0f \x01(\tR\x04path\"#\n" +
+	"\x04path\x18\x0f \x01(\tR\x04path\x122\n" +
+	"\x03mcp\x18\x17 \x01(\v2 .openshell.sandbox.v1.McpOptionsR\x03mcp\"\xd2\x01\n" +
+	"\n" +
+	"McpOptions\x12/\n" +
+	"\x11strict_tool_names\x18\x01 \x01(\bH\x00R\x0fstrictToolNames\x88\x01\x01\x12A\n" +
+	"\x1ballow_all_known_mcp_methods\x18\x02 \x01(\bH\x01R\x17allowAllKnownMcpMethods\x88\x01\x01\x12\x1a\n" +
+	"\bversions\x18\x03 \x03(\tR\bversionsB\x14\n" +
+	"\x12_strict_tool_namesB\x1e\n" +
+	"\x1c_allow_all_known_mcp_methods\"#\n" +
 	"\rNetworkBinary\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"=\n" +
 	"\x06L7Rule\x123\n" +
@@ -1051,7 +1128,7 @@ func file_v01_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_v01_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v01_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_v01_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_v01_sandbox_proto_goTypes = []any{
 	(NetworkTlsMode)(0),         // 0: openshell.sandbox.v1.NetworkTlsMode
 	(NetworkEnforcementMode)(0), // 1: openshell.sandbox.v1.NetworkEnforcementMode
@@ -1062,44 +1139,46 @@ var file_v01_sandbox_proto_goTypes = []any{
 	(*ProcessPolicy)(nil),       // 6: openshell.sandbox.v1.ProcessPolicy
 	(*NetworkPolicyRule)(nil),   // 7: openshell.sandbox.v1.NetworkPolicyRule
 	(*NetworkEndpoint)(nil),     // 8: openshell.sandbox.v1.NetworkEndpoint
-	(*NetworkBinary)(nil),       // 9: openshell.sandbox.v1.NetworkBinary
-	(*L7Rule)(nil),              // 10: openshell.sandbox.v1.L7Rule
-	(*L7QueryMatcher)(nil),      // 11: openshell.sandbox.v1.L7QueryMatcher
-	(*L7Allow)(nil),             // 12: openshell.sandbox.v1.L7Allow
-	(*L7DenyRule)(nil),          // 13: openshell.sandbox.v1.L7DenyRule
-	nil,                         // 14: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	nil,                         // 15: openshell.sandbox.v1.L7Allow.QueryEntry
-	nil,                         // 16: openshell.sandbox.v1.L7Allow.ParamsEntry
-	nil,                         // 17: openshell.sandbox.v1.L7DenyRule.QueryEntry
-	nil,                         // 18: openshell.sandbox.v1.L7DenyRule.ParamsEntry
+	(*McpOptions)(nil),          // 9: openshell.sandbox.v1.McpOptions
+	(*NetworkBinary)(nil),       // 10: openshell.sandbox.v1.NetworkBinary
+	(*L7Rule)(nil),              // 11: openshell.sandbox.v1.L7Rule
+	(*L7QueryMatcher)(nil),      // 12: openshell.sandbox.v1.L7QueryMatcher
+	(*L7Allow)(nil),             // 13: openshell.sandbox.v1.L7Allow
+	(*L7DenyRule)(nil),          // 14: openshell.sandbox.v1.L7DenyRule
+	nil,                         // 15: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	nil,                         // 16: openshell.sandbox.v1.L7Allow.QueryEntry
+	nil,                         // 17: openshell.sandbox.v1.L7Allow.ParamsEntry
+	nil,                         // 18: openshell.sandbox.v1.L7DenyRule.QueryEntry
+	nil,                         // 19: openshell.sandbox.v1.L7DenyRule.ParamsEntry
 }
 var file_v01_sandbox_proto_depIdxs = []int32{
 	4,  // 0: openshell.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.sandbox.v1.FilesystemPolicy
 	5,  // 1: openshell.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.sandbox.v1.LandlockPolicy
 	6,  // 2: openshell.sandbox.v1.SandboxPolicy.process:type_name -> openshell.sandbox.v1.ProcessPolicy
-	14, // 3: openshell.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	15, // 3: openshell.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
 	8,  // 4: openshell.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	9,  // 5: openshell.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	10, // 5: openshell.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
 	0,  // 6: openshell.sandbox.v1.NetworkEndpoint.tls:type_name -> openshell.sandbox.v1.NetworkTlsMode
 	1,  // 7: openshell.sandbox.v1.NetworkEndpoint.enforcement:type_name -> openshell.sandbox.v1.NetworkEnforcementMode
 	2,  // 8: openshell.sandbox.v1.NetworkEndpoint.access:type_name -> openshell.sandbox.v1.NetworkAccessPreset
-	10, // 9: openshell.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.sandbox.v1.L7Rule
-	13, // 10: openshell.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.sandbox.v1.L7DenyRule
-	12, // 11: openshell.sandbox.v1.L7Rule.allow:type_name -> openshell.sandbox.v1.L7Allow
-	15, // 12: openshell.sandbox.v1.L7Allow.query:type_name -> openshell.sandbox.v1.L7Allow.QueryEntry
-	16, // 13: openshell.sandbox.v1.L7Allow.params:type_name -> openshell.sandbox.v1.L7Allow.ParamsEntry
-	17, // 14: openshell.sandbox.v1.L7DenyRule.query:type_name -> openshell.sandbox.v1.L7DenyRule.QueryEntry
-	18, // 15: openshell.sandbox.v1.L7DenyRule.params:type_name -> openshell.sandbox.v1.L7DenyRule.ParamsEntry
-	7,  // 16: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.sandbox.v1.NetworkPolicyRule
-	11, // 17: openshell.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	11, // 18: openshell.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	11, // 19: openshell.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	11, // 20: openshell.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	11, // 9: openshell.sandbox.v1.NetworkEndpoint.rules:type_name -> openshell.sandbox.v1.L7Rule
+	14, // 10: openshell.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.sandbox.v1.L7DenyRule
+	9,  // 11: openshell.sandbox.v1.NetworkEndpoint.mcp:type_name -> openshell.sandbox.v1.McpOptions
+	13, // 12: openshell.sandbox.v1.L7Rule.allow:type_name -> openshell.sandbox.v1.L7Allow
+	16, // 13: openshell.sandbox.v1.L7Allow.query:type_name -> openshell.sandbox.v1.L7Allow.QueryEntry
+	17, // 14: openshell.sandbox.v1.L7Allow.params:type_name -> openshell.sandbox.v1.L7Allow.ParamsEntry
+	18, // 15: openshell.sandbox.v1.L7DenyRule.query:type_name -> openshell.sandbox.v1.L7DenyRule.QueryEntry
+	19, // 16: openshell.sandbox.v1.L7DenyRule.params:type_name -> openshell.sandbox.v1.L7DenyRule.ParamsEntry
+	7,  // 17: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.sandbox.v1.NetworkPolicyRule
+	12, // 18: openshell.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
+	12, // 19: openshell.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
+	12, // 20: openshell.sandbox.v1.L7DenyRule.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
+	12, // 21: openshell.sandbox.v1.L7DenyRule.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_v01_sandbox_proto_init() }
@@ -1107,13 +1186,14 @@ func file_v01_sandbox_proto_init() {
 	if File_v01_sandbox_proto != nil {
 		return
 	}
+	file_v01_sandbox_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_sandbox_proto_rawDesc), len(file_v01_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
