@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -38,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/driftcheck"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -71,14 +71,14 @@ type Reconciler struct {
 	// Platform decides which gateways a namespace may push providers to.
 	Platform tenancy.Platform
 	// DriftPeriod is how often, at most, a pushed provider is read back
-	// at each gateway and compared (0: DefaultDriftPeriod): it bounds how
+	// at each gateway and compared (0: driftcheck.DefaultPeriod): it bounds how
 	// long a change made at the gateway directly lasts.
 	DriftPeriod time.Duration
 
 	// compared remembers when each provider was last compared with, or
 	// pushed to, each gateway (driftKey → time.Time): only this
 	// reconciler reads and writes it.
-	compared sync.Map
+	compared driftcheck.Schedule
 }
 
 // Reconcile pushes the provider where it is needed.
@@ -253,7 +253,7 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
 		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
 	// The next comparison with what the gateways hold.
-	return ctrl.Result{RequeueAfter: r.driftPeriod()}, true
+	return ctrl.Result{RequeueAfter: driftcheck.Period(r.DriftPeriod)}, true
 }
 
 // pushRetry is how soon a failed push is tried again; deleteRetry how soon
@@ -327,7 +327,7 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		return "", fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())
 	}
 	entry.SecretResourceVersion, entry.ObservedGeneration, entry.GatewayInstance = secretRV, p.Generation, gw.Status.Instance
-	r.compared.Store(driftKey(p, key), time.Now())
+	r.compared.Done(driftKey(p, key))
 	if line != gatewayline.Legacy {
 		entry.Line = string(line)
 	}
@@ -628,7 +628,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 // deleted only if the gateway provider carries this provider's owner
 // labels: another owner's provider of the same name is never touched.
 func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) error {
-	r.compared.Delete(driftKey(p, e.Gateway))
+	r.compared.Forget(driftKey(p, e.Gateway))
 	if e.SecretResourceVersion == "" {
 		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 		if grpcstatus.Code(err) == codes.NotFound {

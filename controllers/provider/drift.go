@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -19,17 +18,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
-
-// DefaultDriftPeriod is how often, at most, a pushed provider is compared
-// with what its gateway holds: the same bound as the sandbox sweep's.
-const DefaultDriftPeriod = 10 * time.Minute
-
-func (r *Reconciler) driftPeriod() time.Duration {
-	if r.DriftPeriod > 0 {
-		return r.DriftPeriod
-	}
-	return DefaultDriftPeriod
-}
 
 // driftKey names one provider at one gateway in Reconciler.compared.
 func driftKey(p *openshellv1alpha1.OpenShellProvider, gateway string) string {
@@ -48,7 +36,7 @@ func driftKey(p *openshellv1alpha1.OpenShellProvider, gateway string) string {
 func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
 	e *openshellv1alpha1.ProviderGatewayStatus) (*stale, error) {
 	key := driftKey(p, e.Gateway)
-	if last, ok := r.compared.Load(key); ok && time.Since(last.(time.Time)) < r.driftPeriod() {
+	if !r.compared.Due(key, r.DriftPeriod) {
 		return nil, nil
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
@@ -79,7 +67,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		if e.GatewayID == "" {
 			e.GatewayID = got.GetMetadata().GetId()
 		}
-		r.compared.Store(key, time.Now())
+		r.compared.Done(key)
 		return nil, nil
 	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DriftReverted", "Push", "%s", msg)

@@ -20,7 +20,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -41,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/driftcheck"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -69,13 +69,13 @@ type Reconciler struct {
 	// Platform decides which gateways a namespace may use.
 	Platform tenancy.Platform
 	// DriftPeriod is how often, at most, an imported profile is read back
-	// from each catalog and compared (0: DefaultDriftPeriod).
+	// from each catalog and compared (0: driftcheck.DefaultPeriod).
 	DriftPeriod time.Duration
 
 	// compared remembers when each profile was last compared with, or
 	// imported into, each catalog (driftKey → time.Time): only this
 	// reconciler reads and writes it.
-	compared sync.Map
+	compared driftcheck.Schedule
 }
 
 // retry is how soon a failed import or deletion is tried again.
@@ -307,7 +307,7 @@ func (r *Reconciler) importAll(ctx context.Context, p *openshellv1alpha1.OpenShe
 	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProfileReasonImported,
 		fmt.Sprintf("imported into %d gateway catalog(s)", len(n.targets)))
 	// The next comparison with what the catalogs hold.
-	return ctrl.Result{RequeueAfter: r.driftPeriod()}, true
+	return ctrl.Result{RequeueAfter: driftcheck.Period(r.DriftPeriod)}, true
 }
 
 // importEach imports the profile into each target catalog that lacks
@@ -343,7 +343,7 @@ func (r *Reconciler) importEach(ctx context.Context, p *openshellv1alpha1.OpenSh
 			p.Status.Gateways[i].ObservedGeneration, p.Status.Gateways[i].GatewayInstance, p.Status.Gateways[i].Workspace =
 				p.Generation, t.gw.Status.Instance, ws
 			p.Status.Gateways[i].GatewayResourceVersion = rv
-			r.compared.Store(driftKey(p, gwconn.Key(t.gw), t.scope), time.Now())
+			r.compared.Done(driftKey(p, gwconn.Key(t.gw), t.scope))
 			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "ProfileImported", "Import",
 				"profile %s imported into the %s catalog of gateway %s", p.Name, strings.ToLower(string(t.scope)), gwconn.Key(t.gw))
 		}
@@ -532,7 +532,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 		}
 		conn, err := r.Gateways.Connect(ctx, gw)
 		if err == nil {
-			r.compared.Delete(driftKey(p, e.Gateway, e.Scope))
+			r.compared.Forget(driftKey(p, e.Gateway, e.Scope))
 			err = deleteAt(ctx, conn, p, e, ownerLabels(p, nsUID))
 		}
 		if err != nil {

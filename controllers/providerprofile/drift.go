@@ -2,7 +2,6 @@ package providerprofile
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -11,18 +10,6 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
-
-// DefaultDriftPeriod is how often, at most, an imported profile is
-// compared with what its catalog holds: the same bound as the sandbox
-// sweep's.
-const DefaultDriftPeriod = 10 * time.Minute
-
-func (r *Reconciler) driftPeriod() time.Duration {
-	if r.DriftPeriod > 0 {
-		return r.DriftPeriod
-	}
-	return DefaultDriftPeriod
-}
 
 // driftKey names one profile in one gateway catalog in Reconciler.compared.
 func driftKey(p *openshellv1alpha1.OpenShellProviderProfile, gateway string, scope openshellv1alpha1.ProfileScope) string {
@@ -41,7 +28,7 @@ func driftKey(p *openshellv1alpha1.OpenShellProviderProfile, gateway string, sco
 func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProviderProfile,
 	e *openshellv1alpha1.ProviderProfileGatewayStatus) (bool, error) {
 	key := driftKey(p, e.Gateway, e.Scope)
-	if last, ok := r.compared.Load(key); ok && time.Since(last.(time.Time)) < r.driftPeriod() {
+	if !r.compared.Due(key, r.DriftPeriod) {
 		return false, nil
 	}
 	conn, err := r.Gateways.Connect(ctx, gw)
@@ -64,6 +51,6 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 			p.Name, catalogName(e.Workspace), e.Gateway, rv, e.GatewayResourceVersion)
 		return true, nil
 	}
-	r.compared.Store(key, time.Now())
+	r.compared.Done(key)
 	return false, nil
 }

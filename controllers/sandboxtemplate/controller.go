@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -36,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/driftcheck"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -52,10 +52,6 @@ import (
 
 // Finalizer deletes the template at its gateways first.
 const Finalizer = "openshell.ai/template-cleanup"
-
-// DefaultDriftPeriod is how often, at most, a synced template is read back
-// from each gateway (the sandbox sweep's bound).
-const DefaultDriftPeriod = 10 * time.Minute
 
 // retry is how soon a failed gateway call is tried again; collectRetry,
 // a template the gateway would not delete (a sandbox someone made there
@@ -80,12 +76,12 @@ type Reconciler struct {
 	// namespace's image policy.
 	Policies *imagepolicy.Cache
 	// DriftPeriod bounds how long a template deleted or replaced at a
-	// gateway directly stays so (0: DefaultDriftPeriod).
+	// gateway directly stays so (0: driftcheck.DefaultPeriod).
 	DriftPeriod time.Duration
 
 	// compared remembers when each template was last read back from each
 	// gateway (gateway/name → time.Time): only this reconciler uses it.
-	compared sync.Map
+	compared driftcheck.Schedule
 }
 
 // target is one gateway the template belongs at, and why it may not be
@@ -253,14 +249,7 @@ func (r *Reconciler) report(t *openshellv1alpha1.OpenShellSandboxTemplate, o out
 	}
 	status.SetCondition(t, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.TemplateReasonSynced,
 		fmt.Sprintf("at %d gateway(s)", o.synced))
-	return ctrl.Result{RequeueAfter: r.driftPeriod()}
-}
-
-func (r *Reconciler) driftPeriod() time.Duration {
-	if r.DriftPeriod > 0 {
-		return r.DriftPeriod
-	}
-	return DefaultDriftPeriod
+	return ctrl.Result{RequeueAfter: driftcheck.Period(r.DriftPeriod)}
 }
 
 // syncTo makes the current spec's template exist at gw. An entry of this
@@ -271,7 +260,7 @@ func (r *Reconciler) syncTo(ctx context.Context, t *openshellv1alpha1.OpenShellS
 	key, name := gwconn.Key(gw), sandboxspec.GatewayTemplateName(t)
 	i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool { return e.Gateway == key && e.Name == name })
 	if i >= 0 && t.Status.Gateways[i].GatewayInstance == gw.Status.Instance {
-		if last, ok := r.compared.Load(r.driftKey(t, key, name)); ok && time.Since(last.(time.Time)) < r.driftPeriod() {
+		if !r.compared.Due(r.driftKey(t, key, name), r.DriftPeriod) {
 			return nil
 		}
 	}
@@ -299,7 +288,7 @@ func (r *Reconciler) syncTo(ctx context.Context, t *openshellv1alpha1.OpenShellS
 	} else {
 		t.Status.Gateways = append(t.Status.Gateways, e)
 	}
-	r.compared.Store(r.driftKey(t, key, name), time.Now())
+	r.compared.Done(r.driftKey(t, key, name))
 	return nil
 }
 
@@ -372,7 +361,7 @@ func (r *Reconciler) collect(ctx context.Context, t *openshellv1alpha1.OpenShell
 			keep, left = append(keep, e), true
 			continue
 		}
-		r.compared.Delete(r.driftKey(t, e.Gateway, e.Name))
+		r.compared.Forget(r.driftKey(t, e.Gateway, e.Name))
 	}
 	// One a sandbox pins is looked at again when that sandbox changes or
 	// goes (the watch), not on a timer.
