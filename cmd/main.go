@@ -138,13 +138,14 @@ func main() {
 	// reconciles get spans (controllers/internal/traced).
 	stopTracing, err := tracing.Start(ctx, "openshell-operator")
 	if err != nil {
-		log.Error(err, "Unable to export traces")
-		os.Exit(1)
+		// Traces are not worth not reconciling for.
+		log.Error(err, "Unable to export traces; running without")
+		stopTracing = func(context.Context) error { return nil }
 	}
 	if tracing.Enabled() {
 		log.Info("Exporting traces of reconciles over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)")
 	}
-	defer func() { _ = stopTracing(context.Background()) }()
+	defer func() { _ = stopTracing(flushContext()) }()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := operator.New(cfg, opts)
@@ -159,7 +160,15 @@ func main() {
 	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager exited with an error")
-		_ = stopTracing(context.Background())
+		_ = stopTracing(flushContext())
 		os.Exit(1)
 	}
+}
+
+// flushContext bounds the last flush of traces at exit, well inside the
+// pod's termination grace.
+func flushContext() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = cancel // released when the process exits
+	return ctx
 }

@@ -67,10 +67,10 @@ func relay(args []string) int {
 	ctx := ctrl.SetupSignalHandler()
 	stopTracing, err := tracing.Start(ctx, "openshell-relay")
 	if err != nil {
-		log.Error(err, "Unable to export traces")
-		return 1
+		log.Error(err, "Unable to export traces; running without")
+		stopTracing = func(context.Context) error { return nil }
 	}
-	defer func() { _ = stopTracing(context.Background()) }()
+	defer func() { _ = stopTracing(flushContext()) }()
 	if err := operator.RunRelay(ctx, cfg, o); err != nil {
 		log.Error(err, "Relay exited with an error")
 		return 1

@@ -346,6 +346,7 @@ type AllowedNamespaces struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.version) || self.version.startsWith('0.1.')",message="spec.managed.sandboxes.workspaceMode Operator needs the OpenShell 0.1 line (the 0.0.x driver has no workspace modes): unpin spec.managed.version or set a 0.1 release"
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.sandboxes.__namespace__)",message="spec.managed.sandboxes.namespace is for workspace mode Shared: in Operator mode each tenant namespace's sandboxes run in a namespace of their own that the operator creates"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
+// +kubebuilder:validation:XValidation:rule="!has(self.telemetry) || !has(self.version) || self.version.startsWith('0.1.')",message="spec.managed.telemetry needs the OpenShell 0.1 line (the 0.0.x configuration has no OTLP export): unpin spec.managed.version or set a 0.1 release"
 type ManagedGatewaySpec struct {
 	// Version is the OpenShell release the gateway runs, for example
 	// "0.1.5" or "0.0.111". Empty means the operator's default for a new
@@ -441,9 +442,11 @@ type ManagedGatewaySpec struct {
 type GatewayTelemetry struct {
 	// OTLP exports traces over OTLP/gRPC (the gateway's
 	// [openshell.gateway.otlp]); new sandboxes are given a relayed OTLP
-	// endpoint too. The gateway verifies the collector's certificate
-	// against its trust bundle: public roots, the operator's issuer CA and,
-	// on OpenShift, the cluster's trusted CA bundle.
+	// endpoint too, so every tenant's sandboxes can send spans there: the
+	// collector must be the platform's. With https:// the gateway verifies
+	// the collector's certificate against its trust bundle: public roots,
+	// the operator's issuer CA and, on OpenShift, the cluster's trusted CA
+	// bundle; http:// is plaintext.
 	// +required
 	OTLP OTLPExport `json:"otlp"`
 }
@@ -454,7 +457,7 @@ type OTLPExport struct {
 	// https://otel-collector.observability.svc:4317.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.managed.telemetry.otlp.endpoint must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://')) && url(self).getHostname() != '' && url(self).getEscapedPath() in ['', '/'] && url(self).getQuery().size() == 0",message="spec.managed.telemetry.otlp.endpoint must be an http:// or https:// URL with a host and nothing after the port"
 	// +required
 	Endpoint string `json:"endpoint"`
 

@@ -289,10 +289,9 @@ func tokenToOffset(v protoreflect.Value, dst protoreflect.Message) error {
 }
 
 func refuse(why string) func(protoreflect.Value, protoreflect.Message) error {
-	return func(v protoreflect.Value, _ protoreflect.Message) error {
-		if v.String() == "" {
-			return nil
-		}
+	// Called for populated fields only: whatever the field holds has no
+	// twin.
+	return func(protoreflect.Value, protoreflect.Message) error {
 		return fmt.Errorf("%s", why)
 	}
 }

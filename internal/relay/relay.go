@@ -208,7 +208,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	session := Session{User: resp.User.GetName(), Namespace: ns, Sandbox: name, Subresource: sub}
 	if tracing.Enabled() {
-		// One span per session, from authorization to its end (the
+		// One span per session, once it is authorized, to its end (the
 		// user's name stays in the audit log, not in traces).
 		ctx, span := tracing.Tracer().Start(r.Context(), "relay "+sub, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 			attribute.String("k8s.namespace.name", ns), attribute.String("openshell.sandbox", name), attribute.String("openshell.subresource", sub)))
