@@ -1,11 +1,15 @@
 package sandbox
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
 
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/oidc"
 )
 
@@ -31,5 +35,19 @@ func TestStrangers(t *testing.T) {
 	}
 	if len(strangers(members[:1], granted)) != 0 || len(strangers(nil, nil)) != 0 {
 		t.Error("a granted user member is a stranger")
+	}
+}
+
+// TestNoAuditWhereTheRelayGrantsNothing: on a gateway the operator reaches
+// with client credentials of its own, the relay grants no memberships and
+// the operator is another subject: its members are not audited (the
+// audit would remove every one of them, the operator's own included).
+func TestNoAuditWhereTheRelayGrantsNothing(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+		External: &openshellv1alpha1.ExternalGatewaySpec{CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "idp"}}}}
+	// No client, no reader: any call would fail the test.
+	s := &Sweeper{MembershipNamespace: "operator"}
+	if err := s.auditMembers(context.Background(), &gatewayapi.Client{Line: gatewayline.V01}, gw, map[string]bool{"ws-1": true}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -139,5 +141,34 @@ func TestAReplacedTemplateIsNeverUsed(t *testing.T) {
 	}
 	if f.gw.Calls()["CreateSandbox"] != 0 {
 		t.Fatal("CreateSandbox was called")
+	}
+}
+
+// TestATemplateSandboxTakesNoDefaultResources: the gateway runs a
+// template's workload as the template has it, so namespace default
+// resources would be judged and charged but never applied: a sandbox from
+// a template takes the namespace's other defaults only.
+func TestATemplateSandboxTakesNoDefaultResources(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	policy := &openshellv1alpha1.OpenShellPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "defaults"},
+		Spec: openshellv1alpha1.OpenShellPolicySpec{Default: true, SandboxDefaults: &openshellv1alpha1.SandboxDefaults{RuntimeClassName: "kata",
+			Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}}
+	tmpl := &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "claude", Generation: 1},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: "mirror.corp/agents/claude:3"}}
+	for _, o := range []client.Object{policy, tmpl} {
+		if err := f.r.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) {
+		s.Spec.Image = ""
+		s.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
+	})
+	if _, err := f.r.takeInherited(ctx, sb, sb.Spec.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if d := sb.Status.Defaults; d == nil || d.RuntimeClassName != "kata" || d.Resources != nil || sb.Spec.Resources != nil {
+		t.Fatalf("defaults %+v, working resources %v", d, sb.Spec.Resources)
 	}
 }
