@@ -13,6 +13,7 @@
 package sandboxtemplate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -204,7 +205,7 @@ func (r *Reconciler) syncAll(ctx context.Context, t *openshellv1alpha1.OpenShell
 	var o outcome
 	for _, tg := range targets {
 		if tg.reject != "" {
-			o.reason = cmpOr(o.reason, tg.reason)
+			o.reason = cmp.Or(o.reason, tg.reason)
 			o.messages = append(o.messages, tg.reject)
 			o.retry = o.retry || tg.reason == openshellv1alpha1.TemplateReasonGatewayError
 			continue
@@ -213,23 +214,16 @@ func (r *Reconciler) syncAll(ctx context.Context, t *openshellv1alpha1.OpenShell
 		var conflict *gwconn.ConflictError
 		switch {
 		case errors.As(err, &conflict):
-			o.reason = cmpOr(o.reason, openshellv1alpha1.TemplateReasonConflict)
+			o.reason = cmp.Or(o.reason, openshellv1alpha1.TemplateReasonConflict)
 			o.messages = append(o.messages, conflict.Error())
 		case err != nil:
-			o.reason, o.retry = cmpOr(o.reason, openshellv1alpha1.TemplateReasonGatewayError), true
+			o.reason, o.retry = cmp.Or(o.reason, openshellv1alpha1.TemplateReasonGatewayError), true
 			o.messages = append(o.messages, fmt.Sprintf("%s: %s", gwconn.Key(tg.gw), grpcstatus.Convert(err).Message()))
 		default:
 			o.synced++
 		}
 	}
 	return o
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // report sets Ready from the outcome.
@@ -272,7 +266,11 @@ func (r *Reconciler) syncTo(ctx context.Context, t *openshellv1alpha1.OpenShellS
 	if err != nil {
 		return err
 	}
-	got, err := r.ensure(ctx, conn, t, nsUID, key, ws, name)
+	recorded := ""
+	if i >= 0 {
+		recorded = t.Status.Gateways[i].ID
+	}
+	got, err := r.ensure(ctx, conn, t, nsUID, key, ws, name, recorded)
 	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) && i >= 0 {
 		// No longer the operator's: forgotten, so that no sandbox is
 		// created from it, and never deleted by the operator.
@@ -299,17 +297,16 @@ func (r *Reconciler) driftKey(t *openshellv1alpha1.OpenShellSandboxTemplate, gat
 
 // ensure reads the template name in ws and creates it when missing; it
 // returns its metadata there. One the operator did not create, or that
-// is not what the name says, is a *gwconn.ConflictError; one whose ID
-// is not the one status recorded was created again by someone else.
+// is not what the name says, is a *gwconn.ConflictError; so is one whose
+// ID is not recorded, the one status holds ("" for none): it was created
+// again by someone else.
 func (r *Reconciler) ensure(ctx context.Context, conn *gatewayapi.Client, t *openshellv1alpha1.OpenShellSandboxTemplate, nsUID types.UID,
-	key, ws, name string) (*datamodelv1.ObjectMeta, error) {
+	key, ws, name, recorded string) (*datamodelv1.ObjectMeta, error) {
 	owner := sandboxspec.TemplateLabels(t, nsUID)
 	got, err := conn.GetSandboxTemplate(ctx, &openshellv1.GetSandboxTemplateRequest{Name: name, WorkspaceScope: gatewayapi.Workspace(ws)})
 	switch {
 	case grpcstatus.Code(err) == codes.NotFound:
-		if i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool {
-			return e.Gateway == key && e.Name == name
-		}); i >= 0 && t.Status.Gateways[i].ResourceVersion != 0 {
+		if recorded != "" {
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, "DriftReverted", "Sync",
 				"template %s was deleted at gateway %s directly: creating it again", name, key)
 		}
@@ -335,9 +332,7 @@ func (r *Reconciler) ensure(ctx context.Context, conn *gatewayapi.Client, t *ope
 		// with the labels copied. Never used as it is.
 		return nil, &gwconn.ConflictError{Kind: "sandbox template", Name: name + " (" + why + ")", Workspace: ws, Gateway: key}
 	}
-	if i := slices.IndexFunc(t.Status.Gateways, func(e openshellv1alpha1.SandboxTemplateGatewayStatus) bool {
-		return e.Gateway == key && e.Name == name
-	}); i >= 0 && t.Status.Gateways[i].ID != "" && t.Status.Gateways[i].ID != md.GetId() {
+	if recorded != "" && recorded != md.GetId() {
 		return nil, &gwconn.ConflictError{Kind: "sandbox template", Name: name + " (created again at the gateway by someone else)", Workspace: ws, Gateway: key}
 	}
 	return md, nil

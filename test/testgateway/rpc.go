@@ -301,15 +301,9 @@ func (g *Gateway) ListSandboxes(ctx context.Context, req *openshellv1.ListSandbo
 	if req.AllWorkspaces && !callerIsAdmin(ctx) {
 		return nil, status.Error(codes.PermissionDenied, "listing all workspaces requires the platform admin role")
 	}
-	want := map[string]string{}
-	if req.LabelSelector != "" {
-		for _, kv := range strings.Split(req.LabelSelector, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return nil, status.Error(codes.InvalidArgument, "label_selector supports k=v pairs only")
-			}
-			want[k] = v
-		}
+	want, err := equalitySelector(req.LabelSelector)
+	if err != nil {
+		return nil, err
 	}
 	ws := defaultWorkspace(req.Workspace)
 	g.mu.Lock()
@@ -319,11 +313,7 @@ func (g *Gateway) ListSandboxes(ctx context.Context, req *openshellv1.ListSandbo
 		if !req.AllWorkspaces && k.ws != ws {
 			continue
 		}
-		match := true
-		for lk, lv := range want {
-			match = match && r.sb.Metadata.Labels[lk] == lv
-		}
-		if match {
+		if matches(r.sb.Metadata.Labels, want) {
 			all = append(all, r.sb)
 		}
 	}
@@ -708,6 +698,33 @@ func additive(old, next *sandboxv1.FilesystemPolicy) error {
 		}
 	}
 	return nil
+}
+
+// equalitySelector parses a label_selector of k=v pairs joined by commas
+// (the only form the gateway serves).
+func equalitySelector(sel string) (map[string]string, error) {
+	want := map[string]string{}
+	if sel == "" {
+		return want, nil
+	}
+	for _, kv := range strings.Split(sel, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, status.Error(codes.InvalidArgument, "label_selector supports k=v pairs only")
+		}
+		want[k] = v
+	}
+	return want, nil
+}
+
+// matches says whether labels hold every pair of want.
+func matches(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // defaultWorkspace applies the gateway's rule: an empty workspace is "default".

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
-	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/datamodelv1"
 	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 )
 
@@ -193,34 +192,6 @@ func (g *Gateway) SandboxTemplates(workspace string) []string {
 	slices.Sort(out)
 	return out
 }
-
-// equalitySelector parses k=v,k2=v2.
-func equalitySelector(sel string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, term := range strings.Split(sel, ",") {
-		if term = strings.TrimSpace(term); term == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(term, "=")
-		if !ok || k == "" {
-			return nil, status.Errorf(codes.InvalidArgument, "label_selector %q: only k=v terms are supported", sel)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-func matches(labels, want map[string]string) bool {
-	for k, v := range want {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// Ensure the selector type is the 0.1 one.
-var _ = (*datamodelv1.WorkspaceSelector)(nil)
 
 // templateResources renders a template's cpu and memory as the inline
 // template's resources: requests and limits both (the release does not say
