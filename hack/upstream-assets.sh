@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the upstream manifests the tests use (the CRDs of OpenShift,
-# cert-manager, OLM, the Prometheus Operator and Agent Sandbox, and kwok's fast Stage objects) from the
+# cert-manager, OLM, the Prometheus Operator, sig-network's AdminNetworkPolicy and Agent Sandbox, and kwok's fast Stage objects) from the
 # Go module cache into one folder, so tests read a fixed layout and never
 # download anything at run time. Versions are pinned here, in go.mod and in
 # hack/tools/*/go.mod.
@@ -15,7 +15,7 @@ cd "$root"
 moddir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
 mainmod() { moddir "$1"; }
 
-rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm,monitoring}
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm,monitoring,network-policy-api}
 
 os=$(mainmod github.com/openshift/api)
 cp "$os/route/v1/zz_generated.crd-manifests/routes.crd.yaml" "$out.tmp/crds/openshift/"
@@ -38,6 +38,11 @@ cp "$olm"/crds/operators.coreos.com_*.yaml "$out.tmp/crds/olm/"
 # the types; the CRDs are in the main module).
 pm=$(moddir "github.com/prometheus-operator/prometheus-operator@v0.85.0")
 cp "$pm"/example/prometheus-operator-crd/monitoring.coreos.com_{prometheusrules,servicemonitors}.yaml "$out.tmp/crds/monitoring/"
+
+# sig-network's AdminNetworkPolicy (OVN-Kubernetes serves the same API on
+# OpenShift), for tenant egress.
+np=$(mainmod sigs.k8s.io/network-policy-api)
+cp "$np"/config/crd/standard/policy.networking.k8s.io_adminnetworkpolicies.yaml "$out.tmp/crds/network-policy-api/"
 
 # Agent Sandbox in its three API shapes: v1alpha1 only, v1alpha1+v1beta1, v1beta1 only.
 for v in v0.4.6 v0.5.6 v1.0.3; do

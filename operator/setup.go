@@ -159,7 +159,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, APIReader: api, Policies: policies}},
 		{"OpenShellPolicy", &policy.Reconciler{Client: c}},
 		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Platform: opts.Platform, AllNamespaces: len(watch) == 0,
-			ReleaseGrace: opts.PairedReleaseGrace}},
+			ReleaseGrace: opts.PairedReleaseGrace, Preflight: store, Recorder: rec}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,
 			SecretMetadata: secretMeta, Platform: opts.Platform, DriftPeriod: opts.SweepPeriod}},
 		{"OpenShellSandboxTemplate", &sandboxtemplate.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform,

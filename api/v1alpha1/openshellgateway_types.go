@@ -344,6 +344,7 @@ type AllowedNamespaces struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.appArmorProfile) || (has(self.version) && self.version.startsWith('0.0.'))",message="spec.managed.sandboxes.appArmorProfile is for the OpenShell 0.0.x sidecar runtime only (set spec.managed.version to 0.0.111): on the 0.1 line, the default, the gateway builds the sandbox pods itself with seccomp RuntimeDefault and offers no AppArmor or seccomp setting; remove it"
 // +kubebuilder:validation:XValidation:rule="(has(self.sandboxes) && has(self.sandboxes.workspaceMode) ? self.sandboxes.workspaceMode : 'Shared') == (has(oldSelf.sandboxes) && has(oldSelf.sandboxes.workspaceMode) ? oldSelf.sandboxes.workspaceMode : 'Shared')",message="spec.managed.sandboxes.workspaceMode is immutable: its sandboxes run in the namespaces of that mode and would have to be recreated elsewhere; create a new OpenShellGateway for the other mode and move tenants to it"
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.version) || self.version.startsWith('0.1.')",message="spec.managed.sandboxes.workspaceMode Operator needs the OpenShell 0.1 line (the 0.0.x driver has no workspace modes): unpin spec.managed.version or set a 0.1 release"
+// +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.tenantEgress) || (has(self.sandboxes.workspaceMode) && self.sandboxes.workspaceMode == 'Operator')",message="spec.managed.sandboxes.tenantEgress needs workspaceMode Operator: in Shared mode every tenant's sandbox pods share one namespace, so no tenant's egress policies can be told apart"
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxes) || !has(self.sandboxes.workspaceMode) || self.sandboxes.workspaceMode != 'Operator' || !has(self.sandboxes.__namespace__)",message="spec.managed.sandboxes.namespace is for workspace mode Shared: in Operator mode each tenant namespace's sandboxes run in a namespace of their own that the operator creates"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.persistence) && has(self.persistence.postgres))",message="spec.managed.replicas > 1 needs spec.managed.persistence.postgres: replicas must share one database"
 // +kubebuilder:validation:XValidation:rule="!has(self.telemetry) || !has(self.version) || self.version.startsWith('0.1.')",message="spec.managed.telemetry needs the OpenShell 0.1 line (the 0.0.x configuration has no OTLP export): unpin spec.managed.version or set a 0.1 release"
@@ -633,6 +634,38 @@ type SandboxPlacement struct {
 	// +kubebuilder:validation:XValidation:rule="self in ['RuntimeDefault', 'Unconfined'] || (self.startsWith('Localhost/') && self.size() > 10)",message="appArmorProfile must be RuntimeDefault, Unconfined or Localhost/<profile>"
 	// +optional
 	AppArmorProfile string `json:"appArmorProfile,omitempty"`
+
+	// TenantEgress makes each tenant namespace's namespace-wide egress
+	// NetworkPolicies bind its agents (workspace mode Operator only). The
+	// gateway's own fence allows its supervisors all egress and its driver
+	// refuses a changed fence, and Kubernetes admits what any policy
+	// selecting a pod allows, so no NetworkPolicy can narrow it: the
+	// operator writes one AdminNetworkPolicy per paired namespace instead
+	// (policy.networking.k8s.io/v1alpha1, OVN-Kubernetes on OpenShift
+	// 4.16 and later), which passes what the tenant's policies allow, DNS
+	// and the gateway to NetworkPolicy evaluation and denies the rest.
+	// The operator holds no right to AdminNetworkPolicies until a cluster
+	// admin applies config/tenant-egress (docs/tenancy.md); the
+	// TenantEgressEnforced condition says whether it is in force.
+	// +optional
+	TenantEgress *TenantEgress `json:"tenantEgress,omitempty"`
+}
+
+// TenantEgress is how tenant egress NetworkPolicies are made to bind
+// agents in workspace mode Operator.
+type TenantEgress struct {
+	// Priority of the AdminNetworkPolicies, one per paired namespace (their
+	// subjects never overlap, so they may share it). Rules of policies with
+	// a lower number are evaluated first: choose a number above every
+	// AdminNetworkPolicy of the platform that selects sandbox namespaces,
+	// so that this one only narrows what they leave to namespaces.
+	// OVN-Kubernetes supports 0 to 99; the ValidatingAdmissionPolicy of
+	// config/tenant-egress admits 90 and above.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	// +kubebuilder:default=99
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
 }
 
 // ExternalGatewaySpec connects to a gateway that the operator does not run.
@@ -822,6 +855,27 @@ const (
 	// default) asks for; False while it moves there (Upgrading), or with
 	// the reason that holds it on status.version.
 	GatewayConditionVersionCurrent = "VersionCurrent"
+	// GatewayConditionTenantEgressEnforced (gateways with
+	// spec.managed.sandboxes.tenantEgress) is True when every paired
+	// namespace's AdminNetworkPolicy matches its tenant's egress
+	// NetworkPolicies, False with the reason when one cannot be written.
+	GatewayConditionTenantEgressEnforced = "TenantEgressEnforced"
+)
+
+// Reasons of TenantEgressEnforced.
+const (
+	// GatewayReasonTenantEgressApplied (True): each tenant with namespace-wide
+	// egress NetworkPolicies has its AdminNetworkPolicy.
+	GatewayReasonTenantEgressApplied = "Applied"
+	// GatewayReasonAdminNetworkPolicyUnavailable (False): the cluster does
+	// not serve policy.networking.k8s.io/v1alpha1 AdminNetworkPolicies
+	// (OVN-Kubernetes on OpenShift 4.16 or later serves them).
+	GatewayReasonAdminNetworkPolicyUnavailable = "AdminNetworkPolicyUnavailable"
+	// GatewayReasonTenantEgressNotWritten (False): an AdminNetworkPolicy
+	// could not be written (typically: config/tenant-egress is not applied,
+	// so the operator holds no right to them); the message names the
+	// tenant and the API's answer.
+	GatewayReasonTenantEgressNotWritten = "NotWritten"
 )
 
 // Reasons of NetworkPolicyEnforced.

@@ -267,6 +267,9 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 		if err := r.reportPodSecurity(ctx, gw, pf, plan.Line()); err != nil {
 			return h, res, nil, err
 		}
+		if err := r.reportTenantEgress(ctx, gw, pf); err != nil {
+			return h, res, nil, err
+		}
 		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf, plan)
 		if errors.Is(applyErr, errNotNow) {
 			return h, res, nil, applyErr
@@ -646,9 +649,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The serve-gateways label of a namespace decides whether its gateways are served.
 		// A namespace's labels concern the gateways in it (served) and those
 		// whose sandboxes run in it (PodSecurityAdmitted).
-		// A paired namespace that starts to go leaves the allowlist at once.
+		// A paired namespace that starts to go leaves the allowlist at once;
+		// its annotations record its tenant egress (TenantEgressEnforced).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, index.DeletionStarted))).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, index.DeletionStarted))).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellGatewayList{} })))).
 		Build(traced.Reconciler("openshellgateway", status.RetryStale(r)))

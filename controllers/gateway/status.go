@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -262,4 +265,61 @@ func networkPolicyEnforced(gw *openshellv1alpha1.OpenShellGateway, pf preflight.
 	return metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonEnforcementNotVerified,
 		"the operator cannot tell whether " + plugin + " enforces NetworkPolicy ingress and egress, which the OpenShell 0.1 runtime's sandbox fence relies on " +
 			"(Kubernetes accepts NetworkPolicies that nothing enforces): verify it, then set spec.networkPolicyEnforcement.acknowledged: true"
+}
+
+// reportTenantEgress sets TenantEgressEnforced on a gateway with
+// spec.managed.sandboxes.tenantEgress from the outcomes its paired
+// namespaces record (controllers/pairedns), and removes it otherwise.
+func (r *Reconciler) reportTenantEgress(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) error {
+	if gw.Spec.Managed == nil || gw.Spec.Managed.Sandboxes.TenantEgress == nil {
+		meta.RemoveStatusCondition(&gw.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := r.Client.List(ctx, list, gatewaySelector(gw)); err != nil {
+		return fmt.Errorf("list paired namespaces: %w", err)
+	}
+	var outcomes []tenantOutcome
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if tenant, _, ok := render.PairedTenant(gw, ns); ok {
+			outcomes = append(outcomes, tenantOutcome{tenant, ns.Annotations[render.AnnotationTenantEgress]})
+		}
+	}
+	st, reason, msg := tenantEgressVerdict(pf, outcomes)
+	status.SetCondition(gw, openshellv1alpha1.GatewayConditionTenantEgressEnforced, st, reason, msg)
+	return nil
+}
+
+// tenantOutcome is one paired namespace's recorded tenant egress.
+type tenantOutcome struct{ tenant, outcome string }
+
+// tenantEgressVerdict is TenantEgressEnforced from the API's presence and
+// the paired namespaces' outcomes. Pure.
+func tenantEgressVerdict(pf preflight.Result, outcomes []tenantOutcome) (metav1.ConditionStatus, string, string) {
+	if !pf.AdminNetworkPolicy {
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAdminNetworkPolicyUnavailable,
+			"the cluster does not serve policy.networking.k8s.io/v1alpha1 AdminNetworkPolicies (OVN-Kubernetes on OpenShift 4.16 or later does): tenants' egress NetworkPolicies do not bind their agents"
+	}
+	slices.SortFunc(outcomes, func(a, b tenantOutcome) int { return strings.Compare(a.tenant, b.tenant) })
+	var failed []string
+	enforced := 0
+	for _, o := range outcomes {
+		switch {
+		case strings.HasPrefix(o.outcome, render.TenantEgressNotWritten):
+			failed = append(failed, o.tenant+": "+strings.TrimPrefix(o.outcome, render.TenantEgressNotWritten+": "))
+		case strings.HasPrefix(o.outcome, render.TenantEgressApplied):
+			enforced++
+		}
+	}
+	if len(failed) > 0 {
+		msg := fmt.Sprintf("the AdminNetworkPolicy of %d tenant namespace(s) is not written (apply config/tenant-egress to grant the operator AdminNetworkPolicies): %s", len(failed), failed[0])
+		if len(failed) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(failed)-1)
+		}
+		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonTenantEgressNotWritten, msg
+	}
+	return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied,
+		fmt.Sprintf("the egress NetworkPolicies of %d tenant namespace(s) bind their agents through AdminNetworkPolicies; tenants without a namespace-wide egress policy need none", enforced)
 }

@@ -229,3 +229,28 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantEgressVerdict(t *testing.T) {
+	served := preflight.Result{AdminNetworkPolicy: true}
+	for _, tc := range []struct {
+		name     string
+		pf       preflight.Result
+		outcomes []tenantOutcome
+		status   metav1.ConditionStatus
+		reason   string
+		says     string
+	}{
+		{"no API", preflight.Result{}, nil, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAdminNetworkPolicyUnavailable, "does not serve"},
+		{"nothing to enforce yet", served, nil, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied, "of 0 tenant"},
+		{"applied and none", served, []tenantOutcome{{"a", render.TenantEgressApplied}, {"b", render.TenantEgressNone}, {"c", ""}},
+			metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied, "of 1 tenant"},
+		{"one not written", served, []tenantOutcome{{"z", render.TenantEgressNotWritten + ": forbidden"}, {"a", render.TenantEgressApplied},
+			{"b", render.TenantEgressNotWritten + ": denied by policy"}},
+			metav1.ConditionFalse, openshellv1alpha1.GatewayReasonTenantEgressNotWritten, "of 2 tenant namespace(s) is not written (apply config/tenant-egress to grant the operator AdminNetworkPolicies): b: denied by policy (and 1 more)"},
+	} {
+		st, reason, msg := tenantEgressVerdict(tc.pf, tc.outcomes)
+		if st != tc.status || reason != tc.reason || !strings.Contains(msg, tc.says) {
+			t.Errorf("%s: %s %s %q", tc.name, st, reason, msg)
+		}
+	}
+}

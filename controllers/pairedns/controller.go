@@ -24,10 +24,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -42,6 +44,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/index"
+	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/tenancy"
@@ -77,6 +80,10 @@ type Reconciler struct {
 	// ReleaseGrace is how long a released paired namespace stays, off the
 	// allowlist, before it is deleted (0: DefaultReleaseGrace).
 	ReleaseGrace time.Duration
+	// Preflight says whether AdminNetworkPolicies are served (tenant
+	// egress); Recorder reports its outcome's changes.
+	Preflight *preflight.Store
+	Recorder  events.EventRecorder
 	// now is the clock (nil: time.Now).
 	now func() time.Time
 }
@@ -246,6 +253,7 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	name := objs[0].GetName()
 	cur := &metav1.PartialObjectMetadata{}
 	cur.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	ref := pairedRef{name: name}
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, cur); {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, objs[0]); err != nil {
@@ -253,12 +261,14 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			// looks at whose it is.
 			return fmt.Errorf("create paired namespace %s: %w", name, err)
 		}
+		ref.uid = objs[0].GetUID()
 	case err != nil:
 		return fmt.Errorf("read namespace %s: %w", name, err)
 	default:
 		if _, u, ok := render.PairedTenant(gw, cur); !ok || u != uid || !cur.DeletionTimestamp.IsZero() {
 			return nil // not ours, or going: WorkspaceNamespaceConflict or pending
 		}
+		ref.uid, ref.outcome = cur.UID, cur.Annotations[render.AnnotationTenantEgress]
 		if render.Draining(cur) {
 			// A sandbox came back while it was being released: keep it.
 			patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:null}}}`, cur.UID, render.LabelDraining)
@@ -273,7 +283,7 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			return fmt.Errorf("paired namespace %s: %w", name, err)
 		}
 	}
-	return r.mirror(ctx, gw, tenant, uid)
+	return errors.Join(r.mirror(ctx, gw, tenant, uid), r.egress(ctx, gw, tenant, ref))
 }
 
 // mirror copies the tenant namespace's ResourceQuotas and LimitRanges into
@@ -434,6 +444,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.SecretMetadata == nil {
 		return nil
+	}
+	// A tenant's NetworkPolicies decide its tenant egress: watched by
+	// metadata only (a spec change bumps the generation), and read
+	// uncached when needed, so that tenants cannot grow the cache.
+	policies := &metav1.PartialObjectMetadata{}
+	policies.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"))
+	if err := c.Watch(source.Kind(r.SecretMetadata, policies, handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.Namespace}}}
+	}), predicate.TypedGenerationChangedPredicate[*metav1.PartialObjectMetadata]{})); err != nil {
+		return err
 	}
 	// A pull Secret changed: the tenant's own, or a gateway's.
 	return c.Watch(source.Kind(r.SecretMetadata, index.SecretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(r.pullSecretUsers)))

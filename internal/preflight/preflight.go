@@ -33,8 +33,11 @@ const (
 	ServiceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 	// ConsoleYAMLSampleCRD is the OpenShift console's YAML editor samples.
 	ConsoleYAMLSampleCRD = "consoleyamlsamples.console.openshift.io"
-	SCCCRD               = "securitycontextconstraints.security.openshift.io"
-	IDMSCRD              = "imagedigestmirrorsets.config.openshift.io"
+	// AdminNetworkPolicyCRD is sig-network's cluster-scoped policy API
+	// (OVN-Kubernetes serves it on OpenShift 4.16 and later).
+	AdminNetworkPolicyCRD = "adminnetworkpolicies.policy.networking.k8s.io"
+	SCCCRD                = "securitycontextconstraints.security.openshift.io"
+	IDMSCRD               = "imagedigestmirrorsets.config.openshift.io"
 	// NetworkCRD is OpenShift's cluster network configuration, whose
 	// status names the network plugin.
 	NetworkCRD = "networks.config.openshift.io"
@@ -60,7 +63,7 @@ const (
 // probe. Route and SCC may instead be aggregated APIs (OpenShift serves
 // Routes from openshift-apiserver); the periodic re-probe catches changes
 // of those.
-var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, NetworkCRD, PrometheusRuleCRD, ServiceMonitorCRD, ConsoleYAMLSampleCRD}
+var WatchedCRDs = []string{AgentSandboxCRD, CertificateCRD, IssuerCRD, RouteCRD, SCCCRD, IDMSCRD, NetworkCRD, PrometheusRuleCRD, ServiceMonitorCRD, ConsoleYAMLSampleCRD, AdminNetworkPolicyCRD}
 
 // Agent Sandbox API versions the operator can drive, most preferred first.
 var supportedAgentSandboxVersions = []string{"v1beta1", "v1alpha1"}
@@ -225,6 +228,9 @@ type Result struct {
 	// ConsoleYAMLSample is true when console.openshift.io/v1
 	// ConsoleYAMLSamples are served (the OpenShift console).
 	ConsoleYAMLSample bool
+	// AdminNetworkPolicy is true when policy.networking.k8s.io/v1alpha1
+	// AdminNetworkPolicies are served.
+	AdminNetworkPolicy bool
 	// NetworkType is the network plugin OpenShift reports
 	// (config.openshift.io/v1 Network "cluster", status.networkType), or
 	// "" where it is not known: not OpenShift, or not readable.
@@ -246,6 +252,7 @@ func (r Result) Capabilities() map[string]bool {
 		"PrometheusRule":             r.PrometheusRule,
 		"ServiceMonitor":             r.ServiceMonitor,
 		"ConsoleYAMLSample":          r.ConsoleYAMLSample,
+		"AdminNetworkPolicy":         r.AdminNetworkPolicy,
 		"KubernetesVersion":          r.Kubernetes.Supported,
 	}
 }
@@ -277,6 +284,7 @@ func Probe(ctx context.Context, reader client.Reader, disc discovery.DiscoveryIn
 		{&r.PrometheusRule, "monitoring.coreos.com/v1", []string{PrometheusRuleCRD}},
 		{&r.ServiceMonitor, "monitoring.coreos.com/v1", []string{ServiceMonitorCRD}},
 		{&r.ConsoleYAMLSample, "console.openshift.io/v1", []string{ConsoleYAMLSampleCRD}},
+		{&r.AdminNetworkPolicy, "policy.networking.k8s.io/v1alpha1", []string{AdminNetworkPolicyCRD}},
 	} {
 		served, err := apiServed(ctx, reader, disc, api.gv, api.crds...)
 		if err != nil {

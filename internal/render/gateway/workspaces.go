@@ -6,13 +6,16 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/render/tenantegress"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
@@ -255,4 +258,39 @@ func PullSecret(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types
 	m := meta(gw, PairedPullSecret, PairedNamespace(tenant, uid), componentPull)
 	m.Labels[sandboxspec.LabelNamespace] = tenant
 	return &corev1.Secret{ObjectMeta: m, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: b}}, problems
+}
+
+// AnnotationTenantEgress on a paired namespace is the outcome of its
+// tenant's egress (spec.managed.sandboxes.tenantEgress), written by the
+// paired namespace's reconciler and read by the gateway's
+// (TenantEgressEnforced): TenantEgressApplied, TenantEgressNone, or
+// TenantEgressNotWritten and why.
+const AnnotationTenantEgress = "openshell.ai/tenant-egress"
+
+// Outcomes recorded in AnnotationTenantEgress (a prefix, then details).
+const (
+	TenantEgressApplied    = "Applied"
+	TenantEgressNone       = "None"
+	TenantEgressNotWritten = "NotWritten"
+)
+
+// TenantEgressPolicyName is the AdminNetworkPolicy of a paired namespace.
+func TenantEgressPolicyName(paired string) string { return "openshell-" + paired }
+
+// TenantEgressPolicy renders the AdminNetworkPolicy that makes a tenant's
+// egress NetworkPolicies bind its agents in paired namespace paired
+// (internal/render/tenantegress says why and how); nil when none of the
+// tenant's policies isolates egress for the whole namespace.
+func TenantEgressPolicy(gw *openshellv1alpha1.OpenShellGateway, tenant, paired string, pairedUID types.UID, policies []networkingv1.NetworkPolicy) (*anpv1alpha1.AdminNetworkPolicy, []tenantegress.Skipped) {
+	labels := Labels(gw, "tenant-egress")
+	labels[sandboxspec.LabelNamespace] = tenant
+	var priority int32 = 99
+	if te := gw.Spec.Managed.Sandboxes.TenantEgress; te != nil {
+		priority = te.Priority
+	}
+	return tenantegress.Render(tenantegress.Inputs{
+		Name: TenantEgressPolicyName(paired), Labels: labels, Owner: tenantegress.NamespaceOwner(paired, pairedUID),
+		Tenant: tenant, Paired: paired, GatewayNamespace: gw.Namespace, GatewayPods: SelectorLabels(gw),
+		Priority: priority, Policies: policies,
+	})
 }

@@ -1,0 +1,147 @@
+package pairedns
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/apply"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/render/tenantegress"
+)
+
+// maxTenantPolicies bounds the NetworkPolicies of one tenant namespace the
+// operator reads (uncached: a tenant may create any number, and the
+// operator's memory must not grow with them). Beyond it nothing is
+// written, and the AdminNetworkPolicy in place stays.
+const maxTenantPolicies = 500
+
+// maxOutcome bounds the outcome recorded on the paired namespace.
+const maxOutcome = 1024
+
+// pairedRef is the paired namespace the egress step works on.
+type pairedRef struct {
+	name string
+	uid  types.UID
+	// outcome is its AnnotationTenantEgress as last recorded.
+	outcome string
+}
+
+// egress keeps the paired namespace's AdminNetworkPolicy in line with the
+// tenant's egress NetworkPolicies (spec.managed.sandboxes.tenantEgress)
+// and records the outcome on the paired namespace, where the gateway
+// reads it (TenantEgressEnforced). The outcome is written, and an event
+// emitted, only when it changes: a steady state writes nothing.
+func (r *Reconciler) egress(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, paired pairedRef) error {
+	outcome, skipped, err := r.egressOutcome(ctx, gw, tenant, paired)
+	if len(outcome) > maxOutcome {
+		outcome = outcome[:maxOutcome]
+	}
+	if outcome == paired.outcome {
+		return err
+	}
+	value := "null"
+	if outcome != "" {
+		value = fmt.Sprintf("%q", outcome)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%s}}}`, paired.uid, render.AnnotationTenantEgress, value)
+	if perr := r.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: paired.name}}, client.RawPatch(types.MergePatchType, []byte(patch))); perr != nil {
+		return fmt.Errorf("record the tenant egress of %s: %w", paired.name, perr)
+	}
+	if r.Recorder != nil {
+		typ := corev1.EventTypeNormal
+		if strings.HasPrefix(outcome, render.TenantEgressNotWritten) {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(gw, nil, typ, openshellv1alpha1.GatewayConditionTenantEgressEnforced, "Reconcile", "tenant namespace %s: %s", tenant, outcome)
+		for _, s := range skipped {
+			if s.Policy == "" {
+				continue
+			}
+			np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: s.Policy, Namespace: tenant}}
+			r.Recorder.Eventf(np, nil, corev1.EventTypeWarning, "NotAppliedToAgents", "Reconcile",
+				"not applied to the agents of the OpenShell sandboxes of this namespace: %s", s.Reason)
+		}
+	}
+	return err
+}
+
+// egressOutcome writes or deletes the AdminNetworkPolicy and says what
+// holds. An error is returned where trying again may help (the platform
+// admin applies config/tenant-egress, the API comes).
+func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, paired pairedRef) (string, []tenantegress.Skipped, error) {
+	if gw.Spec.Managed.Sandboxes.TenantEgress == nil {
+		if paired.outcome == "" {
+			return "", nil, nil // never written: nothing to take back
+		}
+		return r.dropEgress(ctx, paired, "")
+	}
+	if r.Preflight == nil {
+		return paired.outcome, nil, nil
+	}
+	pf, known := r.Preflight.Get()
+	if !known {
+		return paired.outcome, nil, nil
+	}
+	if !pf.AdminNetworkPolicy {
+		return notWritten("the cluster does not serve policy.networking.k8s.io/v1alpha1 AdminNetworkPolicies"), nil, nil
+	}
+	list := &networkingv1.NetworkPolicyList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(tenant), client.Limit(maxTenantPolicies)); err != nil {
+		return paired.outcome, nil, fmt.Errorf("list the NetworkPolicies of %s: %w", tenant, err)
+	}
+	if list.Continue != "" {
+		return notWritten(fmt.Sprintf("namespace %s has more than %d NetworkPolicies", tenant, maxTenantPolicies)), nil, nil
+	}
+	anp, skipped := render.TenantEgressPolicy(gw, tenant, paired.name, paired.uid, list.Items)
+	if anp == nil {
+		return r.dropEgress(ctx, paired, render.TenantEgressNone)
+	}
+	if err := apply.Apply(ctx, r.Client, r.APIReader, anp); err != nil {
+		return notWritten(sanitize(err)), skipped, err
+	}
+	out := render.TenantEgressApplied
+	for _, s := range skipped {
+		out += fmt.Sprintf("; %s: %s", cmp.Or(s.Policy, "all policies"), s.Reason)
+	}
+	return out, skipped, nil
+}
+
+// dropEgress deletes the paired namespace's AdminNetworkPolicy, if any.
+func (r *Reconciler) dropEgress(ctx context.Context, paired pairedRef, outcome string) (string, []tenantegress.Skipped, error) {
+	anp := &anpv1alpha1.AdminNetworkPolicy{}
+	anp.Name = render.TenantEgressPolicyName(paired.name)
+	err := r.Client.Delete(ctx, anp)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return outcome, nil, nil
+	case apierrors.IsForbidden(err), meta.IsNoMatchError(err):
+		// Never written by this operator, or the grant went: it is
+		// collected with its namespace.
+		return outcome, nil, nil
+	}
+	return paired.outcome, nil, fmt.Errorf("delete %s: %w", anp.Name, err)
+}
+
+func notWritten(why string) string { return render.TenantEgressNotWritten + ": " + why }
+
+// sanitize drops what changes on every attempt (resource versions), so
+// that the recorded outcome only changes when the cause does.
+func sanitize(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": the object has been modified"); i >= 0 {
+		msg = msg[:i] + ": conflict, retrying"
+	}
+	return msg
+}

@@ -1,0 +1,189 @@
+package tenantegress
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+)
+
+func egress(name string, sel metav1.LabelSelector, rules ...networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
+	return networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: sel, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, Egress: rules}}
+}
+
+func inputs(policies ...networkingv1.NetworkPolicy) Inputs {
+	return Inputs{Name: "openshell-ws-1", Tenant: "team-a", Paired: "ws-1", GatewayNamespace: "platform",
+		GatewayPods: map[string]string{"app": "gw"}, Priority: 99, Policies: policies}
+}
+
+func TestNoPolicyThatIsolatesTheNamespaceMakesNone(t *testing.T) {
+	ingressOnly := networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "ingress"},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	byLabel := egress("web-only", metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}})
+	anp, skipped := Render(inputs(ingressOnly, byLabel))
+	if anp != nil {
+		t.Fatalf("a policy was rendered from %+v", anp.Spec)
+	}
+	if len(skipped) != 1 || skipped[0].Policy != "web-only" || !strings.Contains(skipped[0].Reason, "pod labels") {
+		t.Fatalf("the label-selecting egress policy is not reported: %+v", skipped)
+	}
+}
+
+func TestDefaultDenyPassesOnlyWhatSupervisorsNeed(t *testing.T) {
+	anp, skipped := Render(inputs(egress("deny-all", metav1.LabelSelector{})))
+	if anp == nil || len(skipped) != 0 {
+		t.Fatalf("anp %v, skipped %+v", anp, skipped)
+	}
+	if anp.Spec.Priority != 99 || anp.Spec.Subject.Pods == nil ||
+		anp.Spec.Subject.Pods.NamespaceSelector.MatchLabels[labelNamespaceName] != "ws-1" ||
+		anp.Spec.Subject.Pods.PodSelector.MatchLabels[LabelBoundaryRole] != RoleSupervisor {
+		t.Fatalf("subject or priority: %+v", anp.Spec)
+	}
+	var names []string
+	for _, r := range anp.Spec.Egress {
+		names = append(names, r.Name+":"+string(r.Action))
+		if r.Action == anpv1alpha1.AdminNetworkPolicyRuleActionAllow {
+			t.Errorf("rule %s allows: only Pass and Deny may be rendered", r.Name)
+		}
+	}
+	want := "cluster-dns:Pass gateway:Pass boundary:Pass deny-the-rest:Deny"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("rules %s, want %s", got, want)
+	}
+	last := anp.Spec.Egress[len(anp.Spec.Egress)-1]
+	if len(last.To) != 1 || strings.Join(cidrs(last.To[0].Networks), ",") != "0.0.0.0/0,::/0" {
+		t.Fatalf("the last rule does not deny everything: %+v", last.To)
+	}
+}
+
+func TestTenantRulesBecomePassRules(t *testing.T) {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	allow := egress("allow", metav1.LabelSelector{},
+		networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"10.1.0.0/16", "10.2.3.0/24"}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(443))}, {Protocol: &udp, Port: ptr.To(intstr.FromInt32(1000)), EndPort: ptr.To[int32](1010)}},
+		},
+		networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{
+				{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shared"}}},
+			},
+			Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("postgres"))}},
+		})
+	anp, skipped := Render(inputs(allow, egress("deny-all", metav1.LabelSelector{})))
+	if len(skipped) != 0 {
+		t.Fatalf("skipped %+v", skipped)
+	}
+	tenant := anp.Spec.Egress[3 : len(anp.Spec.Egress)-1]
+	if len(tenant) != 2 {
+		t.Fatalf("tenant rules: %+v", tenant)
+	}
+	nets := tenant[0]
+	if nets.Action != anpv1alpha1.AdminNetworkPolicyRuleActionPass || len(nets.To) != 1 {
+		t.Fatalf("ipBlock rule: %+v", nets)
+	}
+	size := 0
+	for _, c := range cidrs(nets.To[0].Networks) {
+		p := netip.MustParsePrefix(c)
+		for _, hole := range []string{"10.1.0.0/16", "10.2.3.0/24"} {
+			if p.Overlaps(netip.MustParsePrefix(hole)) {
+				t.Errorf("%s overlaps the except block %s", c, hole)
+			}
+		}
+		size += 1 << (32 - p.Bits())
+	}
+	if want := 1<<24 - 1<<16 - 1<<8; size != want {
+		t.Errorf("the passed blocks hold %d addresses, want %d", size, want)
+	}
+	if got := (*nets.Ports)[1].PortRange; got == nil || got.Protocol != udp || got.Start != 1000 || got.End != 1010 {
+		t.Fatalf("port range: %+v", (*nets.Ports)[1])
+	}
+	pods := tenant[1]
+	if len(pods.To) != 2 || pods.To[0].Pods.NamespaceSelector.MatchLabels[labelNamespaceName] != "team-a" ||
+		pods.To[1].Namespaces.MatchLabels["team"] != "shared" {
+		t.Fatalf("a podSelector peer must mean the tenant's own pods: %+v", pods.To)
+	}
+	if p := *pods.Ports; len(p) != 1 || p[0].NamedPort == nil || *p[0].NamedPort != "postgres" {
+		t.Fatalf("named port: %+v", p)
+	}
+}
+
+func TestNamedPortsNeverReachIPBlocks(t *testing.T) {
+	np := egress("named", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("https"))}},
+	})
+	anp, skipped := Render(inputs(np))
+	if len(anp.Spec.Egress) != 4 {
+		t.Fatalf("a rule was rendered that the API refuses: %+v", anp.Spec.Egress)
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "named ports") {
+		t.Fatalf("skipped %+v", skipped)
+	}
+}
+
+func TestAnEmptyToPassesEverything(t *testing.T) {
+	anp, _ := Render(inputs(egress("open", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{})))
+	tenant := anp.Spec.Egress[3]
+	if tenant.Ports != nil || len(tenant.To) != 1 || tenant.To[0].Namespaces == nil {
+		t.Fatalf("pods rule: %+v", tenant)
+	}
+	if nets := anp.Spec.Egress[4]; strings.Join(cidrs(nets.To[0].Networks), ",") != "0.0.0.0/0,::/0" {
+		t.Fatalf("networks rule: %+v", nets)
+	}
+}
+
+func TestTooManyRulesAreCutAndSaid(t *testing.T) {
+	var rules []networkingv1.NetworkPolicyEgressRule
+	for range 120 {
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}})
+	}
+	anp, skipped := Render(inputs(egress("many", metav1.LabelSelector{}, rules...)))
+	if len(anp.Spec.Egress) != maxRules || anp.Spec.Egress[maxRules-1].Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
+		t.Fatalf("%d rules, last %+v", len(anp.Spec.Egress), anp.Spec.Egress[len(anp.Spec.Egress)-1])
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "denied") {
+		t.Fatalf("skipped %+v", skipped)
+	}
+}
+
+func TestSubtract(t *testing.T) {
+	for _, tc := range []struct {
+		cidr   string
+		except []string
+		want   string
+	}{
+		{"10.0.0.0/8", nil, "10.0.0.0/8"},
+		{"10.0.0.0/30", []string{"10.0.0.1/32"}, "10.0.0.0/32,10.0.0.2/31"},
+		{"10.0.0.0/24", []string{"10.0.0.0/16"}, ""},
+		{"10.0.0.0/24", []string{"192.168.0.0/16"}, "10.0.0.0/24"},
+		{"10.0.0.5/30", nil, "10.0.0.4/30"},
+		{"2001:db8::/32", []string{"2001:db8::/33"}, "2001:db8:8000::/33"},
+	} {
+		got, err := subtract(tc.cidr, tc.except)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.Join(cidrs(got), ","); s != tc.want {
+			t.Errorf("%s except %v = %s, want %s", tc.cidr, tc.except, s, tc.want)
+		}
+	}
+	if _, err := subtract("not-a-cidr", nil); err == nil {
+		t.Fatal("a bad CIDR was accepted")
+	}
+}
+
+func cidrs(in []anpv1alpha1.CIDR) []string {
+	var out []string
+	for _, c := range in {
+		out = append(out, string(c))
+	}
+	return out
+}

@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/render/tenantegress"
+	"github.com/openshell/openshell-operator/internal/tenancy"
+	"github.com/openshell/openshell-operator/operator"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+)
+
+// operatorSA is the operator's ServiceAccount as config/tenant-egress
+// names it (the namespace docs/quickstart.md installs it in).
+const operatorSA = "system:serviceaccount:openshell-operator:openshell-operator-controller-manager"
+
+// TestTenantEgress (#45 item 2): on a gateway in workspace mode Operator
+// with spec.managed.sandboxes.tenantEgress, a tenant namespace's
+// namespace-wide egress NetworkPolicies bind its agents through the
+// AdminNetworkPolicy the operator writes for its paired namespace (the
+// gateway's own supervisor fence allows all egress, and its driver
+// refuses a narrower one). The cluster has the real AdminNetworkPolicy
+// CRD and a cluster admin applied config/tenant-egress; no CNI runs here,
+// so what is asserted is the policy the network plugin would enforce.
+// Attacks, each as the persona who would try it:
+//   - tenant A's namespace admin reads, changes or deletes its
+//     AdminNetworkPolicy, creates one of its own, or places a
+//     NetworkPolicy in its paired namespace: refused;
+//   - tenant B's policies never reach A's agents, nor A's B's;
+//   - the operator's own ServiceAccount, were it subverted, cannot write
+//     an AdminNetworkPolicy that allows, selects another namespace or
+//     takes precedence over the platform's: config/tenant-egress's
+//     admission policy refuses it (and admits what the operator renders).
+func TestTenantEgress(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cluster.Client
+	crd, err := framework.LoadCRD(framework.UpstreamDir("crds", "network-policy-api", "policy.networking.k8s.io_adminnetworkpolicies.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(framework.InstallCRD(ctx, c, crd)).To(Succeed())
+	g.Expect(framework.WaitCRDReady(ctx, c, crd)).To(Succeed())
+	grant := filepath.Join(framework.RepoRoot(), "config", "tenant-egress", "grant.yaml")
+	g.Expect(framework.ApplyManifests(ctx, c, grant)).To(Succeed())
+	t.Cleanup(func() { g.Expect(framework.DeleteManifests(context.Background(), c, grant)).To(Succeed()) })
+
+	own := framework.CreateNamespace(ctx, t, c, "egress-operator")
+	platform := framework.CreatePlatformNamespace(ctx, t, c, "egress-platform")
+	tenantA := framework.CreateNamespace(ctx, t, c, "egress-a")
+	tenantB := framework.CreateNamespace(ctx, t, c, "egress-b")
+	createVolume(ctx, t, platform, "egress")
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: own, SandboxNamespace: own, PlayManagedGateways: true,
+		Manager: operator.Options{Controllers: operator.ControllerOptions{PairedReleaseGrace: releaseGrace,
+			Platform: tenancy.Platform{GatewayNamespaces: []string{platform}}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	gw := &openshellv1alpha1.OpenShellGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: platform},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
+			Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeOperator,
+				TenantEgress: &openshellv1alpha1.TenantEgress{Priority: 95}}},
+			Tenancy:         openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
+			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}},
+	}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	_, err = st.PlayManagedGateway(ctx, c, gw, "")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Tenant A's namespace admin denies its namespace all egress but
+	// HTTPS to 10/8 (less 10.1/16), and gives one labelled app more.
+	installOLMAggregatedRoles(ctx, t)
+	bind(ctx, t, tenantA, "alice", "admin")
+	bind(ctx, t, tenantB, "bob", "admin")
+	alice, bob := as(t, "alice"), as(t, "bob")
+	egressOnly := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	https := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(443))}}
+	denyAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-egress", Namespace: tenantA},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: egressOnly}}
+	allow := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-https", Namespace: tenantA},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: egressOnly, Egress: []networkingv1.NetworkPolicyEgressRule{{
+			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"10.1.0.0/16"}}}}, Ports: https}}}}
+	web := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web-anywhere", Namespace: tenantA},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: egressOnly, Egress: []networkingv1.NetworkPolicyEgressRule{{}}}}
+	for _, np := range []*networkingv1.NetworkPolicy{denyAll, allow, web} {
+		g.Expect(alice.Create(ctx, np)).To(Succeed())
+	}
+	sbA, sbB := sandboxOn(tenantA, "agent", gw), sandboxOn(tenantB, "agent", gw)
+	g.Expect(c.Create(ctx, sbA)).To(Succeed())
+	g.Expect(c.Create(ctx, sbB)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbA), openshellv1alpha1.SandboxPhaseReady)
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbB), openshellv1alpha1.SandboxPhaseReady)
+	pairedA, pairedB := render.PairedNamespace(tenantA, namespaceUID(ctx, g, tenantA)), render.PairedNamespace(tenantB, namespaceUID(ctx, g, tenantB))
+	nameA, nameB := render.TenantEgressPolicyName(pairedA), render.TenantEgressPolicyName(pairedB)
+
+	// A's policy: its supervisors, Pass for DNS, the gateway, the
+	// boundary and A's HTTPS blocks, then Deny; never Allow. B, which has
+	// no egress policy, has none.
+	anpA := &anpv1alpha1.AdminNetworkPolicy{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, anpA)).To(Succeed())
+		g.Expect(anpA.Spec.Priority).To(BeEquivalentTo(95))
+		g.Expect(anpA.Spec.Subject.Pods.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": pairedA}))
+		g.Expect(anpA.Spec.Subject.Pods.PodSelector.MatchLabels).To(Equal(map[string]string{tenantegress.LabelBoundaryRole: tenantegress.RoleSupervisor}))
+		var actions []string
+		for _, r := range anpA.Spec.Egress {
+			actions = append(actions, string(r.Action))
+		}
+		g.Expect(actions).To(Equal([]string{"Pass", "Pass", "Pass", "Pass", "Deny"}), "%+v", anpA.Spec.Egress)
+		g.Expect(anpA.Spec.Egress[3].To[0].Networks).NotTo(ContainElement(anpv1alpha1.CIDR("10.1.0.0/16")))
+		g.Expect((*anpA.Spec.Egress[3].Ports)[0].PortNumber.Port).To(BeEquivalentTo(443))
+		g.Expect(anpA.OwnerReferences).To(ConsistOf(HaveField("Name", pairedA)), "not collected with its namespace")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	err = c.Get(ctx, client.ObjectKey{Name: nameB}, &anpv1alpha1.AdminNetworkPolicy{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "tenant B has no egress policy, yet has an AdminNetworkPolicy: %v", err)
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+		g.Expect(cond.Message).To(ContainSubstring("of 1 tenant"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	// The label-selecting policy cannot apply to agents: A's admin reads why.
+	g.Eventually(func(g Gomega) {
+		events := &corev1.EventList{}
+		g.Expect(alice.List(ctx, events, client.InNamespace(tenantA))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "NotAppliedToAgents"), HaveField("InvolvedObject.Name", web.Name))))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// A's namespace admin: nothing of the AdminNetworkPolicy, nothing in
+	// its paired namespace.
+	for _, err := range []error{
+		alice.Get(ctx, client.ObjectKey{Name: nameA}, &anpv1alpha1.AdminNetworkPolicy{}),
+		alice.Patch(ctx, &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: nameA}}, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"priority":1}}`))),
+		alice.Delete(ctx, &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: nameA}}),
+		alice.Create(ctx, allowEverything("tenant-a-escape", pairedA)),
+		alice.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "open", Namespace: pairedA},
+			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: egressOnly, Egress: []networkingv1.NetworkPolicyEgressRule{{}}}}),
+	} {
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "tenant A's admin: %v", err)
+	}
+
+	// The operator's ServiceAccount is held to what it renders: its own
+	// policy passes the admission policy (dry run), an Allow, another
+	// namespace's subject or a higher precedence does not.
+	sa := asServiceAccount(t, operatorSA)
+	mine := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: render.TenantEgressPolicyName("ws-0123456789abcdef")}, Spec: *anpA.Spec.DeepCopy()}
+	mine.Spec.Subject.Pods.NamespaceSelector.MatchLabels = map[string]string{"kubernetes.io/metadata.name": "ws-0123456789abcdef"}
+	g.Expect(sa.Create(ctx, mine.DeepCopy(), client.DryRunAll)).To(Succeed(), "the admission policy refuses what the operator renders")
+	allows := mine.DeepCopy()
+	allows.Spec.Egress[0].Action = anpv1alpha1.AdminNetworkPolicyRuleActionAllow
+	elsewhere := mine.DeepCopy()
+	elsewhere.Spec.Subject.Pods.NamespaceSelector.MatchLabels = map[string]string{"kubernetes.io/metadata.name": tenantB}
+	first := mine.DeepCopy()
+	first.Spec.Priority = 1
+	for _, tc := range []struct {
+		anp  *anpv1alpha1.AdminNetworkPolicy
+		says string
+	}{
+		{allows, "may only Pass or Deny"},
+		{elsewhere, "the paired namespace the policy is named after"},
+		{first, "priority of 90 or more"},
+		{allowEverything("openshell-ws-0123456789abcdef", pairedA), "the subject must be the supervisor pods"},
+	} {
+		err := sa.Create(ctx, tc.anp, client.DryRunAll)
+		g.Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "the operator's ServiceAccount wrote %+v: %v", tc.anp.Spec, err)
+		g.Expect(err.Error()).To(ContainSubstring(tc.says))
+	}
+
+	// B denies its egress: B's policy appears, A's is unchanged.
+	g.Expect(bob.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-egress", Namespace: tenantB},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: egressOnly}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		anpB := &anpv1alpha1.AdminNetworkPolicy{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: nameB}, anpB)).To(Succeed())
+		g.Expect(anpB.Spec.Egress).To(HaveLen(4), "B's policy passes only what supervisors need")
+		g.Expect(anpB.Spec.Subject.Pods.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": pairedB}))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	now := &anpv1alpha1.AdminNetworkPolicy{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, now)).To(Succeed())
+	g.Expect(now.Spec).To(Equal(anpA.Spec), "tenant B's policy changed A's")
+
+	// A lifts its egress isolation: its AdminNetworkPolicy goes.
+	g.Expect(alice.Delete(ctx, denyAll)).To(Succeed())
+	g.Expect(alice.Delete(ctx, allow)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := c.Get(ctx, client.ObjectKey{Name: nameA}, &anpv1alpha1.AdminNetworkPolicy{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "A's AdminNetworkPolicy stays: %v", err)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB} {
+		g.Expect(c.Delete(ctx, sb)).To(Succeed())
+	}
+	g.Expect(c.Delete(ctx, gw)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(gw), &openshellv1alpha1.OpenShellGateway{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the gateway stays: %v", err)
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// allowEverything is an AdminNetworkPolicy that opens all egress of a
+// namespace's pods, whatever its NetworkPolicies say.
+func allowEverything(name, ns string) *anpv1alpha1.AdminNetworkPolicy {
+	return &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: anpv1alpha1.AdminNetworkPolicySpec{Priority: 95,
+			Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+			Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Name: "all", Action: anpv1alpha1.AdminNetworkPolicyRuleActionAllow,
+				To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0"}}}}}}}
+}
+
+// asServiceAccount impersonates a ServiceAccount with its groups.
+func asServiceAccount(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:openshell-operator", "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
