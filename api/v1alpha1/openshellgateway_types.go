@@ -655,12 +655,13 @@ type SandboxPlacement struct {
 // agents in workspace mode Operator.
 type TenantEgress struct {
 	// Priority of the AdminNetworkPolicies, one per paired namespace (their
-	// subjects never overlap, so they may share it). Rules of policies with
-	// a lower number are evaluated first: choose a number above every
-	// AdminNetworkPolicy of the platform that selects sandbox namespaces,
-	// so that this one only narrows what they leave to namespaces.
-	// OVN-Kubernetes supports 0 to 99; the ValidatingAdmissionPolicy of
-	// config/tenant-egress admits 90 and above.
+	// subjects never overlap, so they may share it). Policies with a lower
+	// number are evaluated first, and these end every supervisor
+	// connection (Pass or Deny), so any platform AdminNetworkPolicy with a
+	// higher number never applies to supervisors: keep it above every
+	// platform policy that selects sandbox namespaces. OVN-Kubernetes
+	// supports 0 to 99; the ValidatingAdmissionPolicy of config/tenant-egress
+	// admits 99 only (edit both together).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=99
 	// +kubebuilder:default=99
@@ -876,6 +877,10 @@ const (
 	// so the operator holds no right to them); the message names the
 	// tenant and the API's answer.
 	GatewayReasonTenantEgressNotWritten = "NotWritten"
+	// GatewayReasonTenantEgressPending (Unknown): a paired namespace's
+	// tenant egress has not been evaluated yet (its namespace stays off
+	// the allowlist until it has, if it is new).
+	GatewayReasonTenantEgressPending = "Pending"
 )
 
 // Reasons of NetworkPolicyEnforced.

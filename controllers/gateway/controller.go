@@ -667,8 +667,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // workspaceNamespaces are the paired namespaces of an Operator mode
-// gateway that the operator made for it (pairedns), not being deleted:
-// the driver's allowlist. A namespace of a paired name made by anyone
+// gateway that the operator made for it (pairedns), not being deleted nor
+// waiting for their tenant egress: the driver's allowlist. A namespace of a paired name made by anyone
 // else never carries the labels PairedTenant checks.
 func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
 	list := &metav1.PartialObjectMetadataList{}
@@ -679,7 +679,7 @@ func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alp
 	var out []string
 	for i := range list.Items {
 		ns := &list.Items[i]
-		if _, _, ok := render.PairedTenant(gw, ns); ok && ns.DeletionTimestamp.IsZero() && !render.Draining(ns) {
+		if _, _, ok := render.PairedTenant(gw, ns); ok && render.Allowlisted(ns) {
 			out = append(out, ns.Name)
 		}
 	}

@@ -303,7 +303,7 @@ func tenantEgressVerdict(pf preflight.Result, outcomes []tenantOutcome) (metav1.
 			"the cluster does not serve policy.networking.k8s.io/v1alpha1 AdminNetworkPolicies (OVN-Kubernetes on OpenShift 4.16 or later does): tenants' egress NetworkPolicies do not bind their agents"
 	}
 	slices.SortFunc(outcomes, func(a, b tenantOutcome) int { return strings.Compare(a.tenant, b.tenant) })
-	var failed []string
+	var failed, pending []string
 	enforced := 0
 	for _, o := range outcomes {
 		switch {
@@ -311,6 +311,8 @@ func tenantEgressVerdict(pf preflight.Result, outcomes []tenantOutcome) (metav1.
 			failed = append(failed, o.tenant+": "+strings.TrimPrefix(o.outcome, render.TenantEgressNotWritten+": "))
 		case strings.HasPrefix(o.outcome, render.TenantEgressApplied):
 			enforced++
+		case o.outcome == "":
+			pending = append(pending, o.tenant)
 		}
 	}
 	if len(failed) > 0 {
@@ -319,6 +321,10 @@ func tenantEgressVerdict(pf preflight.Result, outcomes []tenantOutcome) (metav1.
 			msg += fmt.Sprintf(" (and %d more)", len(failed)-1)
 		}
 		return metav1.ConditionFalse, openshellv1alpha1.GatewayReasonTenantEgressNotWritten, msg
+	}
+	if len(pending) > 0 {
+		return metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonTenantEgressPending,
+			fmt.Sprintf("the egress of %d tenant namespace(s) is not evaluated yet: %s", len(pending), strings.Join(pending, ", "))
 	}
 	return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied,
 		fmt.Sprintf("the egress NetworkPolicies of %d tenant namespace(s) bind their agents through AdminNetworkPolicies; tenants without a namespace-wide egress policy need none", enforced)

@@ -242,8 +242,10 @@ func TestTenantEgressVerdict(t *testing.T) {
 	}{
 		{"no API", preflight.Result{}, nil, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonAdminNetworkPolicyUnavailable, "does not serve"},
 		{"nothing to enforce yet", served, nil, metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied, "of 0 tenant"},
-		{"applied and none", served, []tenantOutcome{{"a", render.TenantEgressApplied}, {"b", render.TenantEgressNone}, {"c", ""}},
+		{"applied and none", served, []tenantOutcome{{"a", render.TenantEgressApplied}, {"b", render.TenantEgressNone}},
 			metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied, "of 1 tenant"},
+		{"one not evaluated yet", served, []tenantOutcome{{"a", render.TenantEgressApplied}, {"c", ""}},
+			metav1.ConditionUnknown, openshellv1alpha1.GatewayReasonTenantEgressPending, "not evaluated yet: c"},
 		{"one not written", served, []tenantOutcome{{"z", render.TenantEgressNotWritten + ": forbidden"}, {"a", render.TenantEgressApplied},
 			{"b", render.TenantEgressNotWritten + ": denied by policy"}},
 			metav1.ConditionFalse, openshellv1alpha1.GatewayReasonTenantEgressNotWritten, "of 2 tenant namespace(s) is not written (apply config/tenant-egress to grant the operator AdminNetworkPolicies): b: denied by policy (and 1 more)"},

@@ -104,6 +104,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	if ensure != nil {
 		errs = append(errs, r.ensure(ctx, ensure, obs.tenant, obs.uid))
+	} else {
+		// A paired namespace kept for a gateway no longer usable (access
+		// revoked, gateway going) still runs sandboxes: its tenant's
+		// egress still follows the tenant's policies.
+		errs = append(errs, r.keptEgress(ctx, obs, release))
 	}
 	var res ctrl.Result
 	for _, ns := range release {
@@ -129,12 +134,15 @@ type observed struct {
 	// workspace mode Operator, not deleting, admitting the tenant, with an
 	// operator that watches every namespace.
 	usable map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway
+	// gateways are all the gateways in use that exist, usable or not.
+	gateways map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway
 	// paired are the namespaces the operator made for this tenant name.
 	paired []*metav1.PartialObjectMetadata
 }
 
 func (r *Reconciler) observe(ctx context.Context, tenant string) (observed, error) {
-	obs := observed{tenant: tenant, usable: map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway{}}
+	obs := observed{tenant: tenant, usable: map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway{},
+		gateways: map[types.NamespacedName]*openshellv1alpha1.OpenShellGateway{}}
 	ns, uid, err := tenancy.ReadNamespace(ctx, r.Client, tenant)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return obs, err
@@ -155,7 +163,7 @@ func (r *Reconciler) observe(ctx context.Context, tenant string) (observed, erro
 		}
 	}
 	slices.SortFunc(obs.starting, compareKeys)
-	for _, k := range obs.starting {
+	for _, k := range obs.inUse {
 		gw := &openshellv1alpha1.OpenShellGateway{}
 		if err := r.Client.Get(ctx, k, gw); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -163,7 +171,8 @@ func (r *Reconciler) observe(ctx context.Context, tenant string) (observed, erro
 			}
 			return obs, err
 		}
-		if !render.OperatorMode(gw) || !gw.DeletionTimestamp.IsZero() || !r.AllNamespaces || uid == "" {
+		obs.gateways[k] = gw
+		if !slices.Contains(obs.starting, k) || !render.OperatorMode(gw) || !gw.DeletionTimestamp.IsZero() || !r.AllNamespaces || uid == "" {
 			continue
 		}
 		gwNS, _, err := tenancy.ReadNamespace(ctx, r.Client, gw.Namespace)
@@ -261,14 +270,14 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			// looks at whose it is.
 			return fmt.Errorf("create paired namespace %s: %w", name, err)
 		}
-		ref.uid = objs[0].GetUID()
+		ref.uid, ref.pending = objs[0].GetUID(), objs[0].GetLabels()[render.LabelEgressPending] != ""
 	case err != nil:
 		return fmt.Errorf("read namespace %s: %w", name, err)
 	default:
 		if _, u, ok := render.PairedTenant(gw, cur); !ok || u != uid || !cur.DeletionTimestamp.IsZero() {
 			return nil // not ours, or going: WorkspaceNamespaceConflict or pending
 		}
-		ref.uid, ref.outcome = cur.UID, cur.Annotations[render.AnnotationTenantEgress]
+		ref.uid, ref.outcome, ref.pending = cur.UID, cur.Annotations[render.AnnotationTenantEgress], cur.Labels[render.LabelEgressPending] != ""
 		if render.Draining(cur) {
 			// A sandbox came back while it was being released: keep it.
 			patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:null}}}`, cur.UID, render.LabelDraining)
@@ -441,6 +450,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Build(traced.Reconciler("pairednamespaces", r))
 	if err != nil {
 		return err
+	}
+	if r.Preflight != nil {
+		// The AdminNetworkPolicy API appears (or the first probe lands):
+		// tenant egress is put in place where it waited for it.
+		if err := c.Watch(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.egressTenants))); err != nil {
+			return err
+		}
 	}
 	if r.SecretMetadata == nil {
 		return nil

@@ -3,7 +3,9 @@ package pairedns
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -25,7 +28,7 @@ import (
 // operator reads (uncached: a tenant may create any number, and the
 // operator's memory must not grow with them). Beyond it nothing is
 // written, and the AdminNetworkPolicy in place stays.
-const maxTenantPolicies = 500
+const maxTenantPolicies = 100
 
 // maxOutcome bounds the outcome recorded on the paired namespace.
 const maxOutcome = 1024
@@ -36,6 +39,8 @@ type pairedRef struct {
 	uid  types.UID
 	// outcome is its AnnotationTenantEgress as last recorded.
 	outcome string
+	// pending: it carries LabelEgressPending.
+	pending bool
 }
 
 // egress keeps the paired namespace's AdminNetworkPolicy in line with the
@@ -46,20 +51,27 @@ type pairedRef struct {
 func (r *Reconciler) egress(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, paired pairedRef) error {
 	outcome, skipped, err := r.egressOutcome(ctx, gw, tenant, paired)
 	if len(outcome) > maxOutcome {
-		outcome = outcome[:maxOutcome]
+		outcome = strings.ToValidUTF8(outcome[:maxOutcome], "")
 	}
-	if outcome == paired.outcome {
+	// In place (or none needed): the namespace may join the allowlist.
+	release := paired.pending && (gw.Spec.Managed.Sandboxes.TenantEgress == nil ||
+		strings.HasPrefix(outcome, render.TenantEgressApplied) || outcome == render.TenantEgressNone)
+	if outcome == paired.outcome && !release {
 		return err
 	}
-	value := "null"
+	value := []byte("null")
 	if outcome != "" {
-		value = fmt.Sprintf("%q", outcome)
+		value, _ = json.Marshal(outcome) // a string always marshals
 	}
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%s}}}`, paired.uid, render.AnnotationTenantEgress, value)
+	labels := ""
+	if release {
+		labels = fmt.Sprintf(`,"labels":{%q:null}`, render.LabelEgressPending)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%s}%s}}`, paired.uid, render.AnnotationTenantEgress, value, labels)
 	if perr := r.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: paired.name}}, client.RawPatch(types.MergePatchType, []byte(patch))); perr != nil {
 		return fmt.Errorf("record the tenant egress of %s: %w", paired.name, perr)
 	}
-	if r.Recorder != nil {
+	if r.Recorder != nil && outcome != paired.outcome {
 		typ := corev1.EventTypeNormal
 		if strings.HasPrefix(outcome, render.TenantEgressNotWritten) {
 			typ = corev1.EventTypeWarning
@@ -144,4 +156,37 @@ func sanitize(err error) string {
 		msg = msg[:i] + ": conflict, retrying"
 	}
 	return msg
+}
+
+// keptEgress runs the egress step for the paired namespace kept (not
+// released) for a gateway that is no longer usable but still exists.
+func (r *Reconciler) keptEgress(ctx context.Context, obs observed, release []*metav1.PartialObjectMetadata) error {
+	for _, ns := range obs.paired {
+		if slices.Contains(release, ns) || !ns.DeletionTimestamp.IsZero() {
+			continue
+		}
+		gw := obs.gateways[gatewayOf(ns)]
+		if gw == nil || !render.OperatorMode(gw) {
+			continue
+		}
+		return r.egress(ctx, gw, obs.tenant, pairedRef{name: ns.Name, uid: ns.UID,
+			outcome: ns.Annotations[render.AnnotationTenantEgress], pending: ns.Labels[render.LabelEgressPending] != ""})
+	}
+	return nil
+}
+
+// egressTenants re-queues the tenant namespaces with sandboxes on a
+// gateway with tenant egress.
+func (r *Reconciler) egressTenants(ctx context.Context, _ client.Object) []reconcile.Request {
+	gws := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, gws); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range gws.Items {
+		if gw := &gws.Items[i]; gw.Spec.Managed != nil && gw.Spec.Managed.Sandboxes.TenantEgress != nil {
+			out = append(out, r.tenantsOf(ctx, gw)...)
+		}
+	}
+	return out
 }

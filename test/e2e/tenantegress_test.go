@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,17 +38,21 @@ const operatorSA = "system:serviceaccount:openshell-operator:openshell-operator-
 // AdminNetworkPolicy the operator writes for its paired namespace (the
 // gateway's own supervisor fence allows all egress, and its driver
 // refuses a narrower one). The cluster has the real AdminNetworkPolicy
-// CRD and a cluster admin applied config/tenant-egress; no CNI runs here,
+// CRD and a cluster admin applied config/tenant-egress; the operator runs
+// as its ServiceAccount with the bundle's RBAC and that grant. No CNI runs here,
 // so what is asserted is the policy the network plugin would enforce.
 // Attacks, each as the persona who would try it:
 //   - tenant A's namespace admin reads, changes or deletes its
 //     AdminNetworkPolicy, creates one of its own, or places a
 //     NetworkPolicy in its paired namespace: refused;
 //   - tenant B's policies never reach A's agents, nor A's B's;
+//   - a priority the grant refuses fails closed: a new tenant's agents
+//     wait, off the allowlist, instead of running with all egress open;
 //   - the operator's own ServiceAccount, were it subverted, cannot write
 //     an AdminNetworkPolicy that allows, selects another namespace or
-//     takes precedence over the platform's: config/tenant-egress's
-//     admission policy refuses it (and admits what the operator renders).
+//     takes precedence over the platform's, nor delete the platform's:
+//     config/tenant-egress's admission policy refuses it (and admits what
+//     the operator renders).
 func TestTenantEgress(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -57,6 +62,19 @@ func TestTenantEgress(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(framework.InstallCRD(ctx, c, crd)).To(Succeed())
 	g.Expect(framework.WaitCRDReady(ctx, c, crd)).To(Succeed())
+	// The operator runs as its ServiceAccount, in the namespace
+	// config/tenant-egress names, with what OLM grants it for
+	// AllNamespaces and what the cluster admin grants it there: its
+	// writes meet the grant's admission policy for real.
+	opNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "openshell-operator"}}
+	g.Expect(c.Create(ctx, opNS)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), opNS) })
+	csv, err := framework.LoadCSV()
+	g.Expect(err).NotTo(HaveOccurred())
+	asOperator, revoke, err := framework.GrantLikeOLM(ctx, c, cluster.Config, csv, opNS.Name, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(revoke()).To(Succeed()) })
+	g.Expect(asOperator.Impersonate.UserName).To(Equal(operatorSA))
 	grant := filepath.Join(framework.RepoRoot(), "config", "tenant-egress", "grant.yaml")
 	g.Expect(framework.ApplyManifests(ctx, c, grant)).To(Succeed())
 	t.Cleanup(func() { g.Expect(framework.DeleteManifests(context.Background(), c, grant)).To(Succeed()) })
@@ -65,8 +83,9 @@ func TestTenantEgress(t *testing.T) {
 	platform := framework.CreatePlatformNamespace(ctx, t, c, "egress-platform")
 	tenantA := framework.CreateNamespace(ctx, t, c, "egress-a")
 	tenantB := framework.CreateNamespace(ctx, t, c, "egress-b")
+	tenantC := framework.CreateNamespace(ctx, t, c, "egress-c")
 	createVolume(ctx, t, platform, "egress")
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: own, SandboxNamespace: own, PlayManagedGateways: true,
+	st, err := stack.Start(ctx, asOperator, c, stack.Options{GatewayNamespace: own, SandboxNamespace: own, PlayManagedGateways: true, GatewayConfig: cluster.Config,
 		Manager: operator.Options{Controllers: operator.ControllerOptions{PairedReleaseGrace: releaseGrace,
 			Platform: tenancy.Platform{GatewayNamespaces: []string{platform}}}}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -75,7 +94,7 @@ func TestTenantEgress(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: platform},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
 			Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeOperator,
-				TenantEgress: &openshellv1alpha1.TenantEgress{Priority: 95}}},
+				TenantEgress: &openshellv1alpha1.TenantEgress{}}},
 			Tenancy:         openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
 			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}},
 	}
@@ -116,7 +135,7 @@ func TestTenantEgress(t *testing.T) {
 	anpA := &anpv1alpha1.AdminNetworkPolicy{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, anpA)).To(Succeed())
-		g.Expect(anpA.Spec.Priority).To(BeEquivalentTo(95))
+		g.Expect(anpA.Spec.Priority).To(BeEquivalentTo(99), "the default priority is the one config/tenant-egress admits")
 		g.Expect(anpA.Spec.Subject.Pods.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": pairedA}))
 		g.Expect(anpA.Spec.Subject.Pods.PodSelector.MatchLabels).To(Equal(map[string]string{tenantegress.LabelBoundaryRole: tenantegress.RoleSupervisor}))
 		var actions []string
@@ -177,13 +196,26 @@ func TestTenantEgress(t *testing.T) {
 	}{
 		{allows, "may only Pass or Deny"},
 		{elsewhere, "the paired namespace the policy is named after"},
-		{first, "priority of 90 or more"},
+		{first, "must have priority 99"},
 		{allowEverything("openshell-ws-0123456789abcdef", pairedA), "the subject must be the supervisor pods"},
 	} {
 		err := sa.Create(ctx, tc.anp, client.DryRunAll)
 		g.Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "the operator's ServiceAccount wrote %+v: %v", tc.anp.Spec, err)
 		g.Expect(err.Error()).To(ContainSubstring(tc.says))
 	}
+
+	// Nor may it delete what is not its own: a platform policy.
+	platformANP := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "platform-deny-metadata"},
+		Spec: anpv1alpha1.AdminNetworkPolicySpec{Priority: 10,
+			Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+			Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Name: "metadata", Action: anpv1alpha1.AdminNetworkPolicyRuleActionDeny,
+				To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"169.254.169.254/32"}}}}}}}
+	g.Expect(c.Create(ctx, platformANP)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), platformANP) })
+	err = sa.Delete(ctx, platformANP.DeepCopy(), client.DryRunAll)
+	g.Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "the operator's ServiceAccount deletes a platform policy: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("may only write or delete AdminNetworkPolicies named openshell-"))
+	g.Expect(sa.Delete(ctx, &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: nameA}}, client.DryRunAll)).To(Succeed())
 
 	// B denies its egress: B's policy appears, A's is unchanged.
 	g.Expect(bob.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-egress", Namespace: tenantB},
@@ -198,6 +230,47 @@ func TestTenantEgress(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, now)).To(Succeed())
 	g.Expect(now.Spec).To(Equal(anpA.Spec), "tenant B's policy changed A's")
 
+	// Fail closed: the platform admin sets a priority the grant's
+	// admission policy refuses. A's policy stays as it was, and A's
+	// agents keep running; tenant C's new paired namespace stays off the
+	// allowlist, so its sandbox waits rather than run with all egress
+	// open, and the gateway says why. Back to 99, C's runs.
+	setPriority := func(p int32) {
+		g.Expect(c.Patch(ctx, gw, client.RawPatch("application/merge-patch+json",
+			[]byte(fmt.Sprintf(`{"spec":{"managed":{"sandboxes":{"tenantEgress":{"priority":%d}}}}}`, p))))).To(Succeed())
+	}
+	setPriority(50)
+	bind(ctx, t, tenantC, "carol", "admin")
+	g.Expect(as(t, "carol").Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-egress", Namespace: tenantC},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: egressOnly}})).To(Succeed())
+	sbC := sandboxOn(tenantC, "agent", gw)
+	g.Expect(c.Create(ctx, sbC)).To(Succeed())
+	pairedC := render.PairedNamespace(tenantC, namespaceUID(ctx, g, tenantC))
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+		cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.GatewayReasonTenantEgressNotWritten), cond.Message)
+		g.Expect(cond.Message).To(ContainSubstring("must have priority 99"))
+		// All three refused (A's and B's re-render too): the gateway has
+		// seen C's namespace, and rendered its allowlist, in this status.
+		g.Expect(cond.Message).To(ContainSubstring("of 3 tenant namespace(s)"))
+		ns := &corev1.Namespace{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: pairedC}, ns)).To(Succeed())
+		g.Expect(ns.Labels).To(HaveKey(render.LabelEgressPending))
+		g.Expect(allowlist(ctx, g, gw)).To(ConsistOf(pairedA, pairedB), "a namespace whose egress is not in place is allowlisted")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	ready := meta.FindStatusCondition(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sbC)).Status.Conditions, openshellv1alpha1.ConditionReady)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Reason).To(Equal(openshellv1alpha1.SandboxReasonWorkspaceNamespacePending), ready.Message)
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, now)).To(Succeed())
+	g.Expect(now.Spec.Priority).To(BeEquivalentTo(99), "A's policy was changed to what the grant refuses")
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbA), openshellv1alpha1.SandboxPhaseReady)
+	setPriority(99)
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sbC), openshellv1alpha1.SandboxPhaseReady)
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: render.TenantEgressPolicyName(pairedC)}, &anpv1alpha1.AdminNetworkPolicy{})).To(Succeed())
+
 	// A lifts its egress isolation: its AdminNetworkPolicy goes.
 	g.Expect(alice.Delete(ctx, denyAll)).To(Succeed())
 	g.Expect(alice.Delete(ctx, allow)).To(Succeed())
@@ -206,7 +279,7 @@ func TestTenantEgress(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "A's AdminNetworkPolicy stays: %v", err)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
-	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB} {
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB, sbC} {
 		g.Expect(c.Delete(ctx, sb)).To(Succeed())
 	}
 	g.Expect(c.Delete(ctx, gw)).To(Succeed())

@@ -97,6 +97,11 @@ func WorkspaceObjects(gw *openshellv1alpha1.OpenShellGateway, tenant string, uid
 		nsMeta.Labels[k] = "restricted"
 	}
 	nsMeta.Labels[LabelPSASync] = "false"
+	if gw.Spec.Managed.Sandboxes.TenantEgress != nil {
+		// Off the allowlist until its tenant egress holds: no supervisor
+		// may run there before the AdminNetworkPolicy does.
+		nsMeta.Labels[LabelEgressPending] = "true"
+	}
 	nsMeta.Annotations = map[string]string{AnnotationGatewayName: gw.Name}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Fullname, Namespace: gw.Namespace}}
 	return []client.Object{
@@ -118,6 +123,21 @@ const LabelDraining = "openshell.ai/draining-since"
 
 // Draining says whether a paired namespace is being released.
 func Draining(ns metav1.Object) bool { return ns.GetLabels()[LabelDraining] != "" }
+
+// LabelEgressPending on a paired namespace created for a gateway with
+// tenant egress keeps it off the gateway's allowlist until its tenant's
+// egress has been put in place once (an AdminNetworkPolicy written, or
+// none needed): a sandbox waits (WorkspaceNamespacePending) rather than
+// run with all egress open. It is set only at creation, so a namespace
+// whose sandboxes already run never leaves the allowlist for it; a later
+// failure leaves the policy in place as it was.
+const LabelEgressPending = "openshell.ai/tenant-egress-pending"
+
+// Allowlisted says whether a paired namespace may be on its gateway's
+// allowlist: not going, not draining, not waiting for its tenant egress.
+func Allowlisted(ns metav1.Object) bool {
+	return ns.GetDeletionTimestamp().IsZero() && !Draining(ns) && ns.GetLabels()[LabelEgressPending] == ""
+}
 
 // IsPairedNamespace says whether a namespace's labels make it a paired
 // namespace of any gateway (labels only the operator and cluster admins

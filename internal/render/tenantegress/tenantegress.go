@@ -31,6 +31,8 @@
 package tenantegress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -55,6 +57,15 @@ const (
 	BoundaryPort = 5500
 	// labelNamespaceName is set by Kubernetes on every namespace.
 	labelNamespaceName = "kubernetes.io/metadata.name"
+)
+
+// Bounds of what one ipBlock may cost: subtracting N except blocks takes
+// up to 128·N² steps and yields up to 128·N prefixes, and every tenant
+// shares the operator's worker. Beyond them the peer is left out (denied)
+// and reported.
+const (
+	maxExcepts       = 64
+	maxBlockPrefixes = 512
 )
 
 // Bounds of the AdminNetworkPolicy API (v1alpha1 CRD validation).
@@ -100,7 +111,9 @@ func Render(in Inputs) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 	var tenant []anpv1alpha1.AdminNetworkPolicyEgressRule
 	policies := slices.Clone(in.Policies)
 	slices.SortFunc(policies, func(a, b networkingv1.NetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
-	applies := false
+	platform := platformRules(in)
+	room := maxRules - len(platform) - 1
+	applies, full := false, false
 	for i := range policies {
 		np := &policies[i]
 		if !isolatesEgress(np) {
@@ -112,22 +125,25 @@ func Render(in Inputs) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 		}
 		applies = true
 		for j, r := range np.Spec.Egress {
+			if full {
+				break // no room left: translating the rest would only cost
+			}
 			rules, why := translate(in.Tenant, fmt.Sprintf("%s[%d]", np.Name, j), r)
 			if why != "" {
 				skipped = append(skipped, Skipped{np.Name, fmt.Sprintf("egress rule %d: %s", j, why)})
 			}
 			tenant = append(tenant, rules...)
+			full = len(tenant) > room
 		}
 	}
 	if !applies {
 		return nil, skipped
 	}
-	rules := platformRules(in)
-	if room := maxRules - len(rules) - 1; len(tenant) > room {
-		skipped = append(skipped, Skipped{"", fmt.Sprintf("the tenant's policies need %d AdminNetworkPolicy rules, more than the %d left: the rest is denied", len(tenant), room)})
-		tenant = tenant[:room]
+	if full {
+		skipped = append(skipped, Skipped{"", fmt.Sprintf("the tenant's policies need more than the %d AdminNetworkPolicy rules left: the rest is denied", room)})
+		tenant = tenant[:min(len(tenant), room)]
 	}
-	rules = append(rules, tenant...)
+	rules := append(platform, tenant...)
 	rules = append(rules, anpv1alpha1.AdminNetworkPolicyEgressRule{Name: "deny-the-rest", Action: anpv1alpha1.AdminNetworkPolicyRuleActionDeny,
 		To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0", "::/0"}}}})
 	return &anpv1alpha1.AdminNetworkPolicy{
@@ -200,6 +216,7 @@ func translate(tenant, name string, r networkingv1.NetworkPolicyEgressRule) ([]a
 	}
 	var selectors []anpv1alpha1.AdminNetworkPolicyEgressPeer
 	var networks []anpv1alpha1.CIDR
+	var skippedPeers []string
 	everywhere := len(r.To) == 0
 	if everywhere {
 		// To everywhere.
@@ -211,7 +228,8 @@ func translate(tenant, name string, r networkingv1.NetworkPolicyEgressRule) ([]a
 		case p.IPBlock != nil:
 			cidrs, err := subtract(p.IPBlock.CIDR, p.IPBlock.Except)
 			if err != nil {
-				return nil, err.Error()
+				skippedPeers = append(skippedPeers, err.Error())
+				continue
 			}
 			networks = append(networks, cidrs...)
 		case p.NamespaceSelector != nil && p.PodSelector != nil:
@@ -248,7 +266,7 @@ func translate(tenant, name string, r networkingv1.NetworkPolicyEgressRule) ([]a
 		switch {
 		case named != nil && ports == nil:
 			if !everywhere {
-				why = "named ports cannot apply to ipBlock peers; those are denied"
+				skippedPeers = append(skippedPeers, "named ports cannot apply to ipBlock peers; those are denied")
 			}
 		default:
 			var peers []anpv1alpha1.AdminNetworkPolicyEgressPeer
@@ -258,7 +276,7 @@ func translate(tenant, name string, r networkingv1.NetworkPolicyEgressRule) ([]a
 			rule(peers, ports)
 		}
 	}
-	return out, why
+	return out, strings.Join(skippedPeers, "; ")
 }
 
 // translatePorts splits a rule's ports into numeric ones and named ones
@@ -283,10 +301,15 @@ func translatePorts(in []networkingv1.NetworkPolicyPort) (numeric, named []anpv1
 	return numeric, named, ""
 }
 
+// ruleName names a tenant rule after its policy, rule and part; a name
+// over the API's bound keeps its start and a digest of the whole, so that
+// no two rules share one.
 func ruleName(base string, i int) string {
 	name := fmt.Sprintf("tenant/%s/%d", base, i)
 	if len(name) > maxRuleName {
-		name = name[:maxRuleName]
+		sum := sha256.Sum256([]byte(name))
+		suffix := "~" + hex.EncodeToString(sum[:6])
+		name = name[:maxRuleName-len(suffix)] + suffix
 	}
 	return name
 }
@@ -299,6 +322,9 @@ func subtract(cidr string, except []string) ([]anpv1alpha1.CIDR, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipBlock cidr %q: %w", cidr, err)
 	}
+	if len(except) > maxExcepts {
+		return nil, fmt.Errorf("ipBlock %s has more than %d except blocks; that peer is denied", cidr, maxExcepts)
+	}
 	var holes []netip.Prefix
 	for _, e := range except {
 		h, err := netip.ParsePrefix(e)
@@ -307,8 +333,15 @@ func subtract(cidr string, except []string) ([]anpv1alpha1.CIDR, error) {
 		}
 		holes = append(holes, h.Masked())
 	}
+	parts := without(base.Masked(), holes)
+	if len(parts) > maxBlockPrefixes {
+		return nil, fmt.Errorf("ipBlock %s less its except blocks is more than %d CIDRs; that peer is denied", cidr, maxBlockPrefixes)
+	}
 	var out []anpv1alpha1.CIDR
-	for _, p := range without(base.Masked(), holes) {
+	for _, p := range parts {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("ipBlock %s: cannot be expressed as CIDRs; that peer is denied", cidr)
+		}
 		out = append(out, anpv1alpha1.CIDR(p.String()))
 	}
 	return out, nil
@@ -340,6 +373,7 @@ func lastOf(p netip.Prefix) netip.Addr {
 	for i := p.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 0x80 >> (i % 8)
 	}
+	// Per family: an IPv6 address is never unmapped to IPv4.
 	a, _ := netip.AddrFromSlice(b)
-	return a.Unmap()
+	return a
 }

@@ -1,6 +1,7 @@
 package tenantegress
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -166,6 +167,8 @@ func TestSubtract(t *testing.T) {
 		{"10.0.0.0/24", []string{"192.168.0.0/16"}, "10.0.0.0/24"},
 		{"10.0.0.5/30", nil, "10.0.0.4/30"},
 		{"2001:db8::/32", []string{"2001:db8::/33"}, "2001:db8:8000::/33"},
+		// The last address of ::/80 is ::ffff:255.255.255.255: it stays IPv6.
+		{"::/79", []string{"::/80"}, "::1:0:0:0/80"},
 	} {
 		got, err := subtract(tc.cidr, tc.except)
 		if err != nil {
@@ -177,6 +180,47 @@ func TestSubtract(t *testing.T) {
 	}
 	if _, err := subtract("not-a-cidr", nil); err == nil {
 		t.Fatal("a bad CIDR was accepted")
+	}
+	got, err := subtract("::/0", []string{"::1/128"})
+	if err != nil || len(got) != 128 {
+		t.Fatalf("::/0 less ::1: %d CIDRs, %v", len(got), err)
+	}
+	for _, c := range got {
+		if p, err := netip.ParsePrefix(string(c)); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() && p.Bits() < 96 {
+			t.Fatalf("%s is not an IPv6 CIDR of the block: %v", c, err)
+		}
+	}
+	var many []string
+	for i := range maxExcepts + 1 {
+		many = append(many, fmt.Sprintf("10.0.%d.0/24", i))
+	}
+	if _, err := subtract("10.0.0.0/8", many); err == nil || !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("an ipBlock with %d excepts was translated: %v", len(many), err)
+	}
+}
+
+func TestABadPeerIsDeniedAloneAndSaid(t *testing.T) {
+	var many []string
+	for i := range maxExcepts + 1 {
+		many = append(many, fmt.Sprintf("10.0.%d.0/24", i))
+	}
+	anp, skipped := Render(inputs(egress("mixed", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: many}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}},
+	}})))
+	if len(anp.Spec.Egress) != 5 || strings.Join(cidrs(anp.Spec.Egress[3].To[0].Networks), ",") != "192.0.2.0/24" {
+		t.Fatalf("the good peer is not passed alone: %+v", anp.Spec.Egress)
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "except blocks") {
+		t.Fatalf("skipped %+v", skipped)
+	}
+}
+
+func TestLongRuleNamesStayApart(t *testing.T) {
+	long := strings.Repeat("p", 240)
+	a, b := ruleName(long+"[0]", 0), ruleName(long+"[1]", 0)
+	if a == b || len(a) > maxRuleName || len(b) > maxRuleName {
+		t.Fatalf("%q and %q", a, b)
 	}
 }
 
