@@ -635,15 +635,29 @@ type SandboxPlacement struct {
 	// +optional
 	AppArmorProfile string `json:"appArmorProfile,omitempty"`
 
-	// TenantEgress makes each tenant namespace's namespace-wide egress
+	// AllowedPodLabels are the label keys tenants' sandboxes may set in
+	// spec.podLabels on gateways of 0.1.5 and later, whose driver refuses
+	// template labels it does not allowlist (the operator's own are always
+	// allowed). Tenant NetworkPolicies, cost reports and tenantEgress
+	// select sandboxes by them.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.contains('.openshell.ai/') && !k.startsWith('agents.x-k8s.io/'))",message="allowedPodLabels cannot name keys under openshell.ai/ or agents.x-k8s.io/: the operator and Agent Sandbox set those, and no tenant may wear them"
+	// +listType=set
+	// +optional
+	AllowedPodLabels []string `json:"allowedPodLabels,omitempty"`
+
+	// TenantEgress makes each tenant namespace's egress
 	// NetworkPolicies bind its agents (workspace mode Operator only). The
 	// gateway's own fence allows its supervisors all egress and its driver
 	// refuses a changed fence, and Kubernetes admits what any policy
 	// selecting a pod allows, so no NetworkPolicy can narrow it: the
-	// operator writes one AdminNetworkPolicy per paired namespace instead
-	// (policy.networking.k8s.io/v1alpha1, OVN-Kubernetes on OpenShift
-	// 4.16 and later), which passes what the tenant's policies allow, DNS
-	// and the gateway to NetworkPolicy evaluation and denies the rest.
+	// operator writes AdminNetworkPolicies for each paired namespace
+	// instead (policy.networking.k8s.io/v1alpha1, OVN-Kubernetes on
+	// OpenShift 4.16 and later; one per group of sandboxes that the same
+	// policies select), which pass what the tenant's policies allow, DNS
+	// and the gateway to NetworkPolicy evaluation and deny the rest.
 	// The operator holds no right to AdminNetworkPolicies until a cluster
 	// admin applies config/tenant-egress (docs/tenancy.md); the
 	// TenantEgressEnforced condition says whether it is in force.
@@ -865,8 +879,8 @@ const (
 
 // Reasons of TenantEgressEnforced.
 const (
-	// GatewayReasonTenantEgressApplied (True): each tenant with namespace-wide
-	// egress NetworkPolicies has its AdminNetworkPolicy.
+	// GatewayReasonTenantEgressApplied (True): each tenant with egress
+	// NetworkPolicies has its AdminNetworkPolicies.
 	GatewayReasonTenantEgressApplied = "Applied"
 	// GatewayReasonAdminNetworkPolicyUnavailable (False): the cluster does
 	// not serve policy.networking.k8s.io/v1alpha1 AdminNetworkPolicies

@@ -1872,6 +1872,11 @@ func (in *SandboxPlacement) DeepCopyInto(out *SandboxPlacement) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedPodLabels != nil {
+		in, out := &in.AllowedPodLabels, &out.AllowedPodLabels
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.TenantEgress != nil {
 		in, out := &in.TenantEgress, &out.TenantEgress
 		*out = new(TenantEgress)

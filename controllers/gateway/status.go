@@ -327,5 +327,5 @@ func tenantEgressVerdict(pf preflight.Result, outcomes []tenantOutcome) (metav1.
 			fmt.Sprintf("the egress of %d tenant namespace(s) is not evaluated yet: %s", len(pending), strings.Join(pending, ", "))
 	}
 	return metav1.ConditionTrue, openshellv1alpha1.GatewayReasonTenantEgressApplied,
-		fmt.Sprintf("the egress NetworkPolicies of %d tenant namespace(s) bind their agents through AdminNetworkPolicies; tenants without a namespace-wide egress policy need none", enforced)
+		fmt.Sprintf("the egress NetworkPolicies of %d tenant namespace(s) bind their agents through AdminNetworkPolicies; tenants without an egress policy need none", enforced)
 }

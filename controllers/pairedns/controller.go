@@ -262,7 +262,7 @@ func (r *Reconciler) ensure(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	name := objs[0].GetName()
 	cur := &metav1.PartialObjectMetadata{}
 	cur.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	ref := pairedRef{name: name}
+	ref := pairedRef{name: name, tenantUID: uid}
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, cur); {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, objs[0]); err != nil {
@@ -443,7 +443,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Namespace{}, ofNamespace, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, index.DeletionStarted))).
 		Watches(&corev1.ResourceQuota{}, ofControl, builder.WithPredicates(quotaSpecChanged)).
 		Watches(&corev1.LimitRange{}, ofControl).
-		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(startsOrEnds)).
+		// Its ID and pod labels decide which tenant egress applies to it.
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, ofSandbox, builder.WithPredicates(predicate.Or[client.Object](startsOrEnds, idOrSpecChanged))).
 		Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Its image policies name the tenant's pull Secrets.
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, ofControl).
@@ -503,6 +504,14 @@ var startsOrEnds = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return ok && sb.Status.Phase == openshellv1alpha1.SandboxPhaseRejected
 	}
 	return rejected(e.ObjectOld) != rejected(e.ObjectNew) || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
+
+// idOrSpecChanged passes a sandbox's gateway ID being assigned or
+// changed, and its spec (its pod labels) changing.
+var idOrSpecChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellSandbox)
+	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellSandbox)
+	return ok1 && ok2 && (o.Status.SandboxID != n.Status.SandboxID || o.Generation != n.Generation)
 }}
 
 // quotaSpecChanged passes a ResourceQuota's spec or label changes, not the

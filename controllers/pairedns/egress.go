@@ -22,6 +22,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/apply"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/render/tenantegress"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
 // maxTenantPolicies bounds the NetworkPolicies of one tenant namespace the
@@ -41,6 +42,8 @@ type pairedRef struct {
 	outcome string
 	// pending: it carries LabelEgressPending.
 	pending bool
+	// tenantUID is its tenant namespace's UID (the tenant labels).
+	tenantUID types.UID
 }
 
 // egress keeps the paired namespace's AdminNetworkPolicy in line with the
@@ -116,11 +119,22 @@ func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.Op
 	if list.Continue != "" {
 		return notWritten(fmt.Sprintf("namespace %s has more than %d NetworkPolicies", tenant, maxTenantPolicies)), nil, nil
 	}
-	anp, skipped := render.TenantEgressPolicy(gw, tenant, paired.name, paired.uid, list.Items)
-	if anp == nil {
+	sandboxes, err := r.egressSandboxes(ctx, gw, tenant, paired.tenantUID)
+	if err != nil {
+		return paired.outcome, nil, err
+	}
+	anps, skipped := render.TenantEgressPolicies(gw, tenant, paired.name, paired.uid, list.Items, sandboxes)
+	if anps == nil {
 		return r.dropEgress(ctx, paired, render.TenantEgressNone)
 	}
-	if err := apply.Apply(ctx, r.Client, r.APIReader, anp); err != nil {
+	keep := map[string]bool{}
+	for _, anp := range anps {
+		if err := apply.Apply(ctx, r.Client, r.APIReader, anp); err != nil {
+			return notWritten(sanitize(err)), skipped, err
+		}
+		keep[anp.Name] = true
+	}
+	if err := r.deleteEgress(ctx, paired, keep); err != nil {
 		return notWritten(sanitize(err)), skipped, err
 	}
 	out := render.TenantEgressApplied
@@ -130,20 +144,53 @@ func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.Op
 	return out, skipped, nil
 }
 
-// dropEgress deletes the paired namespace's AdminNetworkPolicy, if any.
+// dropEgress deletes the paired namespace's AdminNetworkPolicies, if any.
 func (r *Reconciler) dropEgress(ctx context.Context, paired pairedRef, outcome string) (string, []tenantegress.Skipped, error) {
-	anp := &anpv1alpha1.AdminNetworkPolicy{}
-	anp.Name = render.TenantEgressPolicyName(paired.name)
-	err := r.Client.Delete(ctx, anp)
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	switch err := r.deleteEgress(ctx, paired, nil); {
+	case err == nil, apierrors.IsForbidden(err), meta.IsNoMatchError(err):
+		// Never written by this operator, or the grant went: they are
+		// collected with their namespace.
 		return outcome, nil, nil
-	case apierrors.IsForbidden(err), meta.IsNoMatchError(err):
-		// Never written by this operator, or the grant went: it is
-		// collected with its namespace.
-		return outcome, nil, nil
+	default:
+		return paired.outcome, nil, err
 	}
-	return paired.outcome, nil, fmt.Errorf("delete %s: %w", anp.Name, err)
+}
+
+// deleteEgress deletes the paired namespace's AdminNetworkPolicies that
+// keep does not name (its groups whose sandboxes went).
+func (r *Reconciler) deleteEgress(ctx context.Context, paired pairedRef, keep map[string]bool) error {
+	list := &anpv1alpha1.AdminNetworkPolicyList{}
+	if err := r.APIReader.List(ctx, list, client.MatchingLabels{render.LabelComponent: "tenant-egress", render.LabelManagedBy: render.ManagedByValue}); err != nil {
+		return fmt.Errorf("list AdminNetworkPolicies: %w", err)
+	}
+	base := render.TenantEgressPolicyName(paired.name)
+	for i := range list.Items {
+		anp := &list.Items[i]
+		if keep[anp.Name] || (anp.Name != base && !strings.HasPrefix(anp.Name, base+"-")) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, anp, client.Preconditions{UID: &anp.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s: %w", anp.Name, err)
+		}
+	}
+	return nil
+}
+
+// egressSandboxes are the tenant's sandboxes on gw as its NetworkPolicies
+// select them (deleting ones included: their pods still run).
+func (r *Reconciler) egressSandboxes(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, tenant string, uid types.UID) ([]tenantegress.Sandbox, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(tenant)); err != nil {
+		return nil, fmt.Errorf("list the sandboxes of %s: %w", tenant, err)
+	}
+	var out []tenantegress.Sandbox
+	for i := range list.Items {
+		sb := &list.Items[i]
+		if sb.GatewayKey() == client.ObjectKeyFromObject(gw) {
+			out = append(out, tenantegress.Sandbox{ID: sb.Status.SandboxID, Labels: sandboxspec.PodLabels(sb, uid)})
+		}
+	}
+	return out, nil
 }
 
 func notWritten(why string) string { return render.TenantEgressNotWritten + ": " + why }
@@ -169,7 +216,7 @@ func (r *Reconciler) keptEgress(ctx context.Context, obs observed, release []*me
 		if gw == nil || !render.OperatorMode(gw) {
 			continue
 		}
-		return r.egress(ctx, gw, obs.tenant, pairedRef{name: ns.Name, uid: ns.UID,
+		return r.egress(ctx, gw, obs.tenant, pairedRef{name: ns.Name, uid: ns.UID, tenantUID: obs.uid,
 			outcome: ns.Annotations[render.AnnotationTenantEgress], pending: ns.Labels[render.LabelEgressPending] != ""})
 	}
 	return nil

@@ -373,3 +373,10 @@ func ImmutableHash(sb *openshellv1alpha1.OpenShellSandbox) string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// PodLabels are the labels a sandbox's workload pod wears (its podLabels,
+// the template label and the tenant labels), as the tenant's
+// NetworkPolicies select it; nsUID is its namespace's UID.
+func PodLabels(sb *openshellv1alpha1.OpenShellSandbox, nsUID types.UID) map[string]string {
+	return withTenant(podLabels(sb), sb.Namespace, nsUID)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +43,9 @@ const operatorSA = "system:serviceaccount:openshell-operator:openshell-operator-
 // CRD and a cluster admin applied config/tenant-egress; the operator runs
 // as its ServiceAccount with the bundle's RBAC and that grant. No CNI runs here,
 // so what is asserted is the policy the network plugin would enforce.
-// Attacks, each as the persona who would try it:
+// A policy that selects pods by label applies to the sandboxes whose pod
+// labels it selects (their supervisors, by sandbox ID, in a group of their
+// own). Attacks, each as the persona who would try it:
 //   - tenant A's namespace admin reads, changes or deletes its
 //     AdminNetworkPolicy, creates one of its own, or places a
 //     NetworkPolicy in its paired namespace: refused;
@@ -94,7 +98,7 @@ func TestTenantEgress(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: platform},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged,
 			Managed: &openshellv1alpha1.ManagedGatewaySpec{Sandboxes: openshellv1alpha1.SandboxPlacement{WorkspaceMode: openshellv1alpha1.WorkspaceModeOperator,
-				TenantEgress: &openshellv1alpha1.TenantEgress{}}},
+				TenantEgress: &openshellv1alpha1.TenantEgress{}, AllowedPodLabels: []string{"app"}}},
 			Tenancy:         openshellv1alpha1.GatewayTenancy{AllowedNamespaces: openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromAll}},
 			SandboxControls: openshellv1alpha1.SandboxControls{RequirePolicy: ptr.To(false)}},
 	}
@@ -121,31 +125,57 @@ func TestTenantEgress(t *testing.T) {
 	for _, np := range []*networkingv1.NetworkPolicy{denyAll, allow, web} {
 		g.Expect(alice.Create(ctx, np)).To(Succeed())
 	}
-	sbA, sbB := sandboxOn(tenantA, "agent", gw), sandboxOn(tenantB, "agent", gw)
-	g.Expect(c.Create(ctx, sbA)).To(Succeed())
-	g.Expect(c.Create(ctx, sbB)).To(Succeed())
-	waitPhase(ctx, g, client.ObjectKeyFromObject(sbA), openshellv1alpha1.SandboxPhaseReady)
-	waitPhase(ctx, g, client.ObjectKeyFromObject(sbB), openshellv1alpha1.SandboxPhaseReady)
+	sbA, sbB, sbW := sandboxOn(tenantA, "agent", gw), sandboxOn(tenantB, "agent", gw), sandboxOn(tenantA, "web", gw)
+	sbW.Spec.PodLabels = map[string]openshellv1alpha1.PodLabelValue{"app": "web"}
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB, sbW} {
+		g.Expect(c.Create(ctx, sb)).To(Succeed())
+	}
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB, sbW} {
+		waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+	}
+	idA := strings.ToLower(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sbA)).Status.SandboxID)
+	idW := strings.ToLower(sandboxStatus(ctx, g, client.ObjectKeyFromObject(sbW)).Status.SandboxID)
 	pairedA, pairedB := render.PairedNamespace(tenantA, namespaceUID(ctx, g, tenantA)), render.PairedNamespace(tenantB, namespaceUID(ctx, g, tenantB))
 	nameA, nameB := render.TenantEgressPolicyName(pairedA), render.TenantEgressPolicyName(pairedB)
 
-	// A's policy: its supervisors, Pass for DNS, the gateway, the
-	// boundary and A's HTTPS blocks, then Deny; never Allow. B, which has
-	// no egress policy, has none.
+	// A's default policy: its supervisors but those of known sandboxes,
+	// Pass for DNS, the gateway, the boundary and A's HTTPS blocks, then
+	// Deny; never Allow. Each of A's sandboxes has its group: the web one
+	// also passes what web-anywhere allows, which selects it by label.
+	// B, which has no egress policy, has none.
 	anpA := &anpv1alpha1.AdminNetworkPolicy{}
+	actions := func(a *anpv1alpha1.AdminNetworkPolicy) []string {
+		var out []string
+		for _, r := range a.Spec.Egress {
+			out = append(out, string(r.Action))
+		}
+		return out
+	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: nameA}, anpA)).To(Succeed())
 		g.Expect(anpA.Spec.Priority).To(BeEquivalentTo(99), "the default priority is the one config/tenant-egress admits")
 		g.Expect(anpA.Spec.Subject.Pods.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": pairedA}))
 		g.Expect(anpA.Spec.Subject.Pods.PodSelector.MatchLabels).To(Equal(map[string]string{tenantegress.LabelBoundaryRole: tenantegress.RoleSupervisor}))
-		var actions []string
-		for _, r := range anpA.Spec.Egress {
-			actions = append(actions, string(r.Action))
-		}
-		g.Expect(actions).To(Equal([]string{"Pass", "Pass", "Pass", "Pass", "Deny"}), "%+v", anpA.Spec.Egress)
+		g.Expect(anpA.Spec.Subject.Pods.PodSelector.MatchExpressions).To(ConsistOf(metav1.LabelSelectorRequirement{
+			Key: tenantegress.LabelBoundaryPair, Operator: metav1.LabelSelectorOpNotIn, Values: sortedStrings(idA, idW)}))
+		g.Expect(actions(anpA)).To(Equal([]string{"Pass", "Pass", "Pass", "Pass", "Deny"}), "%+v", anpA.Spec.Egress)
 		g.Expect(anpA.Spec.Egress[3].To[0].Networks).NotTo(ContainElement(anpv1alpha1.CIDR("10.1.0.0/16")))
 		g.Expect((*anpA.Spec.Egress[3].Ports)[0].PortNumber.Port).To(BeEquivalentTo(443))
 		g.Expect(anpA.OwnerReferences).To(ConsistOf(HaveField("Name", pairedA)), "not collected with its namespace")
+		groups := tenantPolicies(ctx, g, nameA)
+		g.Expect(groups).To(HaveLen(3))
+		bySandbox := map[string]*anpv1alpha1.AdminNetworkPolicy{}
+		for _, a := range groups[1:] {
+			e := a.Spec.Subject.Pods.PodSelector.MatchExpressions
+			g.Expect(e).To(HaveLen(1))
+			g.Expect(e[0].Operator).To(Equal(metav1.LabelSelectorOpIn))
+			bySandbox[strings.Join(e[0].Values, ",")] = a
+		}
+		g.Expect(bySandbox).To(HaveKey(idA))
+		g.Expect(bySandbox).To(HaveKey(idW))
+		g.Expect(bySandbox[idA].Spec.Egress).To(Equal(anpA.Spec.Egress), "the unlabelled agent gets more than the namespace-wide policies")
+		g.Expect(actions(bySandbox[idW])).To(Equal([]string{"Pass", "Pass", "Pass", "Pass", "Pass", "Pass", "Deny"}))
+		g.Expect(bySandbox[idW].Spec.Egress[5].To[0].Networks).To(ConsistOf(anpv1alpha1.CIDR("0.0.0.0/0"), anpv1alpha1.CIDR("::/0")))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	err = c.Get(ctx, client.ObjectKey{Name: nameB}, &anpv1alpha1.AdminNetworkPolicy{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "tenant B has no egress policy, yet has an AdminNetworkPolicy: %v", err)
@@ -156,12 +186,6 @@ func TestTenantEgress(t *testing.T) {
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
 		g.Expect(cond.Message).To(ContainSubstring("of 1 tenant"))
-	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-	// The label-selecting policy cannot apply to agents: A's admin reads why.
-	g.Eventually(func(g Gomega) {
-		events := &corev1.EventList{}
-		g.Expect(alice.List(ctx, events, client.InNamespace(tenantA))).To(Succeed())
-		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "NotAppliedToAgents"), HaveField("InvolvedObject.Name", web.Name))))
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// A's namespace admin: nothing of the AdminNetworkPolicy, nothing in
@@ -184,6 +208,10 @@ func TestTenantEgress(t *testing.T) {
 	mine := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: render.TenantEgressPolicyName("ws-0123456789abcdef")}, Spec: *anpA.Spec.DeepCopy()}
 	mine.Spec.Subject.Pods.NamespaceSelector.MatchLabels = map[string]string{"kubernetes.io/metadata.name": "ws-0123456789abcdef"}
 	g.Expect(sa.Create(ctx, mine.DeepCopy(), client.DryRunAll)).To(Succeed(), "the admission policy refuses what the operator renders")
+	group := tenantPolicies(ctx, g, nameA)[1].DeepCopy()
+	mineGroup := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: mine.Name + group.Name[len(nameA):]}, Spec: group.Spec}
+	mineGroup.Spec.Subject.Pods.NamespaceSelector.MatchLabels = map[string]string{"kubernetes.io/metadata.name": "ws-0123456789abcdef"}
+	g.Expect(sa.Create(ctx, mineGroup, client.DryRunAll)).To(Succeed(), "the admission policy refuses a group the operator renders")
 	allows := mine.DeepCopy()
 	allows.Spec.Egress[0].Action = anpv1alpha1.AdminNetworkPolicyRuleActionAllow
 	elsewhere := mine.DeepCopy()
@@ -195,9 +223,9 @@ func TestTenantEgress(t *testing.T) {
 		says string
 	}{
 		{allows, "may only Pass or Deny"},
-		{elsewhere, "the paired namespace the policy is named after"},
+		{elsewhere, "of the paired namespace the policy is named after"},
 		{first, "must have priority 99"},
-		{allowEverything("openshell-ws-0123456789abcdef", pairedA), "the subject must be the supervisor pods"},
+		{allowEverything("openshell-ws-0123456789abcdef", pairedA), "the subject must be supervisor pods"},
 	} {
 		err := sa.Create(ctx, tc.anp, client.DryRunAll)
 		g.Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "the operator's ServiceAccount wrote %+v: %v", tc.anp.Spec, err)
@@ -271,15 +299,15 @@ func TestTenantEgress(t *testing.T) {
 	waitPhase(ctx, g, client.ObjectKeyFromObject(sbC), openshellv1alpha1.SandboxPhaseReady)
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: render.TenantEgressPolicyName(pairedC)}, &anpv1alpha1.AdminNetworkPolicy{})).To(Succeed())
 
-	// A lifts its egress isolation: its AdminNetworkPolicy goes.
-	g.Expect(alice.Delete(ctx, denyAll)).To(Succeed())
-	g.Expect(alice.Delete(ctx, allow)).To(Succeed())
+	// A lifts its egress isolation: its AdminNetworkPolicies go.
+	for _, np := range []*networkingv1.NetworkPolicy{denyAll, allow, web} {
+		g.Expect(alice.Delete(ctx, np)).To(Succeed())
+	}
 	g.Eventually(func(g Gomega) {
-		err := c.Get(ctx, client.ObjectKey{Name: nameA}, &anpv1alpha1.AdminNetworkPolicy{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "A's AdminNetworkPolicy stays: %v", err)
+		g.Expect(tenantPolicies(ctx, g, nameA)).To(BeEmpty(), "A's AdminNetworkPolicies stay")
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
-	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB, sbC} {
+	for _, sb := range []*openshellv1alpha1.OpenShellSandbox{sbA, sbB, sbC, sbW} {
 		g.Expect(c.Delete(ctx, sb)).To(Succeed())
 	}
 	g.Expect(c.Delete(ctx, gw)).To(Succeed())
@@ -309,4 +337,24 @@ func asServiceAccount(t *testing.T, user string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// tenantPolicies are a paired namespace's AdminNetworkPolicies: the
+// default one (named base) first, then its groups, by name.
+func tenantPolicies(ctx context.Context, g Gomega, base string) []*anpv1alpha1.AdminNetworkPolicy {
+	list := &anpv1alpha1.AdminNetworkPolicyList{}
+	g.ExpectWithOffset(1, cluster.Client.List(ctx, list)).To(Succeed())
+	var out []*anpv1alpha1.AdminNetworkPolicy
+	for i := range list.Items {
+		if a := &list.Items[i]; a.Name == base || strings.HasPrefix(a.Name, base+"-") {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b *anpv1alpha1.AdminNetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func sortedStrings(s ...string) []string {
+	slices.Sort(s)
+	return s
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +122,10 @@ func PlayManaged(ctx context.Context, c client.Client, obj *openshellv1alpha1.Op
 	if err != nil {
 		return nil, err
 	}
+	allowed, err := renderedPodLabels(ctx, c, obj)
+	if err != nil {
+		return nil, err
+	}
 	m := &ManagedGateway{Object: obj, pod: pod, client: c, opts: testgateway.Options{
 		Cert: cert,
 		OIDC: testgateway.OIDC{Issuer: pod.IssuerURL, Audience: oidc.Audience(ns, obj.Name), CAPEM: pod.IssuerCA,
@@ -128,8 +133,8 @@ func PlayManaged(ctx context.Context, c client.Client, obj *openshellv1alpha1.Op
 		Kube: kube, Namespace: n.SandboxNamespace, GatewayID: n.GatewayID,
 		DefaultImage: pod.Images.Default.Sandbox, SupervisorImage: pod.Images.Default.Supervisor,
 		ClientTLSSecret: n.ClientTLS, ServiceAccount: n.SandboxSA,
-		// What the operator renders into a 0.1.5 gateway's config.
-		AllowedPodLabels: sandboxspec.OperatorPodLabels,
+		// What the operator rendered into the gateway's config.
+		AllowedPodLabels: allowed,
 	}}
 	if render.OperatorMode(obj) {
 		m.opts.WorkspaceMode = testgateway.WorkspaceModeOperator
@@ -276,4 +281,34 @@ func mountedAllowlist(c client.Client, obj *openshellv1alpha1.OpenShellGateway) 
 		}
 		return render.WorkspacesIn(cm)
 	}
+}
+
+// renderedPodLabels are the allowed_pod_labels of the configuration the
+// operator rendered for obj, as the gateway's pod reads them at start (the
+// operator's own keys where the config is of a release without them).
+func renderedPodLabels(ctx context.Context, c client.Client, obj *openshellv1alpha1.OpenShellGateway) ([]string, error) {
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: obj.Namespace, Name: render.NamesFor(obj).Config}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, cm)
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return nil, fmt.Errorf("wait for the rendered gateway config %s: %w", key, err)
+	}
+	var doc struct {
+		OpenShell struct {
+			Drivers struct {
+				Kubernetes struct {
+					AllowedPodLabels []string `toml:"allowed_pod_labels"`
+				} `toml:"kubernetes"`
+			} `toml:"drivers"`
+		} `toml:"openshell"`
+	}
+	if err := toml.Unmarshal([]byte(cm.Data[render.ConfigFile]), &doc); err != nil {
+		return nil, fmt.Errorf("decode the rendered gateway config: %w", err)
+	}
+	if l := doc.OpenShell.Drivers.Kubernetes.AllowedPodLabels; l != nil {
+		return l, nil
+	}
+	return sandboxspec.OperatorPodLabels, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -78,7 +79,8 @@ type kubernetesV2 struct {
 	SandboxGID *int `toml:"sandbox_gid,omitempty"`
 	// AllowedPodLabels (from 0.1.5) names the template label keys the
 	// driver accepts: the operator's tenant labels
-	// (sandboxspec.OperatorPodLabels). The release notes give the key but
+	// (sandboxspec.OperatorPodLabels) and the keys the platform admin lets
+	// tenants set (spec.managed.sandboxes.allowedPodLabels). The release notes give the key but
 	// not its type; a list of keys is assumed (docs/gateway-lines.md). A
 	// wrong guess stops the gateway at startup, visibly; it never widens
 	// what pods may carry.
@@ -146,7 +148,7 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 	}
 	k.HTTPSProxy, k.NoProxy = driverProxy(in)
 	if in.Version != "" && gatewayline.AtLeast(in.Version, gatewayline.PodLabelAllowlist) {
-		k.AllowedPodLabels = sandboxspec.OperatorPodLabels
+		k.AllowedPodLabels = allowedPodLabels(gw)
 	}
 	if !in.OpenShift() {
 		uid := SandboxUID
@@ -157,4 +159,16 @@ func gatewayTOMLV2(gw *openshellv1alpha1.OpenShellGateway, in Inputs) (string, e
 		return "", fmt.Errorf("render gateway.toml: %w", err)
 	}
 	return "# Rendered by openshell-operator from OpenShellGateway " + gw.Namespace + "/" + gw.Name + " (schema 2, OpenShell 0.1). Do not edit.\n" + string(b), nil
+}
+
+// allowedPodLabels are the operator's pod label keys, then the platform
+// admin's, each once.
+func allowedPodLabels(gw *openshellv1alpha1.OpenShellGateway) []string {
+	out := slices.Clone(sandboxspec.OperatorPodLabels)
+	for _, k := range gw.Spec.Managed.Sandboxes.AllowedPodLabels {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
 )
 
 // v2Keys are the keys schema version 2 defines, table by table, as the
@@ -192,5 +193,17 @@ func TestOTLPExport(t *testing.T) {
 	}
 	if _, err := GatewayTOML(gw, v.in); err == nil || !strings.Contains(err.Error(), "needs an OpenShell 0.1 gateway") {
 		t.Errorf("schema 1 with telemetry: %v", err)
+	}
+}
+
+// TestAllowedPodLabelsAddTheTenantsKeys: the platform admin's keys join
+// the operator's own in allowed_pod_labels, once each.
+func TestAllowedPodLabelsAddTheTenantsKeys(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{Spec: openshellv1alpha1.OpenShellGatewaySpec{Managed: &openshellv1alpha1.ManagedGatewaySpec{
+		Sandboxes: openshellv1alpha1.SandboxPlacement{AllowedPodLabels: []string{"app", sandboxspec.TemplateLabel, "example.com/team"}}}}}
+	got := allowedPodLabels(gw)
+	want := append(slices.Clone(sandboxspec.OperatorPodLabels), "app", "example.com/team")
+	if !slices.Equal(got, want) {
+		t.Fatalf("allowed_pod_labels %v, want %v", got, want)
 	}
 }

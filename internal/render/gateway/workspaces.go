@@ -297,11 +297,12 @@ const (
 // TenantEgressPolicyName is the AdminNetworkPolicy of a paired namespace.
 func TenantEgressPolicyName(paired string) string { return "openshell-" + paired }
 
-// TenantEgressPolicy renders the AdminNetworkPolicy that makes a tenant's
-// egress NetworkPolicies bind its agents in paired namespace paired
-// (internal/render/tenantegress says why and how); nil when none of the
-// tenant's policies isolates egress for the whole namespace.
-func TenantEgressPolicy(gw *openshellv1alpha1.OpenShellGateway, tenant, paired string, pairedUID types.UID, policies []networkingv1.NetworkPolicy) (*anpv1alpha1.AdminNetworkPolicy, []tenantegress.Skipped) {
+// TenantEgressPolicies render the AdminNetworkPolicies that make a
+// tenant's egress NetworkPolicies bind its agents in paired namespace
+// paired (internal/render/tenantegress says why and how); none when no
+// policy of the tenant isolates egress.
+func TenantEgressPolicies(gw *openshellv1alpha1.OpenShellGateway, tenant, paired string, pairedUID types.UID,
+	policies []networkingv1.NetworkPolicy, sandboxes []tenantegress.Sandbox) ([]*anpv1alpha1.AdminNetworkPolicy, []tenantegress.Skipped) {
 	labels := Labels(gw, "tenant-egress")
 	labels[sandboxspec.LabelNamespace] = tenant
 	var priority int32 = 99
@@ -311,6 +312,6 @@ func TenantEgressPolicy(gw *openshellv1alpha1.OpenShellGateway, tenant, paired s
 	return tenantegress.Render(tenantegress.Inputs{
 		Name: TenantEgressPolicyName(paired), Labels: labels, Owner: tenantegress.NamespaceOwner(paired, pairedUID),
 		Tenant: tenant, Paired: paired, GatewayNamespace: gw.Namespace, GatewayPods: SelectorLabels(gw),
-		Priority: priority, Policies: policies,
+		Priority: priority, Policies: policies, Sandboxes: sandboxes,
 	})
 }

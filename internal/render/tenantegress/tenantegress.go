@@ -20,11 +20,16 @@
 // another AdminNetworkPolicy would refuse; at a priority above the
 // platform's own it never shadows them (api: TenantEgress.Priority).
 //
-// Which tenant policies count: those that select every pod of the tenant
-// namespace (an empty podSelector) and isolate egress. A policy that
-// selects pods by label is left out and reported: supervisors do not wear
-// the tenant's pod labels, so there is nothing to select it by. Leaving
-// out an allow only narrows, never widens, what an agent reaches.
+// Which tenant policies count: every policy that isolates egress, for the
+// sandboxes whose pod labels (what the operator gives the workload pod:
+// the sandbox's podLabels and the tenant labels) its podSelector selects.
+// Supervisors do not wear those labels, so where label-selecting policies
+// exist the policy is split per group of sandboxes that the same policies
+// select, each group's subject naming its supervisors by their
+// boundary-pair label (the sandbox ID). A supervisor whose sandbox ID is
+// not known yet falls under the namespace's default policy, which passes
+// only what the namespace-wide policies allow: never more than its group
+// will.
 //
 // No library translates NetworkPolicy into AdminNetworkPolicy; the
 // translation is written here. Pure: table-tested without a cluster.
@@ -34,6 +39,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -41,6 +47,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -50,6 +57,8 @@ import (
 // Labels and values of the 0.1 runtime's pods (reference §3.1).
 const (
 	LabelBoundaryRole = "openshell.ai/boundary-role"
+	// LabelBoundaryPair names a sandbox's two pods: its ID, lowercased.
+	LabelBoundaryPair = "openshell.ai/boundary-pair"
 	RoleSupervisor    = "supervisor"
 	RoleWorkload      = "workload"
 	// BoundaryPort is where a supervisor reaches its workload (the
@@ -95,6 +104,16 @@ type Inputs struct {
 	Priority         int32
 	// Policies are the tenant namespace's NetworkPolicies.
 	Policies []networkingv1.NetworkPolicy
+	// Sandboxes are the tenant's sandboxes on the gateway.
+	Sandboxes []Sandbox
+}
+
+// Sandbox is one sandbox as its policies select it.
+type Sandbox struct {
+	// ID is the gateway's sandbox ID ("" before the gateway assigned it).
+	ID string
+	// Labels are its workload pod's labels.
+	Labels map[string]string
 }
 
 // Skipped is a tenant policy, or a part of one, left out, with why.
@@ -102,28 +121,133 @@ type Skipped struct {
 	Policy, Reason string
 }
 
-// Render is the paired namespace's AdminNetworkPolicy, nil when no policy
-// of the tenant isolates egress for the whole namespace (then the
-// supervisors' egress is the fence's: all of it, narrowed by the
-// OpenShellPolicy the supervisor enforces), and what it left out.
-func Render(in Inputs) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
-	var skipped []Skipped
-	var tenant []anpv1alpha1.AdminNetworkPolicyEgressRule
+// Render is the paired namespace's AdminNetworkPolicies, none when no
+// policy of the tenant isolates egress (then the supervisors' egress is
+// the fence's: all of it, narrowed by the OpenShellPolicy the supervisor
+// enforces), and what it left out. The first is named in.Name and is the
+// namespace's default; groups of sandboxes that label-selecting policies
+// select differently follow, named in.Name-<digest of their policies>.
+func Render(in Inputs) ([]*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 	policies := slices.Clone(in.Policies)
 	slices.SortFunc(policies, func(a, b networkingv1.NetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
-	platform := platformRules(in)
-	room := maxRules - len(platform) - 1
-	applies, full := false, false
+	var wide, byLabel []*networkingv1.NetworkPolicy
 	for i := range policies {
 		np := &policies[i]
-		if !isolatesEgress(np) {
+		switch {
+		case !isolatesEgress(np):
+		case selectsAll(np.Spec.PodSelector):
+			wide = append(wide, np)
+		default:
+			byLabel = append(byLabel, np)
+		}
+	}
+	if len(wide) == 0 && len(byLabel) == 0 {
+		return nil, nil
+	}
+	var skipped []Skipped
+	report := func(s []Skipped) {
+		for _, x := range s {
+			if !slices.Contains(skipped, x) {
+				skipped = append(skipped, x)
+			}
+		}
+	}
+	if len(byLabel) == 0 {
+		anp, s := in.policy(in.Name, nil, true, wide)
+		report(s)
+		return []*anpv1alpha1.AdminNetworkPolicy{anp}, skipped
+	}
+	// Group the sandboxes whose ID is known by the policies that select
+	// them; the default policy takes every other supervisor.
+	groups := map[string][]string{}
+	members := map[string][]*networkingv1.NetworkPolicy{}
+	var known []string
+	for _, sb := range in.Sandboxes {
+		if sb.ID == "" {
 			continue
 		}
-		if !selectsAll(np.Spec.PodSelector) {
-			skipped = append(skipped, Skipped{np.Name, "it selects pods by label, and the supervisors that carry agents' traffic do not wear the tenant's pod labels"})
+		id := strings.ToLower(sb.ID)
+		if slices.Contains(known, id) {
 			continue
 		}
-		applies = true
+		known = append(known, id)
+		applies := slices.Clone(wide)
+		for _, np := range byLabel {
+			if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(sb.Labels)) {
+				applies = append(applies, np)
+			}
+		}
+		key := groupKey(applies)
+		groups[key] = append(groups[key], id)
+		members[key] = applies
+	}
+	slices.Sort(known)
+	var notIn []metav1.LabelSelectorRequirement
+	if len(known) > 0 {
+		notIn = []metav1.LabelSelectorRequirement{{Key: LabelBoundaryPair, Operator: metav1.LabelSelectorOpNotIn, Values: known}}
+	}
+	// Isolated whatever the namespace-wide policies: a label-selecting
+	// policy may select it, and what it allows is not known yet.
+	def, s := in.policy(in.Name, notIn, true, wide)
+	report(s)
+	out := []*anpv1alpha1.AdminNetworkPolicy{def}
+	keys := slices.Sorted(maps.Keys(groups))
+	for _, key := range keys {
+		ids := groups[key]
+		slices.Sort(ids)
+		anp, s := in.policy(in.Name+"-"+key, []metav1.LabelSelectorRequirement{{Key: LabelBoundaryPair, Operator: metav1.LabelSelectorOpIn, Values: ids}},
+			len(members[key]) > 0, members[key])
+		report(s)
+		out = append(out, anp)
+	}
+	return out, skipped
+}
+
+// groupKey names the set of policies that select a group of sandboxes.
+func groupKey(policies []*networkingv1.NetworkPolicy) string {
+	h := sha256.New()
+	for _, np := range policies {
+		h.Write([]byte(np.Name))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+// policy renders one AdminNetworkPolicy: for the supervisors the
+// requirements select, what the given policies allow, or everything where
+// their egress is not isolated.
+func (in Inputs) policy(name string, pairs []metav1.LabelSelectorRequirement, isolated bool, policies []*networkingv1.NetworkPolicy) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
+	var skipped []Skipped
+	var rules []anpv1alpha1.AdminNetworkPolicyEgressRule
+	if !isolated {
+		rules = []anpv1alpha1.AdminNetworkPolicyEgressRule{{Name: "not-isolated", Action: anpv1alpha1.AdminNetworkPolicyRuleActionPass,
+			To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0", "::/0"}}}}}
+	} else {
+		rules, skipped = in.rules(policies)
+	}
+	return &anpv1alpha1.AdminNetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: anpv1alpha1.GroupVersion.String(), Kind: "AdminNetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: in.Labels, OwnerReferences: []metav1.OwnerReference{in.Owner}},
+		Spec: anpv1alpha1.AdminNetworkPolicySpec{
+			Priority: in.Priority,
+			Subject: anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{
+				NamespaceSelector: nsNamed(in.Paired),
+				PodSelector:       metav1.LabelSelector{MatchLabels: map[string]string{LabelBoundaryRole: RoleSupervisor}, MatchExpressions: pairs},
+			}},
+			Egress: rules,
+		},
+	}, skipped
+}
+
+// rules are the egress rules for what the policies allow: what every
+// supervisor needs, each policy's rules in turn, then Deny.
+func (in Inputs) rules(policies []*networkingv1.NetworkPolicy) ([]anpv1alpha1.AdminNetworkPolicyEgressRule, []Skipped) {
+	var skipped []Skipped
+	var tenant []anpv1alpha1.AdminNetworkPolicyEgressRule
+	platform := platformRules(in)
+	room := maxRules - len(platform) - 1
+	full := false
+	for _, np := range policies {
 		for j, r := range np.Spec.Egress {
 			if full {
 				break // no room left: translating the rest would only cost
@@ -136,28 +260,13 @@ func Render(in Inputs) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 			full = len(tenant) > room
 		}
 	}
-	if !applies {
-		return nil, skipped
-	}
 	if full {
 		skipped = append(skipped, Skipped{"", fmt.Sprintf("the tenant's policies need more than the %d AdminNetworkPolicy rules left: the rest is denied", room)})
-		tenant = tenant[:min(len(tenant), room)]
+		tenant = tenant[:room]
 	}
 	rules := append(platform, tenant...)
-	rules = append(rules, anpv1alpha1.AdminNetworkPolicyEgressRule{Name: "deny-the-rest", Action: anpv1alpha1.AdminNetworkPolicyRuleActionDeny,
-		To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0", "::/0"}}}})
-	return &anpv1alpha1.AdminNetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: anpv1alpha1.GroupVersion.String(), Kind: "AdminNetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Labels: in.Labels, OwnerReferences: []metav1.OwnerReference{in.Owner}},
-		Spec: anpv1alpha1.AdminNetworkPolicySpec{
-			Priority: in.Priority,
-			Subject: anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{
-				NamespaceSelector: nsNamed(in.Paired),
-				PodSelector:       metav1.LabelSelector{MatchLabels: map[string]string{LabelBoundaryRole: RoleSupervisor}},
-			}},
-			Egress: rules,
-		},
-	}, skipped
+	return append(rules, anpv1alpha1.AdminNetworkPolicyEgressRule{Name: "deny-the-rest", Action: anpv1alpha1.AdminNetworkPolicyRuleActionDeny,
+		To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0", "::/0"}}}}), skipped
 }
 
 // NamespaceOwner is the owner reference that has the policy collected

@@ -3,6 +3,7 @@ package tenantegress
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -24,24 +25,76 @@ func inputs(policies ...networkingv1.NetworkPolicy) Inputs {
 		GatewayPods: map[string]string{"app": "gw"}, Priority: 99, Policies: policies}
 }
 
-func TestNoPolicyThatIsolatesTheNamespaceMakesNone(t *testing.T) {
+func TestNoPolicyThatIsolatesEgressMakesNone(t *testing.T) {
 	ingressOnly := networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "ingress"},
 		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
-	byLabel := egress("web-only", metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}})
-	anp, skipped := Render(inputs(ingressOnly, byLabel))
-	if anp != nil {
-		t.Fatalf("a policy was rendered from %+v", anp.Spec)
+	if anps, _ := Render(inputs(ingressOnly)); anps != nil {
+		t.Fatalf("a policy was rendered from an ingress policy: %+v", anps)
 	}
-	if len(skipped) != 1 || skipped[0].Policy != "web-only" || !strings.Contains(skipped[0].Reason, "pod labels") {
-		t.Fatalf("the label-selecting egress policy is not reported: %+v", skipped)
+}
+
+func TestLabelSelectingPoliciesGroupTheSandboxesTheySelect(t *testing.T) {
+	web := egress("web-anywhere", metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, networkingv1.NetworkPolicyEgressRule{})
+	in := inputs(web)
+	in.Sandboxes = []Sandbox{
+		{ID: "AAA-1", Labels: map[string]string{"app": "web"}},
+		{ID: "bbb-2", Labels: map[string]string{"app": "batch"}},
+		{ID: "ccc-3", Labels: map[string]string{"app": "web"}},
+		{ID: "", Labels: map[string]string{"app": "web"}}, // not created yet
+	}
+	anps, skipped := Render(in)
+	if len(skipped) != 0 || len(anps) != 3 {
+		t.Fatalf("%d policies, skipped %+v", len(anps), skipped)
+	}
+	def := anps[0]
+	if def.Name != in.Name || len(def.Spec.Subject.Pods.PodSelector.MatchExpressions) != 1 ||
+		strings.Join(def.Spec.Subject.Pods.PodSelector.MatchExpressions[0].Values, ",") != "aaa-1,bbb-2,ccc-3" ||
+		def.Spec.Subject.Pods.PodSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpNotIn {
+		t.Fatalf("default subject: %+v", def.Spec.Subject.Pods.PodSelector)
+	}
+	// A supervisor whose sandbox has no ID yet passes nothing of the
+	// tenant's: only what supervisors need, then Deny.
+	if last := def.Spec.Egress[len(def.Spec.Egress)-1]; len(def.Spec.Egress) != 4 || last.Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
+		t.Fatalf("default rules: %+v", def.Spec.Egress)
+	}
+	byIDs := map[string]*anpv1alpha1.AdminNetworkPolicy{}
+	for _, a := range anps[1:] {
+		if !strings.HasPrefix(a.Name, in.Name+"-") || len(a.Name) > 63 {
+			t.Fatalf("group name %s", a.Name)
+		}
+		e := a.Spec.Subject.Pods.PodSelector.MatchExpressions
+		if len(e) != 1 || e[0].Operator != metav1.LabelSelectorOpIn || a.Spec.Subject.Pods.PodSelector.MatchLabels[LabelBoundaryRole] != RoleSupervisor {
+			t.Fatalf("group subject %+v", a.Spec.Subject.Pods.PodSelector)
+		}
+		byIDs[strings.Join(e[0].Values, ",")] = a
+	}
+	webGroup, batch := byIDs["aaa-1,ccc-3"], byIDs["bbb-2"]
+	if webGroup == nil || batch == nil {
+		t.Fatalf("groups %v", byIDs)
+	}
+	if n := len(webGroup.Spec.Egress); n != 6 || webGroup.Spec.Egress[n-1].Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
+		t.Fatalf("web group rules: %+v", webGroup.Spec.Egress)
+	}
+	// No policy selects the batch sandbox: its egress is not isolated.
+	if len(batch.Spec.Egress) != 1 || batch.Spec.Egress[0].Action != anpv1alpha1.AdminNetworkPolicyRuleActionPass {
+		t.Fatalf("batch group rules: %+v", batch.Spec.Egress)
+	}
+	// The same inputs, in another order, render the same policies.
+	in.Sandboxes = []Sandbox{in.Sandboxes[2], in.Sandboxes[1], in.Sandboxes[0]}
+	again, _ := Render(in)
+	for i := range anps {
+		if again[i].Name != anps[i].Name || !reflect.DeepEqual(again[i].Spec, anps[i].Spec) {
+			t.Fatalf("policy %d differs with the sandboxes' order", i)
+		}
 	}
 }
 
 func TestDefaultDenyPassesOnlyWhatSupervisorsNeed(t *testing.T) {
-	anp, skipped := Render(inputs(egress("deny-all", metav1.LabelSelector{})))
-	if anp == nil || len(skipped) != 0 {
-		t.Fatalf("anp %v, skipped %+v", anp, skipped)
+	anps, skipped := Render(inputs(egress("deny-all", metav1.LabelSelector{})))
+	if len(anps) != 1 || len(skipped) != 0 {
+		t.Fatalf("anps %v, skipped %+v", anps, skipped)
 	}
+	anp := anps[0]
 	if anp.Spec.Priority != 99 || anp.Spec.Subject.Pods == nil ||
 		anp.Spec.Subject.Pods.NamespaceSelector.MatchLabels[labelNamespaceName] != "ws-1" ||
 		anp.Spec.Subject.Pods.PodSelector.MatchLabels[LabelBoundaryRole] != RoleSupervisor {
@@ -78,7 +131,8 @@ func TestTenantRulesBecomePassRules(t *testing.T) {
 			},
 			Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("postgres"))}},
 		})
-	anp, skipped := Render(inputs(allow, egress("deny-all", metav1.LabelSelector{})))
+	anps, skipped := Render(inputs(allow, egress("deny-all", metav1.LabelSelector{})))
+	anp := anps[0]
 	if len(skipped) != 0 {
 		t.Fatalf("skipped %+v", skipped)
 	}
@@ -121,7 +175,8 @@ func TestNamedPortsNeverReachIPBlocks(t *testing.T) {
 		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
 		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("https"))}},
 	})
-	anp, skipped := Render(inputs(np))
+	anps, skipped := Render(inputs(np))
+	anp := anps[0]
 	if len(anp.Spec.Egress) != 4 {
 		t.Fatalf("a rule was rendered that the API refuses: %+v", anp.Spec.Egress)
 	}
@@ -131,7 +186,8 @@ func TestNamedPortsNeverReachIPBlocks(t *testing.T) {
 }
 
 func TestAnEmptyToPassesEverything(t *testing.T) {
-	anp, _ := Render(inputs(egress("open", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{})))
+	anps, _ := Render(inputs(egress("open", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{})))
+	anp := anps[0]
 	tenant := anp.Spec.Egress[3]
 	if tenant.Ports != nil || len(tenant.To) != 1 || tenant.To[0].Namespaces == nil {
 		t.Fatalf("pods rule: %+v", tenant)
@@ -146,7 +202,8 @@ func TestTooManyRulesAreCutAndSaid(t *testing.T) {
 	for range 120 {
 		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}})
 	}
-	anp, skipped := Render(inputs(egress("many", metav1.LabelSelector{}, rules...)))
+	anps, skipped := Render(inputs(egress("many", metav1.LabelSelector{}, rules...)))
+	anp := anps[0]
 	if len(anp.Spec.Egress) != maxRules || anp.Spec.Egress[maxRules-1].Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
 		t.Fatalf("%d rules, last %+v", len(anp.Spec.Egress), anp.Spec.Egress[len(anp.Spec.Egress)-1])
 	}
@@ -204,10 +261,11 @@ func TestABadPeerIsDeniedAloneAndSaid(t *testing.T) {
 	for i := range maxExcepts + 1 {
 		many = append(many, fmt.Sprintf("10.0.%d.0/24", i))
 	}
-	anp, skipped := Render(inputs(egress("mixed", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+	anps, skipped := Render(inputs(egress("mixed", metav1.LabelSelector{}, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
 		{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: many}},
 		{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}},
 	}})))
+	anp := anps[0]
 	if len(anp.Spec.Egress) != 5 || strings.Join(cidrs(anp.Spec.Egress[3].To[0].Networks), ",") != "192.0.2.0/24" {
 		t.Fatalf("the good peer is not passed alone: %+v", anp.Spec.Egress)
 	}
