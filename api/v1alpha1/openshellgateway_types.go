@@ -643,7 +643,7 @@ type SandboxPlacement struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=317
 	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('openshell.ai/') && !k.contains('.openshell.ai/') && !k.startsWith('agents.x-k8s.io/'))",message="allowedPodLabels cannot name keys under openshell.ai/ or agents.x-k8s.io/: the operator and Agent Sandbox set those, and no tenant may wear them"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains('/') || !['openshell.ai', 'openshell.io', 'agents.x-k8s.io', 'app.kubernetes.io', 'kubernetes.io', 'k8s.io'].exists(p, k.split('/')[0] == p || k.split('/')[0].endsWith('.' + p)))",message="allowedPodLabels cannot name keys under openshell.ai/, openshell.io/, agents.x-k8s.io/, app.kubernetes.io/, kubernetes.io/ or k8s.io/ (or their subdomains): the operator, the gateway, Agent Sandbox and Kubernetes set those, and no agent may wear them"
 	// +listType=set
 	// +optional
 	AllowedPodLabels []string `json:"allowedPodLabels,omitempty"`
@@ -675,8 +675,11 @@ type TenantEgress struct {
 	// higher number never applies to supervisors: keep it above every
 	// platform policy that selects sandbox namespaces. OVN-Kubernetes
 	// supports 0 to 99; the ValidatingAdmissionPolicy of config/tenant-egress
-	// admits 99 only (edit both together).
-	// +kubebuilder:validation:Minimum=0
+	// admits 99 only (edit both together). Where a tenant's policies
+	// select sandboxes by label, the per-sandbox groups take the priority
+	// one below (98 by default), so that they are evaluated before the
+	// namespace's default policy, which always covers every supervisor.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=99
 	// +kubebuilder:default=99
 	// +optional

@@ -24,12 +24,14 @@
 // sandboxes whose pod labels (what the operator gives the workload pod:
 // the sandbox's podLabels and the tenant labels) its podSelector selects.
 // Supervisors do not wear those labels, so where label-selecting policies
-// exist the policy is split per group of sandboxes that the same policies
-// select, each group's subject naming its supervisors by their
-// boundary-pair label (the sandbox ID). A supervisor whose sandbox ID is
-// not known yet falls under the namespace's default policy, which passes
-// only what the namespace-wide policies allow: never more than its group
-// will.
+// exist each group of sandboxes that the same policies select gets a
+// policy of its own, one priority ahead of the namespace's default, whose
+// subject names its supervisors by their boundary-pair label (the sandbox
+// ID). The default covers every supervisor and passes only what the
+// namespace-wide policies allow, never more than any group: a supervisor
+// whose ID is not known yet, of a sandbox made at the gateway with a token,
+// or briefly between the writes that move a sandbox from one group to
+// another, falls under it, never under no policy.
 //
 // No library translates NetworkPolicy into AdminNetworkPolicy; the
 // translation is written here. Pure: table-tested without a cluster.
@@ -76,6 +78,11 @@ const (
 	maxExcepts       = 64
 	maxBlockPrefixes = 512
 )
+
+// maxGroups bounds the per-sandbox policies of one paired namespace; the
+// sandboxes of further groups stay under the default policy (narrower)
+// and are reported.
+const maxGroups = 64
 
 // Bounds of the AdminNetworkPolicy API (v1alpha1 CRD validation).
 const (
@@ -125,8 +132,9 @@ type Skipped struct {
 // policy of the tenant isolates egress (then the supervisors' egress is
 // the fence's: all of it, narrowed by the OpenShellPolicy the supervisor
 // enforces), and what it left out. The first is named in.Name and is the
-// namespace's default; groups of sandboxes that label-selecting policies
-// select differently follow, named in.Name-<digest of their policies>.
+// namespace's default, at in.Priority; groups of sandboxes that
+// label-selecting policies select differently follow, named
+// in.Name-<digest of their policies>, at in.Priority-1.
 func Render(in Inputs) ([]*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 	policies := slices.Clone(in.Policies)
 	slices.SortFunc(policies, func(a, b networkingv1.NetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
@@ -153,24 +161,23 @@ func Render(in Inputs) ([]*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 		}
 	}
 	if len(byLabel) == 0 {
-		anp, s := in.policy(in.Name, nil, true, wide)
+		anp, s := in.policy(in.Name, in.Priority, nil, true, wide)
 		report(s)
 		return []*anpv1alpha1.AdminNetworkPolicy{anp}, skipped
 	}
-	// Group the sandboxes whose ID is known by the policies that select
-	// them; the default policy takes every other supervisor.
+	// Group the sandboxes whose ID is known, once, by the policies that
+	// select them; every other supervisor has the default policy only.
+	count := map[string]int{}
+	for _, sb := range in.Sandboxes {
+		count[strings.ToLower(sb.ID)]++
+	}
 	groups := map[string][]string{}
 	members := map[string][]*networkingv1.NetworkPolicy{}
-	var known []string
 	for _, sb := range in.Sandboxes {
-		if sb.ID == "" {
-			continue
-		}
 		id := strings.ToLower(sb.ID)
-		if slices.Contains(known, id) {
-			continue
+		if id == "" || count[id] > 1 {
+			continue // not created yet, or claimed twice: the default's
 		}
-		known = append(known, id)
 		applies := slices.Clone(wide)
 		for _, np := range byLabel {
 			if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(sb.Labels)) {
@@ -181,21 +188,20 @@ func Render(in Inputs) ([]*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 		groups[key] = append(groups[key], id)
 		members[key] = applies
 	}
-	slices.Sort(known)
-	var notIn []metav1.LabelSelectorRequirement
-	if len(known) > 0 {
-		notIn = []metav1.LabelSelectorRequirement{{Key: LabelBoundaryPair, Operator: metav1.LabelSelectorOpNotIn, Values: known}}
-	}
 	// Isolated whatever the namespace-wide policies: a label-selecting
-	// policy may select it, and what it allows is not known yet.
-	def, s := in.policy(in.Name, notIn, true, wide)
+	// policy may select a supervisor it covers.
+	def, s := in.policy(in.Name, in.Priority, nil, true, wide)
 	report(s)
 	out := []*anpv1alpha1.AdminNetworkPolicy{def}
 	keys := slices.Sorted(maps.Keys(groups))
+	if len(keys) > maxGroups {
+		skipped = append(skipped, Skipped{"", fmt.Sprintf("the sandboxes fall into %d groups of policies, more than %d: the sandboxes of the rest have the namespace-wide policies only", len(keys), maxGroups)})
+		keys = keys[:maxGroups]
+	}
 	for _, key := range keys {
 		ids := groups[key]
 		slices.Sort(ids)
-		anp, s := in.policy(in.Name+"-"+key, []metav1.LabelSelectorRequirement{{Key: LabelBoundaryPair, Operator: metav1.LabelSelectorOpIn, Values: ids}},
+		anp, s := in.policy(in.Name+"-"+key, in.Priority-1, []metav1.LabelSelectorRequirement{{Key: LabelBoundaryPair, Operator: metav1.LabelSelectorOpIn, Values: ids}},
 			len(members[key]) > 0, members[key])
 		report(s)
 		out = append(out, anp)
@@ -210,13 +216,13 @@ func groupKey(policies []*networkingv1.NetworkPolicy) string {
 		h.Write([]byte(np.Name))
 		h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil))[:10]
+	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // policy renders one AdminNetworkPolicy: for the supervisors the
 // requirements select, what the given policies allow, or everything where
 // their egress is not isolated.
-func (in Inputs) policy(name string, pairs []metav1.LabelSelectorRequirement, isolated bool, policies []*networkingv1.NetworkPolicy) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
+func (in Inputs) policy(name string, priority int32, pairs []metav1.LabelSelectorRequirement, isolated bool, policies []*networkingv1.NetworkPolicy) (*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 	var skipped []Skipped
 	var rules []anpv1alpha1.AdminNetworkPolicyEgressRule
 	if !isolated {
@@ -229,7 +235,7 @@ func (in Inputs) policy(name string, pairs []metav1.LabelSelectorRequirement, is
 		TypeMeta:   metav1.TypeMeta{APIVersion: anpv1alpha1.GroupVersion.String(), Kind: "AdminNetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: in.Labels, OwnerReferences: []metav1.OwnerReference{in.Owner}},
 		Spec: anpv1alpha1.AdminNetworkPolicySpec{
-			Priority: in.Priority,
+			Priority: priority,
 			Subject: anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{
 				NamespaceSelector: nsNamed(in.Paired),
 				PodSelector:       metav1.LabelSelector{MatchLabels: map[string]string{LabelBoundaryRole: RoleSupervisor}, MatchExpressions: pairs},

@@ -46,21 +46,20 @@ func TestLabelSelectingPoliciesGroupTheSandboxesTheySelect(t *testing.T) {
 	if len(skipped) != 0 || len(anps) != 3 {
 		t.Fatalf("%d policies, skipped %+v", len(anps), skipped)
 	}
+	// The default covers every supervisor, at the priority; a supervisor
+	// whose sandbox has no ID yet passes nothing of the tenant's: only
+	// what supervisors need, then Deny.
 	def := anps[0]
-	if def.Name != in.Name || len(def.Spec.Subject.Pods.PodSelector.MatchExpressions) != 1 ||
-		strings.Join(def.Spec.Subject.Pods.PodSelector.MatchExpressions[0].Values, ",") != "aaa-1,bbb-2,ccc-3" ||
-		def.Spec.Subject.Pods.PodSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpNotIn {
-		t.Fatalf("default subject: %+v", def.Spec.Subject.Pods.PodSelector)
+	if def.Name != in.Name || def.Spec.Priority != 99 || len(def.Spec.Subject.Pods.PodSelector.MatchExpressions) != 0 {
+		t.Fatalf("default: %s at %d, %+v", def.Name, def.Spec.Priority, def.Spec.Subject.Pods.PodSelector)
 	}
-	// A supervisor whose sandbox has no ID yet passes nothing of the
-	// tenant's: only what supervisors need, then Deny.
 	if last := def.Spec.Egress[len(def.Spec.Egress)-1]; len(def.Spec.Egress) != 4 || last.Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
 		t.Fatalf("default rules: %+v", def.Spec.Egress)
 	}
 	byIDs := map[string]*anpv1alpha1.AdminNetworkPolicy{}
 	for _, a := range anps[1:] {
-		if !strings.HasPrefix(a.Name, in.Name+"-") || len(a.Name) > 63 {
-			t.Fatalf("group name %s", a.Name)
+		if !strings.HasPrefix(a.Name, in.Name+"-") || len(a.Name) > 63 || a.Spec.Priority != 98 {
+			t.Fatalf("group %s at %d: groups are evaluated before the default", a.Name, a.Spec.Priority)
 		}
 		e := a.Spec.Subject.Pods.PodSelector.MatchExpressions
 		if len(e) != 1 || e[0].Operator != metav1.LabelSelectorOpIn || a.Spec.Subject.Pods.PodSelector.MatchLabels[LabelBoundaryRole] != RoleSupervisor {
@@ -69,7 +68,7 @@ func TestLabelSelectingPoliciesGroupTheSandboxesTheySelect(t *testing.T) {
 		byIDs[strings.Join(e[0].Values, ",")] = a
 	}
 	webGroup, batch := byIDs["aaa-1,ccc-3"], byIDs["bbb-2"]
-	if webGroup == nil || batch == nil {
+	if webGroup == nil || batch == nil || len(byIDs) != 2 {
 		t.Fatalf("groups %v", byIDs)
 	}
 	if n := len(webGroup.Spec.Egress); n != 6 || webGroup.Spec.Egress[n-1].Action != anpv1alpha1.AdminNetworkPolicyRuleActionDeny {
@@ -288,4 +287,29 @@ func cidrs(in []anpv1alpha1.CIDR) []string {
 		out = append(out, string(c))
 	}
 	return out
+}
+
+func TestAnIDClaimedTwiceStaysUnderTheDefault(t *testing.T) {
+	in := inputs(egress("web-anywhere", metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, networkingv1.NetworkPolicyEgressRule{}))
+	in.Sandboxes = []Sandbox{{ID: "dup", Labels: map[string]string{"app": "web"}}, {ID: "DUP", Labels: map[string]string{"app": "batch"}}}
+	anps, _ := Render(in)
+	if len(anps) != 1 {
+		t.Fatalf("a sandbox ID two sandboxes claim was grouped: %d policies", len(anps))
+	}
+}
+
+func TestGroupsAreBounded(t *testing.T) {
+	var policies []networkingv1.NetworkPolicy
+	var sandboxes []Sandbox
+	for i := range maxGroups + 5 {
+		key := fmt.Sprintf("k%d", i)
+		policies = append(policies, egress(key, metav1.LabelSelector{MatchLabels: map[string]string{key: "x"}}, networkingv1.NetworkPolicyEgressRule{}))
+		sandboxes = append(sandboxes, Sandbox{ID: key, Labels: map[string]string{key: "x"}})
+	}
+	in := inputs(policies...)
+	in.Sandboxes = sandboxes
+	anps, skipped := Render(in)
+	if len(anps) != maxGroups+1 || len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "namespace-wide policies only") {
+		t.Fatalf("%d policies, skipped %+v", len(anps), skipped)
+	}
 }
