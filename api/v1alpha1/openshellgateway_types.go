@@ -668,14 +668,14 @@ type SandboxPlacement struct {
 // TenantEgress is how tenant egress NetworkPolicies are made to bind
 // agents in workspace mode Operator.
 type TenantEgress struct {
-	// Priority of the AdminNetworkPolicies, one per paired namespace (their
-	// subjects never overlap, so they may share it). Policies with a lower
+	// Priority of the AdminNetworkPolicies of every paired namespace (a
+	// tenant's never select another tenant's pods, so they may share it). Policies with a lower
 	// number are evaluated first, and these end every supervisor
 	// connection (Pass or Deny), so any platform AdminNetworkPolicy with a
 	// higher number never applies to supervisors: keep it above every
 	// platform policy that selects sandbox namespaces. OVN-Kubernetes
 	// supports 0 to 99; the ValidatingAdmissionPolicy of config/tenant-egress
-	// admits 99 only (edit both together). Where a tenant's policies
+	// admits 99 and 98 only (edit both together). Where a tenant's policies
 	// select sandboxes by label, the per-sandbox groups take the priority
 	// one below (98 by default), so that they are evaluated before the
 	// namespace's default policy, which always covers every supervisor.

@@ -127,14 +127,7 @@ func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.Op
 	if anps == nil {
 		return r.dropEgress(ctx, paired, render.TenantEgressNone)
 	}
-	keep := map[string]bool{}
-	for _, anp := range anps {
-		if err := apply.Apply(ctx, r.Client, r.APIReader, anp); err != nil {
-			return notWritten(sanitize(err)), skipped, err
-		}
-		keep[anp.Name] = true
-	}
-	if err := r.deleteEgress(ctx, paired, keep); err != nil {
+	if err := r.writeEgress(ctx, paired, anps); err != nil {
 		return notWritten(sanitize(err)), skipped, err
 	}
 	out := render.TenantEgressApplied
@@ -146,7 +139,7 @@ func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.Op
 
 // dropEgress deletes the paired namespace's AdminNetworkPolicies, if any.
 func (r *Reconciler) dropEgress(ctx context.Context, paired pairedRef, outcome string) (string, []tenantegress.Skipped, error) {
-	switch err := r.deleteEgress(ctx, paired, nil); {
+	switch err := r.deleteEgress(ctx, paired); {
 	case err == nil, apierrors.IsForbidden(err), meta.IsNoMatchError(err):
 		// Never written by this operator, or the grant went: they are
 		// collected with their namespace.
@@ -156,22 +149,130 @@ func (r *Reconciler) dropEgress(ctx context.Context, paired pairedRef, outcome s
 	}
 }
 
-// deleteEgress deletes the paired namespace's AdminNetworkPolicies that
-// keep does not name (its groups whose sandboxes went).
-func (r *Reconciler) deleteEgress(ctx context.Context, paired pairedRef, keep map[string]bool) error {
-	list := &anpv1alpha1.AdminNetworkPolicyList{}
-	if err := r.APIReader.List(ctx, list, client.MatchingLabels{render.LabelComponent: "tenant-egress", render.LabelManagedBy: render.ManagedByValue}); err != nil {
-		return fmt.Errorf("list AdminNetworkPolicies: %w", err)
+// writeEgress puts the paired namespace's AdminNetworkPolicies in place
+// (want: the default first, then the per-sandbox groups) so that no
+// supervisor ever has more than its policies allow, whatever write fails:
+// a group only ever loses supervisors to the default (which passes no more
+// than any group) before any group gains one. In order: the default;
+// groups no longer wanted deleted (a group's name digests its policies'
+// content, so a changed policy makes new groups); the others shrunk to the
+// sandboxes they keep; then every group written as wanted.
+func (r *Reconciler) writeEgress(ctx context.Context, paired pairedRef, want []*anpv1alpha1.AdminNetworkPolicy) error {
+	live, err := r.liveEgress(ctx, paired)
+	if err != nil {
+		return err
 	}
-	base := render.TenantEgressPolicyName(paired.name)
-	for i := range list.Items {
-		anp := &list.Items[i]
-		if keep[anp.Name] || (anp.Name != base && !strings.HasPrefix(anp.Name, base+"-")) {
+	if err := apply.Apply(ctx, r.Client, r.APIReader, want[0]); err != nil {
+		return err
+	}
+	wanted := map[string]*anpv1alpha1.AdminNetworkPolicy{}
+	for _, anp := range want {
+		wanted[anp.Name] = anp
+	}
+	for _, cur := range live {
+		w := wanted[cur.Name]
+		if w == nil {
+			if err := r.deleteANP(ctx, cur); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := r.Client.Delete(ctx, anp, client.Preconditions{UID: &anp.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s: %w", anp.Name, err)
+		switch shrunk, drop := shrink(cur, w); {
+		case drop:
+			if err := r.deleteANP(ctx, cur); err != nil {
+				return err
+			}
+		case shrunk != nil:
+			if err := apply.Apply(ctx, r.Client, nil, shrunk); err != nil {
+				return err
+			}
 		}
+	}
+	for _, anp := range want[1:] {
+		if err := apply.Apply(ctx, r.Client, r.APIReader, anp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shrink is want with only the sandboxes cur also selects, when cur
+// selects some that want does not (nil: nothing to take away first; drop:
+// none would be left). Pure.
+func shrink(cur, want *anpv1alpha1.AdminNetworkPolicy) (shrunk *anpv1alpha1.AdminNetworkPolicy, drop bool) {
+	ids := func(a *anpv1alpha1.AdminNetworkPolicy) []string {
+		if a.Spec.Subject.Pods == nil {
+			return nil
+		}
+		for _, e := range a.Spec.Subject.Pods.PodSelector.MatchExpressions {
+			if e.Key == tenantegress.LabelBoundaryPair && e.Operator == metav1.LabelSelectorOpIn {
+				return e.Values
+			}
+		}
+		return nil
+	}
+	have, keep := ids(cur), ids(want)
+	if have == nil || keep == nil {
+		return nil, false // the default: written first, as wanted
+	}
+	var both []string
+	for _, id := range have {
+		if slices.Contains(keep, id) {
+			both = append(both, id)
+		}
+	}
+	switch {
+	case len(both) == len(have):
+		return nil, false
+	case len(both) == 0:
+		return nil, true
+	}
+	shrunk = want.DeepCopy()
+	for i, e := range shrunk.Spec.Subject.Pods.PodSelector.MatchExpressions {
+		if e.Key == tenantegress.LabelBoundaryPair {
+			shrunk.Spec.Subject.Pods.PodSelector.MatchExpressions[i].Values = both
+		}
+	}
+	return shrunk, false
+}
+
+// liveEgress are the paired namespace's AdminNetworkPolicies as they are.
+func (r *Reconciler) liveEgress(ctx context.Context, paired pairedRef) ([]*anpv1alpha1.AdminNetworkPolicy, error) {
+	list := &anpv1alpha1.AdminNetworkPolicyList{}
+	if err := r.APIReader.List(ctx, list, client.MatchingLabels{render.LabelComponent: "tenant-egress", render.LabelManagedBy: render.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("list AdminNetworkPolicies: %w", err)
+	}
+	base := render.TenantEgressPolicyName(paired.name)
+	var out []*anpv1alpha1.AdminNetworkPolicy
+	for i := range list.Items {
+		if anp := &list.Items[i]; anp.Name == base || strings.HasPrefix(anp.Name, base+"-") {
+			out = append(out, anp)
+		}
+	}
+	// The default (base) first, then its groups.
+	slices.SortFunc(out, func(a, b *anpv1alpha1.AdminNetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// deleteEgress deletes all the paired namespace's AdminNetworkPolicies.
+func (r *Reconciler) deleteEgress(ctx context.Context, paired pairedRef) error {
+	live, err := r.liveEgress(ctx, paired)
+	if err != nil {
+		return err
+	}
+	// Groups first: the default stays while any group does.
+	slices.Reverse(live)
+	for _, anp := range live {
+		if err := r.deleteANP(ctx, anp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteANP(ctx context.Context, anp *anpv1alpha1.AdminNetworkPolicy) error {
+	if err := r.Client.Delete(ctx, anp, client.Preconditions{UID: &anp.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", anp.Name, err)
 	}
 	return nil
 }

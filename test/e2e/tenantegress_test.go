@@ -180,10 +180,7 @@ func TestTenantEgress(t *testing.T) {
 	err = c.Get(ctx, client.ObjectKey{Name: nameB}, &anpv1alpha1.AdminNetworkPolicy{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "tenant B has no egress policy, yet has an AdminNetworkPolicy: %v", err)
 	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
-		cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
-		g.Expect(cond).NotTo(BeNil())
+		cond := egressCondition(ctx, g, gw)
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
 		g.Expect(cond.Message).To(ContainSubstring("of 1 tenant"))
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
@@ -275,10 +272,7 @@ func TestTenantEgress(t *testing.T) {
 	g.Expect(c.Create(ctx, sbC)).To(Succeed())
 	pairedC := render.PairedNamespace(tenantC, namespaceUID(ctx, g, tenantC))
 	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
-		cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
-		g.Expect(cond).NotTo(BeNil())
+		cond := egressCondition(ctx, g, gw)
 		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.GatewayReasonTenantEgressNotWritten), cond.Message)
 		g.Expect(cond.Message).To(ContainSubstring("must have priority 99"))
 		// All three refused (A's and B's re-render too): the gateway has
@@ -352,4 +346,13 @@ func tenantPolicies(ctx context.Context, g Gomega, base string) []*anpv1alpha1.A
 	}
 	slices.SortFunc(out, func(a, b *anpv1alpha1.AdminNetworkPolicy) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// egressCondition is a gateway's TenantEgressEnforced condition.
+func egressCondition(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway) *metav1.Condition {
+	cur := &openshellv1alpha1.OpenShellGateway{}
+	g.ExpectWithOffset(1, cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur)).To(Succeed())
+	cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
+	g.ExpectWithOffset(1, cond).NotTo(BeNil())
+	return cond
 }

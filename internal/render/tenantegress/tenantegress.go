@@ -30,8 +30,9 @@
 // ID). The default covers every supervisor and passes only what the
 // namespace-wide policies allow, never more than any group: a supervisor
 // whose ID is not known yet, of a sandbox made at the gateway with a token,
-// or briefly between the writes that move a sandbox from one group to
-// another, falls under it, never under no policy.
+// or one the operator is moving from one group to another (it takes a
+// sandbox out of its old group before it adds it to the new one), falls
+// under it, never under no policy.
 //
 // No library translates NetworkPolicy into AdminNetworkPolicy; the
 // translation is written here. Pure: table-tested without a cluster.
@@ -40,6 +41,7 @@ package tenantegress
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -209,11 +211,17 @@ func Render(in Inputs) ([]*anpv1alpha1.AdminNetworkPolicy, []Skipped) {
 	return out, skipped
 }
 
-// groupKey names the set of policies that select a group of sandboxes.
+// groupKey names the set of policies that select a group of sandboxes,
+// with their content: a policy that changes makes new groups, which lets
+// the operator drop the old ones (to the narrower default) before it
+// writes the new (controllers/pairedns writeEgress).
 func groupKey(policies []*networkingv1.NetworkPolicy) string {
 	h := sha256.New()
 	for _, np := range policies {
+		spec, _ := json.Marshal(np.Spec) // a NetworkPolicySpec always marshals
 		h.Write([]byte(np.Name))
+		h.Write([]byte{0})
+		h.Write(spec)
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
