@@ -275,21 +275,10 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 			return h, res, nil, applyErr
 		}
 		if applyErr != nil {
-			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: sanitize(applyErr)})
+			h.degraded = append(h.degraded, issue{Reason: openshellv1alpha1.GatewayReasonApplyFailed, Message: status.Message(applyErr)})
 		}
 	}
 	return h, res, applyErr, nil
-}
-
-// sanitize keeps error messages stable for conditions: no resource
-// versions or UIDs that would change on every attempt and cause endless
-// status writes.
-func sanitize(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, ": the object has been modified"); i >= 0 {
-		msg = msg[:i] + ": conflict, retrying"
-	}
-	return msg
 }
 
 // reconcileManaged installs a Managed gateway: validate and resolve the
@@ -668,19 +657,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // workspaceNamespaces are the paired namespaces of an Operator mode
 // gateway that the operator made for it (pairedns), not being deleted nor
-// waiting for their tenant egress: the driver's allowlist. A namespace of a paired name made by anyone
-// else never carries the labels PairedTenant checks.
+// waiting for their tenant egress: the driver's allowlist.
 func (r *Reconciler) workspaceNamespaces(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]string, error) {
+	paired, err := r.pairedNamespaces(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ns := range paired {
+		if render.Allowlisted(ns) {
+			out = append(out, ns.Name)
+		}
+	}
+	return out, nil
+}
+
+// pairedNamespaces are the namespaces the operator made for gw (pairedns):
+// a namespace of a paired name made by anyone else never carries the
+// labels PairedTenant checks.
+func (r *Reconciler) pairedNamespaces(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) ([]*metav1.PartialObjectMetadata, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 	if err := r.Client.List(ctx, list, gatewaySelector(gw)); err != nil {
 		return nil, fmt.Errorf("list paired namespaces: %w", err)
 	}
-	var out []string
+	var out []*metav1.PartialObjectMetadata
 	for i := range list.Items {
-		ns := &list.Items[i]
-		if _, _, ok := render.PairedTenant(gw, ns); ok && render.Allowlisted(ns) {
-			out = append(out, ns.Name)
+		if _, _, ok := render.PairedTenant(gw, &list.Items[i]); ok {
+			out = append(out, &list.Items[i])
 		}
 	}
 	return out, nil

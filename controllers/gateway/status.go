@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -275,17 +274,14 @@ func (r *Reconciler) reportTenantEgress(ctx context.Context, gw *openshellv1alph
 		meta.RemoveStatusCondition(&gw.Status.Conditions, openshellv1alpha1.GatewayConditionTenantEgressEnforced)
 		return nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Client.List(ctx, list, gatewaySelector(gw)); err != nil {
-		return fmt.Errorf("list paired namespaces: %w", err)
+	paired, err := r.pairedNamespaces(ctx, gw)
+	if err != nil {
+		return err
 	}
 	var outcomes []tenantOutcome
-	for i := range list.Items {
-		ns := &list.Items[i]
-		if tenant, _, ok := render.PairedTenant(gw, ns); ok {
-			outcomes = append(outcomes, tenantOutcome{tenant, ns.Annotations[render.AnnotationTenantEgress]})
-		}
+	for _, ns := range paired {
+		tenant, _, _ := render.PairedTenant(gw, ns)
+		outcomes = append(outcomes, tenantOutcome{tenant, ns.Annotations[render.AnnotationTenantEgress]})
 	}
 	st, reason, msg := tenantEgressVerdict(pf, outcomes)
 	status.SetCondition(gw, openshellv1alpha1.GatewayConditionTenantEgressEnforced, st, reason, msg)

@@ -23,6 +23,7 @@ import (
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/render/tenantegress"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/status"
 )
 
 // maxTenantPolicies bounds the NetworkPolicies of one tenant namespace the
@@ -128,7 +129,7 @@ func (r *Reconciler) egressOutcome(ctx context.Context, gw *openshellv1alpha1.Op
 		return r.dropEgress(ctx, paired, render.TenantEgressNone)
 	}
 	if err := r.writeEgress(ctx, paired, anps); err != nil {
-		return notWritten(sanitize(err)), skipped, err
+		return notWritten(status.Message(err)), skipped, err
 	}
 	out := render.TenantEgressApplied
 	for _, s := range skipped {
@@ -295,16 +296,6 @@ func (r *Reconciler) egressSandboxes(ctx context.Context, gw *openshellv1alpha1.
 }
 
 func notWritten(why string) string { return render.TenantEgressNotWritten + ": " + why }
-
-// sanitize drops what changes on every attempt (resource versions), so
-// that the recorded outcome only changes when the cause does.
-func sanitize(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, ": the object has been modified"); i >= 0 {
-		msg = msg[:i] + ": conflict, retrying"
-	}
-	return msg
-}
 
 // keptEgress runs the egress step for the paired namespace kept (not
 // released) for a gateway that is no longer usable but still exists.

@@ -8,6 +8,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -129,4 +130,16 @@ func RemoveFinalizer(ctx context.Context, c client.Client, o client.Object, name
 		return fmt.Errorf("remove finalizer %s from %s: %w", name, client.ObjectKeyFromObject(o), err)
 	}
 	return nil
+}
+
+// Message is err's text, stable across attempts for a condition or a
+// recorded outcome: an optimistic-lock conflict names a resource version
+// that changes on every attempt, which would make each retry a new status
+// write.
+func Message(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": the object has been modified"); i >= 0 {
+		msg = msg[:i] + ": conflict, retrying"
+	}
+	return msg
 }

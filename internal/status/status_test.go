@@ -2,6 +2,8 @@ package status
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -147,5 +149,15 @@ func TestLongMessagesAreTruncated(t *testing.T) {
 	msg := o.Status.Conditions[0].Message
 	if len(msg) > maxMessage || !strings.HasSuffix(msg, "(truncated)") || !utf8.ValidString(msg) {
 		t.Fatalf("message of %d bytes, valid UTF-8 %v", len(msg), utf8.ValidString(msg))
+	}
+}
+
+func TestMessageDropsTheConflictsResourceVersion(t *testing.T) {
+	err := fmt.Errorf("apply X: %w", errors.New(`Operation cannot be fulfilled on x "y": the object has been modified; please apply your changes to the latest version and try again`))
+	if got := Message(err); got != `apply X: Operation cannot be fulfilled on x "y": conflict, retrying` {
+		t.Fatalf("Message = %q", got)
+	}
+	if got := Message(errors.New("forbidden")); got != "forbidden" {
+		t.Fatalf("Message = %q", got)
 	}
 }

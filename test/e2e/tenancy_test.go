@@ -1322,8 +1322,14 @@ func selfProvisioner(ctx context.Context, t *testing.T, user string) {
 // as is a client that impersonates an authenticated user.
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
+	return impersonating(t, user, "system:authenticated")
+}
+
+// impersonating is a client that impersonates user with exactly groups.
+func impersonating(t *testing.T, user string, groups ...string) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
@@ -321,16 +320,11 @@ func allowEverything(name, ns string) *anpv1alpha1.AdminNetworkPolicy {
 				To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"0.0.0.0/0"}}}}}}}
 }
 
-// asServiceAccount impersonates a ServiceAccount with its groups.
+// asServiceAccount impersonates a ServiceAccount of namespace
+// openshell-operator with its groups.
 func asServiceAccount(t *testing.T, user string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:openshell-operator", "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return impersonating(t, user, "system:serviceaccounts", "system:serviceaccounts:openshell-operator", "system:authenticated")
 }
 
 // tenantPolicies are a paired namespace's AdminNetworkPolicies: the
