@@ -14,6 +14,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.process) == has(oldSelf.process) && (!has(self.process) || self.process == oldSelf.process)",message="spec.process is immutable after creation; create a new policy instead"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.filesystem) || has(self.filesystem)",message="spec.filesystem cannot be removed once set; filesystem rules are additive-only"
 // +kubebuilder:validation:XValidation:rule="!has(self.sandboxDefaults) || (has(self.default) && self.default)",message="spec.sandboxDefaults are the namespace's defaults: set them on its default policy (spec.default: true)"
+// +kubebuilder:validation:XValidation:rule="!has(self.advisor) || !has(self.advisor.decisions) || self.advisor.decisions.all(d, d.decision != 'Approved' || (has(self.networkPolicies) && self.networkPolicies.exists(n, n.name == d.networkPolicy)))",message="an Approved decision's networkPolicy must name an entry of spec.networkPolicies"
 type OpenShellPolicySpec struct {
 	// Default makes this the policy of the namespace's sandboxes that name
 	// none (spec.policyRef empty), which is how a gateway that requires a
@@ -53,6 +54,83 @@ type OpenShellPolicySpec struct {
 	// +listMapKey=name
 	// +optional
 	NetworkPolicies []NetworkPolicyRule `json:"networkPolicies,omitempty"`
+
+	// Advisor turns on OpenShell's policy advisor for the sandboxes that use
+	// this policy (0.1 gateways) and holds the Tenant Admin's decisions on
+	// what they propose (status.advisor.proposals). An approved rule lands
+	// here, in spec.networkPolicies, never at the gateway alone: this object
+	// stays the policy's source of truth.
+	// +optional
+	Advisor *PolicyAdvisor `json:"advisor,omitempty"`
+}
+
+// PolicyAdvisor configures the policy advisor of the policy's sandboxes.
+type PolicyAdvisor struct {
+	// Enabled sets the sandbox setting agent_policy_proposals_enabled on
+	// each 0.1 sandbox that uses this policy: its agent may then propose a
+	// network rule after a denied request. A proposal grants nothing until
+	// it is decided here. A gateway-wide value of the setting, which a
+	// Platform Admin may set, wins over it.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Decisions are the Tenant Admin's answers to proposals. Approved names
+	// the spec.networkPolicies entry that carries the rule (as proposed, or
+	// edited); the proposal is closed at the gateway once that rule is in
+	// effect in the sandbox. Rejected closes it with the reason, which the
+	// agent reads. Kept in the spec, so GitOps holds every decision.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=proposal
+	// +optional
+	Decisions []ProposalDecision `json:"decisions,omitempty"`
+}
+
+// ProposalDecisionType is what the Tenant Admin decided.
+// +kubebuilder:validation:Enum=Approved;Rejected
+type ProposalDecisionType string
+
+const (
+	// ProposalApproved adopts the proposal as a spec.networkPolicies entry.
+	ProposalApproved ProposalDecisionType = "Approved"
+	// ProposalRejected turns it down, with guidance for the agent.
+	ProposalRejected ProposalDecisionType = "Rejected"
+)
+
+// ProposalDecision is a decision on one proposal.
+// +kubebuilder:validation:XValidation:rule="self.decision != 'Approved' || has(self.networkPolicy)",message="an Approved decision names the spec.networkPolicies entry that carries the rule (networkPolicy)"
+// +kubebuilder:validation:XValidation:rule="self.decision != 'Rejected' || !has(self.networkPolicy)",message="a Rejected decision adopts no rule: remove networkPolicy"
+type ProposalDecision struct {
+	// Proposal is the proposal's ID, as status.advisor.proposals shows it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-_.:A-Za-z0-9]*$`
+	// +required
+	Proposal string `json:"proposal"`
+
+	// Sandbox is the OpenShellSandbox, in this namespace, that proposed it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Sandbox string `json:"sandbox"`
+
+	// Decision is Approved or Rejected.
+	// +required
+	Decision ProposalDecisionType `json:"decision"`
+
+	// NetworkPolicy is the name of the spec.networkPolicies entry that
+	// carries an Approved rule.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
+
+	// Reason is recorded with the proposal at the gateway, where the agent
+	// reads it: for a Rejected proposal, the guidance it revises its
+	// request by.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // FilesystemPolicy lists readable and writable paths.
@@ -287,7 +365,146 @@ type OpenShellPolicyStatus struct {
 	// ObservedGeneration is the spec generation the operator last acted on fully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Advisor is what the policy's sandboxes propose and what became of
+	// the decisions (spec.advisor).
+	// +optional
+	Advisor *PolicyAdvisorStatus `json:"advisor,omitempty"`
 }
+
+// PolicyAdvisorStatus lists pending proposals and decisions' outcomes.
+type PolicyAdvisorStatus struct {
+	// Proposals are the pending proposals of the policy's sandboxes, oldest
+	// first. The gateway's draft history (every proposal and decision, with
+	// times) stays at the gateway: see drafts.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Proposals []PolicyProposal `json:"proposals,omitempty"`
+
+	// Omitted counts pending proposals not listed (more than 32).
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+
+	// Drafts link each sandbox with pending proposals or decisions to its
+	// draft at the gateway: the gateway's sandbox name and draft version,
+	// under which GetDraftHistory (`openshell policy` on the CLI) shows its
+	// whole history.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Drafts []DraftReference `json:"drafts,omitempty"`
+
+	// Decisions are the outcome of each spec.advisor.decisions entry.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Decisions []ProposalOutcome `json:"decisions,omitempty"`
+}
+
+// PolicyProposal is one pending proposal: a network rule an agent asks for.
+type PolicyProposal struct {
+	// ID names the proposal in spec.advisor.decisions.
+	ID string `json:"id"`
+	// Sandbox is the OpenShellSandbox that proposed it.
+	Sandbox string `json:"sandbox"`
+	// RuleName is the name the agent gave the rule.
+	// +optional
+	RuleName string `json:"ruleName,omitempty"`
+	// Rule is the proposed rule as a spec.networkPolicies entry (YAML), to
+	// adopt as it is or edited.
+	// +optional
+	Rule string `json:"rule,omitempty"`
+	// NotExpressible lists what the proposed rule holds that
+	// spec.networkPolicies cannot carry (left out of rule).
+	// +optional
+	NotExpressible string `json:"notExpressible,omitempty"`
+	// Binary is the executable whose request was denied.
+	// +optional
+	Binary string `json:"binary,omitempty"`
+	// Rationale is the agent's reason (supporting context; the rule is the
+	// contract).
+	// +optional
+	Rationale string `json:"rationale,omitempty"`
+	// SecurityNotes are the gateway's notes on the rule's risk.
+	// +optional
+	SecurityNotes string `json:"securityNotes,omitempty"`
+	// ValidationResult is the gateway's check of the rule.
+	// +optional
+	ValidationResult string `json:"validationResult,omitempty"`
+	// HitCount is how many denied requests the proposal covers.
+	// +optional
+	HitCount int32 `json:"hitCount,omitempty"`
+	// Proposed is when the agent proposed it.
+	// +optional
+	Proposed *metav1.Time `json:"proposed,omitempty"`
+}
+
+// DraftReference links a sandbox to its draft at the gateway.
+type DraftReference struct {
+	// Sandbox is the OpenShellSandbox.
+	Sandbox string `json:"sandbox"`
+	// Gateway is the namespace/name of its OpenShellGateway.
+	Gateway string `json:"gateway"`
+	// GatewaySandbox is its name at the gateway.
+	GatewaySandbox string `json:"gatewaySandbox"`
+	// DraftVersion is the gateway's draft version last read.
+	// +optional
+	DraftVersion int64 `json:"draftVersion,omitempty"`
+}
+
+// ProposalState is where a decision stands.
+type ProposalState string
+
+const (
+	// ProposalStateClosed: the proposal is decided at the gateway.
+	ProposalStateClosed ProposalState = "Closed"
+	// ProposalStateWaiting: an Approved rule is not in effect in the
+	// sandbox yet; the proposal is closed once it is.
+	ProposalStateWaiting ProposalState = "Waiting"
+	// ProposalStateNotFound: no pending proposal of that ID was seen for
+	// the sandbox.
+	ProposalStateNotFound ProposalState = "NotFound"
+	// ProposalStateFailed: closing it at the gateway failed (message).
+	ProposalStateFailed ProposalState = "Failed"
+)
+
+// ProposalOutcome is what became of one decision.
+type ProposalOutcome struct {
+	// Proposal is the decision's proposal ID.
+	Proposal string `json:"proposal"`
+	// Sandbox is the decision's sandbox.
+	Sandbox string `json:"sandbox"`
+	// State is Closed, Waiting, NotFound or Failed.
+	State ProposalState `json:"state"`
+	// Edited says an Approved rule differs from the proposed one.
+	// +optional
+	Edited bool `json:"edited,omitempty"`
+	// Message says why, for Waiting, NotFound and Failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Condition type and reasons of the advisor on an OpenShellPolicy.
+const (
+	// ConditionProposalsSynced is True when every pending proposal of the
+	// policy's sandboxes is listed and every decision is closed at the
+	// gateway.
+	ConditionProposalsSynced = "ProposalsSynced"
+	// ProposalsReasonSynced (True): listed and closed.
+	ProposalsReasonSynced = "Synced"
+	// ProposalsReasonWaiting (False): an approved rule has not reached a
+	// sandbox yet.
+	ProposalsReasonWaiting = "Waiting"
+	// ProposalsReasonUnknownProposal (False): a decision names a proposal
+	// that no sandbox of this policy has pending.
+	ProposalsReasonUnknownProposal = "UnknownProposal"
+	// ProposalsReasonGatewayError (False): a gateway call failed (message).
+	ProposalsReasonGatewayError = "GatewayError"
+	// ProposalsReasonUnsupported (False): a sandbox of this policy runs on
+	// a 0.0.x gateway, where the operator does not read proposals.
+	ProposalsReasonUnsupported = "Unsupported"
+)
 
 // OpenShellPolicy is a Tenant Admin's sandbox policy (filesystem, process
 // and network rules) that OpenShellSandboxes in the same namespace reference.

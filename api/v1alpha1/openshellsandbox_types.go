@@ -348,6 +348,12 @@ type OpenShellSandboxStatus struct {
 	// +optional
 	PolicyVersion int64 `json:"policyVersion,omitempty"`
 
+	// ProposalsEnabled is the value the operator last gave the gateway
+	// sandbox's agent_policy_proposals_enabled setting (its policy's
+	// spec.advisor.enabled; 0.1 gateways).
+	// +optional
+	ProposalsEnabled bool `json:"proposalsEnabled,omitempty"`
+
 	// ExitCode is the agent's exit code once its command exited, as the
 	// gateway reports it (0: phase Completed).
 	// +optional

@@ -1,7 +1,8 @@
 // Package policy reconciles OpenShellPolicy objects: it counts the
 // sandboxes that reference a policy (changes propagate through the sandbox
-// controller, which watches policies) and holds a finalizer while any
-// sandbox uses it, a backstop for the deletion webhook.
+// controller, which watches policies), holds a finalizer while any sandbox
+// uses it, a backstop for the deletion webhook, and runs the policy
+// advisor's review loop (advisor.go).
 package policy
 
 import (
@@ -11,14 +12,19 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
+	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -33,6 +39,9 @@ const Finalizer = "openshell.ai/policy-in-use"
 // Reconciler reconciles OpenShellPolicy.
 type Reconciler struct {
 	Client client.Client
+	// Gateways reaches the gateways of the policy's sandboxes (the advisor).
+	Gateways *gwconn.Resolver
+	Recorder events.EventRecorder
 }
 
 // Reconcile updates the usage count and the finalizer.
@@ -69,8 +78,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			fmt.Sprintf("used by %d sandbox(es)", len(users)))
 	}
 	p.Status.SandboxCount = int32(len(users))
+	again, err := r.reconcileAdvisor(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	p.Status.ObservedGeneration = p.Generation
-	return ctrl.Result{}, status.Patch(ctx, r.Client, orig, p)
+	return ctrl.Result{RequeueAfter: again}, status.Patch(ctx, r.Client, orig, p)
 }
 
 // countSettle is how long sandbox events for one policy are gathered before
@@ -95,5 +108,40 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return nil
 		}), builder.WithPredicates(index.SpecOrDeletionChanged)). // not the sandboxes' status writes
+		// The advisor closes an approved proposal once the rule is in effect
+		// in the sandbox: when the sandbox's applied policy changes.
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.advisorPolicyOf),
+			builder.WithPredicates(appliedPolicyChanged)).
 		Complete(traced.Reconciler("openshellpolicy", status.RetryStale(r)))
+}
+
+// appliedPolicyChanged passes sandbox updates whose applied policy or
+// gateway sandbox changed (status writes otherwise do not concern policies).
+var appliedPolicyChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*openshellv1alpha1.OpenShellSandbox), e.ObjectNew.(*openshellv1alpha1.OpenShellSandbox)
+		return o.Status.AppliedPolicyHash != n.Status.AppliedPolicyHash || o.Status.SandboxID != n.Status.SandboxID
+	},
+}
+
+// advisorPolicyOf maps a sandbox to the policy whose advisor reads it: the
+// one it names, or its namespace's default policies when it names none.
+func (r *Reconciler) advisorPolicyOf(ctx context.Context, o client.Object) []reconcile.Request {
+	if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
+	}
+	list := &openshellv1alpha1.OpenShellPolicyList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range list.Items {
+		if p.Spec.Default && p.Spec.Advisor != nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+	}
+	return out
 }

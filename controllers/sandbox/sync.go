@@ -77,6 +77,9 @@ type gatewaySandbox struct {
 	envVersions       map[string]string
 	secretsChanged    []string
 	restartForSecrets bool
+	// proposals is the agent_policy_proposals_enabled setting the policy
+	// asks for (spec.advisor.enabled).
+	proposals bool
 }
 
 // attachable are the spec's providers the gateway may attach, sorted: those
@@ -101,6 +104,7 @@ func desired(sb *openshellv1alpha1.OpenShellSandbox, obs observed, ws string) (g
 		d.policyHash = sandboxspec.Hash(d.policy)
 	}
 	d.providers = attachable(sb, obs)
+	d.proposals = obs.policy != nil && obs.policy.Spec.Advisor != nil && obs.policy.Spec.Advisor.Enabled
 	spec, err := sandboxspec.SandboxSpec(sb, sandboxspec.SpecInputs{Policy: d.policy, Env: obs.env, Providers: d.providers, NamespaceUID: obs.namespaceUID,
 		RuntimeClass: sandboxcontrols.RuntimeClass(obs.gateway, sb)})
 	if err != nil {
@@ -152,6 +156,7 @@ func forgetGatewaySandbox(sb *openshellv1alpha1.OpenShellSandbox) {
 		st.ReplacedSandboxID = st.SandboxID
 	}
 	st.SandboxID, st.AppliedSpecHash, st.AppliedPolicyHash, st.AttachedProviders, st.PolicyVersion = "", "", "", nil, 0
+	st.ProposalsEnabled = false
 	st.AppliedResources, st.EnvSecretVersions = nil, nil
 	st.AgentSandbox, st.ExitCode, st.CompletionTime = nil, nil, nil
 }
@@ -245,7 +250,7 @@ func (r *Reconciler) drive(ctx context.Context, conn *gatewayapi.Client, sb *ope
 		current = cur
 	}
 	for _, apply := range []func(context.Context, *gatewayapi.Client, *openshellv1alpha1.OpenShellSandbox, gatewaySandbox) (bool, outcome, error){
-		r.applyPolicy, r.reconcileProviders,
+		r.applyPolicy, r.applyProposalsSetting, r.reconcileProviders,
 	} {
 		changed, o, err := apply(ctx, conn, sb, d)
 		if err != nil || o.stop {
@@ -386,6 +391,32 @@ func (r *Reconciler) applyPolicy(ctx context.Context, conn *gatewayapi.Client, s
 	sb.Status.AppliedPolicyHash, sb.Status.PolicyVersion = d.policyHash, int64(resp.Version)
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "PolicyApplied", "UpdateConfig", "policy version %d applied in place", resp.Version)
 	return true, outcome{}, nil
+}
+
+// proposalsSetting is the 0.1 sandbox setting that turns on the policy
+// advisor (the release's settings registry: a bool, off when unset).
+const proposalsSetting = "agent_policy_proposals_enabled"
+
+// applyProposalsSetting gives the sandbox's agent_policy_proposals_enabled
+// setting the value its policy asks for, when it differs from the one last
+// set. 0.0.x gateways are left alone: their UpdateConfig carries no typed
+// setting value (the policy reports ProposalsSynced Unsupported).
+func (r *Reconciler) applyProposalsSetting(ctx context.Context, conn *gatewayapi.Client, sb *openshellv1alpha1.OpenShellSandbox, d gatewaySandbox) (bool, outcome, error) {
+	if conn.Line != gatewayline.V01 || sb.Status.ProposalsEnabled == d.proposals {
+		return false, outcome{}, nil
+	}
+	_, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Sandbox: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace),
+		SettingKey: proposalsSetting, SettingValue: &sandboxv1.SettingValue{Value: &sandboxv1.SettingValue_BoolValue{BoolValue: d.proposals}}})
+	if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
+		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRejectedByGateway,
+			"the gateway refused the setting "+proposalsSetting+": "+grpcstatus.Convert(err).Message())
+		return false, stopWith(ctrl.Result{}), nil
+	} else if err != nil {
+		return false, outcome{}, fmt.Errorf("set %s: %w", proposalsSetting, err)
+	}
+	sb.Status.ProposalsEnabled = d.proposals
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "ProposalsSettingApplied", "UpdateConfig", "%s set to %t", proposalsSetting, d.proposals)
+	return false, outcome{}, nil
 }
 
 // reconcileProviders attaches and detaches providers to match the spec.

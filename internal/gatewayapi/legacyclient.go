@@ -356,3 +356,19 @@ func (legacyClient) ForwardTcp(context.Context, ...grpc.CallOption) (grpc.BidiSt
 func (legacyClient) GetSandboxLogs(context.Context, *v01.GetSandboxLogsRequest, ...grpc.CallOption) (*v01.GetSandboxLogsResponse, error) {
 	return nil, unimplemented("GetSandboxLogs")
 }
+
+// The operator reads the policy advisor's drafts on 0.1 gateways only: it
+// enables the advisor with a typed setting value, which 0.0.x's
+// UpdateConfig does not carry.
+
+func (legacyClient) GetDraftPolicy(context.Context, *v01.GetDraftPolicyRequest, ...grpc.CallOption) (*v01.GetDraftPolicyResponse, error) {
+	return nil, unimplemented("GetDraftPolicy")
+}
+
+func (legacyClient) RejectDraftChunk(context.Context, *v01.RejectDraftChunkRequest, ...grpc.CallOption) (*v01.RejectDraftChunkResponse, error) {
+	return nil, unimplemented("RejectDraftChunk")
+}
+
+func (legacyClient) GetDraftHistory(context.Context, *v01.GetDraftHistoryRequest, ...grpc.CallOption) (*v01.GetDraftHistoryResponse, error) {
+	return nil, unimplemented("GetDraftHistory")
+}

@@ -86,6 +86,7 @@ var rules = map[direction]map[string]fieldRule{
 		"openshell.v1.WatchSandboxRequest.sandbox":             {drop: "the adapter sets the sandbox ID"},
 		"openshell.v1.WatchSandboxRequest.since_time":          {convert: timeToMillis("log_since_ms")},
 		"openshell.v1.WatchSandboxRequest.resume_after_cursor": {convert: refuse("resuming a watch from a cursor needs a 0.1 gateway")},
+		"openshell.v1.UpdateConfigRequest.setting_value":       {convert: refuse("a typed setting value needs a 0.1 gateway")},
 		// 0.0.x has no idempotency keys or allow_missing: a retried create
 		// answers AlreadyExists, which callers already handle, and the
 		// adapter reads a missing object's NotFound as allow_missing asks.

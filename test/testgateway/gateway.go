@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -122,10 +123,13 @@ type Gateway struct {
 	created     int
 	requestIDs  []string
 	unavailable bool
-	delay       time.Duration
-	failNext    map[string]codes.Code
-	holdNext    map[string]hold
-	loseNext    map[string]bool
+	// chunkSeq numbers draft chunks; decided is when each was decided.
+	chunkSeq int
+	decided  map[string]*timestamppb.Timestamp
+	delay    time.Duration
+	failNext map[string]codes.Code
+	holdNext map[string]hold
+	loseNext map[string]bool
 	// replays are the 0.1 idempotency keys seen (request_id), with what
 	// they answered; replayed counts the answers given again.
 	replays  map[string]replay
@@ -177,6 +181,8 @@ type sandboxRow struct {
 	// runtime is the 0.1 runtime of a sandbox created while the gateway
 	// spoke 0.1 (nil: the 0.0.x sidecar pod).
 	runtime *runtime01
+	// drafts is its policy advisor's settings and chunks (nil: none yet).
+	drafts *drafts
 }
 
 // Start serves until Stop.
@@ -192,7 +198,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
 		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{},
-		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}}
+		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}, decided: map[string]*timestamppb.Timestamp{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

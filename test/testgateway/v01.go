@@ -432,6 +432,12 @@ func (s *v01Server) DeleteProvider(ctx context.Context, in *v01.DeleteProviderRe
 }
 
 func (s *v01Server) UpdateConfig(ctx context.Context, in *v01.UpdateConfigRequest) (*v01.UpdateConfigResponse, error) {
+	if in.GetSettingKey() != "" && in.GetPolicy() == nil {
+		if err := requireSelector(in); err != nil {
+			return nil, err
+		}
+		return s.g.updateSetting(in)
+	}
 	out := &v01.UpdateConfigResponse{}
 	return out, serve0(ctx, in, &legacy.UpdateConfigRequest{}, out, s.g.UpdateConfig)
 }

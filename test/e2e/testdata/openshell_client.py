@@ -3,7 +3,9 @@
 Run by test/e2e (TestOpenShellPythonClient) with the SDK of the pinned
 release (bin/openshell-wheel) and its runtime (bin/python-sdk) on
 PYTHONPATH: a client no one here wrote, speaking the release's wire, as a
-workspace user. Prints what it saw as one JSON object.
+workspace user. Prints what it saw as one JSON object. The SDK has no
+wrapper for the policy advisor's draft RPCs, so those are called on its own
+generated stub, over its own authenticated channel.
 """
 
 import json
@@ -11,6 +13,7 @@ import os
 import pathlib
 
 from openshell import SandboxClient, TlsConfig
+from openshell._proto import datamodel_pb2, openshell_pb2
 
 
 def main() -> None:
@@ -21,6 +24,11 @@ def main() -> None:
         listed = client.list_all(workspace=workspace, page_size=1)
         got = client.get(env["OPENSHELL_SANDBOX"], workspace=workspace)
         templates = client.sandbox_templates().list_all(workspace=workspace, page_size=1)
+        scope = datamodel_pb2.WorkspaceSelector(workspace=workspace)
+        draft = client._stub.GetDraftPolicy(openshell_pb2.GetDraftPolicyRequest(
+            sandbox=got.name, workspace_scope=scope))
+        history = client._stub.GetDraftHistory(openshell_pb2.GetDraftHistoryRequest(
+            sandbox=got.name, workspace_scope=scope))
         print(json.dumps({
             "listed": sorted(s.name for s in listed),
             "name": got.name,
@@ -33,6 +41,11 @@ def main() -> None:
             "templates": {t.metadata.name: t.spec.workload.image for t in templates},
             "createdFrom": {s.name: s.created_from_workload_template.name
                             for s in listed if s.created_from_workload_template is not None},
+            # The sandbox's draft (every chunk: status and the reason it was
+            # closed with) and its history as the gateway keeps it.
+            "drafts": {c.id: {"status": c.status, "rule": c.rule_name, "reason": c.rejection_reason}
+                       for c in draft.chunks},
+            "history": [[e.chunk_id, e.event_type] for e in history.entries],
         }))
 
 

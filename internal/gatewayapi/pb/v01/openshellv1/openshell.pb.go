@@ -4850,6 +4850,7 @@ type UpdateConfigRequest struct {
 	Sandbox                 string                   `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	Policy                  *sandboxv1.SandboxPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	SettingKey              string                   `protobuf:"bytes,3,opt,name=setting_key,json=settingKey,proto3" json:"setting_key,omitempty"`
+	SettingValue            *sandboxv1.SettingValue  `protobuf:"bytes,4,opt,name=setting_value,json=settingValue,proto3" json:"setting_value,omitempty"`
 	DeleteSetting           bool                     `protobuf:"varint,5,opt,name=delete_setting,json=deleteSetting,proto3" json:"delete_setting,omitempty"`
 	Global                  bool                     `protobuf:"varint,6,opt,name=global,proto3" json:"global,omitempty"`
 	ExpectedResourceVersion uint64                   `protobuf:"varint,8,opt,name=expected_resource_version,json=expectedResourceVersion,proto3" json:"expected_resource_version,omitempty"`
@@ -4910,6 +4911,13 @@ func (x *UpdateConfigRequest) GetSettingKey() string {
 		return x.SettingKey
 	}
 	return ""
+}
+
+func (x *UpdateConfigRequest) GetSettingValue() *sandboxv1.SettingValue {
+	if x != nil {
+		return x.SettingValue
+	}
+	return nil
 }
 
 func (x *UpdateConfigRequest) GetDeleteSetting() bool {
@@ -6879,6 +6887,552 @@ func (x *GetSandboxLogsResponse) GetBufferTotal() uint32 {
 	return 0
 }
 
+// A proposal of the policy advisor: one network rule a sandbox asks for.
+// status is "pending", "approved" or "rejected" (the 0.1 source's values).
+type PolicyChunk struct {
+	state            protoimpl.MessageState       `protogen:"open.v1"`
+	Id               string                       `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status           string                       `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	RuleName         string                       `protobuf:"bytes,3,opt,name=rule_name,json=ruleName,proto3" json:"rule_name,omitempty"`
+	ProposedRule     *sandboxv1.NetworkPolicyRule `protobuf:"bytes,4,opt,name=proposed_rule,json=proposedRule,proto3" json:"proposed_rule,omitempty"`
+	Rationale        string                       `protobuf:"bytes,5,opt,name=rationale,proto3" json:"rationale,omitempty"`
+	SecurityNotes    string                       `protobuf:"bytes,6,opt,name=security_notes,json=securityNotes,proto3" json:"security_notes,omitempty"`
+	Confidence       float32                      `protobuf:"fixed32,7,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Stage            string                       `protobuf:"bytes,11,opt,name=stage,proto3" json:"stage,omitempty"`
+	HitCount         int32                        `protobuf:"varint,13,opt,name=hit_count,json=hitCount,proto3" json:"hit_count,omitempty"`
+	Binary           string                       `protobuf:"bytes,16,opt,name=binary,proto3" json:"binary,omitempty"`
+	ValidationResult string                       `protobuf:"bytes,17,opt,name=validation_result,json=validationResult,proto3" json:"validation_result,omitempty"`
+	RejectionReason  string                       `protobuf:"bytes,18,opt,name=rejection_reason,json=rejectionReason,proto3" json:"rejection_reason,omitempty"`
+	CreatedTime      *timestamppb.Timestamp       `protobuf:"bytes,109,opt,name=created_time,json=createdTime,proto3" json:"created_time,omitempty"`
+	FirstSeenTime    *timestamppb.Timestamp       `protobuf:"bytes,114,opt,name=first_seen_time,json=firstSeenTime,proto3" json:"first_seen_time,omitempty"`
+	LastSeenTime     *timestamppb.Timestamp       `protobuf:"bytes,115,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PolicyChunk) Reset() {
+	*x = PolicyChunk{}
+	mi := &file_v01_openshell_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyChunk) ProtoMessage() {}
+
+func (x *PolicyChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyChunk.ProtoReflect.Descriptor instead.
+func (*PolicyChunk) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *PolicyChunk) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetRuleName() string {
+	if x != nil {
+		return x.RuleName
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetProposedRule() *sandboxv1.NetworkPolicyRule {
+	if x != nil {
+		return x.ProposedRule
+	}
+	return nil
+}
+
+func (x *PolicyChunk) GetRationale() string {
+	if x != nil {
+		return x.Rationale
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetSecurityNotes() string {
+	if x != nil {
+		return x.SecurityNotes
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetConfidence() float32 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *PolicyChunk) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetHitCount() int32 {
+	if x != nil {
+		return x.HitCount
+	}
+	return 0
+}
+
+func (x *PolicyChunk) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetValidationResult() string {
+	if x != nil {
+		return x.ValidationResult
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetRejectionReason() string {
+	if x != nil {
+		return x.RejectionReason
+	}
+	return ""
+}
+
+func (x *PolicyChunk) GetCreatedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedTime
+	}
+	return nil
+}
+
+func (x *PolicyChunk) GetFirstSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeenTime
+	}
+	return nil
+}
+
+func (x *PolicyChunk) GetLastSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenTime
+	}
+	return nil
+}
+
+type GetDraftPolicyRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	StatusFilter   string                         `protobuf:"bytes,2,opt,name=status_filter,json=statusFilter,proto3" json:"status_filter,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,3,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetDraftPolicyRequest) Reset() {
+	*x = GetDraftPolicyRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDraftPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDraftPolicyRequest) ProtoMessage() {}
+
+func (x *GetDraftPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDraftPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetDraftPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *GetDraftPolicyRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *GetDraftPolicyRequest) GetStatusFilter() string {
+	if x != nil {
+		return x.StatusFilter
+	}
+	return ""
+}
+
+func (x *GetDraftPolicyRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+type GetDraftPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunks        []*PolicyChunk         `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	DraftVersion  uint64                 `protobuf:"varint,3,opt,name=draft_version,json=draftVersion,proto3" json:"draft_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDraftPolicyResponse) Reset() {
+	*x = GetDraftPolicyResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDraftPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDraftPolicyResponse) ProtoMessage() {}
+
+func (x *GetDraftPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDraftPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetDraftPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *GetDraftPolicyResponse) GetChunks() []*PolicyChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *GetDraftPolicyResponse) GetDraftVersion() uint64 {
+	if x != nil {
+		return x.DraftVersion
+	}
+	return 0
+}
+
+type RejectDraftChunkRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	ChunkId        string                         `protobuf:"bytes,2,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	Reason         string                         `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,4,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	RequestId      string                         `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RejectDraftChunkRequest) Reset() {
+	*x = RejectDraftChunkRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectDraftChunkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectDraftChunkRequest) ProtoMessage() {}
+
+func (x *RejectDraftChunkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectDraftChunkRequest.ProtoReflect.Descriptor instead.
+func (*RejectDraftChunkRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *RejectDraftChunkRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *RejectDraftChunkRequest) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *RejectDraftChunkRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RejectDraftChunkRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *RejectDraftChunkRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RejectDraftChunkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectDraftChunkResponse) Reset() {
+	*x = RejectDraftChunkResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectDraftChunkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectDraftChunkResponse) ProtoMessage() {}
+
+func (x *RejectDraftChunkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectDraftChunkResponse.ProtoReflect.Descriptor instead.
+func (*RejectDraftChunkResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{105}
+}
+
+type GetDraftHistoryRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,2,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetDraftHistoryRequest) Reset() {
+	*x = GetDraftHistoryRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDraftHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDraftHistoryRequest) ProtoMessage() {}
+
+func (x *GetDraftHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDraftHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetDraftHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *GetDraftHistoryRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *GetDraftHistoryRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+type GetDraftHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*DraftHistoryEntry   `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDraftHistoryResponse) Reset() {
+	*x = GetDraftHistoryResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDraftHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDraftHistoryResponse) ProtoMessage() {}
+
+func (x *GetDraftHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDraftHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetDraftHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *GetDraftHistoryResponse) GetEntries() []*DraftHistoryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type DraftHistoryEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventType     string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	ChunkId       string                 `protobuf:"bytes,4,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	EventTime     *timestamppb.Timestamp `protobuf:"bytes,101,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DraftHistoryEntry) Reset() {
+	*x = DraftHistoryEntry{}
+	mi := &file_v01_openshell_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DraftHistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DraftHistoryEntry) ProtoMessage() {}
+
+func (x *DraftHistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DraftHistoryEntry.ProtoReflect.Descriptor instead.
+func (*DraftHistoryEntry) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *DraftHistoryEntry) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *DraftHistoryEntry) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *DraftHistoryEntry) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *DraftHistoryEntry) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
+}
+
 var File_v01_openshell_proto protoreflect.FileDescriptor
 
 const file_v01_openshell_proto_rawDesc = "" +
@@ -7268,12 +7822,13 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"X\n" +
 	"\x1dDeleteProviderProfileResponse\x127\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\x91\x04\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\xda\x04\n" +
 	"\x13UpdateConfigRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12;\n" +
 	"\x06policy\x18\x02 \x01(\v2#.openshell.sandbox.v1.SandboxPolicyR\x06policy\x12\x1f\n" +
 	"\vsetting_key\x18\x03 \x01(\tR\n" +
-	"settingKey\x12%\n" +
+	"settingKey\x12G\n" +
+	"\rsetting_value\x18\x04 \x01(\v2\".openshell.sandbox.v1.SettingValueR\fsettingValue\x12%\n" +
 	"\x0edelete_setting\x18\x05 \x01(\bR\rdeleteSetting\x12\x16\n" +
 	"\x06global\x18\x06 \x01(\bR\x06global\x12:\n" +
 	"\x19expected_resource_version\x18\b \x01(\x04R\x17expectedResourceVersion\x12T\n" +
@@ -7433,7 +7988,52 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"since_time\x18g \x01(\v2\x1a.google.protobuf.TimestampR\tsinceTime\"m\n" +
 	"\x16GetSandboxLogsResponse\x120\n" +
 	"\x04logs\x18\x01 \x03(\v2\x1c.openshell.v1.SandboxLogLineR\x04logs\x12!\n" +
-	"\fbuffer_total\x18\x02 \x01(\rR\vbufferTotal*\x86\x01\n" +
+	"\fbuffer_total\x18\x02 \x01(\rR\vbufferTotal\"\xed\x04\n" +
+	"\vPolicyChunk\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +
+	"\trule_name\x18\x03 \x01(\tR\bruleName\x12L\n" +
+	"\rproposed_rule\x18\x04 \x01(\v2'.openshell.sandbox.v1.NetworkPolicyRuleR\fproposedRule\x12\x1c\n" +
+	"\trationale\x18\x05 \x01(\tR\trationale\x12%\n" +
+	"\x0esecurity_notes\x18\x06 \x01(\tR\rsecurityNotes\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\a \x01(\x02R\n" +
+	"confidence\x12\x14\n" +
+	"\x05stage\x18\v \x01(\tR\x05stage\x12\x1b\n" +
+	"\thit_count\x18\r \x01(\x05R\bhitCount\x12\x16\n" +
+	"\x06binary\x18\x10 \x01(\tR\x06binary\x12+\n" +
+	"\x11validation_result\x18\x11 \x01(\tR\x10validationResult\x12)\n" +
+	"\x10rejection_reason\x18\x12 \x01(\tR\x0frejectionReason\x12=\n" +
+	"\fcreated_time\x18m \x01(\v2\x1a.google.protobuf.TimestampR\vcreatedTime\x12B\n" +
+	"\x0ffirst_seen_time\x18r \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\x12@\n" +
+	"\x0elast_seen_time\x18s \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"\xaa\x01\n" +
+	"\x15GetDraftPolicyRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12#\n" +
+	"\rstatus_filter\x18\x02 \x01(\tR\fstatusFilter\x12R\n" +
+	"\x0fworkspace_scope\x18\x03 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\"p\n" +
+	"\x16GetDraftPolicyResponse\x121\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x19.openshell.v1.PolicyChunkR\x06chunks\x12#\n" +
+	"\rdraft_version\x18\x03 \x01(\x04R\fdraftVersion\"\xd9\x01\n" +
+	"\x17RejectDraftChunkRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x19\n" +
+	"\bchunk_id\x18\x02 \x01(\tR\achunkId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12R\n" +
+	"\x0fworkspace_scope\x18\x04 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\x1a\n" +
+	"\x18RejectDraftChunkResponse\"\x86\x01\n" +
+	"\x16GetDraftHistoryRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12R\n" +
+	"\x0fworkspace_scope\x18\x02 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\"T\n" +
+	"\x17GetDraftHistoryResponse\x129\n" +
+	"\aentries\x18\x01 \x03(\v2\x1f.openshell.v1.DraftHistoryEntryR\aentries\"\xaa\x01\n" +
+	"\x11DraftHistoryEntry\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x19\n" +
+	"\bchunk_id\x18\x04 \x01(\tR\achunkId\x129\n" +
+	"\n" +
+	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTime*\x86\x01\n" +
 	"\rServiceStatus\x12\x1e\n" +
 	"\x1aSERVICE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SERVICE_STATUS_HEALTHY\x10\x01\x12\x1b\n" +
@@ -7473,7 +8073,7 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\rWorkspaceRole\x12\x1e\n" +
 	"\x1aWORKSPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKSPACE_ROLE_USER\x10\x01\x12\x18\n" +
-	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\xf7\x1c\n" +
+	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\x97\x1f\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -7503,7 +8103,10 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x14ListSandboxTemplates\x12).openshell.v1.ListSandboxTemplatesRequest\x1a*.openshell.v1.ListSandboxTemplatesResponse\x12p\n" +
 	"\x15DeleteSandboxTemplate\x12*.openshell.v1.DeleteSandboxTemplateRequest\x1a+.openshell.v1.DeleteSandboxTemplateResponse\x12U\n" +
 	"\fUpdateConfig\x12!.openshell.v1.UpdateConfigRequest\x1a\".openshell.v1.UpdateConfigResponse\x12s\n" +
-	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12^\n" +
+	"\x16GetSandboxPolicyStatus\x12+.openshell.v1.GetSandboxPolicyStatusRequest\x1a,.openshell.v1.GetSandboxPolicyStatusResponse\x12[\n" +
+	"\x0eGetDraftPolicy\x12#.openshell.v1.GetDraftPolicyRequest\x1a$.openshell.v1.GetDraftPolicyResponse\x12a\n" +
+	"\x10RejectDraftChunk\x12%.openshell.v1.RejectDraftChunkRequest\x1a&.openshell.v1.RejectDraftChunkResponse\x12^\n" +
+	"\x0fGetDraftHistory\x12$.openshell.v1.GetDraftHistoryRequest\x1a%.openshell.v1.GetDraftHistoryResponse\x12^\n" +
 	"\x0fCreateWorkspace\x12$.openshell.v1.CreateWorkspaceRequest\x1a%.openshell.v1.CreateWorkspaceResponse\x12U\n" +
 	"\fGetWorkspace\x12!.openshell.v1.GetWorkspaceRequest\x1a\".openshell.v1.GetWorkspaceResponse\x12^\n" +
 	"\x0fDeleteWorkspace\x12$.openshell.v1.DeleteWorkspaceRequest\x1a%.openshell.v1.DeleteWorkspaceResponse\x12g\n" +
@@ -7529,7 +8132,7 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 }
 
 var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 126)
 var file_v01_openshell_proto_goTypes = []any{
 	(ServiceStatus)(0),                        // 0: openshell.v1.ServiceStatus
 	(PolicyStatus)(0),                         // 1: openshell.v1.PolicyStatus
@@ -7638,253 +8241,280 @@ var file_v01_openshell_proto_goTypes = []any{
 	(*TcpForwardFrame)(nil),                   // 104: openshell.v1.TcpForwardFrame
 	(*GetSandboxLogsRequest)(nil),             // 105: openshell.v1.GetSandboxLogsRequest
 	(*GetSandboxLogsResponse)(nil),            // 106: openshell.v1.GetSandboxLogsResponse
-	nil,                                       // 107: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
-	nil,                                       // 108: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                       // 109: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                       // 110: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                       // 111: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                       // 112: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                       // 113: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                       // 114: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                       // 115: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                       // 116: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                       // 117: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                       // 118: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                       // 119: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                       // 120: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                       // 121: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                       // 122: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	nil,                                       // 123: openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	(*datamodelv1.ObjectMeta)(nil),            // 124: openshell.datamodel.v1.ObjectMeta
-	(*structpb.Struct)(nil),                   // 125: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 126: google.protobuf.Duration
-	(*datamodelv1.WorkspaceSelector)(nil),     // 127: openshell.datamodel.v1.WorkspaceSelector
-	(*sandboxv1.SandboxPolicy)(nil),           // 128: openshell.sandbox.v1.SandboxPolicy
-	(*timestamppb.Timestamp)(nil),             // 129: google.protobuf.Timestamp
-	(*datamodelv1.Provider)(nil),              // 130: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),         // 131: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),           // 132: openshell.sandbox.v1.NetworkBinary
-	(*datamodelv1.Workspace)(nil),             // 133: openshell.datamodel.v1.Workspace
+	(*PolicyChunk)(nil),                       // 107: openshell.v1.PolicyChunk
+	(*GetDraftPolicyRequest)(nil),             // 108: openshell.v1.GetDraftPolicyRequest
+	(*GetDraftPolicyResponse)(nil),            // 109: openshell.v1.GetDraftPolicyResponse
+	(*RejectDraftChunkRequest)(nil),           // 110: openshell.v1.RejectDraftChunkRequest
+	(*RejectDraftChunkResponse)(nil),          // 111: openshell.v1.RejectDraftChunkResponse
+	(*GetDraftHistoryRequest)(nil),            // 112: openshell.v1.GetDraftHistoryRequest
+	(*GetDraftHistoryResponse)(nil),           // 113: openshell.v1.GetDraftHistoryResponse
+	(*DraftHistoryEntry)(nil),                 // 114: openshell.v1.DraftHistoryEntry
+	nil,                                       // 115: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	nil,                                       // 116: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                       // 117: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                       // 118: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                       // 119: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                       // 120: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                       // 121: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                       // 122: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                       // 123: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                       // 124: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                       // 125: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                       // 126: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                       // 127: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                       // 128: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                       // 129: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                       // 130: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	nil,                                       // 131: openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	(*datamodelv1.ObjectMeta)(nil),            // 132: openshell.datamodel.v1.ObjectMeta
+	(*structpb.Struct)(nil),                   // 133: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 134: google.protobuf.Duration
+	(*datamodelv1.WorkspaceSelector)(nil),     // 135: openshell.datamodel.v1.WorkspaceSelector
+	(*sandboxv1.SandboxPolicy)(nil),           // 136: openshell.sandbox.v1.SandboxPolicy
+	(*timestamppb.Timestamp)(nil),             // 137: google.protobuf.Timestamp
+	(*datamodelv1.Provider)(nil),              // 138: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),         // 139: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),           // 140: openshell.sandbox.v1.NetworkBinary
+	(*sandboxv1.SettingValue)(nil),            // 141: openshell.sandbox.v1.SettingValue
+	(*datamodelv1.Workspace)(nil),             // 142: openshell.datamodel.v1.Workspace
+	(*sandboxv1.NetworkPolicyRule)(nil),       // 143: openshell.sandbox.v1.NetworkPolicyRule
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
 	10,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
 	11,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	124, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	132, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	29,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
 	33,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
 	15,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
-	124, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	132, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	17,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
 	18,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
-	125, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
+	133, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
 	20,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
-	107, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	115, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
 	19,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
 	31,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
 	21,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
-	126, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
+	134, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
 	16,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	127, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	16,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	127, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	127, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	16,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
-	127, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 25: openshell.v1.DeleteSandboxTemplateResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	108, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	116, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
 	32,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	128, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	136, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
 	30,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
 	31,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	109, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	110, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	111, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	125, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	125, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	117, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	118, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	119, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	133, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	133, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
 	34,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
 	2,   // 37: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	129, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	137, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
 	29,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	112, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	113, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	127, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	127, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	127, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	120, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	121, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	135, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	14,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	127, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 47: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	127, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	127, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	14,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	114, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	127, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	129, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	122, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	135, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	137, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
 	14,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
 	46,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
 	47,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
 	48,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	115, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	129, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	116, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	129, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	127, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	123, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	137, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	124, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	137, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	135, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	14,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	127, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	14,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	127, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	130, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	130, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	127, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	127, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	130, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	127, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	117, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	127, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	130, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	135, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	138, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	138, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	135, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	138, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	135, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	125, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	135, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	138, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
 	3,   // 76: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
 	4,   // 77: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
 	62,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	131, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	132, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	139, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	140, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
 	63,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	118, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	127, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	126, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	135, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	61,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	127, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	61,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
 	69,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	127, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	61,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
 	71,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
 	61,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
 	69,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
-	127, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	71,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
 	61,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
-	127, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 97: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	128, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	119, // 99: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	127, // 100: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	120, // 101: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	121, // 102: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	133, // 103: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	133, // 104: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	3,   // 105: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	127, // 106: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	86,  // 107: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
-	1,   // 108: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	128, // 109: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	122, // 110: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	129, // 111: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	129, // 112: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	124, // 113: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	5,   // 114: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
-	127, // 115: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	5,   // 116: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
-	87,  // 117: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
-	127, // 118: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	3,   // 119: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	127, // 120: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 121: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
-	123, // 122: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	127, // 123: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	126, // 124: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
-	95,  // 125: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
-	96,  // 126: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
-	97,  // 127: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
-	94,  // 128: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
-	99,  // 129: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
-	102, // 130: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
-	101, // 131: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
-	103, // 132: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
-	127, // 133: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	129, // 134: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	46,  // 135: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
-	129, // 136: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	6,   // 137: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	8,   // 138: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	12,  // 139: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	35,  // 140: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	36,  // 141: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	37,  // 142: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	39,  // 143: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	44,  // 144: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	41,  // 145: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	42,  // 146: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	49,  // 147: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	51,  // 148: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	53,  // 149: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	55,  // 150: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	56,  // 151: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	57,  // 152: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	58,  // 153: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	64,  // 154: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	66,  // 155: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	68,  // 156: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	72,  // 157: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
-	74,  // 158: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
-	22,  // 159: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
-	24,  // 160: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
-	25,  // 161: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
-	27,  // 162: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
-	76,  // 163: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	84,  // 164: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	78,  // 165: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	80,  // 166: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	82,  // 167: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	88,  // 168: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
-	90,  // 169: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
-	92,  // 170: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
-	94,  // 171: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
-	100, // 172: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
-	104, // 173: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
-	105, // 174: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
-	7,   // 175: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	9,   // 176: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	13,  // 177: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	43,  // 178: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	43,  // 179: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	38,  // 180: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	40,  // 181: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	45,  // 182: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	43,  // 183: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	43,  // 184: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	50,  // 185: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	52,  // 186: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	54,  // 187: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	59,  // 188: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	59,  // 189: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	59,  // 190: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	60,  // 191: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	65,  // 192: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	67,  // 193: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	70,  // 194: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	73,  // 195: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
-	75,  // 196: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
-	23,  // 197: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	23,  // 198: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	26,  // 199: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
-	28,  // 200: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
-	77,  // 201: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	85,  // 202: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	79,  // 203: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	81,  // 204: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	83,  // 205: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	89,  // 206: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
-	91,  // 207: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
-	93,  // 208: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
-	98,  // 209: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
-	98,  // 210: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
-	104, // 211: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
-	106, // 212: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
-	175, // [175:213] is the sub-list for method output_type
-	137, // [137:175] is the sub-list for method input_type
-	137, // [137:137] is the sub-list for extension type_name
-	137, // [137:137] is the sub-list for extension extendee
-	0,   // [0:137] is the sub-list for field type_name
+	136, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	141, // 99: openshell.v1.UpdateConfigRequest.setting_value:type_name -> openshell.sandbox.v1.SettingValue
+	127, // 100: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	135, // 101: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	128, // 102: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	129, // 103: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	142, // 104: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	142, // 105: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	3,   // 106: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	135, // 107: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	86,  // 108: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	1,   // 109: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
+	136, // 110: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	130, // 111: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	137, // 112: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	137, // 113: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	132, // 114: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	5,   // 115: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
+	135, // 116: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	5,   // 117: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
+	87,  // 118: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
+	135, // 119: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 120: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	135, // 121: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	87,  // 122: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
+	131, // 123: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	135, // 124: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	134, // 125: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
+	95,  // 126: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
+	96,  // 127: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
+	97,  // 128: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
+	94,  // 129: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
+	99,  // 130: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
+	102, // 131: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
+	101, // 132: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
+	103, // 133: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
+	135, // 134: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	137, // 135: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	46,  // 136: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
+	143, // 137: openshell.v1.PolicyChunk.proposed_rule:type_name -> openshell.sandbox.v1.NetworkPolicyRule
+	137, // 138: openshell.v1.PolicyChunk.created_time:type_name -> google.protobuf.Timestamp
+	137, // 139: openshell.v1.PolicyChunk.first_seen_time:type_name -> google.protobuf.Timestamp
+	137, // 140: openshell.v1.PolicyChunk.last_seen_time:type_name -> google.protobuf.Timestamp
+	135, // 141: openshell.v1.GetDraftPolicyRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	107, // 142: openshell.v1.GetDraftPolicyResponse.chunks:type_name -> openshell.v1.PolicyChunk
+	135, // 143: openshell.v1.RejectDraftChunkRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	135, // 144: openshell.v1.GetDraftHistoryRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	114, // 145: openshell.v1.GetDraftHistoryResponse.entries:type_name -> openshell.v1.DraftHistoryEntry
+	137, // 146: openshell.v1.DraftHistoryEntry.event_time:type_name -> google.protobuf.Timestamp
+	137, // 147: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	6,   // 148: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	8,   // 149: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	12,  // 150: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	35,  // 151: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	36,  // 152: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	37,  // 153: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	39,  // 154: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	44,  // 155: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	41,  // 156: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	42,  // 157: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	49,  // 158: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	51,  // 159: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	53,  // 160: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	55,  // 161: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	56,  // 162: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	57,  // 163: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	58,  // 164: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	64,  // 165: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	66,  // 166: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	68,  // 167: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	72,  // 168: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	74,  // 169: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	22,  // 170: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
+	24,  // 171: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
+	25,  // 172: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
+	27,  // 173: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
+	76,  // 174: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	84,  // 175: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	108, // 176: openshell.v1.OpenShell.GetDraftPolicy:input_type -> openshell.v1.GetDraftPolicyRequest
+	110, // 177: openshell.v1.OpenShell.RejectDraftChunk:input_type -> openshell.v1.RejectDraftChunkRequest
+	112, // 178: openshell.v1.OpenShell.GetDraftHistory:input_type -> openshell.v1.GetDraftHistoryRequest
+	78,  // 179: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	80,  // 180: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	82,  // 181: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	88,  // 182: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
+	90,  // 183: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
+	92,  // 184: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
+	94,  // 185: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
+	100, // 186: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
+	104, // 187: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
+	105, // 188: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
+	7,   // 189: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	9,   // 190: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	13,  // 191: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	43,  // 192: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	43,  // 193: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	38,  // 194: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	40,  // 195: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	45,  // 196: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	43,  // 197: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	43,  // 198: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	50,  // 199: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	52,  // 200: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	54,  // 201: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	59,  // 202: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	59,  // 203: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	59,  // 204: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	60,  // 205: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	65,  // 206: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	67,  // 207: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	70,  // 208: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	73,  // 209: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	75,  // 210: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	23,  // 211: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	23,  // 212: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	26,  // 213: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
+	28,  // 214: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
+	77,  // 215: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	85,  // 216: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	109, // 217: openshell.v1.OpenShell.GetDraftPolicy:output_type -> openshell.v1.GetDraftPolicyResponse
+	111, // 218: openshell.v1.OpenShell.RejectDraftChunk:output_type -> openshell.v1.RejectDraftChunkResponse
+	113, // 219: openshell.v1.OpenShell.GetDraftHistory:output_type -> openshell.v1.GetDraftHistoryResponse
+	79,  // 220: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	81,  // 221: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	83,  // 222: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	89,  // 223: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
+	91,  // 224: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
+	93,  // 225: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
+	98,  // 226: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
+	98,  // 227: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
+	104, // 228: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
+	106, // 229: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
+	189, // [189:230] is the sub-list for method output_type
+	148, // [148:189] is the sub-list for method input_type
+	148, // [148:148] is the sub-list for extension type_name
+	148, // [148:148] is the sub-list for extension extendee
+	0,   // [0:148] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -7925,7 +8555,7 @@ func file_v01_openshell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   118,
+			NumMessages:   126,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

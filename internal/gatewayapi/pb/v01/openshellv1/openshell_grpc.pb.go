@@ -53,6 +53,9 @@ const (
 	OpenShell_DeleteSandboxTemplate_FullMethodName  = "/openshell.v1.OpenShell/DeleteSandboxTemplate"
 	OpenShell_UpdateConfig_FullMethodName           = "/openshell.v1.OpenShell/UpdateConfig"
 	OpenShell_GetSandboxPolicyStatus_FullMethodName = "/openshell.v1.OpenShell/GetSandboxPolicyStatus"
+	OpenShell_GetDraftPolicy_FullMethodName         = "/openshell.v1.OpenShell/GetDraftPolicy"
+	OpenShell_RejectDraftChunk_FullMethodName       = "/openshell.v1.OpenShell/RejectDraftChunk"
+	OpenShell_GetDraftHistory_FullMethodName        = "/openshell.v1.OpenShell/GetDraftHistory"
 	OpenShell_CreateWorkspace_FullMethodName        = "/openshell.v1.OpenShell/CreateWorkspace"
 	OpenShell_GetWorkspace_FullMethodName           = "/openshell.v1.OpenShell/GetWorkspace"
 	OpenShell_DeleteWorkspace_FullMethodName        = "/openshell.v1.OpenShell/DeleteWorkspace"
@@ -99,6 +102,12 @@ type OpenShellClient interface {
 	DeleteSandboxTemplate(ctx context.Context, in *DeleteSandboxTemplateRequest, opts ...grpc.CallOption) (*DeleteSandboxTemplateResponse, error)
 	UpdateConfig(ctx context.Context, in *UpdateConfigRequest, opts ...grpc.CallOption) (*UpdateConfigResponse, error)
 	GetSandboxPolicyStatus(ctx context.Context, in *GetSandboxPolicyStatusRequest, opts ...grpc.CallOption) (*GetSandboxPolicyStatusResponse, error)
+	// The policy advisor's draft chunks: read for the Tenant Admin, closed
+	// with a reason once decided in an OpenShellPolicy (never approved here:
+	// the CR is the policy's source of truth).
+	GetDraftPolicy(ctx context.Context, in *GetDraftPolicyRequest, opts ...grpc.CallOption) (*GetDraftPolicyResponse, error)
+	RejectDraftChunk(ctx context.Context, in *RejectDraftChunkRequest, opts ...grpc.CallOption) (*RejectDraftChunkResponse, error)
+	GetDraftHistory(ctx context.Context, in *GetDraftHistoryRequest, opts ...grpc.CallOption) (*GetDraftHistoryResponse, error)
 	CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error)
 	GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(ctx context.Context, in *DeleteWorkspaceRequest, opts ...grpc.CallOption) (*DeleteWorkspaceResponse, error)
@@ -410,6 +419,36 @@ func (c *openShellClient) GetSandboxPolicyStatus(ctx context.Context, in *GetSan
 	return out, nil
 }
 
+func (c *openShellClient) GetDraftPolicy(ctx context.Context, in *GetDraftPolicyRequest, opts ...grpc.CallOption) (*GetDraftPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDraftPolicyResponse)
+	err := c.cc.Invoke(ctx, OpenShell_GetDraftPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) RejectDraftChunk(ctx context.Context, in *RejectDraftChunkRequest, opts ...grpc.CallOption) (*RejectDraftChunkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RejectDraftChunkResponse)
+	err := c.cc.Invoke(ctx, OpenShell_RejectDraftChunk_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) GetDraftHistory(ctx context.Context, in *GetDraftHistoryRequest, opts ...grpc.CallOption) (*GetDraftHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDraftHistoryResponse)
+	err := c.cc.Invoke(ctx, OpenShell_GetDraftHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *openShellClient) CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateWorkspaceResponse)
@@ -559,6 +598,12 @@ type OpenShellServer interface {
 	DeleteSandboxTemplate(context.Context, *DeleteSandboxTemplateRequest) (*DeleteSandboxTemplateResponse, error)
 	UpdateConfig(context.Context, *UpdateConfigRequest) (*UpdateConfigResponse, error)
 	GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error)
+	// The policy advisor's draft chunks: read for the Tenant Admin, closed
+	// with a reason once decided in an OpenShellPolicy (never approved here:
+	// the CR is the policy's source of truth).
+	GetDraftPolicy(context.Context, *GetDraftPolicyRequest) (*GetDraftPolicyResponse, error)
+	RejectDraftChunk(context.Context, *RejectDraftChunkRequest) (*RejectDraftChunkResponse, error)
+	GetDraftHistory(context.Context, *GetDraftHistoryRequest) (*GetDraftHistoryResponse, error)
 	CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error)
 	GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error)
 	DeleteWorkspace(context.Context, *DeleteWorkspaceRequest) (*DeleteWorkspaceResponse, error)
@@ -664,6 +709,15 @@ func (UnimplementedOpenShellServer) UpdateConfig(context.Context, *UpdateConfigR
 }
 func (UnimplementedOpenShellServer) GetSandboxPolicyStatus(context.Context, *GetSandboxPolicyStatusRequest) (*GetSandboxPolicyStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSandboxPolicyStatus not implemented")
+}
+func (UnimplementedOpenShellServer) GetDraftPolicy(context.Context, *GetDraftPolicyRequest) (*GetDraftPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDraftPolicy not implemented")
+}
+func (UnimplementedOpenShellServer) RejectDraftChunk(context.Context, *RejectDraftChunkRequest) (*RejectDraftChunkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RejectDraftChunk not implemented")
+}
+func (UnimplementedOpenShellServer) GetDraftHistory(context.Context, *GetDraftHistoryRequest) (*GetDraftHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDraftHistory not implemented")
 }
 func (UnimplementedOpenShellServer) CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateWorkspace not implemented")
@@ -1213,6 +1267,60 @@ func _OpenShell_GetSandboxPolicyStatus_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpenShell_GetDraftPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDraftPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).GetDraftPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_GetDraftPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).GetDraftPolicy(ctx, req.(*GetDraftPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_RejectDraftChunk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RejectDraftChunkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).RejectDraftChunk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_RejectDraftChunk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).RejectDraftChunk(ctx, req.(*RejectDraftChunkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_GetDraftHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDraftHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).GetDraftHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_GetDraftHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).GetDraftHistory(ctx, req.(*GetDraftHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpenShell_CreateWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateWorkspaceRequest)
 	if err := dec(in); err != nil {
@@ -1478,6 +1586,18 @@ var OpenShell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSandboxPolicyStatus",
 			Handler:    _OpenShell_GetSandboxPolicyStatus_Handler,
+		},
+		{
+			MethodName: "GetDraftPolicy",
+			Handler:    _OpenShell_GetDraftPolicy_Handler,
+		},
+		{
+			MethodName: "RejectDraftChunk",
+			Handler:    _OpenShell_RejectDraftChunk_Handler,
+		},
+		{
+			MethodName: "GetDraftHistory",
+			Handler:    _OpenShell_GetDraftHistory_Handler,
 		},
 		{
 			MethodName: "CreateWorkspace",

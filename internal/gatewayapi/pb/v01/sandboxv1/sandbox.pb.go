@@ -1006,6 +1006,105 @@ func (x *L7DenyRule) GetParams() map[string]*L7QueryMatcher {
 	return nil
 }
 
+// A setting's value (UpdateConfig's setting_value).
+type SettingValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Value:
+	//
+	//	*SettingValue_StringValue
+	//	*SettingValue_BoolValue
+	//	*SettingValue_IntValue
+	Value         isSettingValue_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingValue) Reset() {
+	*x = SettingValue{}
+	mi := &file_v01_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingValue) ProtoMessage() {}
+
+func (x *SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingValue.ProtoReflect.Descriptor instead.
+func (*SettingValue) Descriptor() ([]byte, []int) {
+	return file_v01_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SettingValue) GetValue() isSettingValue_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *SettingValue) GetStringValue() string {
+	if x != nil {
+		if x, ok := x.Value.(*SettingValue_StringValue); ok {
+			return x.StringValue
+		}
+	}
+	return ""
+}
+
+func (x *SettingValue) GetBoolValue() bool {
+	if x != nil {
+		if x, ok := x.Value.(*SettingValue_BoolValue); ok {
+			return x.BoolValue
+		}
+	}
+	return false
+}
+
+func (x *SettingValue) GetIntValue() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*SettingValue_IntValue); ok {
+			return x.IntValue
+		}
+	}
+	return 0
+}
+
+type isSettingValue_Value interface {
+	isSettingValue_Value()
+}
+
+type SettingValue_StringValue struct {
+	StringValue string `protobuf:"bytes,1,opt,name=string_value,json=stringValue,proto3,oneof"`
+}
+
+type SettingValue_BoolValue struct {
+	BoolValue bool `protobuf:"varint,2,opt,name=bool_value,json=boolValue,proto3,oneof"`
+}
+
+type SettingValue_IntValue struct {
+	IntValue int64 `protobuf:"varint,3,opt,name=int_value,json=intValue,proto3,oneof"`
+}
+
+func (*SettingValue_StringValue) isSettingValue_Value() {}
+
+func (*SettingValue_BoolValue) isSettingValue_Value() {}
+
+func (*SettingValue_IntValue) isSettingValue_Value() {}
+
 var File_v01_sandbox_proto protoreflect.FileDescriptor
 
 const file_v01_sandbox_proto_rawDesc = "" +
@@ -1099,7 +1198,13 @@ const file_v01_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\x1a_\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01*\x8f\x01\n" +
+	"\x05value\x18\x02 \x01(\v2$.openshell.sandbox.v1.L7QueryMatcherR\x05value:\x028\x01\"|\n" +
+	"\fSettingValue\x12#\n" +
+	"\fstring_value\x18\x01 \x01(\tH\x00R\vstringValue\x12\x1f\n" +
+	"\n" +
+	"bool_value\x18\x02 \x01(\bH\x00R\tboolValue\x12\x1d\n" +
+	"\tint_value\x18\x03 \x01(\x03H\x00R\bintValueB\a\n" +
+	"\x05value*\x8f\x01\n" +
 	"\x0eNetworkTlsMode\x12 \n" +
 	"\x1cNETWORK_TLS_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15NETWORK_TLS_MODE_SKIP\x10\x01\x12\x1e\n" +
@@ -1128,7 +1233,7 @@ func file_v01_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_v01_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v01_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_v01_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_v01_sandbox_proto_goTypes = []any{
 	(NetworkTlsMode)(0),         // 0: openshell.sandbox.v1.NetworkTlsMode
 	(NetworkEnforcementMode)(0), // 1: openshell.sandbox.v1.NetworkEnforcementMode
@@ -1145,17 +1250,18 @@ var file_v01_sandbox_proto_goTypes = []any{
 	(*L7QueryMatcher)(nil),      // 12: openshell.sandbox.v1.L7QueryMatcher
 	(*L7Allow)(nil),             // 13: openshell.sandbox.v1.L7Allow
 	(*L7DenyRule)(nil),          // 14: openshell.sandbox.v1.L7DenyRule
-	nil,                         // 15: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
-	nil,                         // 16: openshell.sandbox.v1.L7Allow.QueryEntry
-	nil,                         // 17: openshell.sandbox.v1.L7Allow.ParamsEntry
-	nil,                         // 18: openshell.sandbox.v1.L7DenyRule.QueryEntry
-	nil,                         // 19: openshell.sandbox.v1.L7DenyRule.ParamsEntry
+	(*SettingValue)(nil),        // 15: openshell.sandbox.v1.SettingValue
+	nil,                         // 16: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	nil,                         // 17: openshell.sandbox.v1.L7Allow.QueryEntry
+	nil,                         // 18: openshell.sandbox.v1.L7Allow.ParamsEntry
+	nil,                         // 19: openshell.sandbox.v1.L7DenyRule.QueryEntry
+	nil,                         // 20: openshell.sandbox.v1.L7DenyRule.ParamsEntry
 }
 var file_v01_sandbox_proto_depIdxs = []int32{
 	4,  // 0: openshell.sandbox.v1.SandboxPolicy.filesystem:type_name -> openshell.sandbox.v1.FilesystemPolicy
 	5,  // 1: openshell.sandbox.v1.SandboxPolicy.landlock:type_name -> openshell.sandbox.v1.LandlockPolicy
 	6,  // 2: openshell.sandbox.v1.SandboxPolicy.process:type_name -> openshell.sandbox.v1.ProcessPolicy
-	15, // 3: openshell.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
+	16, // 3: openshell.sandbox.v1.SandboxPolicy.network_policies:type_name -> openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry
 	8,  // 4: openshell.sandbox.v1.NetworkPolicyRule.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
 	10, // 5: openshell.sandbox.v1.NetworkPolicyRule.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
 	0,  // 6: openshell.sandbox.v1.NetworkEndpoint.tls:type_name -> openshell.sandbox.v1.NetworkTlsMode
@@ -1165,10 +1271,10 @@ var file_v01_sandbox_proto_depIdxs = []int32{
 	14, // 10: openshell.sandbox.v1.NetworkEndpoint.deny_rules:type_name -> openshell.sandbox.v1.L7DenyRule
 	9,  // 11: openshell.sandbox.v1.NetworkEndpoint.mcp:type_name -> openshell.sandbox.v1.McpOptions
 	13, // 12: openshell.sandbox.v1.L7Rule.allow:type_name -> openshell.sandbox.v1.L7Allow
-	16, // 13: openshell.sandbox.v1.L7Allow.query:type_name -> openshell.sandbox.v1.L7Allow.QueryEntry
-	17, // 14: openshell.sandbox.v1.L7Allow.params:type_name -> openshell.sandbox.v1.L7Allow.ParamsEntry
-	18, // 15: openshell.sandbox.v1.L7DenyRule.query:type_name -> openshell.sandbox.v1.L7DenyRule.QueryEntry
-	19, // 16: openshell.sandbox.v1.L7DenyRule.params:type_name -> openshell.sandbox.v1.L7DenyRule.ParamsEntry
+	17, // 13: openshell.sandbox.v1.L7Allow.query:type_name -> openshell.sandbox.v1.L7Allow.QueryEntry
+	18, // 14: openshell.sandbox.v1.L7Allow.params:type_name -> openshell.sandbox.v1.L7Allow.ParamsEntry
+	19, // 15: openshell.sandbox.v1.L7DenyRule.query:type_name -> openshell.sandbox.v1.L7DenyRule.QueryEntry
+	20, // 16: openshell.sandbox.v1.L7DenyRule.params:type_name -> openshell.sandbox.v1.L7DenyRule.ParamsEntry
 	7,  // 17: openshell.sandbox.v1.SandboxPolicy.NetworkPoliciesEntry.value:type_name -> openshell.sandbox.v1.NetworkPolicyRule
 	12, // 18: openshell.sandbox.v1.L7Allow.QueryEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
 	12, // 19: openshell.sandbox.v1.L7Allow.ParamsEntry.value:type_name -> openshell.sandbox.v1.L7QueryMatcher
@@ -1187,13 +1293,18 @@ func file_v01_sandbox_proto_init() {
 		return
 	}
 	file_v01_sandbox_proto_msgTypes[6].OneofWrappers = []any{}
+	file_v01_sandbox_proto_msgTypes[12].OneofWrappers = []any{
+		(*SettingValue_StringValue)(nil),
+		(*SettingValue_BoolValue)(nil),
+		(*SettingValue_IntValue)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_sandbox_proto_rawDesc), len(file_v01_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

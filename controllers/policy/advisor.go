@@ -1,0 +1,385 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// The policy advisor, CR-first. The gateway keeps each sandbox's draft
+// (the agent's proposals) and its history; this reconciler lists the
+// pending proposals on the policy's status and carries out the Tenant
+// Admin's decisions (spec.advisor.decisions). It never approves at the
+// gateway: an approved rule is a spec.networkPolicies entry, applied to the
+// sandboxes like any other edit, and the proposal is then closed at the
+// gateway (RejectDraftChunk, the only close the release offers that leaves
+// the sandbox's policy alone) with a reason that says it was adopted.
+
+// advisorPoll is how often the drafts of a policy with spec.advisor are
+// read: the gateway does not tell the operator of a new proposal (its
+// stream is per sandbox, and followed only while one moves).
+const advisorPoll = 30 * time.Second
+
+// Bounds of what one policy's status lists (the API's MaxItems) and of the
+// agent-written text each proposal carries.
+const (
+	maxProposals = 32
+	maxDrafts    = 64
+	maxText      = 1024
+	maxRule      = 4096
+)
+
+// pendingStatus is the release's status of an undecided chunk.
+const pendingStatus = "pending"
+
+// draft is what was read of one sandbox's draft at its gateway.
+type draft struct {
+	sandbox        *openshellv1alpha1.OpenShellSandbox
+	gateway        string
+	gatewaySandbox string
+	workspace      string
+	version        uint64
+	pending        []*openshellv1.PolicyChunk
+	// err is why it could not be read; unsupported, that its gateway
+	// runs 0.0.x.
+	err         error
+	unsupported bool
+}
+
+// closing is a proposal to close at the gateway: a decision carried out.
+type closing struct {
+	draft    int
+	decision int
+	chunk    string
+	reason   string
+}
+
+// advisorPlan is the pure decision of one reconcile: what to close and
+// what status says before the closes' answers are in.
+type advisorPlan struct {
+	closes []closing
+	status *openshellv1alpha1.PolicyAdvisorStatus
+}
+
+// advisorUsers are the sandboxes whose drafts the policy reads: of those
+// it applies to (naming it, or naming none on a default policy) and that
+// run at a gateway, those the advisor is or was on for, or that a decision
+// names. With the advisor off and no decisions pending, none is read.
+func (r *Reconciler) advisorUsers(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy) ([]openshellv1alpha1.OpenShellSandbox, error) {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
+		return nil, fmt.Errorf("list sandboxes of namespace %s: %w", p.Namespace, err)
+	}
+	out := slices.DeleteFunc(list.Items, func(sb openshellv1alpha1.OpenShellSandbox) bool {
+		ref := sb.Spec.PolicyRef
+		uses := (ref != nil && ref.Name == p.Name) || (ref == nil && p.Spec.Default)
+		named := slices.ContainsFunc(p.Spec.Advisor.Decisions, func(d openshellv1alpha1.ProposalDecision) bool { return d.Sandbox == sb.Name })
+		wanted := p.Spec.Advisor.Enabled || sb.Status.ProposalsEnabled || named
+		return !uses || !wanted || !sb.DeletionTimestamp.IsZero() || sb.Status.SandboxID == "" || sb.Status.Gateway == ""
+	})
+	slices.SortFunc(out, func(a, b openshellv1alpha1.OpenShellSandbox) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// readDrafts reads the pending proposals of each sandbox at its gateway.
+func (r *Reconciler) readDrafts(ctx context.Context, users []openshellv1alpha1.OpenShellSandbox) []draft {
+	out := make([]draft, 0, len(users))
+	for i := range users {
+		sb := &users[i]
+		d := draft{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, workspace: sb.Status.Workspace}
+		conn, err := r.connect(ctx, sb.Status.Gateway)
+		switch {
+		case err != nil:
+			d.err = err
+		case conn.Line != gatewayline.V01:
+			d.unsupported = true
+		default:
+			resp, err := conn.GetDraftPolicy(ctx, &openshellv1.GetDraftPolicyRequest{Sandbox: d.gatewaySandbox,
+				WorkspaceScope: gatewayapi.Workspace(d.workspace), StatusFilter: pendingStatus})
+			if err != nil {
+				d.err = fmt.Errorf("read the draft of sandbox %s at gateway %s: %w", sb.Name, d.gateway, err)
+			} else {
+				d.version, d.pending = resp.GetDraftVersion(), resp.GetChunks()
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// connect returns a client for the gateway named namespace/name.
+func (r *Reconciler) connect(ctx context.Context, key string) (*gatewayapi.Client, error) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return nil, fmt.Errorf("gateway %q is not namespace/name", key)
+	}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+		return nil, fmt.Errorf("get gateway %s: %w", key, err)
+	}
+	return r.Gateways.Connect(ctx, gw)
+}
+
+// planAdvisor decides what to close and what status lists, from the
+// drafts read, the spec and the previous status. Pure.
+func planAdvisor(p *openshellv1alpha1.OpenShellPolicy, drafts []draft) advisorPlan {
+	var prev openshellv1alpha1.PolicyAdvisorStatus
+	if p.Status.Advisor != nil {
+		prev = *p.Status.Advisor
+	}
+	plan := advisorPlan{status: &openshellv1alpha1.PolicyAdvisorStatus{}}
+	currentHash := sandboxspec.Hash(sandboxspec.Policy(p.Spec))
+	for i, dec := range p.Spec.Advisor.Decisions {
+		out, close := decide(p, prev, drafts, dec, currentHash)
+		if close != nil {
+			close.decision = i
+			plan.closes = append(plan.closes, *close)
+		}
+		plan.status.Decisions = append(plan.status.Decisions, out)
+	}
+	listPending(p, drafts, plan.status)
+	return plan
+}
+
+// decide is one decision's outcome, and the close it calls for (nil:
+// none). Pure.
+func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyAdvisorStatus, drafts []draft,
+	dec openshellv1alpha1.ProposalDecision, currentHash string) (openshellv1alpha1.ProposalOutcome, *closing) {
+	out := openshellv1alpha1.ProposalOutcome{Proposal: dec.Proposal, Sandbox: dec.Sandbox}
+	di := slices.IndexFunc(drafts, func(d draft) bool { return d.sandbox.Name == dec.Sandbox })
+	var chunk *openshellv1.PolicyChunk
+	if di >= 0 {
+		if j := slices.IndexFunc(drafts[di].pending, func(c *openshellv1.PolicyChunk) bool { return c.GetId() == dec.Proposal }); j >= 0 {
+			chunk = drafts[di].pending[j]
+		}
+	}
+	switch {
+	case di < 0:
+		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s does not use this policy at a gateway", dec.Sandbox)
+	case drafts[di].unsupported:
+		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, "the sandbox's gateway runs 0.0.x, where the operator does not read proposals"
+	case drafts[di].err != nil:
+		out = previousOutcome(prev, dec, out)
+		if out.State != openshellv1alpha1.ProposalStateClosed {
+			out.State, out.Message = openshellv1alpha1.ProposalStateFailed, status.Message(drafts[di].err)
+		}
+	case chunk == nil && seen(prev, dec):
+		out = previousOutcome(prev, dec, out)
+		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, ""
+	case chunk == nil:
+		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s has no pending proposal %s", dec.Sandbox, dec.Proposal)
+	case dec.Decision == openshellv1alpha1.ProposalRejected:
+		out.State = openshellv1alpha1.ProposalStateWaiting
+		return out, &closing{draft: di, chunk: chunk.GetId(), reason: rejectReason(p, dec)}
+	case drafts[di].sandbox.Status.AppliedPolicyHash != currentHash:
+		out.Edited = edited(p, dec, chunk)
+		out.State, out.Message = openshellv1alpha1.ProposalStateWaiting, fmt.Sprintf("rule %s is not in effect in sandbox %s yet", dec.NetworkPolicy, dec.Sandbox)
+	default:
+		out.Edited = edited(p, dec, chunk)
+		out.State = openshellv1alpha1.ProposalStateWaiting
+		return out, &closing{draft: di, chunk: chunk.GetId(), reason: approveReason(p, dec)}
+	}
+	return out, nil
+}
+
+// listPending fills the status's pending proposals (those not decided)
+// and the drafts that have any or a decision, within the API's bounds.
+func listPending(p *openshellv1alpha1.OpenShellPolicy, drafts []draft, st *openshellv1alpha1.PolicyAdvisorStatus) {
+	decided := map[string]bool{}
+	for _, d := range p.Spec.Advisor.Decisions {
+		decided[d.Sandbox+"/"+d.Proposal] = true
+	}
+	for _, d := range drafts {
+		if len(d.pending) == 0 && !slices.ContainsFunc(p.Spec.Advisor.Decisions, func(x openshellv1alpha1.ProposalDecision) bool { return x.Sandbox == d.sandbox.Name }) {
+			continue
+		}
+		if len(st.Drafts) < maxDrafts {
+			st.Drafts = append(st.Drafts, openshellv1alpha1.DraftReference{Sandbox: d.sandbox.Name, Gateway: d.gateway,
+				GatewaySandbox: d.gatewaySandbox, DraftVersion: int64(d.version)})
+		}
+		for _, c := range d.pending {
+			if decided[d.sandbox.Name+"/"+c.GetId()] {
+				continue
+			}
+			if len(st.Proposals) == maxProposals {
+				st.Omitted++
+				continue
+			}
+			st.Proposals = append(st.Proposals, proposal(d.sandbox.Name, c))
+		}
+	}
+}
+
+// seen says whether the previous status knew the decision's proposal
+// (listed pending, or already an outcome other than NotFound): one no
+// longer pending has then been decided, by the operator or at the gateway.
+func seen(prev openshellv1alpha1.PolicyAdvisorStatus, dec openshellv1alpha1.ProposalDecision) bool {
+	if slices.ContainsFunc(prev.Proposals, func(p openshellv1alpha1.PolicyProposal) bool { return p.Sandbox == dec.Sandbox && p.ID == dec.Proposal }) {
+		return true
+	}
+	o := previousOutcome(prev, dec, openshellv1alpha1.ProposalOutcome{})
+	return o.State != "" && o.State != openshellv1alpha1.ProposalStateNotFound
+}
+
+// previousOutcome is the decision's outcome in the previous status, or def.
+func previousOutcome(prev openshellv1alpha1.PolicyAdvisorStatus, dec openshellv1alpha1.ProposalDecision, def openshellv1alpha1.ProposalOutcome) openshellv1alpha1.ProposalOutcome {
+	for _, o := range prev.Decisions {
+		if o.Sandbox == dec.Sandbox && o.Proposal == dec.Proposal {
+			return o
+		}
+	}
+	return def
+}
+
+// edited says whether an approved rule differs from the proposed one.
+func edited(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.ProposalDecision, c *openshellv1.PolicyChunk) bool {
+	i := slices.IndexFunc(p.Spec.NetworkPolicies, func(n openshellv1alpha1.NetworkPolicyRule) bool { return n.Name == dec.NetworkPolicy })
+	if i < 0 {
+		return true
+	}
+	proposed, lost := sandboxspec.Rule(dec.NetworkPolicy, c.GetProposedRule())
+	return len(lost) > 0 || !equality.Semantic.DeepEqual(proposed, p.Spec.NetworkPolicies[i])
+}
+
+// rejectReason is what the agent reads of a rejection.
+func rejectReason(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.ProposalDecision) string {
+	if dec.Reason != "" {
+		return dec.Reason
+	}
+	return fmt.Sprintf("rejected by the Tenant Admin in OpenShellPolicy %s/%s", p.Namespace, p.Name)
+}
+
+// approveReason is what the agent and the gateway's history read of an
+// adoption: the proposal is closed through the release's reject (the only
+// close that leaves the sandbox's policy to the operator), so the reason
+// says plainly that it was approved and is in effect.
+func approveReason(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.ProposalDecision) string {
+	msg := fmt.Sprintf("approved: adopted as rule %s of OpenShellPolicy %s/%s (generation %d), now in effect in this sandbox; retry the request",
+		dec.NetworkPolicy, p.Namespace, p.Name, p.Generation)
+	if dec.Reason != "" {
+		msg += ". " + dec.Reason
+	}
+	return clip(msg, maxText)
+}
+
+// proposal renders a pending chunk for status.
+func proposal(sandbox string, c *openshellv1.PolicyChunk) openshellv1alpha1.PolicyProposal {
+	out := openshellv1alpha1.PolicyProposal{ID: c.GetId(), Sandbox: sandbox, RuleName: clip(c.GetRuleName(), 253),
+		Binary: clip(c.GetBinary(), maxText), Rationale: clip(c.GetRationale(), maxText), SecurityNotes: clip(c.GetSecurityNotes(), maxText),
+		ValidationResult: clip(c.GetValidationResult(), maxText), HitCount: c.GetHitCount()}
+	if t := c.GetCreatedTime(); t != nil {
+		out.Proposed = &metav1.Time{Time: t.AsTime()}
+	}
+	rule, lost := sandboxspec.Rule(c.GetRuleName(), c.GetProposedRule())
+	if b, err := yaml.Marshal(rule); err == nil && len(b) <= maxRule {
+		out.Rule = string(b)
+	} else {
+		lost = append(lost, "the rule (too large to list: read it at the gateway)")
+	}
+	out.NotExpressible = clip(strings.Join(lost, "; "), maxText)
+	return out
+}
+
+// clip bounds agent-written text at n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// closeProposals carries out the plan's closes, recording each outcome.
+// A proposal the gateway no longer has pending (decided meanwhile, or
+// closed by the gateway itself once a policy covers it) counts as closed.
+func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan advisorPlan) {
+	for _, c := range plan.closes {
+		d := drafts[c.draft]
+		out := &plan.status.Decisions[c.decision]
+		conn, err := r.connect(ctx, d.gateway)
+		if err == nil {
+			_, err = conn.RejectDraftChunk(ctx, &openshellv1.RejectDraftChunkRequest{Sandbox: d.gatewaySandbox, ChunkId: c.chunk,
+				Reason: c.reason, WorkspaceScope: gatewayapi.Workspace(d.workspace),
+				RequestId: sandboxspec.RequestID(&openshellv1.RejectDraftChunkRequest{ChunkId: c.chunk, Reason: c.reason}, d.gatewaySandbox)})
+		}
+		switch grpcstatus.Code(err) {
+		case codes.OK, codes.FailedPrecondition, codes.NotFound:
+			out.State, out.Message = openshellv1alpha1.ProposalStateClosed, ""
+			if r.Recorder != nil && err == nil {
+				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed: %s", c.chunk, c.reason)
+			}
+		default:
+			out.State, out.Message = openshellv1alpha1.ProposalStateFailed, "closing the proposal at the gateway: "+status.Message(err)
+		}
+	}
+}
+
+// advisorCondition summarises the outcome on ProposalsSynced.
+func advisorCondition(drafts []draft, st *openshellv1alpha1.PolicyAdvisorStatus) (metav1.ConditionStatus, string, string) {
+	for _, d := range drafts {
+		if d.unsupported {
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnsupported,
+				fmt.Sprintf("sandbox %s runs on gateway %s (0.0.x): the operator reads proposals on 0.1 gateways only", d.sandbox.Name, d.gateway)
+		}
+		if d.err != nil {
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonGatewayError, status.Message(d.err)
+		}
+	}
+	for _, o := range st.Decisions {
+		switch o.State {
+		case openshellv1alpha1.ProposalStateFailed:
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonGatewayError, fmt.Sprintf("proposal %s of sandbox %s: %s", o.Proposal, o.Sandbox, o.Message)
+		case openshellv1alpha1.ProposalStateNotFound:
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnknownProposal, fmt.Sprintf("decision on proposal %s: %s", o.Proposal, o.Message)
+		}
+	}
+	for _, o := range st.Decisions {
+		if o.State == openshellv1alpha1.ProposalStateWaiting {
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonWaiting, fmt.Sprintf("proposal %s: %s", o.Proposal, o.Message)
+		}
+	}
+	return metav1.ConditionTrue, openshellv1alpha1.ProposalsReasonSynced,
+		fmt.Sprintf("%d pending proposal(s); %d decision(s) closed at the gateway", len(st.Proposals)+int(st.Omitted), len(st.Decisions))
+}
+
+// reconcileAdvisor observes the drafts, carries out decisions and fills
+// status.advisor and ProposalsSynced; it returns when to look again.
+func (r *Reconciler) reconcileAdvisor(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy) (time.Duration, error) {
+	if p.Spec.Advisor == nil {
+		p.Status.Advisor = nil
+		meta.RemoveStatusCondition(&p.Status.Conditions, openshellv1alpha1.ConditionProposalsSynced)
+		return 0, nil
+	}
+	users, err := r.advisorUsers(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	drafts := r.readDrafts(ctx, users)
+	plan := planAdvisor(p, drafts)
+	r.closeProposals(ctx, drafts, plan)
+	p.Status.Advisor = plan.status
+	s, reason, msg := advisorCondition(drafts, plan.status)
+	status.SetCondition(p, openshellv1alpha1.ConditionProposalsSynced, s, reason, msg)
+	return advisorPoll, nil
+}

@@ -1,0 +1,165 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+)
+
+func pypiRule(name string) openshellv1alpha1.NetworkPolicyRule {
+	port := int32(443)
+	return openshellv1alpha1.NetworkPolicyRule{Name: name, Endpoints: []openshellv1alpha1.NetworkEndpoint{{Host: "pypi.org", Port: &port}}}
+}
+
+func pypiChunk(id string) *openshellv1.PolicyChunk {
+	return &openshellv1.PolicyChunk{Id: id, Status: "pending", RuleName: "pypi", Rationale: "pip install needs the index",
+		ProposedRule: &sandboxv1.NetworkPolicyRule{Name: "pypi", Endpoints: []*sandboxv1.NetworkEndpoint{{Host: "pypi.org", Port: 443}}}}
+}
+
+// advisorPolicy is a policy with the advisor on, decisions and (when
+// adopt) the pypi rule in spec.networkPolicies.
+func advisorPolicy(adopt bool, decisions ...openshellv1alpha1.ProposalDecision) *openshellv1alpha1.OpenShellPolicy {
+	p := policy("tools")
+	p.Spec.Advisor = &openshellv1alpha1.PolicyAdvisor{Enabled: true, Decisions: decisions}
+	if adopt {
+		p.Spec.NetworkPolicies = []openshellv1alpha1.NetworkPolicyRule{pypiRule("pypi")}
+	}
+	return p
+}
+
+// running is a sandbox of the policy whose applied policy is p's current
+// one (inEffect) or an older one.
+func running(name string, p *openshellv1alpha1.OpenShellPolicy, inEffect bool) *openshellv1alpha1.OpenShellSandbox {
+	sb := sandbox(ns, name, p.Name)
+	sb.Status.SandboxID, sb.Status.Gateway, sb.Status.GatewaySandboxName = "id-"+name, "openshell/gw", "gw-"+name
+	sb.Status.AppliedPolicyHash = "older"
+	if inEffect {
+		sb.Status.AppliedPolicyHash = sandboxspec.Hash(sandboxspec.Policy(p.Spec))
+	}
+	return sb
+}
+
+func TestPlanAdvisor(t *testing.T) {
+	approve := openshellv1alpha1.ProposalDecision{Proposal: "c1", Sandbox: "reviewer", Decision: openshellv1alpha1.ProposalApproved, NetworkPolicy: "pypi"}
+	reject := openshellv1alpha1.ProposalDecision{Proposal: "c1", Sandbox: "reviewer", Decision: openshellv1alpha1.ProposalRejected, Reason: "use the mirror"}
+	for _, tc := range []struct {
+		name string
+		p    *openshellv1alpha1.OpenShellPolicy
+		// prev is the previous status's outcomes.
+		prev       []openshellv1alpha1.ProposalOutcome
+		prevListed bool
+		inEffect   bool
+		pending    []*openshellv1.PolicyChunk
+		readErr    error
+		// want: the closes' reasons (substring), the outcome state, the
+		// proposals listed.
+		closes    []string
+		state     openshellv1alpha1.ProposalState
+		edited    bool
+		proposals int
+	}{
+		{name: "pending proposals are listed until decided", p: advisorPolicy(false), pending: []*openshellv1.PolicyChunk{pypiChunk("c1"), pypiChunk("c2")}, proposals: 2},
+		{name: "a rejection closes the proposal with the Tenant Admin's guidance", p: advisorPolicy(false, reject),
+			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, closes: []string{"use the mirror"}, state: openshellv1alpha1.ProposalStateWaiting},
+		{name: "an approval waits until the rule is in effect in the sandbox", p: advisorPolicy(true, approve),
+			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, state: openshellv1alpha1.ProposalStateWaiting},
+		{name: "an approval in effect closes the proposal as adopted", p: advisorPolicy(true, approve), inEffect: true,
+			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, closes: []string{"approved: adopted as rule pypi of OpenShellPolicy team-a/tools"},
+			state: openshellv1alpha1.ProposalStateWaiting},
+		{name: "an adopted rule that differs from the proposal is edited", inEffect: true,
+			p: func() *openshellv1alpha1.OpenShellPolicy {
+				p := advisorPolicy(true, approve)
+				p.Spec.NetworkPolicies[0].Endpoints[0].Access = "read-only"
+				return p
+			}(),
+			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, closes: []string{"approved"}, state: openshellv1alpha1.ProposalStateWaiting, edited: true},
+		{name: "a decision on a proposal never seen is NotFound", p: advisorPolicy(false, reject), state: openshellv1alpha1.ProposalStateNotFound},
+		{name: "a decided proposal no longer pending stays closed", p: advisorPolicy(false, reject),
+			prev: []openshellv1alpha1.ProposalOutcome{{Proposal: "c1", Sandbox: "reviewer", State: openshellv1alpha1.ProposalStateClosed}}, state: openshellv1alpha1.ProposalStateClosed},
+		{name: "a proposal listed before and gone now was decided elsewhere", p: advisorPolicy(false, reject),
+			prevListed: true, state: openshellv1alpha1.ProposalStateClosed},
+		{name: "an unreadable draft fails the decision, not the others' listing", p: advisorPolicy(false, reject), readErr: errors.New("unavailable"),
+			state: openshellv1alpha1.ProposalStateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := running("reviewer", tc.p, tc.inEffect)
+			tc.p.Status.Advisor = &openshellv1alpha1.PolicyAdvisorStatus{Decisions: tc.prev}
+			if tc.prevListed {
+				tc.p.Status.Advisor.Proposals = []openshellv1alpha1.PolicyProposal{{ID: "c1", Sandbox: "reviewer"}}
+			}
+			drafts := []draft{{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, pending: tc.pending, err: tc.readErr}}
+			plan := planAdvisor(tc.p, drafts)
+			if len(plan.closes) != len(tc.closes) {
+				t.Fatalf("closes %+v, want %d", plan.closes, len(tc.closes))
+			}
+			for i, want := range tc.closes {
+				if !strings.Contains(plan.closes[i].reason, want) || plan.closes[i].chunk != "c1" {
+					t.Errorf("close %+v, want chunk c1 with reason containing %q", plan.closes[i], want)
+				}
+			}
+			if len(plan.status.Proposals) != tc.proposals {
+				t.Errorf("proposals %+v, want %d", plan.status.Proposals, tc.proposals)
+			}
+			if tc.state != "" {
+				if len(plan.status.Decisions) != 1 || plan.status.Decisions[0].State != tc.state || plan.status.Decisions[0].Edited != tc.edited {
+					t.Errorf("decisions %+v, want state %s edited %t", plan.status.Decisions, tc.state, tc.edited)
+				}
+			}
+		})
+	}
+}
+
+func TestPlanAdvisorBoundsWhatStatusLists(t *testing.T) {
+	p := advisorPolicy(false)
+	sb := running("reviewer", p, true)
+	var pending []*openshellv1.PolicyChunk
+	for i := range maxProposals + 5 {
+		c := pypiChunk("c" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		c.Rationale = strings.Repeat("x", 10*maxText) // agent-written: bounded
+		pending = append(pending, c)
+	}
+	plan := planAdvisor(p, []draft{{sandbox: sb, pending: pending}})
+	if len(plan.status.Proposals) != maxProposals || plan.status.Omitted != 5 {
+		t.Fatalf("listed %d, omitted %d; want %d and 5", len(plan.status.Proposals), plan.status.Omitted, maxProposals)
+	}
+	if got := len(plan.status.Proposals[0].Rationale); got > maxText+len("…") {
+		t.Errorf("rationale of %d bytes, want at most %d", got, maxText)
+	}
+	if !strings.Contains(plan.status.Proposals[0].Rule, "host: pypi.org") {
+		t.Errorf("rule %q does not show the proposed endpoint as a spec.networkPolicies entry", plan.status.Proposals[0].Rule)
+	}
+}
+
+func TestAdvisorCondition(t *testing.T) {
+	sb := running("reviewer", advisorPolicy(false), true)
+	for _, tc := range []struct {
+		name   string
+		drafts []draft
+		st     openshellv1alpha1.PolicyAdvisorStatus
+		want   metav1.ConditionStatus
+		reason string
+	}{
+		{"all listed and closed", []draft{{sandbox: sb}}, openshellv1alpha1.PolicyAdvisorStatus{Decisions: []openshellv1alpha1.ProposalOutcome{{State: openshellv1alpha1.ProposalStateClosed}}},
+			metav1.ConditionTrue, openshellv1alpha1.ProposalsReasonSynced},
+		{"a 0.0.x gateway", []draft{{sandbox: sb, unsupported: true}}, openshellv1alpha1.PolicyAdvisorStatus{}, metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnsupported},
+		{"an unreadable draft", []draft{{sandbox: sb, err: errors.New("down")}}, openshellv1alpha1.PolicyAdvisorStatus{}, metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonGatewayError},
+		{"an unknown proposal", []draft{{sandbox: sb}}, openshellv1alpha1.PolicyAdvisorStatus{Decisions: []openshellv1alpha1.ProposalOutcome{{State: openshellv1alpha1.ProposalStateNotFound}}},
+			metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnknownProposal},
+		{"a rule not in effect yet", []draft{{sandbox: sb}}, openshellv1alpha1.PolicyAdvisorStatus{Decisions: []openshellv1alpha1.ProposalOutcome{{State: openshellv1alpha1.ProposalStateWaiting}}},
+			metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonWaiting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, reason, _ := advisorCondition(tc.drafts, &tc.st)
+			if s != tc.want || reason != tc.reason {
+				t.Errorf("got %s/%s, want %s/%s", s, reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
