@@ -374,8 +374,9 @@ type OpenShellPolicyStatus struct {
 
 // PolicyAdvisorStatus lists pending proposals and decisions' outcomes.
 type PolicyAdvisorStatus struct {
-	// Proposals are the pending proposals of the policy's sandboxes, oldest
-	// first. The gateway's draft history (every proposal and decision, with
+	// Proposals are the pending proposals of the policy's sandboxes, taken
+	// in turn from each sandbox (its oldest first), so that one agent's
+	// flood does not hide another's. The gateway's draft history (every proposal and decision, with
 	// times) stays at the gateway: see drafts.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
@@ -419,14 +420,15 @@ type PolicyProposal struct {
 	// spec.networkPolicies cannot carry (left out of rule).
 	// +optional
 	NotExpressible string `json:"notExpressible,omitempty"`
-	// Binary is the executable whose request was denied.
+	// Binary is the executable the proposal names (agent-written).
 	// +optional
 	Binary string `json:"binary,omitempty"`
 	// Rationale is the agent's reason (supporting context; the rule is the
 	// contract).
 	// +optional
 	Rationale string `json:"rationale,omitempty"`
-	// SecurityNotes are the gateway's notes on the rule's risk.
+	// SecurityNotes are the gateway's notes on the rule's risk (they may
+	// not cover every endpoint: read the rule).
 	// +optional
 	SecurityNotes string `json:"securityNotes,omitempty"`
 	// ValidationResult is the gateway's check of the rule.
@@ -459,8 +461,9 @@ type ProposalState string
 const (
 	// ProposalStateClosed: the proposal is decided at the gateway.
 	ProposalStateClosed ProposalState = "Closed"
-	// ProposalStateWaiting: an Approved rule is not in effect in the
-	// sandbox yet; the proposal is closed once it is.
+	// ProposalStateWaiting: the decision is not carried out yet (an
+	// Approved rule is not in force in the sandbox, or the gateway's
+	// answer is to be read again); the message says which.
 	ProposalStateWaiting ProposalState = "Waiting"
 	// ProposalStateNotFound: no pending proposal of that ID was seen for
 	// the sandbox.
@@ -493,8 +496,8 @@ const (
 	ConditionProposalsSynced = "ProposalsSynced"
 	// ProposalsReasonSynced (True): listed and closed.
 	ProposalsReasonSynced = "Synced"
-	// ProposalsReasonWaiting (False): an approved rule has not reached a
-	// sandbox yet.
+	// ProposalsReasonWaiting (False): a decision is not carried out yet
+	// (an approved rule not in force in a sandbox).
 	ProposalsReasonWaiting = "Waiting"
 	// ProposalsReasonUnknownProposal (False): a decision names a proposal
 	// that no sandbox of this policy has pending.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -48,8 +49,12 @@ const (
 	maxRule      = 4096
 )
 
-// pendingStatus is the release's status of an undecided chunk.
-const pendingStatus = "pending"
+// pendingStatus is the release's status of an undecided chunk;
+// approvedPrefix starts the reason of a proposal closed as adopted.
+const (
+	pendingStatus  = "pending"
+	approvedPrefix = "approved: adopted"
+)
 
 // draft is what was read of one sandbox's draft at its gateway.
 type draft struct {
@@ -59,6 +64,9 @@ type draft struct {
 	workspace      string
 	version        uint64
 	pending        []*openshellv1.PolicyChunk
+	// decided are the chunks, no longer pending, that decisions not yet
+	// closed name (read only for those: the draft keeps every chunk).
+	decided map[string]*openshellv1.PolicyChunk
 	// err is why it could not be read; unsupported, that its gateway
 	// runs 0.0.x.
 	err         error
@@ -100,8 +108,10 @@ func (r *Reconciler) advisorUsers(ctx context.Context, p *openshellv1alpha1.Open
 	return out, nil
 }
 
-// readDrafts reads the pending proposals of each sandbox at its gateway.
-func (r *Reconciler) readDrafts(ctx context.Context, users []openshellv1alpha1.OpenShellSandbox) []draft {
+// readDrafts reads the pending proposals of each sandbox at its gateway
+// and, for a decision not yet closed whose proposal is no longer pending,
+// what became of it.
+func (r *Reconciler) readDrafts(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy, users []openshellv1alpha1.OpenShellSandbox) []draft {
 	out := make([]draft, 0, len(users))
 	for i := range users {
 		sb := &users[i]
@@ -113,17 +123,49 @@ func (r *Reconciler) readDrafts(ctx context.Context, users []openshellv1alpha1.O
 		case conn.Line != gatewayline.V01:
 			d.unsupported = true
 		default:
-			resp, err := conn.GetDraftPolicy(ctx, &openshellv1.GetDraftPolicyRequest{Sandbox: d.gatewaySandbox,
-				WorkspaceScope: gatewayapi.Workspace(d.workspace), StatusFilter: pendingStatus})
-			if err != nil {
-				d.err = fmt.Errorf("read the draft of sandbox %s at gateway %s: %w", sb.Name, d.gateway, err)
-			} else {
-				d.version, d.pending = resp.GetDraftVersion(), resp.GetChunks()
-			}
+			d.err = d.read(ctx, conn, p)
 		}
 		out = append(out, d)
 	}
 	return out
+}
+
+// read fills the draft from its gateway.
+func (d *draft) read(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellPolicy) error {
+	get := func(filter string) (*openshellv1.GetDraftPolicyResponse, error) {
+		resp, err := conn.GetDraftPolicy(ctx, &openshellv1.GetDraftPolicyRequest{Sandbox: d.gatewaySandbox,
+			WorkspaceScope: gatewayapi.Workspace(d.workspace), StatusFilter: filter})
+		if err != nil {
+			return nil, fmt.Errorf("read the draft of sandbox %s at gateway %s: %w", d.sandbox.Name, d.gateway, err)
+		}
+		return resp, nil
+	}
+	resp, err := get(pendingStatus)
+	if err != nil {
+		return err
+	}
+	d.version, d.pending = resp.GetDraftVersion(), resp.GetChunks()
+	unresolved := map[string]bool{}
+	for _, dec := range p.Spec.Advisor.Decisions {
+		if dec.Sandbox == d.sandbox.Name && !closed(p.Status.Advisor, dec) &&
+			!slices.ContainsFunc(d.pending, func(c *openshellv1.PolicyChunk) bool { return c.GetId() == dec.Proposal }) {
+			unresolved[dec.Proposal] = true
+		}
+	}
+	if len(unresolved) == 0 {
+		return nil
+	}
+	all, err := get("")
+	if err != nil {
+		return err
+	}
+	d.decided = map[string]*openshellv1.PolicyChunk{}
+	for _, c := range all.GetChunks() {
+		if unresolved[c.GetId()] && c.GetStatus() != pendingStatus {
+			d.decided[c.GetId()] = c
+		}
+	}
+	return nil
 }
 
 // connect returns a client for the gateway named namespace/name.
@@ -161,53 +203,86 @@ func planAdvisor(p *openshellv1alpha1.OpenShellPolicy, drafts []draft) advisorPl
 }
 
 // decide is one decision's outcome, and the close it calls for (nil:
-// none). Pure.
+// none). A Closed outcome is final. Pure.
 func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyAdvisorStatus, drafts []draft,
 	dec openshellv1alpha1.ProposalDecision, currentHash string) (openshellv1alpha1.ProposalOutcome, *closing) {
 	out := openshellv1alpha1.ProposalOutcome{Proposal: dec.Proposal, Sandbox: dec.Sandbox}
-	di := slices.IndexFunc(drafts, func(d draft) bool { return d.sandbox.Name == dec.Sandbox })
-	var chunk *openshellv1.PolicyChunk
-	if di >= 0 {
-		if j := slices.IndexFunc(drafts[di].pending, func(c *openshellv1.PolicyChunk) bool { return c.GetId() == dec.Proposal }); j >= 0 {
-			chunk = drafts[di].pending[j]
-		}
+	if closed(&prev, dec) {
+		return previousOutcome(prev, dec, out), nil
 	}
+	di := slices.IndexFunc(drafts, func(d draft) bool { return d.sandbox.Name == dec.Sandbox })
 	switch {
 	case di < 0:
 		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s does not use this policy at a gateway", dec.Sandbox)
+		return out, nil
 	case drafts[di].unsupported:
 		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, "the sandbox's gateway runs 0.0.x, where the operator does not read proposals"
+		return out, nil
 	case drafts[di].err != nil:
-		out = previousOutcome(prev, dec, out)
-		if out.State != openshellv1alpha1.ProposalStateClosed {
-			out.State, out.Message = openshellv1alpha1.ProposalStateFailed, status.Message(drafts[di].err)
+		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, status.Message(drafts[di].err)
+		return out, nil
+	}
+	d := drafts[di]
+	if j := slices.IndexFunc(d.pending, func(c *openshellv1.PolicyChunk) bool { return c.GetId() == dec.Proposal }); j >= 0 {
+		return decidePending(p, dec, d, di, d.pending[j], currentHash)
+	}
+	c, ok := d.decided[dec.Proposal]
+	switch {
+	case !ok:
+		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s has no proposal %s", dec.Sandbox, dec.Proposal)
+	case c.GetStatus() == "approved" && dec.Decision == openshellv1alpha1.ProposalRejected:
+		// Approved at the gateway directly (a token, or auto mode): the
+		// release's reject takes an approved rule back out.
+		out.State = openshellv1alpha1.ProposalStateWaiting
+		return out, &closing{draft: di, chunk: c.GetId(), reason: rejectReason(p, dec)}
+	case c.GetStatus() == "approved":
+		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, "approved at the gateway directly; the sandbox's policy stays this OpenShellPolicy's"
+	case c.GetStatus() == "rejected":
+		out.State = openshellv1alpha1.ProposalStateClosed
+		if r := c.GetRejectionReason(); r != rejectReason(p, dec) && !strings.HasPrefix(r, approvedPrefix) {
+			out.Message = "closed at the gateway: " + clip(r, maxText)
 		}
-	case chunk == nil && seen(prev, dec):
-		out = previousOutcome(prev, dec, out)
-		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, ""
-	case chunk == nil:
-		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s has no pending proposal %s", dec.Sandbox, dec.Proposal)
-	case dec.Decision == openshellv1alpha1.ProposalRejected:
-		out.State = openshellv1alpha1.ProposalStateWaiting
-		return out, &closing{draft: di, chunk: chunk.GetId(), reason: rejectReason(p, dec)}
-	case drafts[di].sandbox.Status.AppliedPolicyHash != currentHash:
-		out.Edited = edited(p, dec, chunk)
-		out.State, out.Message = openshellv1alpha1.ProposalStateWaiting, fmt.Sprintf("rule %s is not in effect in sandbox %s yet", dec.NetworkPolicy, dec.Sandbox)
 	default:
-		out.Edited = edited(p, dec, chunk)
-		out.State = openshellv1alpha1.ProposalStateWaiting
-		return out, &closing{draft: di, chunk: chunk.GetId(), reason: approveReason(p, dec)}
+		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, fmt.Sprintf("the gateway reports status %q", clip(c.GetStatus(), 64))
 	}
 	return out, nil
 }
 
+// decidePending is a decision on a proposal still pending: a rejection is
+// closed now, an approval once its rule is in force in the sandbox.
+func decidePending(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.ProposalDecision, d draft, di int,
+	c *openshellv1.PolicyChunk, currentHash string) (openshellv1alpha1.ProposalOutcome, *closing) {
+	out := openshellv1alpha1.ProposalOutcome{Proposal: dec.Proposal, Sandbox: dec.Sandbox, State: openshellv1alpha1.ProposalStateWaiting}
+	if dec.Decision == openshellv1alpha1.ProposalRejected {
+		return out, &closing{draft: di, chunk: c.GetId(), reason: rejectReason(p, dec)}
+	}
+	out.Edited = edited(p, dec, c)
+	if !inForce(d.sandbox, currentHash) {
+		out.Message = fmt.Sprintf("rule %s is not in force in sandbox %s yet (applied and loaded by its supervisor)", dec.NetworkPolicy, dec.Sandbox)
+		return out, nil
+	}
+	return out, &closing{draft: di, chunk: c.GetId(), reason: approveReason(p, dec)}
+}
+
+// inForce says whether the sandbox's supervisor enforces the policy whose
+// hash is current: the gateway took it (appliedPolicyHash) and the
+// supervisor loaded it (PolicyLoaded).
+func inForce(sb *openshellv1alpha1.OpenShellSandbox, currentHash string) bool {
+	return sb.Status.AppliedPolicyHash == currentHash &&
+		meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyLoaded)
+}
+
 // listPending fills the status's pending proposals (those not decided)
 // and the drafts that have any or a decision, within the API's bounds.
+// Proposals are taken round-robin across sandboxes, each sandbox's oldest
+// first, so that one agent's flood cannot hide another's proposal.
 func listPending(p *openshellv1alpha1.OpenShellPolicy, drafts []draft, st *openshellv1alpha1.PolicyAdvisorStatus) {
 	decided := map[string]bool{}
 	for _, d := range p.Spec.Advisor.Decisions {
 		decided[d.Sandbox+"/"+d.Proposal] = true
 	}
+	var queues [][]*openshellv1.PolicyChunk
+	var names []string
 	for _, d := range drafts {
 		if len(d.pending) == 0 && !slices.ContainsFunc(p.Spec.Advisor.Decisions, func(x openshellv1alpha1.ProposalDecision) bool { return x.Sandbox == d.sandbox.Name }) {
 			continue
@@ -216,28 +291,37 @@ func listPending(p *openshellv1alpha1.OpenShellPolicy, drafts []draft, st *opens
 			st.Drafts = append(st.Drafts, openshellv1alpha1.DraftReference{Sandbox: d.sandbox.Name, Gateway: d.gateway,
 				GatewaySandbox: d.gatewaySandbox, DraftVersion: int64(d.version)})
 		}
-		for _, c := range d.pending {
-			if decided[d.sandbox.Name+"/"+c.GetId()] {
+		q := slices.DeleteFunc(slices.Clone(d.pending), func(c *openshellv1.PolicyChunk) bool { return decided[d.sandbox.Name+"/"+c.GetId()] })
+		slices.SortStableFunc(q, func(a, b *openshellv1.PolicyChunk) int {
+			return a.GetCreatedTime().AsTime().Compare(b.GetCreatedTime().AsTime())
+		})
+		queues, names = append(queues, q), append(names, d.sandbox.Name)
+	}
+	for round := 0; ; round++ {
+		took := false
+		for i, q := range queues {
+			if round >= len(q) {
 				continue
 			}
+			took = true
 			if len(st.Proposals) == maxProposals {
 				st.Omitted++
 				continue
 			}
-			st.Proposals = append(st.Proposals, proposal(d.sandbox.Name, c))
+			st.Proposals = append(st.Proposals, proposal(names[i], q[round]))
+		}
+		if !took {
+			return
 		}
 	}
 }
 
-// seen says whether the previous status knew the decision's proposal
-// (listed pending, or already an outcome other than NotFound): one no
-// longer pending has then been decided, by the operator or at the gateway.
-func seen(prev openshellv1alpha1.PolicyAdvisorStatus, dec openshellv1alpha1.ProposalDecision) bool {
-	if slices.ContainsFunc(prev.Proposals, func(p openshellv1alpha1.PolicyProposal) bool { return p.Sandbox == dec.Sandbox && p.ID == dec.Proposal }) {
-		return true
+// closed says whether the decision's outcome was already Closed: final.
+func closed(prev *openshellv1alpha1.PolicyAdvisorStatus, dec openshellv1alpha1.ProposalDecision) bool {
+	if prev == nil {
+		return false
 	}
-	o := previousOutcome(prev, dec, openshellv1alpha1.ProposalOutcome{})
-	return o.State != "" && o.State != openshellv1alpha1.ProposalStateNotFound
+	return previousOutcome(*prev, dec, openshellv1alpha1.ProposalOutcome{}).State == openshellv1alpha1.ProposalStateClosed
 }
 
 // previousOutcome is the decision's outcome in the previous status, or def.
@@ -273,7 +357,7 @@ func rejectReason(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.Pr
 // close that leaves the sandbox's policy to the operator), so the reason
 // says plainly that it was approved and is in effect.
 func approveReason(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.ProposalDecision) string {
-	msg := fmt.Sprintf("approved: adopted as rule %s of OpenShellPolicy %s/%s (generation %d), now in effect in this sandbox; retry the request",
+	msg := fmt.Sprintf(approvedPrefix+" as rule %s of OpenShellPolicy %s/%s (generation %d), now in force in this sandbox; retry the request",
 		dec.NetworkPolicy, p.Namespace, p.Name, p.Generation)
 	if dec.Reason != "" {
 		msg += ". " + dec.Reason
@@ -287,7 +371,9 @@ func proposal(sandbox string, c *openshellv1.PolicyChunk) openshellv1alpha1.Poli
 		Binary: clip(c.GetBinary(), maxText), Rationale: clip(c.GetRationale(), maxText), SecurityNotes: clip(c.GetSecurityNotes(), maxText),
 		ValidationResult: clip(c.GetValidationResult(), maxText), HitCount: c.GetHitCount()}
 	if t := c.GetCreatedTime(); t != nil {
-		out.Proposed = &metav1.Time{Time: t.AsTime()}
+		// Whole seconds, as the API stores it: a finer time would differ
+		// from what was read back and write on every poll.
+		out.Proposed = ptr.To(metav1.NewTime(t.AsTime()).Rfc3339Copy())
 	}
 	rule, lost := sandboxspec.Rule(c.GetRuleName(), c.GetProposedRule())
 	if b, err := yaml.Marshal(rule); err == nil && len(b) <= maxRule {
@@ -311,8 +397,9 @@ func clip(s string, n int) string {
 }
 
 // closeProposals carries out the plan's closes, recording each outcome.
-// A proposal the gateway no longer has pending (decided meanwhile, or
-// closed by the gateway itself once a policy covers it) counts as closed.
+// An answer that the proposal is no longer open (decided meanwhile, or
+// closed by the gateway itself) leaves the decision Waiting: the next read
+// says what became of it.
 func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan advisorPlan) {
 	for _, c := range plan.closes {
 		d := drafts[c.draft]
@@ -323,12 +410,14 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 				Reason: c.reason, WorkspaceScope: gatewayapi.Workspace(d.workspace),
 				RequestId: sandboxspec.RequestID(&openshellv1.RejectDraftChunkRequest{ChunkId: c.chunk, Reason: c.reason}, d.gatewaySandbox)})
 		}
-		switch grpcstatus.Code(err) {
-		case codes.OK, codes.FailedPrecondition, codes.NotFound:
+		switch code := grpcstatus.Code(err); code {
+		case codes.OK:
 			out.State, out.Message = openshellv1alpha1.ProposalStateClosed, ""
-			if r.Recorder != nil && err == nil {
-				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed: %s", c.chunk, c.reason)
+			if r.Recorder != nil {
+				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed at the gateway", clip(c.chunk, 128))
 			}
+		case codes.FailedPrecondition, codes.NotFound:
+			out.State, out.Message = openshellv1alpha1.ProposalStateWaiting, "the gateway answered "+code.String()+": read again at the next poll"
 		default:
 			out.State, out.Message = openshellv1alpha1.ProposalStateFailed, "closing the proposal at the gateway: "+status.Message(err)
 		}
@@ -375,7 +464,7 @@ func (r *Reconciler) reconcileAdvisor(ctx context.Context, p *openshellv1alpha1.
 	if err != nil {
 		return 0, err
 	}
-	drafts := r.readDrafts(ctx, users)
+	drafts := r.readDrafts(ctx, p, users)
 	plan := planAdvisor(p, drafts)
 	r.closeProposals(ctx, drafts, plan)
 	p.Status.Advisor = plan.status

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,6 +44,7 @@ func running(name string, p *openshellv1alpha1.OpenShellPolicy, inEffect bool) *
 	sb.Status.AppliedPolicyHash = "older"
 	if inEffect {
 		sb.Status.AppliedPolicyHash = sandboxspec.Hash(sandboxspec.Policy(p.Spec))
+		sb.Status.Conditions = []metav1.Condition{{Type: openshellv1alpha1.SandboxConditionPolicyLoaded, Status: metav1.ConditionTrue}}
 	}
 	return sb
 }
@@ -53,15 +56,22 @@ func TestPlanAdvisor(t *testing.T) {
 		name string
 		p    *openshellv1alpha1.OpenShellPolicy
 		// prev is the previous status's outcomes.
-		prev       []openshellv1alpha1.ProposalOutcome
-		prevListed bool
-		inEffect   bool
-		pending    []*openshellv1.PolicyChunk
-		readErr    error
-		// want: the closes' reasons (substring), the outcome state, the
-		// proposals listed.
+		prev     []openshellv1alpha1.ProposalOutcome
+		inEffect bool
+		// appliedNotLoaded: the gateway took the policy, its supervisor has
+		// not loaded it.
+		appliedNotLoaded bool
+		pending          []*openshellv1.PolicyChunk
+		// decided are chunks no longer pending, as the full read found them.
+		decided map[string]*openshellv1.PolicyChunk
+		// absent: the sandbox is not among those read (being recreated).
+		absent  bool
+		readErr error
+		// want: the closes' reasons (substring), the outcome state and
+		// message (substring), the proposals listed.
 		closes    []string
 		state     openshellv1alpha1.ProposalState
+		message   string
 		edited    bool
 		proposals int
 	}{
@@ -83,18 +93,31 @@ func TestPlanAdvisor(t *testing.T) {
 		{name: "a decision on a proposal never seen is NotFound", p: advisorPolicy(false, reject), state: openshellv1alpha1.ProposalStateNotFound},
 		{name: "a decided proposal no longer pending stays closed", p: advisorPolicy(false, reject),
 			prev: []openshellv1alpha1.ProposalOutcome{{Proposal: "c1", Sandbox: "reviewer", State: openshellv1alpha1.ProposalStateClosed}}, state: openshellv1alpha1.ProposalStateClosed},
-		{name: "a proposal listed before and gone now was decided elsewhere", p: advisorPolicy(false, reject),
-			prevListed: true, state: openshellv1alpha1.ProposalStateClosed},
+		{name: "a closed decision stays closed while its sandbox is away", p: advisorPolicy(false, reject), absent: true,
+			prev: []openshellv1alpha1.ProposalOutcome{{Proposal: "c1", Sandbox: "reviewer", State: openshellv1alpha1.ProposalStateClosed}}, state: openshellv1alpha1.ProposalStateClosed},
+		{name: "a proposal rejected at the gateway by someone else is closed, and says so", p: advisorPolicy(false, reject),
+			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "rejected", RejectionReason: "covered by active policy revision 3"}},
+			state:   openshellv1alpha1.ProposalStateClosed, message: "closed at the gateway: covered by active policy revision 3"},
+		{name: "a rejection of a proposal approved at the gateway takes it back", p: advisorPolicy(false, reject),
+			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "approved"}}, closes: []string{"use the mirror"}, state: openshellv1alpha1.ProposalStateWaiting},
+		{name: "an approval of a proposal approved at the gateway is not undone", p: advisorPolicy(true, approve), inEffect: true,
+			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "approved"}}, state: openshellv1alpha1.ProposalStateClosed, message: "approved at the gateway directly"},
+		{name: "an approval waits until the supervisor has loaded the rule", p: advisorPolicy(true, approve),
+			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, appliedNotLoaded: true, state: openshellv1alpha1.ProposalStateWaiting, message: "not in force"},
 		{name: "an unreadable draft fails the decision, not the others' listing", p: advisorPolicy(false, reject), readErr: errors.New("unavailable"),
 			state: openshellv1alpha1.ProposalStateFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := running("reviewer", tc.p, tc.inEffect)
-			tc.p.Status.Advisor = &openshellv1alpha1.PolicyAdvisorStatus{Decisions: tc.prev}
-			if tc.prevListed {
-				tc.p.Status.Advisor.Proposals = []openshellv1alpha1.PolicyProposal{{ID: "c1", Sandbox: "reviewer"}}
+			if tc.appliedNotLoaded {
+				sb.Status.AppliedPolicyHash = sandboxspec.Hash(sandboxspec.Policy(tc.p.Spec))
 			}
-			drafts := []draft{{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, pending: tc.pending, err: tc.readErr}}
+			tc.p.Status.Advisor = &openshellv1alpha1.PolicyAdvisorStatus{Decisions: tc.prev}
+			drafts := []draft{{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, pending: tc.pending,
+				decided: tc.decided, err: tc.readErr}}
+			if tc.absent {
+				drafts = nil
+			}
 			plan := planAdvisor(tc.p, drafts)
 			if len(plan.closes) != len(tc.closes) {
 				t.Fatalf("closes %+v, want %d", plan.closes, len(tc.closes))
@@ -108,8 +131,9 @@ func TestPlanAdvisor(t *testing.T) {
 				t.Errorf("proposals %+v, want %d", plan.status.Proposals, tc.proposals)
 			}
 			if tc.state != "" {
-				if len(plan.status.Decisions) != 1 || plan.status.Decisions[0].State != tc.state || plan.status.Decisions[0].Edited != tc.edited {
-					t.Errorf("decisions %+v, want state %s edited %t", plan.status.Decisions, tc.state, tc.edited)
+				if len(plan.status.Decisions) != 1 || plan.status.Decisions[0].State != tc.state || plan.status.Decisions[0].Edited != tc.edited ||
+					!strings.Contains(plan.status.Decisions[0].Message, tc.message) {
+					t.Errorf("decisions %+v, want state %s edited %t message %q", plan.status.Decisions, tc.state, tc.edited, tc.message)
 				}
 			}
 		})
@@ -161,5 +185,22 @@ func TestAdvisorCondition(t *testing.T) {
 				t.Errorf("got %s/%s, want %s/%s", s, reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+func TestOneAgentCannotHideAnothersProposals(t *testing.T) {
+	p := advisorPolicy(false)
+	flood := running("flood", p, true)
+	quiet := running("quiet", p, true)
+	var pending []*openshellv1.PolicyChunk
+	for i := range 3 * maxProposals {
+		pending = append(pending, pypiChunk(fmt.Sprintf("f%d", i)))
+	}
+	plan := planAdvisor(p, []draft{{sandbox: flood, pending: pending}, {sandbox: quiet, pending: []*openshellv1.PolicyChunk{pypiChunk("q1")}}})
+	if !slices.ContainsFunc(plan.status.Proposals, func(pr openshellv1alpha1.PolicyProposal) bool { return pr.Sandbox == "quiet" && pr.ID == "q1" }) {
+		t.Errorf("the quiet sandbox's proposal is hidden behind the flood: %d listed, %d omitted", len(plan.status.Proposals), plan.status.Omitted)
+	}
+	if plan.status.Omitted != int32(3*maxProposals+1-maxProposals) {
+		t.Errorf("omitted %d", plan.status.Omitted)
 	}
 }

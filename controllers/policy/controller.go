@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -98,7 +99,8 @@ const countSettle = 5 * time.Second
 // old object of the update event).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&openshellv1alpha1.OpenShellPolicy{}).
+		// Its own status writes are not changes to act on (the advisor polls).
+		For(&openshellv1alpha1.OpenShellPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("openshellpolicy").
 		// The sandbox count is a summary: a burst of sandboxes becomes one
 		// status write per policy per countSettle, not one per sandbox.
@@ -115,15 +117,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(traced.Reconciler("openshellpolicy", status.RetryStale(r)))
 }
 
-// appliedPolicyChanged passes sandbox updates whose applied policy or
-// gateway sandbox changed (status writes otherwise do not concern policies).
+// appliedPolicyChanged passes sandbox updates whose applied or loaded
+// policy, or gateway sandbox, changed (status writes otherwise do not concern policies).
 var appliedPolicyChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*openshellv1alpha1.OpenShellSandbox), e.ObjectNew.(*openshellv1alpha1.OpenShellSandbox)
-		return o.Status.AppliedPolicyHash != n.Status.AppliedPolicyHash || o.Status.SandboxID != n.Status.SandboxID
+		loaded := func(sb *openshellv1alpha1.OpenShellSandbox) bool {
+			return meta.IsStatusConditionTrue(sb.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyLoaded)
+		}
+		return o.Status.AppliedPolicyHash != n.Status.AppliedPolicyHash || o.Status.SandboxID != n.Status.SandboxID || loaded(o) != loaded(n)
 	},
 }
 

@@ -408,15 +408,26 @@ func (r *Reconciler) applyProposalsSetting(ctx context.Context, conn *gatewayapi
 	_, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Sandbox: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace),
 		SettingKey: proposalsSetting, SettingValue: &sandboxv1.SettingValue{Value: &sandboxv1.SettingValue_BoolValue{BoolValue: d.proposals}}})
 	if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
-		status.SetCondition(sb, openshellv1alpha1.ConditionSynced, metav1.ConditionFalse, openshellv1alpha1.SandboxReasonRejectedByGateway,
-			"the gateway refused the setting "+proposalsSetting+": "+grpcstatus.Convert(err).Message())
-		return false, stopWith(ctrl.Result{}), nil
+		// The advisor is an extra: a refusal is said, and the sandbox's
+		// own sync goes on (tried again at its next reconcile).
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "ProposalsSettingRefused", "UpdateConfig", "the gateway refused %s=%t: %s",
+			proposalsSetting, d.proposals, clipNote(grpcstatus.Convert(err).Message()))
+		return false, outcome{}, nil
 	} else if err != nil {
 		return false, outcome{}, fmt.Errorf("set %s: %w", proposalsSetting, err)
 	}
 	sb.Status.ProposalsEnabled = d.proposals
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "ProposalsSettingApplied", "UpdateConfig", "%s set to %t", proposalsSetting, d.proposals)
 	return false, outcome{}, nil
+}
+
+// clipNote bounds gateway text put in an event note (the API refuses
+// notes over 1 KiB).
+func clipNote(s string) string {
+	if len(s) <= 512 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:512], "") + "…"
 }
 
 // reconcileProviders attaches and detaches providers to match the spec.

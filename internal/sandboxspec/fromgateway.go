@@ -17,6 +17,9 @@ import (
 // gateway's default inspection.
 func Rule(name string, in *sandboxv1.NetworkPolicyRule) (out openshellv1alpha1.NetworkPolicyRule, lost []string) {
 	out.Name = name
+	if len(in.ProtoReflect().GetUnknown()) > 0 {
+		lost = append(lost, "fields of the rule this operator does not know (read the proposal at the gateway)")
+	}
 	for i, e := range in.GetEndpoints() {
 		ep := openshellv1alpha1.NetworkEndpoint{Host: e.GetHost(), Protocol: e.GetProtocol(), AllowedIPs: e.GetAllowedIps(), Path: e.GetPath()}
 		if e.GetPort() != 0 {
@@ -35,19 +38,29 @@ func Rule(name string, in *sandboxv1.NetworkPolicyRule) (out openshellv1alpha1.N
 		}
 		for j, r := range e.GetRules() {
 			a := r.GetAllow()
-			if len(a.GetQuery()) > 0 || len(a.GetFields()) > 0 || len(a.GetParams()) > 0 {
+			if len(a.GetQuery()) > 0 || len(a.GetFields()) > 0 || len(a.GetParams()) > 0 || len(a.ProtoReflect().GetUnknown()) > 0 {
 				lost = append(lost, fmt.Sprintf("endpoints[%d].rules[%d] (left out: query/fields/params matchers)", i, j))
 				continue
 			}
 			ep.Rules = append(ep.Rules, openshellv1alpha1.L7Rule{Method: a.GetMethod(), Path: a.GetPath(), Command: a.GetCommand(),
 				OperationType: a.GetOperationType(), OperationName: a.GetOperationName()})
 		}
+		emptyDeny := false
 		for j, d := range e.GetDenyRules() {
-			ep.DenyRules = append(ep.DenyRules, openshellv1alpha1.L7Rule{Method: d.GetMethod(), Path: d.GetPath(), Command: d.GetCommand(),
-				OperationType: d.GetOperationType(), OperationName: d.GetOperationName()})
+			r := openshellv1alpha1.L7Rule{Method: d.GetMethod(), Path: d.GetPath(), Command: d.GetCommand(),
+				OperationType: d.GetOperationType(), OperationName: d.GetOperationName()}
 			if len(d.GetQuery()) > 0 || len(d.GetFields()) > 0 || len(d.GetParams()) > 0 {
 				lost = append(lost, fmt.Sprintf("endpoints[%d].denyRules[%d] (kept without its query/fields/params matchers)", i, j))
 			}
+			emptyDeny = emptyDeny || r == (openshellv1alpha1.L7Rule{})
+			ep.DenyRules = append(ep.DenyRules, r)
+		}
+		if emptyDeny || len(e.ProtoReflect().GetUnknown()) > 0 {
+			// A deny rule of matchers only would deny nothing, or what is not
+			// established; fields this operator does not know may have
+			// narrowed the endpoint: left out whole either way.
+			lost = append(lost, fmt.Sprintf("endpoints[%d] (left out: it holds a deny rule or fields the API cannot carry)", i))
+			continue
 		}
 		if len(e.GetRules()) > 0 && len(ep.Rules) == 0 {
 			// Without its allow rules the endpoint would allow what they

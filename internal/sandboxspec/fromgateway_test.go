@@ -48,3 +48,20 @@ func TestRuleNeverShowsMoreAccessThanProposed(t *testing.T) {
 		t.Errorf("lost %q, want the tls mode, both allow rules, the deny rule's matchers and the endpoint named", joined)
 	}
 }
+
+func TestRuleLeavesOutWhatItCannotJudge(t *testing.T) {
+	query := map[string]*sandboxv1.L7QueryMatcher{"q": {Glob: "x"}}
+	known := &sandboxv1.NetworkEndpoint{Host: "ok.example.com", Port: 443}
+	emptyDeny := &sandboxv1.NetworkEndpoint{Host: "deny.example.com", Port: 443, Protocol: "rest",
+		DenyRules: []*sandboxv1.L7DenyRule{{Query: query}}}
+	unknown := &sandboxv1.NetworkEndpoint{Host: "new.example.com", Port: 443}
+	// A field of a later release (number 99), as the wire carries it.
+	unknown.ProtoReflect().SetUnknown([]byte{0x98, 0x06, 0x01})
+	got, lost := Rule("r", &sandboxv1.NetworkPolicyRule{Name: "r", Endpoints: []*sandboxv1.NetworkEndpoint{known, emptyDeny, unknown}})
+	if len(got.Endpoints) != 1 || got.Endpoints[0].Host != "ok.example.com" {
+		t.Fatalf("endpoints %+v: one with a matcher-only deny rule and one with unknown fields must be left out", got.Endpoints)
+	}
+	if len(lost) != 3 {
+		t.Errorf("lost %q, want the deny rule's matchers and both endpoints named", lost)
+	}
+}

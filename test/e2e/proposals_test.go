@@ -133,7 +133,7 @@ func TestPolicyProposals(t *testing.T) {
 		now := &openshellv1alpha1.OpenShellPolicy{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pol), now)).To(Succeed())
 		g.Expect(now.Status.Advisor.Decisions).To(ContainElement(And(HaveField("Proposal", pypi),
-			HaveField("State", openshellv1alpha1.ProposalStateWaiting), HaveField("Message", ContainSubstring("not in effect")))))
+			HaveField("State", openshellv1alpha1.ProposalStateWaiting), HaveField("Message", ContainSubstring("not in force")))))
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	g.Expect(st.Gateway.Chunk(ws, name, pypi).GetStatus()).To(Equal("pending"))
 	release()

@@ -100,7 +100,7 @@ func (g *Gateway) checkScope(ctx context.Context, req any) error {
 	role := v01.WorkspaceRole_WORKSPACE_ROLE_USER
 	switch req.(type) {
 	case *v01.AddWorkspaceMemberRequest, *v01.RemoveWorkspaceMemberRequest, *v01.CreateSandboxTemplateRequest, *v01.DeleteSandboxTemplateRequest,
-		*v01.RejectDraftChunkRequest:
+		*v01.RejectDraftChunkRequest, *v01.UpdateConfigRequest:
 		role = v01.WorkspaceRole_WORKSPACE_ROLE_ADMIN
 	}
 	if sel.GetAllWorkspaces() != nil {
