@@ -40,6 +40,9 @@ import (
 // stream is per sandbox, and followed only while one moves).
 const advisorPoll = 30 * time.Second
 
+// closedRecheck is how soon drafts are read again after a close.
+const closedRecheck = time.Second
+
 // Bounds of what one policy's status lists (the API's MaxItems) and of the
 // agent-written text each proposal carries.
 const (
@@ -400,7 +403,7 @@ func clip(s string, n int) string {
 // An answer that the proposal is no longer open (decided meanwhile, or
 // closed by the gateway itself) leaves the decision Waiting: the next read
 // says what became of it.
-func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan advisorPlan) {
+func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan advisorPlan) (closedAny bool) {
 	for _, c := range plan.closes {
 		d := drafts[c.draft]
 		out := &plan.status.Decisions[c.decision]
@@ -412,7 +415,7 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 		}
 		switch code := grpcstatus.Code(err); code {
 		case codes.OK:
-			out.State, out.Message = openshellv1alpha1.ProposalStateClosed, ""
+			out.State, out.Message, closedAny = openshellv1alpha1.ProposalStateClosed, "", true
 			if r.Recorder != nil {
 				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed at the gateway", clip(c.chunk, 128))
 			}
@@ -422,6 +425,7 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 			out.State, out.Message = openshellv1alpha1.ProposalStateFailed, "closing the proposal at the gateway: "+status.Message(err)
 		}
 	}
+	return closedAny
 }
 
 // advisorCondition summarises the outcome on ProposalsSynced.
@@ -466,9 +470,14 @@ func (r *Reconciler) reconcileAdvisor(ctx context.Context, p *openshellv1alpha1.
 	}
 	drafts := r.readDrafts(ctx, p, users)
 	plan := planAdvisor(p, drafts)
-	r.closeProposals(ctx, drafts, plan)
+	closedAny := r.closeProposals(ctx, drafts, plan)
 	p.Status.Advisor = plan.status
 	s, reason, msg := advisorCondition(drafts, plan.status)
 	status.SetCondition(p, openshellv1alpha1.ConditionProposalsSynced, s, reason, msg)
+	if closedAny {
+		// A close moved the drafts on: read them again soon, so that
+		// status shows where they are now rather than after a poll.
+		return closedRecheck, nil
+	}
 	return advisorPoll, nil
 }

@@ -1,11 +1,16 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -202,5 +207,24 @@ func TestOneAgentCannotHideAnothersProposals(t *testing.T) {
 	}
 	if plan.status.Omitted != int32(3*maxProposals+1-maxProposals) {
 		t.Errorf("omitted %d", plan.status.Omitted)
+	}
+}
+
+// A listed proposal reads back from the API as it was written: otherwise
+// every poll would write it again.
+func TestProposalSurvivesARoundTrip(t *testing.T) {
+	c := pypiChunk("c1")
+	c.CreatedTime = timestamppb.New(time.Date(2026, 12, 7, 4, 0, 0, 123456789, time.UTC))
+	want := proposal("reviewer", c)
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got openshellv1alpha1.PolicyProposal
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("read back %+v, wrote %+v", got, want)
 	}
 }

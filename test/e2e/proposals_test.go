@@ -175,11 +175,32 @@ func TestPolicyProposals(t *testing.T) {
 		History [][2]string `json:"history"`
 	}
 	out := runPythonClient(ctx, t, st, tok.Token, ws, name)
+	draftReads := st.Gateway.LineCalls()["0.1 GetDraftPolicy"]
 	g.Expect(json.Unmarshal(out, &seen)).To(Succeed(), string(out))
 	g.Expect(seen.Drafts).To(HaveKeyWithValue(pypi, And(HaveField("Status", "rejected"),
 		HaveField("Reason", ContainSubstring("approved: adopted as rule pypi of OpenShellPolicy "+tenant+"/tools")))))
 	g.Expect(seen.Drafts).To(HaveKeyWithValue(evil, And(HaveField("Status", "rejected"), HaveField("Reason", "no paste sites: write results to the workspace"))))
 	g.Expect(seen.History).To(ContainElements([2]string{pypi, "proposed"}, [2]string{pypi, "rejected"}, [2]string{evil, "rejected"}))
+
+	// Steady state: once status shows the gateway's latest draft, a
+	// restarted operator reads the drafts again and writes nothing to the
+	// policy.
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pol), cur)).To(Succeed())
+		g.Expect(cur.Status.Advisor.Drafts).To(ConsistOf(HaveField("DraftVersion", BeEquivalentTo(st.Gateway.DraftVersion(ws, name)))))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	recsBefore, err := st.Reconciles()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.RestartManagerWith(nil)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		recs, err := st.Reconciles()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(recs["openshellpolicy"].Count).To(BeNumerically(">", recsBefore["openshellpolicy"].Count))
+		g.Expect(st.Gateway.LineCalls()["0.1 GetDraftPolicy"]).To(BeNumerically(">", draftReads))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	after := &openshellv1alpha1.OpenShellPolicy{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pol), after)).To(Succeed())
+	g.Expect(after.ResourceVersion).To(Equal(cur.ResourceVersion), "the policy was written in steady state: %+v", after.Status.Advisor)
 
 	// Turning the advisor off turns the setting off at the gateway.
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pol), cur)).To(Succeed())

@@ -212,3 +212,14 @@ func (g *Gateway) Chunk(workspace, sandbox, id string) *v01.PolicyChunk {
 	}
 	return nil
 }
+
+// DraftVersion returns a sandbox's draft version, for assertions.
+func (g *Gateway) DraftVersion(workspace, sandbox string) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, err := g.lookup(workspace, sandbox)
+	if err != nil || r.drafts == nil {
+		return 0
+	}
+	return r.drafts.version
+}
