@@ -20,9 +20,6 @@ import (
 	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/operator"
-	"github.com/openshell/openshell-operator/test/framework"
-	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
 )
 
@@ -42,22 +39,7 @@ func TestPolicyProposals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "adv-platform"), framework.CreateNamespace(ctx, t, c, "adv-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "adv-tenant")
-	certDir, caPEM, port := webhookServing(t)
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}, WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: operator.ControllerOptions{EnableWebhooks: true}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
-	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
-	const label = "openshell-e2e-proposals"
-	relabelOnly(ctx, g, tenant, label)
-	webhooksFor(ctx, t, label, caPEM, port, map[string]string{label: "true"})
-	installOLMAggregatedRoles(ctx, t)
-	bind(ctx, t, tenant, "tina", "openshell-tenant-admin")
-	bind(ctx, t, tenant, "eddie", "edit")
-	bind(ctx, t, tenant, "dave", "openshell-sandbox-user")
+	st, tenant := startPersonaStack(ctx, t, g, "adv")
 	admin, editor, consumer := as(t, "tina"), as(t, "eddie"), as(t, "dave")
 
 	// The Tenant Admin turns the advisor on; the consumer's sandbox uses

@@ -27,6 +27,33 @@ const (
 	claudeV2 = "mirror.corp/agents/claude@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 )
 
+// startPersonaStack starts a stack on a 0.1.5 test gateway watching a
+// platform, a sandbox and a tenant namespace named after prefix, with the
+// operator's webhooks admitting the tenant namespace, OLM's aggregated
+// roles, and the personas bound there with exactly their RBAC: tina
+// (openshell-tenant-admin), eddie (edit) and dave (openshell-sandbox-user).
+func startPersonaStack(ctx context.Context, t *testing.T, g Gomega, prefix string) (*stack.Stack, string) {
+	t.Helper()
+	c := cluster.Client
+	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, prefix+"-platform"), framework.CreateNamespace(ctx, t, c, prefix+"-sandboxes")
+	tenant := framework.CreateNamespace(ctx, t, c, prefix+"-tenant")
+	certDir, caPEM, port := webhookServing(t)
+	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
+		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}, WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
+			Controllers: operator.ControllerOptions{EnableWebhooks: true}}})
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
+	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
+	label := "openshell-e2e-" + prefix
+	relabelOnly(ctx, g, tenant, label)
+	webhooksFor(ctx, t, label, caPEM, port, map[string]string{label: "true"})
+	installOLMAggregatedRoles(ctx, t)
+	bind(ctx, t, tenant, "tina", "openshell-tenant-admin")
+	bind(ctx, t, tenant, "eddie", "edit")
+	bind(ctx, t, tenant, "dave", "openshell-sandbox-user")
+	return st, tenant
+}
+
 // relabelOnly adds label=true to a namespace, as a cluster admin.
 func relabelOnly(ctx context.Context, g Gomega, name, label string) {
 	ns := &corev1.Namespace{}
@@ -49,23 +76,7 @@ func TestSandboxTemplates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := cluster.Client
-	gwNS, sbNS := framework.CreateNamespace(ctx, t, c, "tmpl-platform"), framework.CreateNamespace(ctx, t, c, "tmpl-sandboxes")
-	tenant := framework.CreateNamespace(ctx, t, c, "tmpl-tenant")
-	certDir, caPEM, port := webhookServing(t)
-	st, err := stack.Start(ctx, cluster.Config, c, stack.Options{GatewayNamespace: gwNS, SandboxNamespace: sbNS,
-		Manager: operator.Options{WatchNamespaces: []string{gwNS, sbNS, tenant}, WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: certDir,
-			Controllers: operator.ControllerOptions{EnableWebhooks: true}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(st.Stop()).To(Succeed()) })
-	upgradeInPlace(ctx, g, st.Gateway, st.GatewayObj, "0.1.5")
-	// The operator's webhooks, for the tenant namespace.
-	const label = "openshell-e2e-templates"
-	relabelOnly(ctx, g, tenant, label)
-	webhooksFor(ctx, t, label, caPEM, port, map[string]string{label: "true"})
-	installOLMAggregatedRoles(ctx, t)
-	bind(ctx, t, tenant, "tina", "openshell-tenant-admin")
-	bind(ctx, t, tenant, "eddie", "edit")
-	bind(ctx, t, tenant, "dave", "openshell-sandbox-user")
+	st, tenant := startPersonaStack(ctx, t, g, "tmpl")
 	admin, editor, consumer := as(t, "tina"), as(t, "eddie"), as(t, "dave")
 	g.Expect(admin.Create(ctx, &openshellv1alpha1.OpenShellImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "mirror"},
 		Spec: openshellv1alpha1.OpenShellImagePolicySpec{AllowedMirrors: []string{"mirror.corp/agents"}}})).To(Succeed())

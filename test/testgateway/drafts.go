@@ -85,15 +85,24 @@ func (g *Gateway) updateSetting(in *v01.UpdateConfigRequest) (*v01.UpdateConfigR
 	return &v01.UpdateConfigResponse{Version: r.policyV, SettingsRevision: r.sb.Metadata.ResourceVersion}, nil
 }
 
+// advisorOf returns a sandbox's advisor state for assertions (nil: none);
+// the caller holds g.mu.
+func (g *Gateway) advisorOf(workspace, sandbox string) *drafts {
+	r, err := g.lookup(workspace, sandbox)
+	if err != nil {
+		return nil
+	}
+	return r.drafts
+}
+
 // Setting returns a sandbox's setting (nil: unset), for assertions.
 func (g *Gateway) Setting(workspace, sandbox, key string) *v01sandbox.SettingValue {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(workspace, sandbox)
-	if err != nil || r.drafts == nil {
-		return nil
+	if a := g.advisorOf(workspace, sandbox); a != nil {
+		return a.settings[key]
 	}
-	return r.drafts.settings[key]
+	return nil
 }
 
 // Propose plays the agent submitting a proposal through policy.local:
@@ -201,11 +210,11 @@ func (s *v01Server) GetDraftHistory(_ context.Context, in *v01.GetDraftHistoryRe
 func (g *Gateway) Chunk(workspace, sandbox, id string) *v01.PolicyChunk {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(workspace, sandbox)
-	if err != nil || r.drafts == nil {
+	a := g.advisorOf(workspace, sandbox)
+	if a == nil {
 		return nil
 	}
-	for _, c := range r.drafts.chunks {
+	for _, c := range a.chunks {
 		if c.Id == id {
 			return proto.Clone(c).(*v01.PolicyChunk)
 		}
@@ -217,9 +226,8 @@ func (g *Gateway) Chunk(workspace, sandbox, id string) *v01.PolicyChunk {
 func (g *Gateway) DraftVersion(workspace, sandbox string) uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, err := g.lookup(workspace, sandbox)
-	if err != nil || r.drafts == nil {
-		return 0
+	if a := g.advisorOf(workspace, sandbox); a != nil {
+		return a.version
 	}
-	return r.drafts.version
+	return 0
 }
