@@ -453,6 +453,9 @@ type DraftReference struct {
 	// DraftVersion is the gateway's draft version last read.
 	// +optional
 	DraftVersion int64 `json:"draftVersion,omitempty"`
+	// Pending counts the sandbox's pending proposals, listed or not.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
 }
 
 // ProposalState is where a decision stands.

@@ -68,8 +68,10 @@ type draft struct {
 	version        uint64
 	pending        []*openshellv1.PolicyChunk
 	// decided are the chunks, no longer pending, that decisions not yet
-	// closed name (read only for those: the draft keeps every chunk).
+	// closed name (read only for those: the draft keeps every chunk), and
+	// fullErr why that read failed.
 	decided map[string]*openshellv1.PolicyChunk
+	fullErr error
 	// err is why it could not be read; unsupported, that its gateway
 	// runs 0.0.x.
 	err         error
@@ -150,7 +152,7 @@ func (d *draft) read(ctx context.Context, conn *gatewayapi.Client, p *openshellv
 	d.version, d.pending = resp.GetDraftVersion(), resp.GetChunks()
 	unresolved := map[string]bool{}
 	for _, dec := range p.Spec.Advisor.Decisions {
-		if dec.Sandbox == d.sandbox.Name && !closed(p.Status.Advisor, dec) &&
+		if dec.Sandbox == d.sandbox.Name && !closed(p.Status.Advisor, dec) && !d.stillNotFound(p.Status.Advisor, dec) &&
 			!slices.ContainsFunc(d.pending, func(c *openshellv1.PolicyChunk) bool { return c.GetId() == dec.Proposal }) {
 			unresolved[dec.Proposal] = true
 		}
@@ -160,7 +162,9 @@ func (d *draft) read(ctx context.Context, conn *gatewayapi.Client, p *openshellv
 	}
 	all, err := get("")
 	if err != nil {
-		return err
+		// Only the decisions that needed it fail; the others go on.
+		d.fullErr = err
+		return nil
 	}
 	d.decided = map[string]*openshellv1.PolicyChunk{}
 	for _, c := range all.GetChunks() {
@@ -205,6 +209,19 @@ func planAdvisor(p *openshellv1alpha1.OpenShellPolicy, drafts []draft) advisorPl
 	return plan
 }
 
+// stillNotFound says a decision was NotFound at a draft version the
+// gateway still reports: nothing has moved there since, so the whole
+// draft is not read again for it (a mistyped ID would otherwise cost a
+// full read every poll).
+func (d *draft) stillNotFound(prev *openshellv1alpha1.PolicyAdvisorStatus, dec openshellv1alpha1.ProposalDecision) bool {
+	if prev == nil || previousOutcome(*prev, dec, openshellv1alpha1.ProposalOutcome{}).State != openshellv1alpha1.ProposalStateNotFound {
+		return false
+	}
+	return slices.ContainsFunc(prev.Drafts, func(r openshellv1alpha1.DraftReference) bool {
+		return r.Sandbox == d.sandbox.Name && r.GatewaySandbox == d.gatewaySandbox && r.DraftVersion == int64(d.version)
+	})
+}
+
 // decide is one decision's outcome, and the close it calls for (nil:
 // none). A Closed outcome is final. Pure.
 func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyAdvisorStatus, drafts []draft,
@@ -231,6 +248,10 @@ func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyA
 	}
 	c, ok := d.decided[dec.Proposal]
 	switch {
+	case !ok && d.stillNotFound(&prev, dec):
+		return previousOutcome(prev, dec, out), nil
+	case !ok && d.fullErr != nil:
+		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, status.Message(d.fullErr)
 	case !ok:
 		out.State, out.Message = openshellv1alpha1.ProposalStateNotFound, fmt.Sprintf("sandbox %s has no proposal %s", dec.Sandbox, dec.Proposal)
 	case c.GetStatus() == "approved" && dec.Decision == openshellv1alpha1.ProposalRejected:
@@ -246,7 +267,8 @@ func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyA
 			out.Message = "closed at the gateway: " + clip(r, maxText)
 		}
 	default:
-		out.State, out.Message = openshellv1alpha1.ProposalStateFailed, fmt.Sprintf("the gateway reports status %q", clip(c.GetStatus(), 64))
+		// Decided some way this operator does not know: final, and said.
+		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, fmt.Sprintf("the gateway reports status %q", clip(c.GetStatus(), 64))
 	}
 	return out, nil
 }
@@ -292,7 +314,7 @@ func listPending(p *openshellv1alpha1.OpenShellPolicy, drafts []draft, st *opens
 		}
 		if len(st.Drafts) < maxDrafts {
 			st.Drafts = append(st.Drafts, openshellv1alpha1.DraftReference{Sandbox: d.sandbox.Name, Gateway: d.gateway,
-				GatewaySandbox: d.gatewaySandbox, DraftVersion: int64(d.version)})
+				GatewaySandbox: d.gatewaySandbox, DraftVersion: int64(d.version), Pending: int32(len(d.pending))})
 		}
 		q := slices.DeleteFunc(slices.Clone(d.pending), func(c *openshellv1.PolicyChunk) bool { return decided[d.sandbox.Name+"/"+c.GetId()] })
 		slices.SortStableFunc(q, func(a, b *openshellv1.PolicyChunk) int {
@@ -429,7 +451,7 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 }
 
 // advisorCondition summarises the outcome on ProposalsSynced.
-func advisorCondition(drafts []draft, st *openshellv1alpha1.PolicyAdvisorStatus) (metav1.ConditionStatus, string, string) {
+func advisorCondition(drafts []draft, enabled bool, st *openshellv1alpha1.PolicyAdvisorStatus) (metav1.ConditionStatus, string, string) {
 	for _, d := range drafts {
 		if d.unsupported {
 			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnsupported,
@@ -445,6 +467,12 @@ func advisorCondition(drafts []draft, st *openshellv1alpha1.PolicyAdvisorStatus)
 			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonGatewayError, fmt.Sprintf("proposal %s of sandbox %s: %s", o.Proposal, o.Sandbox, o.Message)
 		case openshellv1alpha1.ProposalStateNotFound:
 			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnknownProposal, fmt.Sprintf("decision on proposal %s: %s", o.Proposal, o.Message)
+		}
+	}
+	for _, d := range drafts {
+		if d.sandbox.Status.ProposalsEnabled != enabled {
+			return metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonWaiting,
+				fmt.Sprintf("sandbox %s: %s is not %t at the gateway yet (its events say why)", d.sandbox.Name, "agent_policy_proposals_enabled", enabled)
 		}
 	}
 	for _, o := range st.Decisions {
@@ -472,7 +500,7 @@ func (r *Reconciler) reconcileAdvisor(ctx context.Context, p *openshellv1alpha1.
 	plan := planAdvisor(p, drafts)
 	closedAny := r.closeProposals(ctx, drafts, plan)
 	p.Status.Advisor = plan.status
-	s, reason, msg := advisorCondition(drafts, plan.status)
+	s, reason, msg := advisorCondition(drafts, p.Spec.Advisor.Enabled, plan.status)
 	status.SetCondition(p, openshellv1alpha1.ConditionProposalsSynced, s, reason, msg)
 	if closedAny {
 		// A close moved the drafts on: read them again soon, so that

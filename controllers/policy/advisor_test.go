@@ -45,6 +45,7 @@ func advisorPolicy(adopt bool, decisions ...openshellv1alpha1.ProposalDecision) 
 // one (inEffect) or an older one.
 func running(name string, p *openshellv1alpha1.OpenShellPolicy, inEffect bool) *openshellv1alpha1.OpenShellSandbox {
 	sb := sandbox(ns, name, p.Name)
+	sb.Status.ProposalsEnabled = name != "new"
 	sb.Status.SandboxID, sb.Status.Gateway, sb.Status.GatewaySandboxName = "id-"+name, "openshell/gw", "gw-"+name
 	sb.Status.AppliedPolicyHash = "older"
 	if inEffect {
@@ -72,6 +73,7 @@ func TestPlanAdvisor(t *testing.T) {
 		// absent: the sandbox is not among those read (being recreated).
 		absent  bool
 		readErr error
+		fullErr error
 		// want: the closes' reasons (substring), the outcome state and
 		// message (substring), the proposals listed.
 		closes    []string
@@ -107,6 +109,10 @@ func TestPlanAdvisor(t *testing.T) {
 			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "approved"}}, closes: []string{"use the mirror"}, state: openshellv1alpha1.ProposalStateWaiting},
 		{name: "an approval of a proposal approved at the gateway is not undone", p: advisorPolicy(true, approve), inEffect: true,
 			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "approved"}}, state: openshellv1alpha1.ProposalStateClosed, message: "approved at the gateway directly"},
+		{name: "a failed full read fails the decision that needed it", p: advisorPolicy(false, reject), fullErr: errors.New("too large"),
+			state: openshellv1alpha1.ProposalStateFailed, message: "too large"},
+		{name: "a status the operator does not know is final, and said", p: advisorPolicy(false, reject),
+			decided: map[string]*openshellv1.PolicyChunk{"c1": {Id: "c1", Status: "superseded"}}, state: openshellv1alpha1.ProposalStateClosed, message: "superseded"},
 		{name: "an approval waits until the supervisor has loaded the rule", p: advisorPolicy(true, approve),
 			pending: []*openshellv1.PolicyChunk{pypiChunk("c1")}, appliedNotLoaded: true, state: openshellv1alpha1.ProposalStateWaiting, message: "not in force"},
 		{name: "an unreadable draft fails the decision, not the others' listing", p: advisorPolicy(false, reject), readErr: errors.New("unavailable"),
@@ -119,7 +125,7 @@ func TestPlanAdvisor(t *testing.T) {
 			}
 			tc.p.Status.Advisor = &openshellv1alpha1.PolicyAdvisorStatus{Decisions: tc.prev}
 			drafts := []draft{{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, pending: tc.pending,
-				decided: tc.decided, err: tc.readErr}}
+				decided: tc.decided, err: tc.readErr, fullErr: tc.fullErr}}
 			if tc.absent {
 				drafts = nil
 			}
@@ -181,11 +187,13 @@ func TestAdvisorCondition(t *testing.T) {
 		{"an unreadable draft", []draft{{sandbox: sb, err: errors.New("down")}}, openshellv1alpha1.PolicyAdvisorStatus{}, metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonGatewayError},
 		{"an unknown proposal", []draft{{sandbox: sb}}, openshellv1alpha1.PolicyAdvisorStatus{Decisions: []openshellv1alpha1.ProposalOutcome{{State: openshellv1alpha1.ProposalStateNotFound}}},
 			metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonUnknownProposal},
+		{"the setting not in place yet", []draft{{sandbox: running("new", advisorPolicy(false), false)}}, openshellv1alpha1.PolicyAdvisorStatus{},
+			metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonWaiting},
 		{"a rule not in effect yet", []draft{{sandbox: sb}}, openshellv1alpha1.PolicyAdvisorStatus{Decisions: []openshellv1alpha1.ProposalOutcome{{State: openshellv1alpha1.ProposalStateWaiting}}},
 			metav1.ConditionFalse, openshellv1alpha1.ProposalsReasonWaiting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, reason, _ := advisorCondition(tc.drafts, &tc.st)
+			s, reason, _ := advisorCondition(tc.drafts, true, &tc.st)
 			if s != tc.want || reason != tc.reason {
 				t.Errorf("got %s/%s, want %s/%s", s, reason, tc.want, tc.reason)
 			}
@@ -226,5 +234,24 @@ func TestProposalSurvivesARoundTrip(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("read back %+v, wrote %+v", got, want)
+	}
+}
+
+// A decision on a proposal the sandbox never had is not read for again
+// until its draft moves.
+func TestNotFoundIsNotReadAgainUntilTheDraftMoves(t *testing.T) {
+	dec := openshellv1alpha1.ProposalDecision{Proposal: "typo", Sandbox: "reviewer", Decision: openshellv1alpha1.ProposalRejected}
+	p := advisorPolicy(false, dec)
+	sb := running("reviewer", p, true)
+	p.Status.Advisor = &openshellv1alpha1.PolicyAdvisorStatus{
+		Drafts:    []openshellv1alpha1.DraftReference{{Sandbox: "reviewer", GatewaySandbox: sb.Status.GatewaySandboxName, DraftVersion: 7}},
+		Decisions: []openshellv1alpha1.ProposalOutcome{{Proposal: "typo", Sandbox: "reviewer", State: openshellv1alpha1.ProposalStateNotFound}}}
+	d := draft{sandbox: sb, gatewaySandbox: sb.Status.GatewaySandboxName, version: 7}
+	if !d.stillNotFound(p.Status.Advisor, dec) {
+		t.Error("read again at the same draft version")
+	}
+	d.version = 8
+	if d.stillNotFound(p.Status.Advisor, dec) {
+		t.Error("not read again after the draft moved")
 	}
 }

@@ -8,6 +8,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,8 +100,9 @@ const countSettle = 5 * time.Second
 // old object of the update event).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		// Its own status writes are not changes to act on (the advisor polls).
-		For(&openshellv1alpha1.OpenShellPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Its own status writes are not changes to act on (the advisor
+		// polls); a finalizer taken off is (the deletion backstop).
+		For(&openshellv1alpha1.OpenShellPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, finalizersChanged))).
 		Named("openshellpolicy").
 		// The sandbox count is a summary: a burst of sandboxes becomes one
 		// status write per policy per countSettle, not one per sandbox.
@@ -149,4 +151,11 @@ func (r *Reconciler) advisorPolicyOf(ctx context.Context, o client.Object) []rec
 		}
 	}
 	return out
+}
+
+// finalizersChanged passes updates that change the object's finalizers.
+var finalizersChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+	},
 }

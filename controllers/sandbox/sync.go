@@ -389,6 +389,13 @@ func (r *Reconciler) applyPolicy(ctx context.Context, conn *gatewayapi.Client, s
 		return false, outcome{}, fmt.Errorf("update policy: %w", err)
 	}
 	sb.Status.AppliedPolicyHash, sb.Status.PolicyVersion = d.policyHash, int64(resp.Version)
+	// Loaded is for the supervisor to say again (observePolicyLoad): a
+	// reconcile that stops before it must not leave the old version's True
+	// beside the new hash (the policy advisor reads them together).
+	if meta.FindStatusCondition(sb.Status.Conditions, openshellv1alpha1.SandboxConditionPolicyLoaded) != nil {
+		status.SetCondition(sb, openshellv1alpha1.SandboxConditionPolicyLoaded, metav1.ConditionUnknown, openshellv1alpha1.SandboxReasonPolicyLoadPending,
+			fmt.Sprintf("policy version %d applied; waiting for the supervisor to load it", resp.Version))
+	}
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "PolicyApplied", "UpdateConfig", "policy version %d applied in place", resp.Version)
 	return true, outcome{}, nil
 }
@@ -407,14 +414,13 @@ func (r *Reconciler) applyProposalsSetting(ctx context.Context, conn *gatewayapi
 	}
 	_, err := conn.UpdateConfig(ctx, &openshellv1.UpdateConfigRequest{Sandbox: d.name, WorkspaceScope: gatewayapi.Workspace(d.workspace),
 		SettingKey: proposalsSetting, SettingValue: &sandboxv1.SettingValue{Value: &sandboxv1.SettingValue_BoolValue{BoolValue: d.proposals}}})
-	if c := grpcstatus.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition {
-		// The advisor is an extra: a refusal is said, and the sandbox's
-		// own sync goes on (tried again at its next reconcile).
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "ProposalsSettingRefused", "UpdateConfig", "the gateway refused %s=%t: %s",
-			proposalsSetting, d.proposals, clipNote(grpcstatus.Convert(err).Message()))
+	if err != nil {
+		// The advisor is an extra: a failure is said (and shows on the
+		// policy as the setting not in place), and the sandbox's own sync
+		// goes on; the setting is tried again at its next reconcile.
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "ProposalsSettingFailed", "UpdateConfig", "setting %s=%t: %s: %s",
+			proposalsSetting, d.proposals, grpcstatus.Code(err), clipNote(grpcstatus.Convert(err).Message()))
 		return false, outcome{}, nil
-	} else if err != nil {
-		return false, outcome{}, fmt.Errorf("set %s: %w", proposalsSetting, err)
 	}
 	sb.Status.ProposalsEnabled = d.proposals
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "ProposalsSettingApplied", "UpdateConfig", "%s set to %t", proposalsSetting, d.proposals)

@@ -61,7 +61,27 @@ func TestRuleLeavesOutWhatItCannotJudge(t *testing.T) {
 	if len(got.Endpoints) != 1 || got.Endpoints[0].Host != "ok.example.com" {
 		t.Fatalf("endpoints %+v: one with a matcher-only deny rule and one with unknown fields must be left out", got.Endpoints)
 	}
-	if len(lost) != 3 {
-		t.Errorf("lost %q, want the deny rule's matchers and both endpoints named", lost)
+	if len(lost) != 2 {
+		t.Errorf("lost %q, want both endpoints named", lost)
+	}
+
+	// An allow rule without its allow, and an access preset of a later
+	// release, cannot be judged either.
+	got, _ = Rule("r", &sandboxv1.NetworkPolicyRule{Name: "r", Endpoints: []*sandboxv1.NetworkEndpoint{
+		known,
+		{Host: "nil-allow.example.com", Port: 443, Protocol: "rest", Rules: []*sandboxv1.L7Rule{{}}},
+		{Host: "later.example.com", Port: 443, Access: sandboxv1.NetworkAccessPreset(42)},
+	}})
+	if len(got.Endpoints) != 1 || got.Endpoints[0].Host != "ok.example.com" {
+		t.Errorf("endpoints %+v: an empty allow rule would allow everything, an unknown preset is unknown", got.Endpoints)
+	}
+
+	// A binary with fields of a later release may have narrowed the rule:
+	// nothing is shown.
+	bin := &sandboxv1.NetworkBinary{Path: "/usr/bin/pip"}
+	bin.ProtoReflect().SetUnknown([]byte{0x98, 0x06, 0x01})
+	got, lost = Rule("r", &sandboxv1.NetworkPolicyRule{Name: "r", Endpoints: []*sandboxv1.NetworkEndpoint{known}, Binaries: []*sandboxv1.NetworkBinary{bin}})
+	if len(got.Endpoints) != 0 || len(got.Binaries) != 0 || len(lost) != 1 {
+		t.Errorf("rule %+v, lost %q: a rule with unknown binary fields must not be shown", got, lost)
 	}
 }
