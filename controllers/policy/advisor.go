@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -264,11 +263,11 @@ func decide(p *openshellv1alpha1.OpenShellPolicy, prev openshellv1alpha1.PolicyA
 	case c.GetStatus() == "rejected":
 		out.State = openshellv1alpha1.ProposalStateClosed
 		if r := c.GetRejectionReason(); r != rejectReason(p, dec) && !strings.HasPrefix(r, approvedPrefix) {
-			out.Message = "closed at the gateway: " + clip(r, maxText)
+			out.Message = "closed at the gateway: " + status.Clip(r, maxText, "…")
 		}
 	default:
 		// Decided some way this operator does not know: final, and said.
-		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, fmt.Sprintf("the gateway reports status %q", clip(c.GetStatus(), 64))
+		out.State, out.Message = openshellv1alpha1.ProposalStateClosed, fmt.Sprintf("the gateway reports status %q", status.Clip(c.GetStatus(), 64, "…"))
 	}
 	return out, nil
 }
@@ -387,14 +386,14 @@ func approveReason(p *openshellv1alpha1.OpenShellPolicy, dec openshellv1alpha1.P
 	if dec.Reason != "" {
 		msg += ". " + dec.Reason
 	}
-	return clip(msg, maxText)
+	return status.Clip(msg, maxText, "…")
 }
 
 // proposal renders a pending chunk for status.
 func proposal(sandbox string, c *openshellv1.PolicyChunk) openshellv1alpha1.PolicyProposal {
-	out := openshellv1alpha1.PolicyProposal{ID: c.GetId(), Sandbox: sandbox, RuleName: clip(c.GetRuleName(), 253),
-		Binary: clip(c.GetBinary(), maxText), Rationale: clip(c.GetRationale(), maxText), SecurityNotes: clip(c.GetSecurityNotes(), maxText),
-		ValidationResult: clip(c.GetValidationResult(), maxText), HitCount: c.GetHitCount()}
+	out := openshellv1alpha1.PolicyProposal{ID: c.GetId(), Sandbox: sandbox, RuleName: status.Clip(c.GetRuleName(), 253, "…"),
+		Binary: status.Clip(c.GetBinary(), maxText, "…"), Rationale: status.Clip(c.GetRationale(), maxText, "…"), SecurityNotes: status.Clip(c.GetSecurityNotes(), maxText, "…"),
+		ValidationResult: status.Clip(c.GetValidationResult(), maxText, "…"), HitCount: c.GetHitCount()}
 	if t := c.GetCreatedTime(); t != nil {
 		// Whole seconds, as the API stores it: a finer time would differ
 		// from what was read back and write on every poll.
@@ -406,19 +405,8 @@ func proposal(sandbox string, c *openshellv1.PolicyChunk) openshellv1alpha1.Poli
 	} else {
 		lost = append(lost, "the rule (too large to list: read it at the gateway)")
 	}
-	out.NotExpressible = clip(strings.Join(lost, "; "), maxText)
+	out.NotExpressible = status.Clip(strings.Join(lost, "; "), maxText, "…")
 	return out
-}
-
-// clip bounds agent-written text at n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // closeProposals carries out the plan's closes, recording each outcome.
@@ -439,7 +427,7 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 		case codes.OK:
 			out.State, out.Message, closedAny = openshellv1alpha1.ProposalStateClosed, "", true
 			if r.Recorder != nil {
-				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed at the gateway", clip(c.chunk, 128))
+				r.Recorder.Eventf(d.sandbox, nil, "Normal", "ProposalClosed", "RejectDraftChunk", "proposal %s closed at the gateway", status.Clip(c.chunk, 128, "…"))
 			}
 		case codes.FailedPrecondition, codes.NotFound:
 			out.State, out.Message = openshellv1alpha1.ProposalStateWaiting, "the gateway answered "+code.String()+": read again at the next poll"

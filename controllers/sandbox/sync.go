@@ -419,21 +419,12 @@ func (r *Reconciler) applyProposalsSetting(ctx context.Context, conn *gatewayapi
 		// policy as the setting not in place), and the sandbox's own sync
 		// goes on; the setting is tried again at its next reconcile.
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "ProposalsSettingFailed", "UpdateConfig", "setting %s=%t: %s: %s",
-			proposalsSetting, d.proposals, grpcstatus.Code(err), clipNote(grpcstatus.Convert(err).Message()))
+			proposalsSetting, d.proposals, grpcstatus.Code(err), status.Clip(grpcstatus.Convert(err).Message(), 512, "…"))
 		return false, outcome{}, nil
 	}
 	sb.Status.ProposalsEnabled = d.proposals
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, "ProposalsSettingApplied", "UpdateConfig", "%s set to %t", proposalsSetting, d.proposals)
 	return false, outcome{}, nil
-}
-
-// clipNote bounds gateway text put in an event note (the API refuses
-// notes over 1 KiB).
-func clipNote(s string) string {
-	if len(s) <= 512 {
-		return s
-	}
-	return strings.ToValidUTF8(s[:512], "") + "…"
 }
 
 // reconcileProviders attaches and detaches providers to match the spec.

@@ -48,15 +48,20 @@ func SetCondition(o Object, typ string, s metav1.ConditionStatus, reason, msg st
 // would make every status write of the object fail.
 const maxMessage = 4096
 
-func truncate(msg string) string {
-	if len(msg) <= maxMessage {
-		return msg
+func truncate(msg string) string { return Clip(msg, maxMessage, "… (truncated)") }
+
+// Clip bounds s at n bytes, cut on a rune boundary and ending in mark when
+// cut: for text from gateways and agents put in conditions, status fields
+// and event notes, whose size the API bounds.
+func Clip(s string, n int, mark string) string {
+	if len(s) <= n {
+		return s
 	}
-	cut := maxMessage - len("… (truncated)")
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return msg[:cut] + "… (truncated)"
+	return s[:cut] + mark
 }
 
 // Patch writes o's status if it differs from orig's, with a merge patch

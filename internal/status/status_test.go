@@ -152,6 +152,25 @@ func TestLongMessagesAreTruncated(t *testing.T) {
 	}
 }
 
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefg…"},
+		// "é" is two bytes: a cut inside one moves back to its start.
+		{strings.Repeat("é", 6), 10, "ééé…"},
+	} {
+		got := Clip(tc.in, tc.n, "…")
+		if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q (%d bytes), want %q", tc.in, tc.n, got, len(got), tc.want)
+		}
+	}
+}
+
 func TestMessageDropsTheConflictsResourceVersion(t *testing.T) {
 	err := fmt.Errorf("apply X: %w", errors.New(`Operation cannot be fulfilled on x "y": the object has been modified; please apply your changes to the latest version and try again`))
 	if got := Message(err); got != `apply X: Operation cannot be fulfilled on x "y": conflict, retrying` {
