@@ -157,7 +157,7 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 		{"OpenShellGateway", &gateway.Reconciler{Client: c, APIReader: api, Preflight: store, Recorder: rec, Gateways: gateways, Issuer: opts.Issuer, Catalog: catalog,
 			Images: opts.Images, Proxy: opts.Proxy, TrustRoots: opts.TrustRoots, SCCRecheck: opts.SCCRecheck, PKI: opts.PKI, Clock: opts.Clock, Platform: opts.Platform}},
 		{"OpenShellImagePolicy", &imagepolicyctrl.Reconciler{Client: c, APIReader: api, Policies: policies}},
-		{"OpenShellPolicy", &policy.Reconciler{Client: c, Gateways: gateways, Recorder: rec}},
+		{"OpenShellPolicy", &policy.Reconciler{Client: c, Gateways: gateways, Recorder: rec, Platform: opts.Platform}},
 		{"paired namespaces", &pairedns.Reconciler{Client: c, APIReader: api, SecretMetadata: secretMeta, Platform: opts.Platform, AllNamespaces: len(watch) == 0,
 			ReleaseGrace: opts.PairedReleaseGrace, Preflight: store, Recorder: rec}},
 		{"OpenShellProvider", &provider.Reconciler{Client: c, APIReader: api, Gateways: gateways, Recorder: rec,

@@ -21,8 +21,10 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/sandboxcontrols"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // The policy advisor, CR-first. The gateway keeps each sandbox's draft
@@ -60,7 +62,10 @@ const (
 
 // draft is what was read of one sandbox's draft at its gateway.
 type draft struct {
-	sandbox        *openshellv1alpha1.OpenShellSandbox
+	sandbox *openshellv1alpha1.OpenShellSandbox
+	// conn reaches its gateway (nil when err says why not); the closes of
+	// this reconcile use it too.
+	conn           *gatewayapi.Client
 	gateway        string
 	gatewaySandbox string
 	workspace      string
@@ -97,13 +102,23 @@ type advisorPlan struct {
 // run at a gateway, those the advisor is or was on for, or that a decision
 // names. With the advisor off and no decisions pending, none is read.
 func (r *Reconciler) advisorUsers(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy) ([]openshellv1alpha1.OpenShellSandbox, error) {
+	theDefault := false
+	if p.Spec.Default {
+		// As the sandbox controller decides it: only the namespace's one
+		// default applies to sandboxes that name none.
+		def, err := r.namespaceDefault(ctx, p.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		theDefault = def != nil && def.Name == p.Name
+	}
 	list := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
 		return nil, fmt.Errorf("list sandboxes of namespace %s: %w", p.Namespace, err)
 	}
 	out := slices.DeleteFunc(list.Items, func(sb openshellv1alpha1.OpenShellSandbox) bool {
 		ref := sb.Spec.PolicyRef
-		uses := (ref != nil && ref.Name == p.Name) || (ref == nil && p.Spec.Default)
+		uses := (ref != nil && ref.Name == p.Name) || (ref == nil && theDefault)
 		named := slices.ContainsFunc(p.Spec.Advisor.Decisions, func(d openshellv1alpha1.ProposalDecision) bool { return d.Sandbox == sb.Name })
 		wanted := p.Spec.Advisor.Enabled || sb.Status.ProposalsEnabled || named
 		return !uses || !wanted || !sb.DeletionTimestamp.IsZero() || sb.Status.SandboxID == "" || sb.Status.Gateway == ""
@@ -112,21 +127,34 @@ func (r *Reconciler) advisorUsers(ctx context.Context, p *openshellv1alpha1.Open
 	return out, nil
 }
 
+// namespaceDefault is the namespace's one default policy (nil: none, or
+// several, when sandboxes naming none are refused).
+func (r *Reconciler) namespaceDefault(ctx context.Context, ns string) (*openshellv1alpha1.OpenShellPolicy, error) {
+	list := &openshellv1alpha1.OpenShellPolicyList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list policies of namespace %s: %w", ns, err)
+	}
+	def, _ := sandboxcontrols.NamespaceDefaults(list.Items)
+	return def, nil
+}
+
 // readDrafts reads the pending proposals of each sandbox at its gateway
 // and, for a decision not yet closed whose proposal is no longer pending,
 // what became of it.
-func (r *Reconciler) readDrafts(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy, users []openshellv1alpha1.OpenShellSandbox) []draft {
+func (r *Reconciler) readDrafts(ctx context.Context, p *openshellv1alpha1.OpenShellPolicy, ns tenancy.Namespace,
+	users []openshellv1alpha1.OpenShellSandbox) []draft {
 	out := make([]draft, 0, len(users))
 	for i := range users {
 		sb := &users[i]
 		d := draft{sandbox: sb, gateway: sb.Status.Gateway, gatewaySandbox: sb.Status.GatewaySandboxName, workspace: sb.Status.Workspace}
-		conn, err := r.connect(ctx, sb.Status.Gateway)
+		conn, err := r.connect(ctx, sb.Status.Gateway, ns)
 		switch {
 		case err != nil:
 			d.err = err
 		case conn.Line != gatewayline.V01:
 			d.unsupported = true
 		default:
+			d.conn = conn
 			d.err = d.read(ctx, conn, p)
 		}
 		out = append(out, d)
@@ -174,15 +202,23 @@ func (d *draft) read(ctx context.Context, conn *gatewayapi.Client, p *openshellv
 	return nil
 }
 
-// connect returns a client for the gateway named namespace/name.
-func (r *Reconciler) connect(ctx context.Context, key string) (*gatewayapi.Client, error) {
-	ns, name, ok := strings.Cut(key, "/")
+// connect returns a client for the gateway named namespace/name, when the
+// policy's namespace (ns) may still use it: the operator never dials a
+// gateway it does not serve, nor one the namespace lost access to, on a
+// tenant's behalf (as the sandbox and template controllers decide it).
+func (r *Reconciler) connect(ctx context.Context, key string, ns tenancy.Namespace) (*gatewayapi.Client, error) {
+	gwNS, name, ok := strings.Cut(key, "/")
 	if !ok {
 		return nil, fmt.Errorf("gateway %q is not namespace/name", key)
 	}
 	gw := &openshellv1alpha1.OpenShellGateway{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gwNS, Name: name}, gw); err != nil {
 		return nil, fmt.Errorf("get gateway %s: %w", key, err)
+	}
+	if why, err := r.Platform.Access(ctx, r.Client, gw, ns); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, fmt.Errorf("gateway %s: %s", key, why)
 	}
 	return r.Gateways.Connect(ctx, gw)
 }
@@ -417,12 +453,9 @@ func (r *Reconciler) closeProposals(ctx context.Context, drafts []draft, plan ad
 	for _, c := range plan.closes {
 		d := drafts[c.draft]
 		out := &plan.status.Decisions[c.decision]
-		conn, err := r.connect(ctx, d.gateway)
-		if err == nil {
-			_, err = conn.RejectDraftChunk(ctx, &openshellv1.RejectDraftChunkRequest{Sandbox: d.gatewaySandbox, ChunkId: c.chunk,
-				Reason: c.reason, WorkspaceScope: gatewayapi.Workspace(d.workspace),
-				RequestId: sandboxspec.RequestID(&openshellv1.RejectDraftChunkRequest{ChunkId: c.chunk, Reason: c.reason}, d.gatewaySandbox)})
-		}
+		_, err := d.conn.RejectDraftChunk(ctx, &openshellv1.RejectDraftChunkRequest{Sandbox: d.gatewaySandbox, ChunkId: c.chunk,
+			Reason: c.reason, WorkspaceScope: gatewayapi.Workspace(d.workspace),
+			RequestId: sandboxspec.RequestID(&openshellv1.RejectDraftChunkRequest{ChunkId: c.chunk, Reason: c.reason}, d.gatewaySandbox)})
 		switch code := grpcstatus.Code(err); code {
 		case codes.OK:
 			out.State, out.Message, closedAny = openshellv1alpha1.ProposalStateClosed, "", true
@@ -484,7 +517,11 @@ func (r *Reconciler) reconcileAdvisor(ctx context.Context, p *openshellv1alpha1.
 	if err != nil {
 		return 0, err
 	}
-	drafts := r.readDrafts(ctx, p, users)
+	ns, _, err := tenancy.ReadNamespace(ctx, r.Client, p.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	drafts := r.readDrafts(ctx, p, ns, users)
 	plan := planAdvisor(p, drafts)
 	closedAny := r.closeProposals(ctx, drafts, plan)
 	p.Status.Advisor = plan.status

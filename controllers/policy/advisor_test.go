@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 func pypiRule(name string) openshellv1alpha1.NetworkPolicyRule {
@@ -253,5 +256,49 @@ func TestNotFoundIsNotReadAgainUntilTheDraftMoves(t *testing.T) {
 	d.version = 8
 	if d.stillNotFound(p.Status.Advisor, dec) {
 		t.Error("not read again after the draft moved")
+	}
+}
+
+// The advisor dials a sandbox's gateway only while the policy's namespace
+// may use it: never a gateway the operator does not serve (a tenant's own,
+// whose endpoint the tenant chooses). A nil resolver proves no dial.
+func TestAdvisorDialsOnlyGatewaysTheNamespaceMayUse(t *testing.T) {
+	e := newEnv(t,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}},
+		&openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"}},
+		&openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gw"}})
+	r := &Reconciler{Client: e.c, Platform: tenancy.Platform{GatewayNamespaces: []string{"platform"}}}
+	tenant, _, err := tenancy.ReadNamespace(context.Background(), e.c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{ns + "/own", "platform/gw"} {
+		if _, err := r.connect(context.Background(), key, tenant); err == nil || !strings.Contains(err.Error(), "gateway "+key) {
+			t.Errorf("connect(%s) = %v, want a refusal naming the gateway", key, err)
+		}
+	}
+}
+
+// Only the namespace's one default policy reads the sandboxes that name
+// none, as the sandbox controller decides which policy they run under.
+func TestAdvisorReadsRefLessSandboxesForTheOneDefaultOnly(t *testing.T) {
+	def := advisorPolicy(false)
+	def.Spec.Default = true
+	sb := running("refless", def, true)
+	sb.Spec.PolicyRef = nil
+	e := newEnv(t, def, sb)
+	r := &Reconciler{Client: e.c}
+	users, err := r.advisorUsers(context.Background(), def)
+	if err != nil || len(users) != 1 {
+		t.Fatalf("the one default reads %d sandboxes (%v), want 1", len(users), err)
+	}
+	second := policy("other")
+	second.Spec.Default = true
+	if err := e.c.Create(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	if users, err = r.advisorUsers(context.Background(), def); err != nil || len(users) != 0 {
+		t.Errorf("with two defaults %d sandboxes are read (%v), want none: they run under neither", len(users), err)
 	}
 }

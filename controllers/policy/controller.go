@@ -29,6 +29,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/index"
 	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // Finalizer keeps a referenced policy until no sandbox uses it.
@@ -44,6 +45,8 @@ type Reconciler struct {
 	// Gateways reaches the gateways of the policy's sandboxes (the advisor).
 	Gateways *gwconn.Resolver
 	Recorder events.EventRecorder
+	// Platform decides which gateways the policy's namespace may use.
+	Platform tenancy.Platform
 }
 
 // Reconcile updates the usage count and the finalizer.
@@ -135,22 +138,16 @@ var appliedPolicyChanged = predicate.Funcs{
 }
 
 // advisorPolicyOf maps a sandbox to the policy whose advisor reads it: the
-// one it names, or its namespace's default policies when it names none.
+// one it names, or its namespace's one default when it names none.
 func (r *Reconciler) advisorPolicyOf(ctx context.Context, o client.Object) []reconcile.Request {
 	if ref := o.(*openshellv1alpha1.OpenShellSandbox).Spec.PolicyRef; ref != nil {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 	}
-	list := &openshellv1alpha1.OpenShellPolicyList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	def, err := r.namespaceDefault(ctx, o.GetNamespace())
+	if err != nil || def == nil || def.Spec.Advisor == nil {
 		return nil
 	}
-	var out []reconcile.Request
-	for _, p := range list.Items {
-		if p.Spec.Default && p.Spec.Advisor != nil {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-		}
-	}
-	return out
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(def)}}
 }
 
 // finalizersChanged passes updates that change the object's finalizers.
