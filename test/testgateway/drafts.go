@@ -38,11 +38,13 @@ type drafts struct {
 	settings map[string]*v01sandbox.SettingValue
 	chunks   []*v01.PolicyChunk
 	version  uint64
+	// decided is when each decided chunk was decided, by ID.
+	decided map[string]*timestamppb.Timestamp
 }
 
 func (r *sandboxRow) advisor() *drafts {
 	if r.drafts == nil {
-		r.drafts = &drafts{settings: map[string]*v01sandbox.SettingValue{}}
+		r.drafts = &drafts{settings: map[string]*v01sandbox.SettingValue{}, decided: map[string]*timestamppb.Timestamp{}}
 	}
 	return r.drafts
 }
@@ -176,7 +178,7 @@ func (s *v01Server) RejectDraftChunk(_ context.Context, in *v01.RejectDraftChunk
 			return nil, status.Errorf(codes.FailedPrecondition, "chunk status is '%s', expected 'pending' or 'approved'", c.Status)
 		}
 		c.Status, c.RejectionReason = "rejected", in.GetReason()
-		s.g.decided[c.Id] = timestamppb.Now()
+		r.drafts.decided[c.Id] = timestamppb.Now()
 		r.drafts.version++
 		return &v01.RejectDraftChunkResponse{}, nil
 	}
@@ -194,10 +196,11 @@ func (s *v01Server) GetDraftHistory(_ context.Context, in *v01.GetDraftHistoryRe
 		return nil, err
 	}
 	out := &v01.GetDraftHistoryResponse{}
-	for _, c := range r.advisor().chunks {
+	a := r.advisor()
+	for _, c := range a.chunks {
 		out.Entries = append(out.Entries, &v01.DraftHistoryEntry{EventType: "proposed", ChunkId: c.Id, EventTime: c.CreatedTime,
 			Description: fmt.Sprintf("Rule '%s' proposed", c.RuleName)})
-		if at, ok := s.g.decided[c.Id]; ok {
+		if at, ok := a.decided[c.Id]; ok {
 			out.Entries = append(out.Entries, &v01.DraftHistoryEntry{EventType: c.Status, ChunkId: c.Id, EventTime: at,
 				Description: fmt.Sprintf("Rule '%s' %s", c.RuleName, c.Status)})
 		}

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
@@ -123,9 +122,8 @@ type Gateway struct {
 	created     int
 	requestIDs  []string
 	unavailable bool
-	// chunkSeq numbers draft chunks; decided is when each was decided.
+	// chunkSeq numbers draft chunks, gateway-wide as the release's IDs are.
 	chunkSeq int
-	decided  map[string]*timestamppb.Timestamp
 	delay    time.Duration
 	failNext map[string]codes.Code
 	holdNext map[string]hold
@@ -198,7 +196,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
 		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{},
-		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}, decided: map[string]*timestamppb.Timestamp{}}
+		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
