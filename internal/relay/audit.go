@@ -18,9 +18,16 @@ import (
 // Session is what one request does: who, on which sandbox, what.
 type Session struct {
 	User, Namespace, Sandbox, Subresource string
-	// Command is the command an exec runs (never its input or output).
+	// Command is the command an exec runs, or a proxy request's method
+	// and PORT/PATH (never input, output or a query).
 	Command []string
 }
+
+// evented says whether the session's start and end are Events on the
+// sandbox as well as log lines. Not a proxy request's: one page load is
+// dozens of them, each its own Event series, which would bury the
+// namespace's other Events; the relay's log keeps every one.
+func (s Session) evented() bool { return s.Subresource != SubresourceProxy }
 
 // Auditor records sessions: a structured log line and an Event on the
 // sandbox when one starts and when it ends. No Secret value or token is
@@ -47,7 +54,7 @@ type Record struct {
 func (a Auditor) Start(_ context.Context, sb *openshellv1alpha1.OpenShellSandbox, s Session) *Record {
 	r := &Record{a: a, sb: sb, session: s, started: time.Now(), id: sessionID()}
 	a.Log.Info("session started", "session", r.id, "user", s.User, "namespace", s.Namespace, "sandbox", s.Sandbox, "subresource", s.Subresource, "command", s.Command)
-	if a.Recorder != nil {
+	if a.Recorder != nil && s.evented() {
 		a.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionStarted, r.action(), "%s",
 			capNote(fmt.Sprintf("%s started %s%s (session %s)", s.User, s.Subresource, commandSuffix(s.Command), r.id)))
 	}
@@ -78,7 +85,7 @@ func (r *Record) End(exitCode int, err error) {
 		kv = append(kv, "error", err.Error())
 	}
 	r.a.Log.Info("session ended", kv...)
-	if r.a.Recorder != nil {
+	if r.a.Recorder != nil && s.evented() {
 		r.a.Recorder.Eventf(r.sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionEnded, r.action(), "%s",
 			capNote(fmt.Sprintf("%s ended %s%s after %s: exit code %d, %d bytes in, %d bytes out (session %s)", s.User, s.Subresource,
 				commandSuffix(s.Command), time.Since(r.started).Round(time.Second), exitCode, r.in.Load(), r.out.Load(), r.id)))

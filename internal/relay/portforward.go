@@ -55,7 +55,10 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request, sb *openshe
 // forwarder copies one client connection at a time to a port in the
 // sandbox over ForwardTcp.
 type forwarder struct {
-	target  *Target
+	target *Target
+	// check is made before each connection: the sandbox at the gateway
+	// is still the object's.
+	check   func(context.Context) error
 	rec     *Record
 	session context.Context
 	// slots holds a token per connection being forwarded.
@@ -65,7 +68,7 @@ type forwarder struct {
 }
 
 func newForwarder(target *Target, rec *Record, session context.Context) *forwarder {
-	return &forwarder{target: target, rec: rec, session: session, slots: make(chan struct{}, maxForwardsPerSession)}
+	return &forwarder{target: target, check: target.CheckOwnerAgain, rec: rec, session: session, slots: make(chan struct{}, maxForwardsPerSession)}
 }
 
 func (f *forwarder) firstErr() error {
@@ -90,7 +93,7 @@ func (f *forwarder) PortForward(_ context.Context, _, _ string, port int32, conn
 	// session's first check: it may have been replaced at the gateway
 	// since (the session's own recheck reads only the Kubernetes object),
 	// so each reads it afresh rather than waiting for that check too.
-	if err := f.target.CheckOwnerAgain(f.session); err != nil {
+	if err := f.check(f.session); err != nil {
 		return f.fail(err)
 	}
 	ctx, cancel := context.WithCancel(f.target.callContext(f.session))

@@ -44,6 +44,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/groupmember"
 	"github.com/openshell/openshell-operator/internal/rbacchange"
 	"github.com/openshell/openshell-operator/internal/saexist"
+	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tracing"
 )
 
@@ -56,6 +57,7 @@ const (
 	SubresourceLog         = accessv1alpha1.SubresourceLog
 	SubresourceToken       = accessv1alpha1.SubresourceToken
 	SubresourcePortForward = accessv1alpha1.SubresourcePortForward
+	SubresourceProxy       = accessv1alpha1.SubresourceProxy
 )
 
 // Authorizer decides whether a user may use a subresource of a sandbox.
@@ -152,12 +154,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, discoveryResources())
 		return
 	case len(parts) == 8 && parts[0] == "apis" && parts[1] == Group && parts[2] == Version && parts[3] == "namespaces" && parts[5] == Resource:
+	case len(parts) > 8 && parts[0] == "apis" && parts[1] == Group && parts[2] == Version && parts[3] == "namespaces" && parts[5] == Resource &&
+		parts[7] == SubresourceProxy:
+		// proxy's path goes on: PORT/PATH, read by proxyTarget.
 	default:
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource}, r.URL.Path))
 		return
 	}
 	ns, name, sub := parts[4], parts[6], parts[7]
-	if sub != SubresourceExec && sub != SubresourceLog && sub != SubresourceToken && sub != SubresourcePortForward {
+	if sub != SubresourceExec && sub != SubresourceLog && sub != SubresourceToken && sub != SubresourcePortForward && sub != SubresourceProxy {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, name))
 		return
 	}
@@ -169,12 +174,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest("invalid sandbox name "+name))
 		return
 	}
+	var hop proxyHop
+	if sub == SubresourceProxy {
+		if hop, err = proxyTarget(r.URL); err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+	}
 	verb, err := verbOf(r.Method, sub)
 	if err != nil {
 		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: Group, Resource: Resource + "/" + sub}, r.Method))
 		return
 	}
 	gr := schema.GroupResource{Group: Group, Resource: Resource}
+	if err := fromAPage(r, gr, name); err != nil {
+		writeStatus(w, err)
+		return
+	}
 	// The sandbox is read while the request is authorized, two requests
 	// to the kube-apiserver side by side; what was read is looked at only
 	// once the user is allowed, and a refusal does not wait for it.
@@ -224,6 +240,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.exchange(w, r, sb, resp.User, session)
 	case SubresourcePortForward:
 		s.portForward(w, r, sb, resp.User, session)
+	case SubresourceProxy:
+		s.proxy(w, r, sb, resp.User, session, hop)
 	}
 }
 
@@ -235,12 +253,33 @@ func verbOf(method, sub string) (string, error) {
 	switch {
 	case (sub == SubresourceExec || sub == SubresourcePortForward) && (method == http.MethodPost || method == http.MethodGet):
 		return "create", nil
+	case sub == SubresourceProxy:
+		// Whatever the method: a GET to an agent's service may act as
+		// much as a POST, so a read-only role (get on */*) reaches none.
+		return "create", nil
 	case sub == SubresourceToken && method == http.MethodPost:
 		return "create", nil
 	case sub == SubresourceLog && method == http.MethodGet:
 		return "get", nil
 	}
 	return "", fmt.Errorf("%s %s not served", method, sub)
+}
+
+// fromAPage refuses a request a web page made: one with an Origin header.
+// The relay's clients (kubectl, client libraries, the SDK, a browser's
+// own navigation) send none; a browser adds one to every request script
+// or a form makes, and to every WebSocket handshake, which no CORS rule
+// holds back. Through `kubectl proxy`, which adds the user's credentials
+// to whatever reaches it on localhost, any site the user visits could
+// otherwise open an exec on their sandboxes (kubectl proxy's default
+// --reject-paths names only pods/exec and pods/attach).
+func fromAPage(r *http.Request, gr schema.GroupResource, name string) *apierrors.StatusError {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	return apierrors.NewForbidden(gr, name, fmt.Errorf("a request from a web page (Origin %q) is refused: use kubectl, the kubectl openshell plugin or a client library, which send no Origin",
+		status.Clip(origin, 128, "…")))
 }
 
 // usable refuses a sandbox that is not running or is going away: a shell
@@ -311,5 +350,6 @@ func discoveryResources() *metav1.APIResourceList {
 			{Name: Resource + "/" + SubresourceLog, Namespaced: true, Kind: "SandboxLogOptions", Verbs: metav1.Verbs{"get"}},
 			{Name: Resource + "/" + SubresourceToken, Namespaced: true, Kind: "SandboxToken", Verbs: metav1.Verbs{"create"}},
 			{Name: Resource + "/" + SubresourcePortForward, Namespaced: true, Kind: "SandboxPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
+			{Name: Resource + "/" + SubresourceProxy, Namespaced: true, Kind: "SandboxProxyOptions", Verbs: metav1.Verbs{"create", "delete", "get", "patch", "update"}},
 		}}
 }

@@ -413,6 +413,51 @@ func TestConsumerAccess(t *testing.T) {
 		g.Expect(code).To(Equal(1))
 		g.Expect(errV).To(ContainSubstring("forbidden"))
 	})
+	t.Run("proxy reaches a port the agent serves as RBAC allows, and no web page acts through it", func(t *testing.T) {
+		g := NewWithT(t)
+		code, h, body := proxyAs(ctx, g, "dave", tenant, http.MethodPost, "/api/run?x=1", "payload", map[string]string{"X-Agent": "kept"})
+		g.Expect(code).To(Equal(http.StatusOK), body)
+		var seen testgateway.SandboxRequest
+		g.Expect(json.Unmarshal([]byte(body), &seen)).To(Succeed(), body)
+		g.Expect(seen.Method).To(Equal(http.MethodPost))
+		g.Expect(seen.URI).To(Equal("/api/run?x=1"))
+		g.Expect(seen.Body).To(Equal("payload"))
+		g.Expect(seen.Header).To(HaveKeyWithValue("X-Agent", []string{"kept"}))
+		for name := range seen.Header {
+			// The front proxy's identity headers (dave, his groups) and
+			// the impersonation that made them never reach the agent.
+			g.Expect(strings.HasPrefix(name, "X-Remote-") || strings.HasPrefix(name, "Impersonate-") || name == "Authorization").To(BeFalse(),
+				"%s reached the agent's service", name)
+		}
+		g.Expect(h.Get("Content-Security-Policy")).To(Equal("sandbox"))
+		g.Expect(h.Values("Set-Cookie")).To(BeEmpty())
+		g.Expect(h.Get("Access-Control-Allow-Origin")).To(BeEmpty())
+
+		// A viewer, and mallory, who uses sandboxes in another namespace only.
+		for _, user := range []string{"vic", "mallory"} {
+			code, _, body = proxyAs(ctx, g, user, tenant, http.MethodGet, "/", "", nil)
+			g.Expect(code).To(Equal(http.StatusForbidden), "%s: %s", user, body)
+		}
+		// A reader of everything passes the kube-apiserver's check of a
+		// GET (get) and is refused by the relay's (create).
+		reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-reads-everything"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{openshellv1alpha1.GroupVersion.Group, accessv1alpha1.Group}, Resources: []string{"*", "*/*"}, Verbs: []string{"get", "list", "watch"}}}}
+		g.Expect(c.Create(ctx, reader)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(context.Background(), reader) })
+		bind(ctx, t, tenant, "rita", reader.Name)
+		code, _, body = proxyAs(ctx, g, "rita", tenant, http.MethodGet, "/", "", nil)
+		g.Expect(code).To(Equal(http.StatusForbidden), body)
+		g.Expect(body).To(ContainSubstring("cannot create openshellsandboxes/proxy"), "refused by the relay, not the kube-apiserver")
+		// A page's request through the kube-apiserver (as a browser's
+		// script sends it through kubectl proxy) is refused, naming why.
+		code, _, body = proxyAs(ctx, g, "dave", tenant, http.MethodGet, "/", "", map[string]string{"Origin": "https://evil.example"})
+		g.Expect(code).To(Equal(http.StatusForbidden), body)
+		g.Expect(body).To(ContainSubstring("web page"))
+		// A port nothing listens on.
+		code, _, body = proxyAtPort(ctx, g, "dave", tenant, 8001, http.MethodGet, "/", "", nil)
+		g.Expect(code).To(Equal(http.StatusServiceUnavailable), body)
+		g.Expect(body).To(ContainSubstring("connection refused"))
+	})
 	t.Run("revoking the role ends an open session", func(t *testing.T) {
 		g := NewWithT(t)
 		bind(ctx, t, tenant, "olga", "openshell-sandbox-user")
@@ -448,6 +493,33 @@ func TestConsumerAccess(t *testing.T) {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		t.Logf("figure: exec refused %s after the RoleBinding was deleted", time.Since(revoked).Round(10*time.Millisecond))
 	})
+}
+
+// proxyAs sends one request through openshellsandboxes/proxy to the test
+// sandbox's HTTP service, as user, and returns the status, headers and
+// body.
+func proxyAs(ctx context.Context, g Gomega, user, ns, method, path, body string, header map[string]string) (int, http.Header, string) {
+	return proxyAtPort(ctx, g, user, ns, testgateway.HTTPPort, method, path, body, header)
+}
+
+func proxyAtPort(ctx context.Context, g Gomega, user, ns string, port int, method, path, body string, header map[string]string) (int, http.Header, string) {
+	cfg := userConfig(user)
+	hc, err := rest.HTTPClientFor(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer hc.CloseIdleConnections()
+	u := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/openshellsandboxes/agent/proxy/%d%s", strings.TrimSuffix(cfg.Host, "/"), accessv1alpha1.Group,
+		accessv1alpha1.Version, ns, port, path)
+	req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+	g.Expect(err).NotTo(HaveOccurred())
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // userConfig impersonates an authenticated user.

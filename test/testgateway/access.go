@@ -420,11 +420,11 @@ func (s *v01Server) GetSandboxLogs(ctx context.Context, in *v01.GetSandboxLogsRe
 	return &v01.GetSandboxLogsResponse{Logs: out, BufferTotal: uint32(len(row.logs))}, nil
 }
 
-// ForwardTcp plays a service inside the sandbox: the first frame names
+// ForwardTcp plays services inside the sandbox: the first frame names
 // the sandbox, its workspace and the port; data sent to port 7 (echo) is
-// sent back, any other port refuses the connection as nothing listens
-// there. The sandbox must be READY and the caller a member of the
-// workspace.
+// sent back, port 8000 serves HTTP (sandboxHTTP), any other port refuses
+// the connection as nothing listens there. The sandbox must be READY and
+// the caller a member of the workspace.
 func (s *v01Server) ForwardTcp(stream grpc.BidiStreamingServer[v01.TcpForwardFrame, v01.TcpForwardFrame]) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()
@@ -444,10 +444,14 @@ func (s *v01Server) ForwardTcp(stream grpc.BidiStreamingServer[v01.TcpForwardFra
 	if err != nil {
 		return err
 	}
-	if init.GetTcp().GetPort() != EchoPort {
-		return status.Errorf(codes.Unavailable, "connect to %s:%d in sandbox '%s': connection refused", init.GetTcp().GetHost(), init.GetTcp().GetPort(), init.GetSandbox())
+	port := init.GetTcp().GetPort()
+	if port != EchoPort && port != HTTPPort {
+		return status.Errorf(codes.Unavailable, "connect to %s:%d in sandbox '%s': connection refused", init.GetTcp().GetHost(), port, init.GetSandbox())
 	}
-	s.g.logLine(row, "forward", fmt.Sprintf("forward to port %d", init.GetTcp().GetPort()))
+	s.g.logLine(row, "forward", fmt.Sprintf("forward to port %d", port))
+	if port == HTTPPort {
+		return serveOverStream(stream)
+	}
 	for {
 		f, err := stream.Recv()
 		if err != nil {
@@ -463,3 +467,7 @@ func (s *v01Server) ForwardTcp(stream grpc.BidiStreamingServer[v01.TcpForwardFra
 
 // EchoPort is the port the test gateway's sandboxes serve an echo on.
 const EchoPort = 7
+
+// HTTPPort is the port the test gateway's sandboxes serve HTTP on
+// (sandboxHTTP).
+const HTTPPort = 8000

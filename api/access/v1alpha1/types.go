@@ -1,7 +1,7 @@
 // Package v1alpha1 is the consumer-access API (access.openshell.ai), which
 // the relay serves as an aggregated API: subresources of OpenShellSandbox
-// that run commands in a sandbox, read its logs, forward ports into it and
-// exchange the caller's identity for a gateway token. Clients (the kubectl plugin, SDK users)
+// that run commands in a sandbox, read its logs, forward ports into it,
+// send HTTP requests to a port it serves and exchange the caller's identity for a gateway token. Clients (the kubectl plugin, SDK users)
 // need only this package.
 package v1alpha1
 
@@ -28,6 +28,12 @@ const (
 	// SubresourcePortForward forwards connections to ports inside the
 	// sandbox (create; kubectl port-forward's protocol).
 	SubresourcePortForward = "portforward"
+	// SubresourceProxy sends an HTTP request to a port inside the sandbox:
+	// .../openshellsandboxes/NAME/proxy/PORT/PATH. The kube-apiserver
+	// checks the request's own verb (get, create, update, patch, delete);
+	// the relay then checks create whatever the method, as any request
+	// reaching the agent's service may make it act.
+	SubresourceProxy = "proxy"
 )
 
 // SubjectPrefix marks the gateway subjects of Kubernetes identities, so

@@ -1,0 +1,92 @@
+package relay_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// TestProxyReachesTheSandboxsService: through the relay, over real gRPC
+// and TLS to the test gateway, a request reaches the HTTP service inside
+// the sandbox as its client sent it, less the caller's credentials; the
+// answer comes back guarded for the cluster API's origin; an upgrade
+// carries bytes both ways; a port nothing listens on answers 503 with the
+// gateway's reason.
+func TestProxyReachesTheSandboxsService(t *testing.T) {
+	g := NewWithT(t)
+	e := startBench(t)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the test relay's own certificate
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	base := e.cfg.Host + "/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/"
+
+	for i := range 2 { // a second request on the kept-alive connection is a session of its own
+		req, err := http.NewRequest(http.MethodPost, base+strconv.Itoa(testgateway.HTTPPort)+"/api/run%2Fnow?x=1", strings.NewReader("payload "+strconv.Itoa(i)))
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer cluster-token")
+		req.Header.Set("Cookie", "console=1")
+		req.Header.Set("X-Agent", "kept")
+		resp, err := hc.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.Body.Close()).To(Succeed())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
+		var seen testgateway.SandboxRequest
+		g.Expect(json.Unmarshal(body, &seen)).To(Succeed())
+		g.Expect(seen.Method).To(Equal(http.MethodPost))
+		g.Expect(seen.URI).To(Equal("/api/run%2Fnow?x=1"), "the path as the client sent it")
+		g.Expect(seen.Host).To(Equal("127.0.0.1:" + strconv.Itoa(testgateway.HTTPPort)))
+		g.Expect(seen.Body).To(Equal("payload " + strconv.Itoa(i)))
+		g.Expect(seen.Header).To(HaveKeyWithValue("X-Agent", []string{"kept"}))
+		g.Expect(seen.Header).NotTo(HaveKey("Authorization"))
+		g.Expect(seen.Header).NotTo(HaveKey("Cookie"))
+		g.Expect(resp.Header.Get("Content-Security-Policy")).To(Equal("sandbox"))
+		g.Expect(resp.Header.Values("Set-Cookie")).To(BeEmpty(), "the service set a cookie")
+		g.Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty(), "the service granted every origin")
+	}
+
+	t.Run("an upgrade carries bytes both ways", func(t *testing.T) {
+		g := NewWithT(t)
+		u, err := url.Parse(base)
+		g.Expect(err).NotTo(HaveOccurred())
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as above
+		g.Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		_, err = io.WriteString(conn, "GET "+u.Path+strconv.Itoa(testgateway.HTTPPort)+"/stream HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: "+
+			testgateway.UpgradeProtocol+"\r\n\r\n")
+		g.Expect(err).NotTo(HaveOccurred())
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
+		for _, msg := range []string{"ping", strings.Repeat("x", 100<<10)} {
+			_, err = io.WriteString(conn, msg)
+			g.Expect(err).NotTo(HaveOccurred())
+			got := make([]byte, len(msg))
+			_, err = io.ReadFull(br, got)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(got)).To(Equal(msg))
+		}
+	})
+
+	t.Run("a port nothing listens on", func(t *testing.T) {
+		g := NewWithT(t)
+		resp, err := hc.Get(base + "8001/")
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+		g.Expect(string(body)).To(And(ContainSubstring("port 8001 in sandbox agent"), ContainSubstring("connection refused")))
+	})
+}
