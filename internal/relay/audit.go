@@ -21,13 +21,17 @@ type Session struct {
 	// Command is the command an exec runs, or a proxy request's method
 	// and PORT/PATH (never input, output or a query).
 	Command []string
+	// Tunnel marks a proxy request that asked to switch protocols.
+	Tunnel bool
 }
 
 // evented says whether the session's start and end are Events on the
-// sandbox as well as log lines. Not a proxy request's: one page load is
-// dozens of them, each its own Event series, which would bury the
-// namespace's other Events; the relay's log keeps every one.
-func (s Session) evented() bool { return s.Subresource != SubresourceProxy }
+// sandbox as well as log lines. Not a plain proxy request's: one page
+// load is dozens of them, each its own Event series, which would bury the
+// namespace's other Events; the relay's log keeps every one. A proxy
+// request that asks to switch protocols is a tunnel as long-lived as a
+// port-forward, and recorded as one.
+func (s Session) evented() bool { return s.Subresource != SubresourceProxy || s.Tunnel }
 
 // Auditor records sessions: a structured log line and an Event on the
 // sandbox when one starts and when it ends. No Secret value or token is

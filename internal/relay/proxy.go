@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -44,34 +45,54 @@ func proxyTarget(u *url.URL) (proxyHop, error) {
 // send: they are held in the relay's memory whole.
 const maxProxyHeaderBytes = 64 << 10
 
+// proxyAnswerTimeout bounds how long the agent's service may take to
+// start its answer. A proxy request is a session, holding one of the
+// user's (and the namespace's) session slots; a service that never
+// answers must not hold them for the session's 8 hours.
+const proxyAnswerTimeout = 2 * time.Minute
+
 // proxyCSP is the Content-Security-Policy of every proxied response. The
 // response is served from the cluster API's origin (the kube-apiserver's,
 // or `kubectl proxy`'s on the user's machine, which adds the user's
 // credentials to every request). A page the agent serves must not run
 // script there: it could open a WebSocket exec on the user's other
 // sandboxes, or send requests as the user. `sandbox` without allow-scripts
-// gives the page an opaque origin and no script; an application that needs
-// script is used through `kubectl openshell port-forward`, on an origin
-// of its own.
-const proxyCSP = "sandbox"
+// runs no script and submits no form; allow-same-origin keeps the page's
+// own links and images same-origin, so that fromAPage can tell them,
+// by their Referer, from requests another sandbox's page makes. An
+// application that needs script is used through `kubectl openshell
+// port-forward`, on an origin of its own.
+const proxyCSP = "sandbox allow-same-origin"
 
 // proxy serves openshellsandboxes/proxy: one HTTP request (or WebSocket
 // upgrade) to a port inside the sandbox, over one ForwardTcp stream.
 // Each request is a session of its own, authorized, counted and logged
-// as one, and ends with the session (revocation, deletion, drain).
+// as one, and ends with the session (revocation, deletion, drain) or
+// when its client goes.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session, hop proxyHop) {
 	// The log names the method, port and path; not the query, which
 	// may carry a token of the service's own.
 	session.Command = []string{r.Method, strconv.Itoa(hop.port) + hop.path}
+	session.Tunnel = r.Header.Get("Upgrade") != ""
 	st := s.startStream(w, r, sb, u, "create", SubresourceProxy, session)
 	if st == nil {
 		return
 	}
 	defer st.close()
 	f := newForwarder(st.target, st.rec, st.ctx)
+	// Deferred, so that an abort (ReverseProxy panics with
+	// http.ErrAbortHandler when a body copy fails) is recorded too.
+	defer func() { st.rec.End(0, f.firstErr()) }()
+	// The session's context outlives the request's on purpose (a hijacked
+	// connection's does not end); a proxy request's session ends with it,
+	// so that a browser that closed its tab, which does not say so, frees
+	// its slot at once.
+	stop := context.AfterFunc(r.Context(), func() { st.end(errClientGone) })
+	defer stop()
 	// The request's one connection is covered by the owner check made as
 	// the stream opened; a second read of the sandbox would add nothing.
 	f.check = st.target.Verified
+	prefix := proxyPrefix(r.URL)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) { toSandbox(pr.Out, hop) },
 		Transport: &http.Transport{
@@ -83,9 +104,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 			DisableKeepAlives:      true,
 			DisableCompression:     true,
 			MaxResponseHeaderBytes: maxProxyHeaderBytes,
+			ResponseHeaderTimeout:  proxyAnswerTimeout,
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			fromSandbox(resp.Header)
+			fromSandbox(resp, r.URL, prefix)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -96,7 +118,6 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 		},
 	}
 	rp.ServeHTTP(streamWriter{w, st.ctx}, r.WithContext(st.ctx))
-	st.rec.End(0, f.firstErr())
 }
 
 // toSandbox makes out the request the sandbox's service receives: to its
@@ -126,16 +147,78 @@ func toSandbox(out *http.Request, hop proxyHop) {
 	}
 }
 
-// fromSandbox guards a proxied response for the cluster API's origin: no
-// cookies set there, no script run there (proxyCSP), no content sniffed
-// into something runnable, and no CORS grant letting another site's
-// script read it. Pure.
-func fromSandbox(h http.Header) {
+// passedHeaders are the response headers a proxied answer keeps: what a
+// client needs to read the body and cache it. Anything else a service may
+// send acts on the cluster API's origin as a whole (Clear-Site-Data,
+// Strict-Transport-Security, Set-Cookie, Refresh, Link preloads, CORS
+// grants, a Content-Security-Policy or Referrer-Policy of its own), so an
+// allow-list, not a deny-list.
+var passedHeaders = map[string]bool{
+	"Content-Type": true, "Content-Length": true, "Content-Encoding": true, "Content-Language": true, "Content-Range": true,
+	"Accept-Ranges": true, "Cache-Control": true, "Etag": true, "Last-Modified": true, "Expires": true, "Vary": true, "Date": true,
+	"Age": true, "Pragma": true, "Retry-After": true, "Location": true,
+}
+
+// upgradeHeaders are kept on a 101 as well: the switch itself.
+var upgradeHeaders = map[string]bool{
+	"Upgrade": true, "Connection": true, "Sec-Websocket-Accept": true, "Sec-Websocket-Protocol": true, "Sec-Websocket-Extensions": true,
+}
+
+// fromSandbox guards a proxied response for the cluster API's origin: only
+// passedHeaders, a Location only within the proxy's own path, no
+// trailers, no script run there (proxyCSP) and no content sniffed into
+// something runnable. in is the request's URL as the relay received it.
+// Pure.
+func fromSandbox(resp *http.Response, in *url.URL, prefix string) {
+	h := resp.Header
 	for name := range h {
-		if c := http.CanonicalHeaderKey(name); c == "Set-Cookie" || c == "Set-Cookie2" || strings.HasPrefix(c, "Access-Control-") {
+		c := http.CanonicalHeaderKey(name)
+		if !passedHeaders[c] && (resp.StatusCode != http.StatusSwitchingProtocols || !upgradeHeaders[c]) {
 			h.Del(name)
 		}
 	}
+	if loc := h.Get("Location"); loc != "" {
+		if confined, ok := confineLocation(loc, in, prefix); ok {
+			h.Set("Location", confined)
+		} else {
+			h.Del("Location")
+		}
+	}
+	// ReverseProxy announces and copies the trailers it finds here; the
+	// transport fills the map it holds, not this field.
+	resp.Trailer = nil
 	h.Set("Content-Security-Policy", proxyCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+// confineLocation keeps a redirect within the sandbox's port: a path
+// from the service's root is put under the proxy's prefix, a relative
+// one must resolve under it, and one naming a scheme or host is not
+// followed (it could send the user's browser, with the user's
+// credentials, to another sandbox's service or another API). Pure.
+func confineLocation(loc string, in *url.URL, prefix string) (string, bool) {
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
+		return "", false
+	}
+	if strings.HasPrefix(u.Path, "/") {
+		u.Path, u.RawPath = prefix+u.Path, prefix+u.EscapedPath()
+		return u.String(), true
+	}
+	resolved := (&url.URL{Path: in.Path, RawPath: in.RawPath}).ResolveReference(u)
+	if p := resolved.EscapedPath(); p != prefix && !strings.HasPrefix(p, prefix+"/") {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// proxyPrefix is a proxy request's path up to and including its port:
+// /apis/G/V/namespaces/NS/openshellsandboxes/NAME/proxy/PORT (escaped).
+// Pure; the URL has passed proxyTarget.
+func proxyPrefix(u *url.URL) string {
+	parts := strings.SplitN(strings.TrimPrefix(u.EscapedPath(), "/"), "/", 10)
+	if len(parts) > 9 {
+		parts = parts[:9]
+	}
+	return "/" + strings.Join(parts, "/")
 }

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
@@ -52,10 +53,28 @@ func TestProxyReachesTheSandboxsService(t *testing.T) {
 		g.Expect(seen.Header).To(HaveKeyWithValue("X-Agent", []string{"kept"}))
 		g.Expect(seen.Header).NotTo(HaveKey("Authorization"))
 		g.Expect(seen.Header).NotTo(HaveKey("Cookie"))
-		g.Expect(resp.Header.Get("Content-Security-Policy")).To(Equal("sandbox"))
+		g.Expect(resp.Header.Get("Content-Security-Policy")).To(Equal("sandbox allow-same-origin"))
 		g.Expect(resp.Header.Values("Set-Cookie")).To(BeEmpty(), "the service set a cookie")
 		g.Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty(), "the service granted every origin")
+		g.Expect(resp.Header.Get("Clear-Site-Data")).To(BeEmpty(), "the service cleared the origin's data")
+		g.Expect(resp.Header.Get("Refresh")).To(BeEmpty(), "the service sent the browser elsewhere")
 	}
+
+	t.Run("a redirect stays within the sandbox's port", func(t *testing.T) {
+		g := NewWithT(t)
+		noFollow := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		port := base + strconv.Itoa(testgateway.HTTPPort)
+		for to, want := range map[string]string{
+			"/login": strings.TrimPrefix(port, e.cfg.Host) + "/login",
+			"http://localhost:8001/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/other/proxy/8000/act": "",
+		} {
+			resp, err := noFollow.Get(port + "/?redirect=" + url.QueryEscape(to))
+			g.Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusFound))
+			g.Expect(resp.Header.Get("Location")).To(Equal(want), to)
+		}
+	})
 
 	t.Run("an upgrade carries bytes both ways", func(t *testing.T) {
 		g := NewWithT(t)
@@ -81,6 +100,38 @@ func TestProxyReachesTheSandboxsService(t *testing.T) {
 		}
 	})
 
+	t.Run("a client that goes frees its session at once", func(t *testing.T) {
+		// The limit is the server's, set before its first request.
+		g := NewWithT(t)
+		one := startBench(t)
+		one.srv.MaxSessionsPerUser = 1
+		hang := one.cfg.Host + "/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/" +
+			strconv.Itoa(testgateway.HTTPPort) + testgateway.HangPath
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hang, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		done := make(chan error, 1)
+		go func() {
+			resp, err := hc.Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			done <- err
+		}()
+		// The hung request holds the user's one slot...
+		g.Eventually(func() int {
+			return getStatus(g, hc, one.cfg.Host+"/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/"+
+				strconv.Itoa(testgateway.HTTPPort)+"/")
+		}).WithTimeout(10 * time.Second).Should(Equal(http.StatusTooManyRequests))
+		// ...until its client goes.
+		cancel()
+		g.Expect(<-done).To(HaveOccurred())
+		g.Eventually(func() int {
+			return getStatus(g, hc, one.cfg.Host+"/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/"+
+				strconv.Itoa(testgateway.HTTPPort)+"/")
+		}).WithTimeout(10 * time.Second).Should(Equal(http.StatusOK))
+	})
+
 	t.Run("a port nothing listens on", func(t *testing.T) {
 		g := NewWithT(t)
 		resp, err := hc.Get(base + "8001/")
@@ -90,6 +141,14 @@ func TestProxyReachesTheSandboxsService(t *testing.T) {
 		g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
 		g.Expect(string(body)).To(And(ContainSubstring("port 8001 in sandbox agent"), ContainSubstring("connection refused")))
 	})
+}
+
+func getStatus(g Gomega, hc *http.Client, u string) int {
+	resp, err := hc.Get(u)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // BenchmarkProxyRoundTrip: one small GET through the relay's proxy to the

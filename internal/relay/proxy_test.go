@@ -83,27 +83,66 @@ func TestToSandboxSpeaksForNoOne(t *testing.T) {
 	}
 }
 
-// TestFromSandboxGuardsTheAPIOrigin: a proxied response sets no cookie,
-// grants no other site a read and runs no script on the cluster API's
-// origin.
+// TestFromSandboxGuardsTheAPIOrigin: a proxied response keeps only what a
+// client needs to read and cache it: it sets no cookie, clears no site
+// data, grants no other site a read, announces no trailer and runs no
+// script on the cluster API's origin; a 101 keeps the switch.
 func TestFromSandboxGuardsTheAPIOrigin(t *testing.T) {
-	h := http.Header{"Set-Cookie": {"a=1"}, "Set-Cookie2": {"b=1"}, "Access-Control-Allow-Origin": {"*"},
-		"Access-Control-Allow-Credentials": {"true"}, "Content-Security-Policy": {"script-src *"}, "Content-Type": {"text/html"}}
-	fromSandbox(h)
-	want := http.Header{"Content-Type": {"text/html"}, "Content-Security-Policy": {"sandbox"}, "X-Content-Type-Options": {"nosniff"}}
-	if len(h) != len(want) {
-		t.Fatalf("headers %v, want %v", h, want)
+	in, _ := url.Parse("/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/agent/proxy/8000/a/b")
+	prefix := proxyPrefix(in)
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Set-Cookie": {"a=1"}, "Set-Cookie2": {"b=1"},
+		"Access-Control-Allow-Origin": {"*"}, "Access-Control-Allow-Credentials": {"true"}, "Content-Security-Policy": {"script-src *"},
+		"Clear-Site-Data": {`"*"`}, "Strict-Transport-Security": {"max-age=1"}, "Refresh": {"0; url=/x"}, "Link": {"</x>; rel=preload"},
+		"Referrer-Policy": {"no-referrer"}, "Trailer": {"X-T"}, "Upgrade": {"evil"}, "Content-Type": {"text/html"}, "Etag": {`"1"`}},
+		Trailer: http.Header{"X-T": nil}}
+	fromSandbox(resp, in, prefix)
+	want := http.Header{"Content-Type": {"text/html"}, "Etag": {`"1"`}, "Content-Security-Policy": {proxyCSP}, "X-Content-Type-Options": {"nosniff"}}
+	if len(resp.Header) != len(want) || resp.Trailer != nil {
+		t.Fatalf("headers %v trailers %v, want %v and none", resp.Header, resp.Trailer, want)
 	}
 	for k, v := range want {
-		if got := h.Values(k); len(got) != 1 || got[0] != v[0] {
+		if got := resp.Header.Values(k); len(got) != 1 || got[0] != v[0] {
 			t.Errorf("%s: %v, want %v", k, got, v)
+		}
+	}
+	up := &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"},
+		"Sec-Websocket-Accept": {"x"}, "Set-Cookie": {"a=1"}}}
+	fromSandbox(up, in, prefix)
+	if up.Header.Get("Upgrade") != "websocket" || up.Header.Get("Sec-Websocket-Accept") != "x" || up.Header.Get("Set-Cookie") != "" {
+		t.Errorf("a 101's headers: %v", up.Header)
+	}
+}
+
+// TestConfineLocation: a redirect stays within the sandbox's port, or is
+// not followed.
+func TestConfineLocation(t *testing.T) {
+	in, _ := url.Parse("/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/agent/proxy/8000/app/page")
+	prefix := proxyPrefix(in)
+	for loc, want := range map[string]string{
+		"/login?next=%2F":            prefix + "/login?next=%2F",
+		"/":                          prefix + "/",
+		"other":                      "other",
+		"../up":                      "../up",
+		"../../../../b/proxy/8000/x": "",
+		"../../../b/proxy/8000/x":    "",
+		"http://localhost:8001/api/v1/namespaces/team-a/secrets": "",
+		"//evil.example/":               "",
+		"https://idp.example/authorize": "",
+		"mailto:a@b":                    "",
+		"/a%2Fb":                        prefix + "/a%2Fb",
+	} {
+		got, ok := confineLocation(loc, in, prefix)
+		if want == "" && ok || want != "" && got != want {
+			t.Errorf("%q: %q %v, want %q", loc, got, ok, want)
 		}
 	}
 }
 
 // TestRefusedBeforeAnyGateway: a proxy request without a usable port, one
-// whose user may only get, and any request a web page makes (Origin) are
-// refused before a gateway is opened, each saying why.
+// whose user may only get, and a request a web page made on its own
+// (Origin; Fetch Metadata other than the user's own navigation or a
+// proxied page's request for its own port) are refused before a gateway
+// is opened, each saying why.
 func TestRefusedBeforeAnyGateway(t *testing.T) {
 	ready := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ready"}, Status: openshellv1alpha1.OpenShellSandboxStatus{
 		Phase: openshellv1alpha1.SandboxPhaseReady, Gateway: "p/gw", GatewaySandboxName: "x"}}
@@ -111,25 +150,48 @@ func TestRefusedBeforeAnyGateway(t *testing.T) {
 		Audit: Auditor{Log: logr.Discard()}, Authz: allowList{
 			"dave create team-a/ready/exec": true, "dave create team-a/ready/proxy": true, "vic get team-a/ready/proxy": true,
 		}}
-	base := "/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/ready/"
+	api := "/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/"
+	base := api + "ready/"
+	page := func(path string) string { return "http://localhost:8001" + path }
+	const reached, refused = http.StatusServiceUnavailable, http.StatusForbidden
 	for _, tc := range []struct {
-		name, method, path, user, origin string
-		want                             int
-		text                             string
+		name, method, path, user string
+		header                   map[string]string
+		want                     int
+		text                     string
 	}{
-		{"proxy without a port", http.MethodGet, base + "proxy", "dave", "", http.StatusBadRequest, "proxy needs a port"},
-		{"proxy to no port", http.MethodGet, base + "proxy/web/", "dave", "", http.StatusBadRequest, "from 1 to 65535"},
-		{"a GET through proxy needs create", http.MethodGet, base + "proxy/8000/", "vic", "", http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
-		{"a page's WebSocket exec", http.MethodGet, base + "exec?command=id&stdout=true", "dave", "https://evil.example", http.StatusForbidden, `a request from a web page (Origin \"https://evil.example\")`},
-		{"a page's request through proxy", http.MethodPost, base + "proxy/8000/", "dave", "null", http.StatusForbidden, "web page"},
-		{"a proxied request reaches the gateway", http.MethodGet, base + "proxy/8000/", "dave", "", http.StatusServiceUnavailable, "cannot be reached"},
+		{"proxy without a port", http.MethodGet, base + "proxy", "dave", nil, http.StatusBadRequest, "proxy needs a port"},
+		{"proxy to no port", http.MethodGet, base + "proxy/web/", "dave", nil, http.StatusBadRequest, "from 1 to 65535"},
+		{"a GET through proxy needs create", http.MethodGet, base + "proxy/8000/", "vic", nil, refused, "cannot create openshellsandboxes/proxy"},
+		{"a page's WebSocket exec", http.MethodGet, base + "exec?command=id&stdout=true", "dave", map[string]string{"Origin": "https://evil.example"},
+			refused, `a request from a web page (Origin \"https://evil.example\")`},
+		{"a page's request through proxy", http.MethodPost, base + "proxy/8000/", "dave", map[string]string{"Origin": "null"}, refused, "web page"},
+		{"another site's image", http.MethodGet, base + "proxy/8000/act", "dave", map[string]string{"Sec-Fetch-Site": "cross-site"}, refused,
+			`Sec-Fetch-Site \"cross-site\"`},
+		{"a sibling site's image", http.MethodGet, base + "proxy/8000/act", "dave", map[string]string{"Sec-Fetch-Site": "same-site"}, refused, "web page"},
+		{"another sandbox's page", http.MethodGet, base + "proxy/8000/act", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(api + "other/proxy/8000/")}, refused, "web page"},
+		{"another port's page", http.MethodGet, base + "proxy/8000/act", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/80001/")}, refused, "web page"},
+		{"a page whose path names this port", http.MethodGet, base + "proxy/8000/act", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(api + "other/proxy/8000" + base + "proxy/8000/")}, refused, "web page"},
+		{"a same-origin request without a Referer", http.MethodGet, base + "proxy/8000/act", "dave", map[string]string{"Sec-Fetch-Site": "same-origin"},
+			refused, "web page"},
+		{"an exec from a proxied page", http.MethodGet, base + "exec?command=id&stdout=true", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/8000/")}, refused, "web page"},
+		{"the page's own image", http.MethodGet, base + "proxy/8000/logo.png", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/8000/index.html")}, reached, "cannot be reached"},
+		{"the page's own image, behind kubectl proxy's --api-prefix", http.MethodGet, base + "proxy/8000/logo.png", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page("/k8s" + base + "proxy/8000")}, reached, "cannot be reached"},
+		{"the user's own navigation", http.MethodGet, base + "proxy/8000/", "dave", map[string]string{"Sec-Fetch-Site": "none"}, reached, "cannot be reached"},
+		{"a client that is not a browser", http.MethodGet, base + "proxy/8000/", "dave", nil, reached, "cannot be reached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, tc.path, nil)
 			req.Header.Set("X-Test-User", tc.user)
 			req.Header.Set("X-Test-Proxy", "1")
-			if tc.origin != "" {
-				req.Header.Set("Origin", tc.origin)
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
 			}
 			w := httptest.NewRecorder()
 			s.Handler().ServeHTTP(w, req)
@@ -141,7 +203,8 @@ func TestRefusedBeforeAnyGateway(t *testing.T) {
 }
 
 // TestProxyRequestsAreLoggedNotEvented: a page load is dozens of proxy
-// requests; each is a log line, none an Event, while an exec still is.
+// requests; each is a log line, none an Event, while an exec still is,
+// and so is a proxy request that switches protocols (a tunnel).
 func TestProxyRequestsAreLoggedNotEvented(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	var logged []string
@@ -154,5 +217,9 @@ func TestProxyRequestsAreLoggedNotEvented(t *testing.T) {
 	a.Start(context.Background(), sb, Session{User: "dave", Subresource: SubresourceExec, Command: []string{"id"}}).End(0, nil)
 	if len(rec.Events) != 2 {
 		t.Fatalf("an exec made %d Events, want 2", len(rec.Events))
+	}
+	a.Start(context.Background(), sb, Session{User: "dave", Subresource: SubresourceProxy, Command: []string{"GET", "8000/ws"}, Tunnel: true}).End(0, nil)
+	if len(rec.Events) != 4 {
+		t.Fatalf("a proxy tunnel made %d Events, want 2 as a port-forward", len(rec.Events)-2)
 	}
 }

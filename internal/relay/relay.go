@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -187,7 +188,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gr := schema.GroupResource{Group: Group, Resource: Resource}
-	if err := fromAPage(r, gr, name); err != nil {
+	if err := fromAPage(r, gr, name, sub); err != nil {
 		writeStatus(w, err)
 		return
 	}
@@ -265,21 +266,56 @@ func verbOf(method, sub string) (string, error) {
 	return "", fmt.Errorf("%s %s not served", method, sub)
 }
 
-// fromAPage refuses a request a web page made: one with an Origin header.
-// The relay's clients (kubectl, client libraries, the SDK, a browser's
-// own navigation) send none; a browser adds one to every request script
-// or a form makes, and to every WebSocket handshake, which no CORS rule
-// holds back. Through `kubectl proxy`, which adds the user's credentials
-// to whatever reaches it on localhost, any site the user visits could
-// otherwise open an exec on their sandboxes (kubectl proxy's default
-// --reject-paths names only pods/exec and pods/attach).
-func fromAPage(r *http.Request, gr schema.GroupResource, name string) *apierrors.StatusError {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return nil
+// fromAPage refuses a request a web page made on its own. The relay's
+// clients (kubectl, client libraries, the SDK) send neither an Origin nor
+// Fetch Metadata; a browser sends Sec-Fetch-Site on every request (none
+// for the user's own navigation: typed, bookmarked), and an Origin on
+// every request script or a form makes and on every WebSocket handshake,
+// which no CORS rule holds back. Through `kubectl proxy`, which adds the
+// user's credentials to whatever reaches it on localhost, any site the
+// user visits could otherwise open an exec on their sandboxes (kubectl
+// proxy's default --reject-paths names only pods/exec and pods/attach),
+// or have an image tag send a request to an agent's service as the user;
+// and a page one agent serves through proxy could do the latter to
+// another agent. The one page request let through is a proxied page's
+// own: same-origin, from a page under the same sandbox's port (its
+// Referer; proxyCSP keeps such pages same-origin and free of script).
+func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apierrors.StatusError {
+	refuse := func(what, value string) *apierrors.StatusError {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("a request from a web page (%s %q) is refused: use kubectl, the kubectl openshell plugin or a client library, "+
+			"or open the address yourself", what, status.Clip(value, 128, "…")))
 	}
-	return apierrors.NewForbidden(gr, name, fmt.Errorf("a request from a web page (Origin %q) is refused: use kubectl, the kubectl openshell plugin or a client library, which send no Origin",
-		status.Clip(origin, 128, "…")))
+	if origin := r.Header.Get("Origin"); origin != "" {
+		return refuse("Origin", origin)
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); {
+	case site == "" || site == "none":
+		return nil
+	case sub == SubresourceProxy && site == "same-origin" && fromTheSamePort(r):
+		return nil
+	default:
+		return refuse("Sec-Fetch-Site", site)
+	}
+}
+
+// fromTheSamePort says whether a proxy request's Referer is a page of the
+// same sandbox's port, read through the proxy. The Referer's path is
+// matched from its first /apis/access.openshell.ai/ on (a proxy mounted
+// under a path of its own, kubectl proxy's --api-prefix, keeps it), so
+// that a page whose own path names another sandbox's port is still its
+// own sandbox's page.
+func fromTheSamePort(r *http.Request) bool {
+	ref, err := url.Parse(r.Header.Get("Referer"))
+	if err != nil {
+		return false
+	}
+	p := ref.EscapedPath()
+	i := strings.Index(p, "/apis/"+Group+"/")
+	if i < 0 {
+		return false
+	}
+	prefix := proxyPrefix(r.URL)
+	return p[i:] == prefix || strings.HasPrefix(p[i:], prefix+"/")
 }
 
 // usable refuses a sandbox that is not running or is going away: a shell

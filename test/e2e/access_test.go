@@ -429,7 +429,8 @@ func TestConsumerAccess(t *testing.T) {
 			g.Expect(strings.HasPrefix(name, "X-Remote-") || strings.HasPrefix(name, "Impersonate-") || name == "Authorization").To(BeFalse(),
 				"%s reached the agent's service", name)
 		}
-		g.Expect(h.Get("Content-Security-Policy")).To(Equal("sandbox"))
+		g.Expect(h.Get("Content-Security-Policy")).To(Equal("sandbox allow-same-origin"))
+		g.Expect(h.Get("Clear-Site-Data")).To(BeEmpty())
 		g.Expect(h.Values("Set-Cookie")).To(BeEmpty())
 		g.Expect(h.Get("Access-Control-Allow-Origin")).To(BeEmpty())
 
@@ -453,6 +454,10 @@ func TestConsumerAccess(t *testing.T) {
 		code, _, body = proxyAs(ctx, g, "dave", tenant, http.MethodGet, "/", "", map[string]string{"Origin": "https://evil.example"})
 		g.Expect(code).To(Equal(http.StatusForbidden), body)
 		g.Expect(body).To(ContainSubstring("web page"))
+		// An image tag on another site sends no Origin, but Fetch Metadata.
+		code, _, body = proxyAs(ctx, g, "dave", tenant, http.MethodGet, "/act", "", map[string]string{"Sec-Fetch-Site": "cross-site"})
+		g.Expect(code).To(Equal(http.StatusForbidden), body)
+		g.Expect(body).To(ContainSubstring("cross-site"))
 		// A port nothing listens on.
 		code, _, body = proxyAtPort(ctx, g, "dave", tenant, 8001, http.MethodGet, "/", "", nil)
 		g.Expect(code).To(Equal(http.StatusServiceUnavailable), body)

@@ -67,9 +67,14 @@ func serveOverStream(stream grpc.BidiStreamingServer[v01.TcpForwardFrame, v01.Tc
 	}
 }
 
+// HangPath is the path the sandbox's HTTP service never answers.
+const HangPath = "/hang"
+
 // sandboxHTTP serves HTTP/1.1 on conn: every request is answered with a
-// SandboxRequest (and a cookie and a CORS grant, which no proxy in front
-// should pass on to a browser); an Upgrade request switches to an echo.
+// SandboxRequest (and a cookie, a CORS grant, a Clear-Site-Data and a
+// Refresh, which no proxy in front should pass on to a browser), as a
+// redirect to the query's redirect when it has one; an Upgrade request
+// switches to an echo; HangPath is never answered.
 func sandboxHTTP(conn net.Conn) {
 	br := bufio.NewReader(conn)
 	for {
@@ -82,13 +87,23 @@ func sandboxHTTP(conn net.Conn) {
 			_, _ = io.Copy(conn, br)
 			return
 		}
+		if req.URL.Path == HangPath {
+			// A service that never answers: held until the connection closes.
+			_, _ = io.Copy(io.Discard, br)
+			return
+		}
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 		out, _ := json.Marshal(SandboxRequest{Method: req.Method, URI: req.RequestURI, Host: req.Host, Header: req.Header, Body: string(body),
 			Version: req.Proto})
 		resp := &http.Response{StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1, ContentLength: int64(len(out)),
 			Header: http.Header{"Content-Type": {"application/json"}, "Set-Cookie": {"agent=1; Path=/"},
-				"Access-Control-Allow-Origin": {"*"}, "Content-Length": {strconv.Itoa(len(out))}},
+				"Access-Control-Allow-Origin": {"*"}, "Clear-Site-Data": {`"cookies"`}, "Refresh": {"0; url=/elsewhere"},
+				"Content-Length": {strconv.Itoa(len(out))}},
 			Body: io.NopCloser(bytes.NewReader(out))}
+		if to := req.URL.Query().Get("redirect"); to != "" {
+			resp.StatusCode = http.StatusFound
+			resp.Header.Set("Location", to)
+		}
 		if err := resp.Write(conn); err != nil || req.Close {
 			return
 		}
