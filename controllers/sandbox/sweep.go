@@ -227,6 +227,9 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 	if err := s.auditMembers(ctx, conn, gw, workspaces); err != nil {
 		ctrl.LoggerFrom(ctx).Info("auditing the workspace members failed; audited again at the next sweep", "gateway", gwconn.Key(gw), "error", err.Error())
 	}
+	if err := s.auditServices(ctx, conn, gw, workspaces); err != nil {
+		ctrl.LoggerFrom(ctx).Info("auditing the services failed; audited again at the next sweep", "gateway", gwconn.Key(gw), "error", err.Error())
+	}
 	return deleted, nil
 }
 

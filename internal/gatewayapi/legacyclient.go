@@ -372,3 +372,19 @@ func (legacyClient) RejectDraftChunk(context.Context, *v01.RejectDraftChunkReque
 func (legacyClient) GetDraftHistory(context.Context, *v01.GetDraftHistoryRequest, ...grpc.CallOption) (*v01.GetDraftHistoryResponse, error) {
 	return nil, unimplemented("GetDraftHistory")
 }
+
+// 0.0.x gateways have sandbox services too, but no workspaces and no
+// tenant tokens: only their admin can expose one, so the operator neither
+// uses nor audits them there.
+
+func (legacyClient) ExposeService(context.Context, *v01.ExposeServiceRequest, ...grpc.CallOption) (*v01.ServiceEndpointResponse, error) {
+	return nil, unimplemented("ExposeService")
+}
+
+func (legacyClient) ListServices(context.Context, *v01.ListServicesRequest, ...grpc.CallOption) (*v01.ListServicesResponse, error) {
+	return nil, unimplemented("ListServices")
+}
+
+func (legacyClient) DeleteService(context.Context, *v01.DeleteServiceRequest, ...grpc.CallOption) (*v01.DeleteServiceResponse, error) {
+	return nil, unimplemented("DeleteService")
+}

@@ -318,6 +318,33 @@ func TestConsumerAccess(t *testing.T) {
 				HaveField("Reason", "DriftReverted"), HaveField("Note", ContainSubstring("mallory@example.com")))))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
+	t.Run("a service exposed at the gateway with a tenant's token is deleted", func(t *testing.T) {
+		// The gateway gives ExposeService to any workspace user; whether
+		// it authenticates the service's callers is not established, so
+		// the operator exposes none and deletes what a token exposed.
+		g := NewWithT(t)
+		bind(ctx, t, tenant, "tina", "openshell-tenant-admin")
+		var tok *accessv1alpha1.SandboxToken
+		g.Eventually(func(g Gomega) {
+			var err error
+			tok, err = exchangeAs(ctx, userConfig("tina"), tenant, "agent")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		gw, gctx, done, err := gatewayAs(ctx, st, tok.Token)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer done()
+		name := sandboxspec.SandboxName(tenant, "agent")
+		_, err = gw.ExposeService(gctx, &openshellv1.ExposeServiceRequest{WorkspaceScope: gatewayapi.Workspace(ws), Sandbox: name, Name: "web", TargetPort: 8000})
+		g.Expect(err).NotTo(HaveOccurred(), "the gateway lets a workspace user expose a service")
+		g.Expect(st.Gateway.Services(ws)).To(ContainElement(name + "/web"))
+		g.Eventually(func(g Gomega) {
+			g.Expect(st.Gateway.Services(ws)).To(BeEmpty())
+			evs := &eventsv1.EventList{}
+			g.Expect(c.List(ctx, evs, client.InNamespace(st.GatewayObj.Namespace))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(SatisfyAll(
+				HaveField("Reason", "DriftReverted"), HaveField("Note", ContainSubstring(`service "web" (port 8000) of sandbox `+name)))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 	t.Run("a ServiceAccount exchanges its token", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "chatbot"}})).To(Succeed())

@@ -181,6 +181,8 @@ type sandboxRow struct {
 	runtime *runtime01
 	// drafts is its policy advisor's settings and chunks (nil: none yet).
 	drafts *drafts
+	// services are its exposed services (0.1 ExposeService), by name.
+	services map[string]*v01.ServiceEndpoint
 }
 
 // Start serves until Stop.

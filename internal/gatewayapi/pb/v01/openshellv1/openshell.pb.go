@@ -378,6 +378,57 @@ func (WorkspaceRole) EnumDescriptor() ([]byte, []int) {
 	return file_v01_openshell_proto_rawDescGZIP(), []int{5}
 }
 
+// How the gateway handles an incoming application Authorization header
+// on a service request (the wheel: STRIP removes it, the default).
+type ServiceAuthorizationMode int32
+
+const (
+	ServiceAuthorizationMode_SERVICE_AUTHORIZATION_MODE_UNSPECIFIED        ServiceAuthorizationMode = 0
+	ServiceAuthorizationMode_SERVICE_AUTHORIZATION_MODE_STRIP              ServiceAuthorizationMode = 1
+	ServiceAuthorizationMode_SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH ServiceAuthorizationMode = 2
+)
+
+// Enum value maps for ServiceAuthorizationMode.
+var (
+	ServiceAuthorizationMode_name = map[int32]string{
+		0: "SERVICE_AUTHORIZATION_MODE_UNSPECIFIED",
+		1: "SERVICE_AUTHORIZATION_MODE_STRIP",
+		2: "SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH",
+	}
+	ServiceAuthorizationMode_value = map[string]int32{
+		"SERVICE_AUTHORIZATION_MODE_UNSPECIFIED":        0,
+		"SERVICE_AUTHORIZATION_MODE_STRIP":              1,
+		"SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH": 2,
+	}
+)
+
+func (x ServiceAuthorizationMode) Enum() *ServiceAuthorizationMode {
+	p := new(ServiceAuthorizationMode)
+	*p = x
+	return p
+}
+
+func (x ServiceAuthorizationMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServiceAuthorizationMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_v01_openshell_proto_enumTypes[6].Descriptor()
+}
+
+func (ServiceAuthorizationMode) Type() protoreflect.EnumType {
+	return &file_v01_openshell_proto_enumTypes[6]
+}
+
+func (x ServiceAuthorizationMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServiceAuthorizationMode.Descriptor instead.
+func (ServiceAuthorizationMode) EnumDescriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{6}
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -7433,6 +7484,482 @@ func (x *DraftHistoryEntry) GetEventTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type ExposeServiceRequest struct {
+	state             protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox           string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Name              string                         `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	TargetPort        uint32                         `protobuf:"varint,3,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
+	Domain            bool                           `protobuf:"varint,4,opt,name=domain,proto3" json:"domain,omitempty"`
+	WorkspaceScope    *datamodelv1.WorkspaceSelector `protobuf:"bytes,5,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	RequestId         string                         `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AuthorizationMode ServiceAuthorizationMode       `protobuf:"varint,7,opt,name=authorization_mode,json=authorizationMode,proto3,enum=openshell.v1.ServiceAuthorizationMode" json:"authorization_mode,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ExposeServiceRequest) Reset() {
+	*x = ExposeServiceRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExposeServiceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExposeServiceRequest) ProtoMessage() {}
+
+func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExposeServiceRequest.ProtoReflect.Descriptor instead.
+func (*ExposeServiceRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *ExposeServiceRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ExposeServiceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExposeServiceRequest) GetTargetPort() uint32 {
+	if x != nil {
+		return x.TargetPort
+	}
+	return 0
+}
+
+func (x *ExposeServiceRequest) GetDomain() bool {
+	if x != nil {
+		return x.Domain
+	}
+	return false
+}
+
+func (x *ExposeServiceRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *ExposeServiceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ExposeServiceRequest) GetAuthorizationMode() ServiceAuthorizationMode {
+	if x != nil {
+		return x.AuthorizationMode
+	}
+	return ServiceAuthorizationMode_SERVICE_AUTHORIZATION_MODE_UNSPECIFIED
+}
+
+type ServiceEndpoint struct {
+	state             protoimpl.MessageState   `protogen:"open.v1"`
+	Metadata          *datamodelv1.ObjectMeta  `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	SandboxId         string                   `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Sandbox           string                   `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Name              string                   `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	TargetPort        uint32                   `protobuf:"varint,5,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
+	Domain            bool                     `protobuf:"varint,6,opt,name=domain,proto3" json:"domain,omitempty"`
+	AuthorizationMode ServiceAuthorizationMode `protobuf:"varint,7,opt,name=authorization_mode,json=authorizationMode,proto3,enum=openshell.v1.ServiceAuthorizationMode" json:"authorization_mode,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ServiceEndpoint) Reset() {
+	*x = ServiceEndpoint{}
+	mi := &file_v01_openshell_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceEndpoint) ProtoMessage() {}
+
+func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
+func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *ServiceEndpoint) GetMetadata() *datamodelv1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ServiceEndpoint) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetTargetPort() uint32 {
+	if x != nil {
+		return x.TargetPort
+	}
+	return 0
+}
+
+func (x *ServiceEndpoint) GetDomain() bool {
+	if x != nil {
+		return x.Domain
+	}
+	return false
+}
+
+func (x *ServiceEndpoint) GetAuthorizationMode() ServiceAuthorizationMode {
+	if x != nil {
+		return x.AuthorizationMode
+	}
+	return ServiceAuthorizationMode_SERVICE_AUTHORIZATION_MODE_UNSPECIFIED
+}
+
+type ServiceEndpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *ServiceEndpoint       `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceEndpointResponse) Reset() {
+	*x = ServiceEndpointResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceEndpointResponse) ProtoMessage() {}
+
+func (x *ServiceEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceEndpointResponse.ProtoReflect.Descriptor instead.
+func (*ServiceEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *ServiceEndpointResponse) GetEndpoint() *ServiceEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+func (x *ServiceEndpointResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+type ListServicesRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	PageSize       int32                          `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken      string                         `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,4,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListServicesRequest) Reset() {
+	*x = ListServicesRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServicesRequest) ProtoMessage() {}
+
+func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
+func (*ListServicesRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *ListServicesRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ListServicesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListServicesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListServicesRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+type ListServicesResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Services      []*ServiceEndpointResponse `protobuf:"bytes,1,rep,name=services,proto3" json:"services,omitempty"`
+	NextPageToken string                     `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServicesResponse) Reset() {
+	*x = ListServicesResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServicesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServicesResponse) ProtoMessage() {}
+
+func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
+func (*ListServicesResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *ListServicesResponse) GetServices() []*ServiceEndpointResponse {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *ListServicesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type DeleteServiceRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	Sandbox        string                         `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Name           string                         `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,3,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	AllowMissing   bool                           `protobuf:"varint,4,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	RequestId      string                         `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteServiceRequest) Reset() {
+	*x = DeleteServiceRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServiceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServiceRequest) ProtoMessage() {}
+
+func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
+func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *DeleteServiceRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *DeleteServiceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteServiceRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *DeleteServiceRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+func (x *DeleteServiceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteServiceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       DeletionOutcome        `protobuf:"varint,2,opt,name=outcome,proto3,enum=openshell.v1.DeletionOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteServiceResponse) Reset() {
+	*x = DeleteServiceResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServiceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServiceResponse) ProtoMessage() {}
+
+func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
+func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *DeleteServiceResponse) GetOutcome() DeletionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
+}
+
 var File_v01_openshell_proto protoreflect.FileDescriptor
 
 const file_v01_openshell_proto_rawDesc = "" +
@@ -8033,7 +8560,48 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x19\n" +
 	"\bchunk_id\x18\x04 \x01(\tR\achunkId\x129\n" +
 	"\n" +
-	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTime*\x86\x01\n" +
+	"event_time\x18e \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\"\xc7\x02\n" +
+	"\x14ExposeServiceRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\vtarget_port\x18\x03 \x01(\rR\n" +
+	"targetPort\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\bR\x06domain\x12R\n" +
+	"\x0fworkspace_scope\x18\x05 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12U\n" +
+	"\x12authorization_mode\x18\a \x01(\x0e2&.openshell.v1.ServiceAuthorizationModeR\x11authorizationMode\"\xae\x02\n" +
+	"\x0fServiceEndpoint\x12>\n" +
+	"\bmetadata\x18\x01 \x01(\v2\".openshell.datamodel.v1.ObjectMetaR\bmetadata\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x02 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\asandbox\x18\x03 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1f\n" +
+	"\vtarget_port\x18\x05 \x01(\rR\n" +
+	"targetPort\x12\x16\n" +
+	"\x06domain\x18\x06 \x01(\bR\x06domain\x12U\n" +
+	"\x12authorization_mode\x18\a \x01(\x0e2&.openshell.v1.ServiceAuthorizationModeR\x11authorizationMode\"f\n" +
+	"\x17ServiceEndpointResponse\x129\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x1d.openshell.v1.ServiceEndpointR\bendpoint\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\"\xbf\x01\n" +
+	"\x13ListServicesRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12R\n" +
+	"\x0fworkspace_scope\x18\x04 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\"\x81\x01\n" +
+	"\x14ListServicesResponse\x12A\n" +
+	"\bservices\x18\x01 \x03(\v2%.openshell.v1.ServiceEndpointResponseR\bservices\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdc\x01\n" +
+	"\x14DeleteServiceRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12R\n" +
+	"\x0fworkspace_scope\x18\x03 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12#\n" +
+	"\rallow_missing\x18\x04 \x01(\bR\fallowMissing\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"P\n" +
+	"\x15DeleteServiceResponse\x127\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome*\x86\x01\n" +
 	"\rServiceStatus\x12\x1e\n" +
 	"\x1aSERVICE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SERVICE_STATUS_HEALTHY\x10\x01\x12\x1b\n" +
@@ -8073,7 +8641,11 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\rWorkspaceRole\x12\x1e\n" +
 	"\x1aWORKSPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKSPACE_ROLE_USER\x10\x01\x12\x18\n" +
-	"\x14WORKSPACE_ROLE_ADMIN\x10\x022\x97\x1f\n" +
+	"\x14WORKSPACE_ROLE_ADMIN\x10\x02*\x9f\x01\n" +
+	"\x18ServiceAuthorizationMode\x12*\n" +
+	"&SERVICE_AUTHORIZATION_MODE_UNSPECIFIED\x10\x00\x12$\n" +
+	" SERVICE_AUTHORIZATION_MODE_STRIP\x10\x01\x121\n" +
+	"-SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH\x10\x022\xa4!\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -8117,7 +8689,10 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x16ExecSandboxInteractive\x12\x1e.openshell.v1.ExecSandboxInput\x1a\x1e.openshell.v1.ExecSandboxEvent(\x010\x01\x12N\n" +
 	"\n" +
 	"ForwardTcp\x12\x1d.openshell.v1.TcpForwardFrame\x1a\x1d.openshell.v1.TcpForwardFrame(\x010\x01\x12[\n" +
-	"\x0eGetSandboxLogs\x12#.openshell.v1.GetSandboxLogsRequest\x1a$.openshell.v1.GetSandboxLogsResponseB\\ZZgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1;openshellv1b\x06proto3"
+	"\x0eGetSandboxLogs\x12#.openshell.v1.GetSandboxLogsRequest\x1a$.openshell.v1.GetSandboxLogsResponse\x12Z\n" +
+	"\rExposeService\x12\".openshell.v1.ExposeServiceRequest\x1a%.openshell.v1.ServiceEndpointResponse\x12U\n" +
+	"\fListServices\x12!.openshell.v1.ListServicesRequest\x1a\".openshell.v1.ListServicesResponse\x12X\n" +
+	"\rDeleteService\x12\".openshell.v1.DeleteServiceRequest\x1a#.openshell.v1.DeleteServiceResponseB\\ZZgithub.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1;openshellv1b\x06proto3"
 
 var (
 	file_v01_openshell_proto_rawDescOnce sync.Once
@@ -8131,8 +8706,8 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 	return file_v01_openshell_proto_rawDescData
 }
 
-var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 126)
+var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
 var file_v01_openshell_proto_goTypes = []any{
 	(ServiceStatus)(0),                        // 0: openshell.v1.ServiceStatus
 	(PolicyStatus)(0),                         // 1: openshell.v1.PolicyStatus
@@ -8140,381 +8715,404 @@ var file_v01_openshell_proto_goTypes = []any{
 	(DeletionOutcome)(0),                      // 3: openshell.v1.DeletionOutcome
 	(ProviderProfileCategory)(0),              // 4: openshell.v1.ProviderProfileCategory
 	(WorkspaceRole)(0),                        // 5: openshell.v1.WorkspaceRole
-	(*HealthRequest)(nil),                     // 6: openshell.v1.HealthRequest
-	(*HealthResponse)(nil),                    // 7: openshell.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),             // 8: openshell.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),            // 9: openshell.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),                 // 10: openshell.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),         // 11: openshell.v1.ComputeDriverCapabilities
-	(*GetCurrentUserRequest)(nil),             // 12: openshell.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),            // 13: openshell.v1.GetCurrentUserResponse
-	(*Sandbox)(nil),                           // 14: openshell.v1.Sandbox
-	(*SandboxWorkloadTemplateProvenance)(nil), // 15: openshell.v1.SandboxWorkloadTemplateProvenance
-	(*SandboxWorkloadTemplate)(nil),           // 16: openshell.v1.SandboxWorkloadTemplate
-	(*SandboxWorkloadTemplateSpec)(nil),       // 17: openshell.v1.SandboxWorkloadTemplateSpec
-	(*SandboxWorkloadConfig)(nil),             // 18: openshell.v1.SandboxWorkloadConfig
-	(*SandboxResources)(nil),                  // 19: openshell.v1.SandboxResources
-	(*SandboxServiceLevel)(nil),               // 20: openshell.v1.SandboxServiceLevel
-	(*SandboxStartup)(nil),                    // 21: openshell.v1.SandboxStartup
-	(*CreateSandboxTemplateRequest)(nil),      // 22: openshell.v1.CreateSandboxTemplateRequest
-	(*SandboxTemplateResponse)(nil),           // 23: openshell.v1.SandboxTemplateResponse
-	(*GetSandboxTemplateRequest)(nil),         // 24: openshell.v1.GetSandboxTemplateRequest
-	(*ListSandboxTemplatesRequest)(nil),       // 25: openshell.v1.ListSandboxTemplatesRequest
-	(*ListSandboxTemplatesResponse)(nil),      // 26: openshell.v1.ListSandboxTemplatesResponse
-	(*DeleteSandboxTemplateRequest)(nil),      // 27: openshell.v1.DeleteSandboxTemplateRequest
-	(*DeleteSandboxTemplateResponse)(nil),     // 28: openshell.v1.DeleteSandboxTemplateResponse
-	(*SandboxSpec)(nil),                       // 29: openshell.v1.SandboxSpec
-	(*ResourceRequirements)(nil),              // 30: openshell.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),           // 31: openshell.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),                   // 32: openshell.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                     // 33: openshell.v1.SandboxStatus
-	(*SandboxCondition)(nil),                  // 34: openshell.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),              // 35: openshell.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),                 // 36: openshell.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),              // 37: openshell.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),             // 38: openshell.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),              // 39: openshell.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 40: openshell.v1.DeleteSandboxResponse
-	(*StopSandboxRequest)(nil),                // 41: openshell.v1.StopSandboxRequest
-	(*StartSandboxRequest)(nil),               // 42: openshell.v1.StartSandboxRequest
-	(*SandboxResponse)(nil),                   // 43: openshell.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),               // 44: openshell.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),                // 45: openshell.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                    // 46: openshell.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                     // 47: openshell.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),              // 48: openshell.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),      // 49: openshell.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil),     // 50: openshell.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),      // 51: openshell.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil),     // 52: openshell.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),       // 53: openshell.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),      // 54: openshell.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),             // 55: openshell.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),                // 56: openshell.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),             // 57: openshell.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),             // 58: openshell.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),                  // 59: openshell.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),            // 60: openshell.v1.DeleteProviderResponse
-	(*ProviderProfile)(nil),                   // 61: openshell.v1.ProviderProfile
-	(*ProviderProfileCredential)(nil),         // 62: openshell.v1.ProviderProfileCredential
-	(*ProviderProfileDiscovery)(nil),          // 63: openshell.v1.ProviderProfileDiscovery
-	(*ListProviderProfilesRequest)(nil),       // 64: openshell.v1.ListProviderProfilesRequest
-	(*ListProviderProfilesResponse)(nil),      // 65: openshell.v1.ListProviderProfilesResponse
-	(*GetProviderProfileRequest)(nil),         // 66: openshell.v1.GetProviderProfileRequest
-	(*ProviderProfileResponse)(nil),           // 67: openshell.v1.ProviderProfileResponse
-	(*ImportProviderProfilesRequest)(nil),     // 68: openshell.v1.ImportProviderProfilesRequest
-	(*ProviderProfileImportItem)(nil),         // 69: openshell.v1.ProviderProfileImportItem
-	(*ImportProviderProfilesResponse)(nil),    // 70: openshell.v1.ImportProviderProfilesResponse
-	(*ProviderProfileDiagnostic)(nil),         // 71: openshell.v1.ProviderProfileDiagnostic
-	(*UpdateProviderProfilesRequest)(nil),     // 72: openshell.v1.UpdateProviderProfilesRequest
-	(*UpdateProviderProfilesResponse)(nil),    // 73: openshell.v1.UpdateProviderProfilesResponse
-	(*DeleteProviderProfileRequest)(nil),      // 74: openshell.v1.DeleteProviderProfileRequest
-	(*DeleteProviderProfileResponse)(nil),     // 75: openshell.v1.DeleteProviderProfileResponse
-	(*UpdateConfigRequest)(nil),               // 76: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),              // 77: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),            // 78: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),           // 79: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),               // 80: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),              // 81: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),            // 82: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),           // 83: openshell.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),     // 84: openshell.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil),    // 85: openshell.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),             // 86: openshell.v1.SandboxPolicyRevision
-	(*WorkspaceMember)(nil),                   // 87: openshell.v1.WorkspaceMember
-	(*AddWorkspaceMemberRequest)(nil),         // 88: openshell.v1.AddWorkspaceMemberRequest
-	(*AddWorkspaceMemberResponse)(nil),        // 89: openshell.v1.AddWorkspaceMemberResponse
-	(*RemoveWorkspaceMemberRequest)(nil),      // 90: openshell.v1.RemoveWorkspaceMemberRequest
-	(*RemoveWorkspaceMemberResponse)(nil),     // 91: openshell.v1.RemoveWorkspaceMemberResponse
-	(*ListWorkspaceMembersRequest)(nil),       // 92: openshell.v1.ListWorkspaceMembersRequest
-	(*ListWorkspaceMembersResponse)(nil),      // 93: openshell.v1.ListWorkspaceMembersResponse
-	(*ExecSandboxRequest)(nil),                // 94: openshell.v1.ExecSandboxRequest
-	(*ExecSandboxStdout)(nil),                 // 95: openshell.v1.ExecSandboxStdout
-	(*ExecSandboxStderr)(nil),                 // 96: openshell.v1.ExecSandboxStderr
-	(*ExecSandboxExit)(nil),                   // 97: openshell.v1.ExecSandboxExit
-	(*ExecSandboxEvent)(nil),                  // 98: openshell.v1.ExecSandboxEvent
-	(*ExecSandboxWindowResize)(nil),           // 99: openshell.v1.ExecSandboxWindowResize
-	(*ExecSandboxInput)(nil),                  // 100: openshell.v1.ExecSandboxInput
-	(*TcpRelayTarget)(nil),                    // 101: openshell.v1.TcpRelayTarget
-	(*SshRelayTarget)(nil),                    // 102: openshell.v1.SshRelayTarget
-	(*TcpForwardInit)(nil),                    // 103: openshell.v1.TcpForwardInit
-	(*TcpForwardFrame)(nil),                   // 104: openshell.v1.TcpForwardFrame
-	(*GetSandboxLogsRequest)(nil),             // 105: openshell.v1.GetSandboxLogsRequest
-	(*GetSandboxLogsResponse)(nil),            // 106: openshell.v1.GetSandboxLogsResponse
-	(*PolicyChunk)(nil),                       // 107: openshell.v1.PolicyChunk
-	(*GetDraftPolicyRequest)(nil),             // 108: openshell.v1.GetDraftPolicyRequest
-	(*GetDraftPolicyResponse)(nil),            // 109: openshell.v1.GetDraftPolicyResponse
-	(*RejectDraftChunkRequest)(nil),           // 110: openshell.v1.RejectDraftChunkRequest
-	(*RejectDraftChunkResponse)(nil),          // 111: openshell.v1.RejectDraftChunkResponse
-	(*GetDraftHistoryRequest)(nil),            // 112: openshell.v1.GetDraftHistoryRequest
-	(*GetDraftHistoryResponse)(nil),           // 113: openshell.v1.GetDraftHistoryResponse
-	(*DraftHistoryEntry)(nil),                 // 114: openshell.v1.DraftHistoryEntry
-	nil,                                       // 115: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
-	nil,                                       // 116: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                       // 117: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                       // 118: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                       // 119: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                       // 120: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                       // 121: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                       // 122: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                       // 123: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                       // 124: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                       // 125: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                       // 126: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                       // 127: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                       // 128: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                       // 129: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                       // 130: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	nil,                                       // 131: openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	(*datamodelv1.ObjectMeta)(nil),            // 132: openshell.datamodel.v1.ObjectMeta
-	(*structpb.Struct)(nil),                   // 133: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 134: google.protobuf.Duration
-	(*datamodelv1.WorkspaceSelector)(nil),     // 135: openshell.datamodel.v1.WorkspaceSelector
-	(*sandboxv1.SandboxPolicy)(nil),           // 136: openshell.sandbox.v1.SandboxPolicy
-	(*timestamppb.Timestamp)(nil),             // 137: google.protobuf.Timestamp
-	(*datamodelv1.Provider)(nil),              // 138: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),         // 139: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),           // 140: openshell.sandbox.v1.NetworkBinary
-	(*sandboxv1.SettingValue)(nil),            // 141: openshell.sandbox.v1.SettingValue
-	(*datamodelv1.Workspace)(nil),             // 142: openshell.datamodel.v1.Workspace
-	(*sandboxv1.NetworkPolicyRule)(nil),       // 143: openshell.sandbox.v1.NetworkPolicyRule
+	(ServiceAuthorizationMode)(0),             // 6: openshell.v1.ServiceAuthorizationMode
+	(*HealthRequest)(nil),                     // 7: openshell.v1.HealthRequest
+	(*HealthResponse)(nil),                    // 8: openshell.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),             // 9: openshell.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),            // 10: openshell.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),                 // 11: openshell.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),         // 12: openshell.v1.ComputeDriverCapabilities
+	(*GetCurrentUserRequest)(nil),             // 13: openshell.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),            // 14: openshell.v1.GetCurrentUserResponse
+	(*Sandbox)(nil),                           // 15: openshell.v1.Sandbox
+	(*SandboxWorkloadTemplateProvenance)(nil), // 16: openshell.v1.SandboxWorkloadTemplateProvenance
+	(*SandboxWorkloadTemplate)(nil),           // 17: openshell.v1.SandboxWorkloadTemplate
+	(*SandboxWorkloadTemplateSpec)(nil),       // 18: openshell.v1.SandboxWorkloadTemplateSpec
+	(*SandboxWorkloadConfig)(nil),             // 19: openshell.v1.SandboxWorkloadConfig
+	(*SandboxResources)(nil),                  // 20: openshell.v1.SandboxResources
+	(*SandboxServiceLevel)(nil),               // 21: openshell.v1.SandboxServiceLevel
+	(*SandboxStartup)(nil),                    // 22: openshell.v1.SandboxStartup
+	(*CreateSandboxTemplateRequest)(nil),      // 23: openshell.v1.CreateSandboxTemplateRequest
+	(*SandboxTemplateResponse)(nil),           // 24: openshell.v1.SandboxTemplateResponse
+	(*GetSandboxTemplateRequest)(nil),         // 25: openshell.v1.GetSandboxTemplateRequest
+	(*ListSandboxTemplatesRequest)(nil),       // 26: openshell.v1.ListSandboxTemplatesRequest
+	(*ListSandboxTemplatesResponse)(nil),      // 27: openshell.v1.ListSandboxTemplatesResponse
+	(*DeleteSandboxTemplateRequest)(nil),      // 28: openshell.v1.DeleteSandboxTemplateRequest
+	(*DeleteSandboxTemplateResponse)(nil),     // 29: openshell.v1.DeleteSandboxTemplateResponse
+	(*SandboxSpec)(nil),                       // 30: openshell.v1.SandboxSpec
+	(*ResourceRequirements)(nil),              // 31: openshell.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),           // 32: openshell.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                   // 33: openshell.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                     // 34: openshell.v1.SandboxStatus
+	(*SandboxCondition)(nil),                  // 35: openshell.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),              // 36: openshell.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),                 // 37: openshell.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),              // 38: openshell.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),             // 39: openshell.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),              // 40: openshell.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 41: openshell.v1.DeleteSandboxResponse
+	(*StopSandboxRequest)(nil),                // 42: openshell.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),               // 43: openshell.v1.StartSandboxRequest
+	(*SandboxResponse)(nil),                   // 44: openshell.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),               // 45: openshell.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),                // 46: openshell.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                    // 47: openshell.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                     // 48: openshell.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),              // 49: openshell.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),      // 50: openshell.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),     // 51: openshell.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),      // 52: openshell.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),     // 53: openshell.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),       // 54: openshell.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),      // 55: openshell.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),             // 56: openshell.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),                // 57: openshell.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),             // 58: openshell.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),             // 59: openshell.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),                  // 60: openshell.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),            // 61: openshell.v1.DeleteProviderResponse
+	(*ProviderProfile)(nil),                   // 62: openshell.v1.ProviderProfile
+	(*ProviderProfileCredential)(nil),         // 63: openshell.v1.ProviderProfileCredential
+	(*ProviderProfileDiscovery)(nil),          // 64: openshell.v1.ProviderProfileDiscovery
+	(*ListProviderProfilesRequest)(nil),       // 65: openshell.v1.ListProviderProfilesRequest
+	(*ListProviderProfilesResponse)(nil),      // 66: openshell.v1.ListProviderProfilesResponse
+	(*GetProviderProfileRequest)(nil),         // 67: openshell.v1.GetProviderProfileRequest
+	(*ProviderProfileResponse)(nil),           // 68: openshell.v1.ProviderProfileResponse
+	(*ImportProviderProfilesRequest)(nil),     // 69: openshell.v1.ImportProviderProfilesRequest
+	(*ProviderProfileImportItem)(nil),         // 70: openshell.v1.ProviderProfileImportItem
+	(*ImportProviderProfilesResponse)(nil),    // 71: openshell.v1.ImportProviderProfilesResponse
+	(*ProviderProfileDiagnostic)(nil),         // 72: openshell.v1.ProviderProfileDiagnostic
+	(*UpdateProviderProfilesRequest)(nil),     // 73: openshell.v1.UpdateProviderProfilesRequest
+	(*UpdateProviderProfilesResponse)(nil),    // 74: openshell.v1.UpdateProviderProfilesResponse
+	(*DeleteProviderProfileRequest)(nil),      // 75: openshell.v1.DeleteProviderProfileRequest
+	(*DeleteProviderProfileResponse)(nil),     // 76: openshell.v1.DeleteProviderProfileResponse
+	(*UpdateConfigRequest)(nil),               // 77: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),              // 78: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),            // 79: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),           // 80: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),               // 81: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),              // 82: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),            // 83: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),           // 84: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),     // 85: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil),    // 86: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),             // 87: openshell.v1.SandboxPolicyRevision
+	(*WorkspaceMember)(nil),                   // 88: openshell.v1.WorkspaceMember
+	(*AddWorkspaceMemberRequest)(nil),         // 89: openshell.v1.AddWorkspaceMemberRequest
+	(*AddWorkspaceMemberResponse)(nil),        // 90: openshell.v1.AddWorkspaceMemberResponse
+	(*RemoveWorkspaceMemberRequest)(nil),      // 91: openshell.v1.RemoveWorkspaceMemberRequest
+	(*RemoveWorkspaceMemberResponse)(nil),     // 92: openshell.v1.RemoveWorkspaceMemberResponse
+	(*ListWorkspaceMembersRequest)(nil),       // 93: openshell.v1.ListWorkspaceMembersRequest
+	(*ListWorkspaceMembersResponse)(nil),      // 94: openshell.v1.ListWorkspaceMembersResponse
+	(*ExecSandboxRequest)(nil),                // 95: openshell.v1.ExecSandboxRequest
+	(*ExecSandboxStdout)(nil),                 // 96: openshell.v1.ExecSandboxStdout
+	(*ExecSandboxStderr)(nil),                 // 97: openshell.v1.ExecSandboxStderr
+	(*ExecSandboxExit)(nil),                   // 98: openshell.v1.ExecSandboxExit
+	(*ExecSandboxEvent)(nil),                  // 99: openshell.v1.ExecSandboxEvent
+	(*ExecSandboxWindowResize)(nil),           // 100: openshell.v1.ExecSandboxWindowResize
+	(*ExecSandboxInput)(nil),                  // 101: openshell.v1.ExecSandboxInput
+	(*TcpRelayTarget)(nil),                    // 102: openshell.v1.TcpRelayTarget
+	(*SshRelayTarget)(nil),                    // 103: openshell.v1.SshRelayTarget
+	(*TcpForwardInit)(nil),                    // 104: openshell.v1.TcpForwardInit
+	(*TcpForwardFrame)(nil),                   // 105: openshell.v1.TcpForwardFrame
+	(*GetSandboxLogsRequest)(nil),             // 106: openshell.v1.GetSandboxLogsRequest
+	(*GetSandboxLogsResponse)(nil),            // 107: openshell.v1.GetSandboxLogsResponse
+	(*PolicyChunk)(nil),                       // 108: openshell.v1.PolicyChunk
+	(*GetDraftPolicyRequest)(nil),             // 109: openshell.v1.GetDraftPolicyRequest
+	(*GetDraftPolicyResponse)(nil),            // 110: openshell.v1.GetDraftPolicyResponse
+	(*RejectDraftChunkRequest)(nil),           // 111: openshell.v1.RejectDraftChunkRequest
+	(*RejectDraftChunkResponse)(nil),          // 112: openshell.v1.RejectDraftChunkResponse
+	(*GetDraftHistoryRequest)(nil),            // 113: openshell.v1.GetDraftHistoryRequest
+	(*GetDraftHistoryResponse)(nil),           // 114: openshell.v1.GetDraftHistoryResponse
+	(*DraftHistoryEntry)(nil),                 // 115: openshell.v1.DraftHistoryEntry
+	(*ExposeServiceRequest)(nil),              // 116: openshell.v1.ExposeServiceRequest
+	(*ServiceEndpoint)(nil),                   // 117: openshell.v1.ServiceEndpoint
+	(*ServiceEndpointResponse)(nil),           // 118: openshell.v1.ServiceEndpointResponse
+	(*ListServicesRequest)(nil),               // 119: openshell.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),              // 120: openshell.v1.ListServicesResponse
+	(*DeleteServiceRequest)(nil),              // 121: openshell.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),             // 122: openshell.v1.DeleteServiceResponse
+	nil,                                       // 123: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	nil,                                       // 124: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                       // 125: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                       // 126: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                       // 127: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                       // 128: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                       // 129: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                       // 130: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                       // 131: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                       // 132: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                       // 133: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                       // 134: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                       // 135: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                       // 136: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                       // 137: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                       // 138: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	nil,                                       // 139: openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	(*datamodelv1.ObjectMeta)(nil),            // 140: openshell.datamodel.v1.ObjectMeta
+	(*structpb.Struct)(nil),                   // 141: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 142: google.protobuf.Duration
+	(*datamodelv1.WorkspaceSelector)(nil),     // 143: openshell.datamodel.v1.WorkspaceSelector
+	(*sandboxv1.SandboxPolicy)(nil),           // 144: openshell.sandbox.v1.SandboxPolicy
+	(*timestamppb.Timestamp)(nil),             // 145: google.protobuf.Timestamp
+	(*datamodelv1.Provider)(nil),              // 146: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),         // 147: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),           // 148: openshell.sandbox.v1.NetworkBinary
+	(*sandboxv1.SettingValue)(nil),            // 149: openshell.sandbox.v1.SettingValue
+	(*datamodelv1.Workspace)(nil),             // 150: openshell.datamodel.v1.Workspace
+	(*sandboxv1.NetworkPolicyRule)(nil),       // 151: openshell.sandbox.v1.NetworkPolicyRule
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
-	10,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
-	11,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	132, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	29,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
-	33,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	15,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
-	132, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	17,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
-	18,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
-	133, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
-	20,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
-	115, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
-	19,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
-	31,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	21,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
-	134, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
-	16,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	135, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	16,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	135, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	16,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
-	135, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	11,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
+	12,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
+	140, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	30,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
+	34,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
+	16,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
+	140, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	18,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
+	19,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
+	141, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
+	21,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
+	123, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	20,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
+	32,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	22,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
+	142, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
+	17,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	143, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	143, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
+	143, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 25: openshell.v1.DeleteSandboxTemplateResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	116, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
-	32,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	136, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	30,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
-	31,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	117, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	118, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	119, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	133, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	133, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
-	34,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
+	124, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	33,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
+	144, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	31,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
+	32,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	125, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	126, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	127, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	141, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	141, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	35,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
 	2,   // 37: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	137, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
-	29,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	120, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	121, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	135, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	135, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	145, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	30,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
+	128, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	129, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	143, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	15,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
+	143, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 47: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	135, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	122, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	135, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	137, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
-	14,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
-	46,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
-	47,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
-	48,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	123, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	137, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	124, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	137, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	135, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	135, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	14,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	135, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	138, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	138, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	135, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	138, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	135, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	125, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	135, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	138, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	143, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	15,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
+	130, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	143, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	145, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	15,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
+	47,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
+	48,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
+	49,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
+	131, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	145, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	132, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	145, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	143, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	15,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	143, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	15,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	143, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	146, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	146, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	143, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	146, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	143, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	133, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	143, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	146, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
 	3,   // 76: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
 	4,   // 77: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
-	62,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	139, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	140, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
-	63,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	126, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	135, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	61,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	135, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	61,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
-	69,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	135, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	61,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
-	71,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	61,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	69,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
-	135, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	71,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	61,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
-	135, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	63,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
+	147, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	148, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	64,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
+	134, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	143, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	62,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	143, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	62,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
+	70,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
+	143, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	62,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
+	72,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	62,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	70,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
+	143, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	72,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	62,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
+	143, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 97: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	136, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	141, // 99: openshell.v1.UpdateConfigRequest.setting_value:type_name -> openshell.sandbox.v1.SettingValue
-	127, // 100: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	135, // 101: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	128, // 102: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	129, // 103: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	142, // 104: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	142, // 105: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	144, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	149, // 99: openshell.v1.UpdateConfigRequest.setting_value:type_name -> openshell.sandbox.v1.SettingValue
+	135, // 100: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	143, // 101: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	136, // 102: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	137, // 103: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	150, // 104: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	150, // 105: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
 	3,   // 106: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	135, // 107: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	86,  // 108: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	143, // 107: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	87,  // 108: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
 	1,   // 109: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	136, // 110: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	130, // 111: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	137, // 112: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	137, // 113: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	132, // 114: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	144, // 110: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	138, // 111: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	145, // 112: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	145, // 113: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	140, // 114: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	5,   // 115: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
-	135, // 116: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 116: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	5,   // 117: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
-	87,  // 118: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
-	135, // 119: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	88,  // 118: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
+	143, // 119: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 120: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	135, // 121: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 122: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
-	131, // 123: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	135, // 124: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	134, // 125: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
-	95,  // 126: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
-	96,  // 127: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
-	97,  // 128: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
-	94,  // 129: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
-	99,  // 130: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
-	102, // 131: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
-	101, // 132: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
-	103, // 133: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
-	135, // 134: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	137, // 135: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	46,  // 136: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
-	143, // 137: openshell.v1.PolicyChunk.proposed_rule:type_name -> openshell.sandbox.v1.NetworkPolicyRule
-	137, // 138: openshell.v1.PolicyChunk.created_time:type_name -> google.protobuf.Timestamp
-	137, // 139: openshell.v1.PolicyChunk.first_seen_time:type_name -> google.protobuf.Timestamp
-	137, // 140: openshell.v1.PolicyChunk.last_seen_time:type_name -> google.protobuf.Timestamp
-	135, // 141: openshell.v1.GetDraftPolicyRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	107, // 142: openshell.v1.GetDraftPolicyResponse.chunks:type_name -> openshell.v1.PolicyChunk
-	135, // 143: openshell.v1.RejectDraftChunkRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	135, // 144: openshell.v1.GetDraftHistoryRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	114, // 145: openshell.v1.GetDraftHistoryResponse.entries:type_name -> openshell.v1.DraftHistoryEntry
-	137, // 146: openshell.v1.DraftHistoryEntry.event_time:type_name -> google.protobuf.Timestamp
-	137, // 147: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	6,   // 148: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	8,   // 149: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	12,  // 150: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	35,  // 151: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	36,  // 152: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	37,  // 153: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	39,  // 154: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	44,  // 155: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	41,  // 156: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	42,  // 157: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	49,  // 158: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	51,  // 159: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	53,  // 160: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	55,  // 161: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	56,  // 162: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	57,  // 163: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	58,  // 164: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	64,  // 165: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	66,  // 166: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	68,  // 167: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	72,  // 168: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
-	74,  // 169: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
-	22,  // 170: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
-	24,  // 171: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
-	25,  // 172: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
-	27,  // 173: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
-	76,  // 174: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	84,  // 175: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	108, // 176: openshell.v1.OpenShell.GetDraftPolicy:input_type -> openshell.v1.GetDraftPolicyRequest
-	110, // 177: openshell.v1.OpenShell.RejectDraftChunk:input_type -> openshell.v1.RejectDraftChunkRequest
-	112, // 178: openshell.v1.OpenShell.GetDraftHistory:input_type -> openshell.v1.GetDraftHistoryRequest
-	78,  // 179: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	80,  // 180: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	82,  // 181: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	88,  // 182: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
-	90,  // 183: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
-	92,  // 184: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
-	94,  // 185: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
-	100, // 186: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
-	104, // 187: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
-	105, // 188: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
-	7,   // 189: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	9,   // 190: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	13,  // 191: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	43,  // 192: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	43,  // 193: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	38,  // 194: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	40,  // 195: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	45,  // 196: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	43,  // 197: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	43,  // 198: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	50,  // 199: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	52,  // 200: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	54,  // 201: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	59,  // 202: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	59,  // 203: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	59,  // 204: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	60,  // 205: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	65,  // 206: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	67,  // 207: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	70,  // 208: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	73,  // 209: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
-	75,  // 210: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
-	23,  // 211: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	23,  // 212: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	26,  // 213: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
-	28,  // 214: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
-	77,  // 215: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	85,  // 216: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	109, // 217: openshell.v1.OpenShell.GetDraftPolicy:output_type -> openshell.v1.GetDraftPolicyResponse
-	111, // 218: openshell.v1.OpenShell.RejectDraftChunk:output_type -> openshell.v1.RejectDraftChunkResponse
-	113, // 219: openshell.v1.OpenShell.GetDraftHistory:output_type -> openshell.v1.GetDraftHistoryResponse
-	79,  // 220: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	81,  // 221: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	83,  // 222: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	89,  // 223: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
-	91,  // 224: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
-	93,  // 225: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
-	98,  // 226: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
-	98,  // 227: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
-	104, // 228: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
-	106, // 229: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
-	189, // [189:230] is the sub-list for method output_type
-	148, // [148:189] is the sub-list for method input_type
-	148, // [148:148] is the sub-list for extension type_name
-	148, // [148:148] is the sub-list for extension extendee
-	0,   // [0:148] is the sub-list for field type_name
+	143, // 121: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	88,  // 122: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
+	139, // 123: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	143, // 124: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	142, // 125: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
+	96,  // 126: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
+	97,  // 127: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
+	98,  // 128: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
+	95,  // 129: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
+	100, // 130: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
+	103, // 131: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
+	102, // 132: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
+	104, // 133: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
+	143, // 134: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	145, // 135: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	47,  // 136: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
+	151, // 137: openshell.v1.PolicyChunk.proposed_rule:type_name -> openshell.sandbox.v1.NetworkPolicyRule
+	145, // 138: openshell.v1.PolicyChunk.created_time:type_name -> google.protobuf.Timestamp
+	145, // 139: openshell.v1.PolicyChunk.first_seen_time:type_name -> google.protobuf.Timestamp
+	145, // 140: openshell.v1.PolicyChunk.last_seen_time:type_name -> google.protobuf.Timestamp
+	143, // 141: openshell.v1.GetDraftPolicyRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	108, // 142: openshell.v1.GetDraftPolicyResponse.chunks:type_name -> openshell.v1.PolicyChunk
+	143, // 143: openshell.v1.RejectDraftChunkRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	143, // 144: openshell.v1.GetDraftHistoryRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	115, // 145: openshell.v1.GetDraftHistoryResponse.entries:type_name -> openshell.v1.DraftHistoryEntry
+	145, // 146: openshell.v1.DraftHistoryEntry.event_time:type_name -> google.protobuf.Timestamp
+	143, // 147: openshell.v1.ExposeServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	6,   // 148: openshell.v1.ExposeServiceRequest.authorization_mode:type_name -> openshell.v1.ServiceAuthorizationMode
+	140, // 149: openshell.v1.ServiceEndpoint.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	6,   // 150: openshell.v1.ServiceEndpoint.authorization_mode:type_name -> openshell.v1.ServiceAuthorizationMode
+	117, // 151: openshell.v1.ServiceEndpointResponse.endpoint:type_name -> openshell.v1.ServiceEndpoint
+	143, // 152: openshell.v1.ListServicesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	118, // 153: openshell.v1.ListServicesResponse.services:type_name -> openshell.v1.ServiceEndpointResponse
+	143, // 154: openshell.v1.DeleteServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 155: openshell.v1.DeleteServiceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	145, // 156: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	7,   // 157: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	9,   // 158: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	13,  // 159: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	36,  // 160: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	37,  // 161: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	38,  // 162: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	40,  // 163: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	45,  // 164: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	42,  // 165: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	43,  // 166: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	50,  // 167: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	52,  // 168: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	54,  // 169: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	56,  // 170: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	57,  // 171: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	58,  // 172: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	59,  // 173: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	65,  // 174: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	67,  // 175: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	69,  // 176: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	73,  // 177: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	75,  // 178: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	23,  // 179: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
+	25,  // 180: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
+	26,  // 181: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
+	28,  // 182: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
+	77,  // 183: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	85,  // 184: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	109, // 185: openshell.v1.OpenShell.GetDraftPolicy:input_type -> openshell.v1.GetDraftPolicyRequest
+	111, // 186: openshell.v1.OpenShell.RejectDraftChunk:input_type -> openshell.v1.RejectDraftChunkRequest
+	113, // 187: openshell.v1.OpenShell.GetDraftHistory:input_type -> openshell.v1.GetDraftHistoryRequest
+	79,  // 188: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	81,  // 189: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	83,  // 190: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	89,  // 191: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
+	91,  // 192: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
+	93,  // 193: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
+	95,  // 194: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
+	101, // 195: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
+	105, // 196: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
+	106, // 197: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
+	116, // 198: openshell.v1.OpenShell.ExposeService:input_type -> openshell.v1.ExposeServiceRequest
+	119, // 199: openshell.v1.OpenShell.ListServices:input_type -> openshell.v1.ListServicesRequest
+	121, // 200: openshell.v1.OpenShell.DeleteService:input_type -> openshell.v1.DeleteServiceRequest
+	8,   // 201: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	10,  // 202: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	14,  // 203: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	44,  // 204: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	44,  // 205: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	39,  // 206: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	41,  // 207: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	46,  // 208: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	44,  // 209: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	44,  // 210: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	51,  // 211: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	53,  // 212: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	55,  // 213: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	60,  // 214: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	60,  // 215: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	60,  // 216: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	61,  // 217: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	66,  // 218: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	68,  // 219: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	71,  // 220: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	74,  // 221: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	76,  // 222: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	24,  // 223: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	24,  // 224: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	27,  // 225: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
+	29,  // 226: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
+	78,  // 227: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	86,  // 228: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	110, // 229: openshell.v1.OpenShell.GetDraftPolicy:output_type -> openshell.v1.GetDraftPolicyResponse
+	112, // 230: openshell.v1.OpenShell.RejectDraftChunk:output_type -> openshell.v1.RejectDraftChunkResponse
+	114, // 231: openshell.v1.OpenShell.GetDraftHistory:output_type -> openshell.v1.GetDraftHistoryResponse
+	80,  // 232: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	82,  // 233: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	84,  // 234: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	90,  // 235: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
+	92,  // 236: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
+	94,  // 237: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
+	99,  // 238: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
+	99,  // 239: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
+	105, // 240: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
+	107, // 241: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
+	118, // 242: openshell.v1.OpenShell.ExposeService:output_type -> openshell.v1.ServiceEndpointResponse
+	120, // 243: openshell.v1.OpenShell.ListServices:output_type -> openshell.v1.ListServicesResponse
+	122, // 244: openshell.v1.OpenShell.DeleteService:output_type -> openshell.v1.DeleteServiceResponse
+	201, // [201:245] is the sub-list for method output_type
+	157, // [157:201] is the sub-list for method input_type
+	157, // [157:157] is the sub-list for extension type_name
+	157, // [157:157] is the sub-list for extension extendee
+	0,   // [0:157] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -8554,8 +9152,8 @@ func file_v01_openshell_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   126,
+			NumEnums:      7,
+			NumMessages:   133,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

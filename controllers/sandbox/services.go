@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+	"github.com/openshell/openshell-operator/internal/gwconn"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// auditServices deletes, at a 0.1 gateway, the services exposed in the
+// operator's workspaces. The operator exposes none: whether the release
+// authenticates a service's callers is not established (the pre-0.1
+// source routes service requests before its authenticator), so one
+// exposed with a gateway token could be open to whoever reaches the
+// gateway's port, its passthrough Route included. An agent's port is
+// reached through openshellsandboxes/proxy, under Kubernetes RBAC.
+// workspaces are those of the operator's sandboxes the sweep saw (and
+// those its membership Leases name), each provably this cluster's.
+func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
+	if conn.Line != gatewayline.V01 {
+		return nil // 0.0.x: no workspaces and no tenant tokens
+	}
+	for _, ws := range slices.Sorted(maps.Keys(workspaces)) {
+		services, err := listServices(ctx, conn, ws)
+		if err != nil {
+			return err
+		}
+		for _, svc := range services {
+			ep := svc.GetEndpoint()
+			if _, err := conn.DeleteService(ctx, &openshellv1.DeleteServiceRequest{WorkspaceScope: gatewayapi.Workspace(ws), Sandbox: ep.GetSandbox(),
+				Name: ep.GetName(), AllowMissing: true, RequestId: gatewayapi.NewRequestID()}); err != nil {
+				return fmt.Errorf("delete service %q of sandbox %s in workspace %s: %w", ep.GetName(), ep.GetSandbox(), ws, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("service deleted: exposed at the gateway directly", "gateway", gwconn.Key(gw), "workspace", ws,
+				"sandbox", ep.GetSandbox(), "service", ep.GetName(), "port", ep.GetTargetPort())
+			// The action names the service: events.k8s.io merges Events of
+			// equal regarding, reason and action into a series that keeps
+			// the first note only, and each deletion must be read.
+			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("DeleteService "+ep.GetSandbox()+"/"+ep.GetName(), 128, ""),
+				"deleted service %q (port %d) of sandbox %s in workspace %s, exposed at the gateway directly: the operator exposes no service there; "+
+					"reach an agent's port through openshellsandboxes/proxy", ep.GetName(), ep.GetTargetPort(), ep.GetSandbox(), ws)
+		}
+	}
+	return nil
+}
+
+// listServices pages through one workspace's services (an empty sandbox
+// filter lists them all); a gateway without the RPC or the workspace has
+// none.
+func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.ServiceEndpointResponse, error) {
+	var out []*openshellv1.ServiceEndpointResponse
+	token := ""
+	for {
+		resp, err := conn.ListServices(ctx, &openshellv1.ListServicesRequest{WorkspaceScope: gatewayapi.Workspace(ws), PageSize: sweepPage, PageToken: token})
+		if c := grpcstatus.Code(err); c == codes.NotFound || c == codes.Unimplemented {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list the services of workspace %s: %w", ws, err)
+		}
+		out = append(out, resp.GetServices()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/openshell/openshell-operator/internal/gatewayapi"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/tenancy"
+)
+
+// TestSweepDeletesServicesExposedInOurWorkspaces: a service exposed at a
+// 0.1 gateway in a workspace of this cluster's (with a gateway token) is
+// deleted by the sweep, with a Warning event naming it; one in a
+// workspace of a namespace of the same name on another cluster sharing
+// the gateway is not ours to judge and stays. A second sweep finds
+// nothing to do.
+func TestSweepDeletesServicesExposedInOurWorkspaces(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	f.gw.ReportVersion("0.1.4") // before 0.1.5's pod-label allowlist, which this fixture's gateway does not configure
+	f.obs.gateway = f.obs.gateway.DeepCopy()
+	f.obs.gateway.Status.Version = "0.1.4"
+	c := f.r.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: fixtureNamespaceUID}}); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandboxWith(nil)
+	f.sync(t, sb)
+	f.sync(t, sb) // stores the status the first left: the sweep knows the sandbox as ours by its ID
+	ws, name := f.workspace(), sandboxspec.SandboxName("team-a", "agent")
+	twinWS := sandboxspec.WorkspaceName("team-a", "uid-of-another-cluster")
+	f.gw.SeedSandbox(twinWS, name, nil)
+	conn, err := f.r.Gateways.Connect(ctx, f.obs.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []string{ws, twinWS} {
+		if _, err := conn.ExposeService(ctx, &openshellv1.ExposeServiceRequest{WorkspaceScope: gatewayapi.Workspace(at), Sandbox: name, Name: "web",
+			TargetPort: 8000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := events.NewFakeRecorder(10)
+	s := &Sweeper{Client: c, APIReader: c, Gateways: f.r.Gateways, Recorder: rec, Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.gw.Services(ws); len(got) != 0 {
+		t.Errorf("services left in our workspace: %v", got)
+	}
+	if got := f.gw.Services(twinWS); !slices.Equal(got, []string{name + "/web"}) {
+		t.Errorf("another cluster's workspace: %v, want its service kept", got)
+	}
+	if len(rec.Events) != 1 {
+		t.Fatalf("%d events, want 1", len(rec.Events))
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, "DriftReverted") || !strings.Contains(ev, `"web" (port 8000) of sandbox `+name) {
+		t.Errorf("event %q does not name the service", ev)
+	}
+	deletes := f.gw.Calls()["DeleteService"]
+	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
+		t.Fatal(err)
+	}
+	if f.gw.Calls()["DeleteService"] != deletes || len(rec.Events) != 0 {
+		t.Error("a second sweep deleted again")
+	}
+}
