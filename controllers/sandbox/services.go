@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,6 +20,15 @@ import (
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
+// maxServiceEvents bounds the Events one sweep writes about one gateway's
+// deleted services (each its own, see auditServices); past it, one more
+// says how many went unnamed. A token could expose thousands.
+const maxServiceEvents = 10
+
+// maxServicePages bounds the pages of one workspace's services one sweep
+// reads (sweepPage each); the next sweep goes on.
+const maxServicePages = 20
+
 // auditServices deletes, at a 0.1 gateway, the services exposed in the
 // operator's workspaces. The operator exposes none: whether the release
 // authenticates a service's callers is not established (the pre-0.1
@@ -27,33 +37,51 @@ import (
 // gateway's port, its passthrough Route included. An agent's port is
 // reached through openshellsandboxes/proxy, under Kubernetes RBAC.
 // workspaces are those of the operator's sandboxes the sweep saw (and
-// those its membership Leases name), each provably this cluster's.
+// those its membership Leases name), each provably this cluster's, with
+// those this process verified (a workspace whose sandboxes are gone). A
+// failure on one service or workspace does not spare the others.
 func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
 	if conn.Line != gatewayline.V01 {
 		return nil // 0.0.x: no workspaces and no tenant tokens
 	}
-	for _, ws := range slices.Sorted(maps.Keys(workspaces)) {
+	key := gwconn.Key(gw)
+	all := maps.Clone(workspaces)
+	for _, ws := range s.Gateways.KnownWorkspaces(key) {
+		all[ws] = true
+	}
+	var errs []error
+	deleted := 0
+	for _, ws := range slices.Sorted(maps.Keys(all)) {
 		services, err := listServices(ctx, conn, ws)
 		if err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		for _, svc := range services {
 			ep := svc.GetEndpoint()
 			if _, err := conn.DeleteService(ctx, &openshellv1.DeleteServiceRequest{WorkspaceScope: gatewayapi.Workspace(ws), Sandbox: ep.GetSandbox(),
 				Name: ep.GetName(), AllowMissing: true, RequestId: gatewayapi.NewRequestID()}); err != nil {
-				return fmt.Errorf("delete service %q of sandbox %s in workspace %s: %w", ep.GetName(), ep.GetSandbox(), ws, err)
+				errs = append(errs, fmt.Errorf("delete service %q of sandbox %s in workspace %s: %w", ep.GetName(), ep.GetSandbox(), ws, err))
+				continue
 			}
-			ctrl.LoggerFrom(ctx).Info("service deleted: exposed at the gateway directly", "gateway", gwconn.Key(gw), "workspace", ws,
+			deleted++
+			ctrl.LoggerFrom(ctx).Info("service deleted: exposed at the gateway directly", "gateway", key, "workspace", ws,
 				"sandbox", ep.GetSandbox(), "service", ep.GetName(), "port", ep.GetTargetPort())
-			// The action names the service: events.k8s.io merges Events of
-			// equal regarding, reason and action into a series that keeps
-			// the first note only, and each deletion must be read.
-			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("DeleteService "+ep.GetSandbox()+"/"+ep.GetName(), 128, ""),
-				"deleted service %q (port %d) of sandbox %s in workspace %s, exposed at the gateway directly: the operator exposes no service there; "+
-					"reach an agent's port through openshellsandboxes/proxy", ep.GetName(), ep.GetTargetPort(), ep.GetSandbox(), ws)
+			if deleted <= maxServiceEvents {
+				// The action names the service: events.k8s.io merges Events
+				// of equal regarding, reason and action into a series that
+				// keeps the first note only, and each deletion must be read.
+				name, sandbox := status.Clip(ep.GetName(), 63, "…"), status.Clip(ep.GetSandbox(), 63, "…")
+				s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("DeleteService "+sandbox+"/"+name, 128, ""),
+					"deleted service %q (port %d) of sandbox %s in workspace %s, exposed at the gateway directly: the operator exposes no service there; "+
+						"reach an agent's port through openshellsandboxes/proxy", name, ep.GetTargetPort(), sandbox, status.Clip(ws, 63, "…"))
+			}
 		}
 	}
-	return nil
+	if deleted > maxServiceEvents {
+		s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", "DeleteService (more)",
+			"deleted %d more services exposed at the gateway directly in this sweep; the operator's log names each", deleted-maxServiceEvents)
+	}
+	return errors.Join(errs...)
 }
 
 // listServices pages through one workspace's services (an empty sandbox
@@ -62,7 +90,7 @@ func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw
 func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.ServiceEndpointResponse, error) {
 	var out []*openshellv1.ServiceEndpointResponse
 	token := ""
-	for {
+	for page := 0; ; page++ {
 		resp, err := conn.ListServices(ctx, &openshellv1.ListServicesRequest{WorkspaceScope: gatewayapi.Workspace(ws), PageSize: sweepPage, PageToken: token})
 		if c := grpcstatus.Code(err); c == codes.NotFound || c == codes.Unimplemented {
 			return nil, nil
@@ -71,7 +99,7 @@ func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*o
 			return nil, fmt.Errorf("list the services of workspace %s: %w", ws, err)
 		}
 		out = append(out, resp.GetServices()...)
-		if token = resp.GetNextPageToken(); token == "" {
+		if token = resp.GetNextPageToken(); token == "" || page+1 >= maxServicePages {
 			return out, nil
 		}
 	}

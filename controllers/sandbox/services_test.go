@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -71,5 +73,59 @@ func TestSweepDeletesServicesExposedInOurWorkspaces(t *testing.T) {
 	}
 	if f.gw.Calls()["DeleteService"] != deletes || len(rec.Events) != 0 {
 		t.Error("a second sweep deleted again")
+	}
+}
+
+// TestServiceAuditGoesOnAndIsBounded: a workspace this process verified is
+// audited once its sandboxes are gone; one failed delete spares no other
+// service (the next sweep retries it); a flood of services writes at most
+// maxServiceEvents Events and one more that counts the rest.
+func TestServiceAuditGoesOnAndIsBounded(t *testing.T) {
+	ctx := context.Background()
+	f := newGatewayFixture(t)
+	f.gw.ReportVersion("0.1.4")
+	f.obs.gateway = f.obs.gateway.DeepCopy()
+	f.obs.gateway.Status.Version = "0.1.4"
+	c := f.r.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: fixtureNamespaceUID}}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(t, sandboxWith(nil)) // verifies the workspace; the object is then gone from the sweep's view
+	ws := f.workspace()
+	f.gw.SeedSandbox(ws, "made-with-a-token", nil)
+	conn, err := f.r.Gateways.Connect(ctx, f.obs.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = maxServiceEvents + 5
+	for i := range n {
+		if _, err := conn.ExposeService(ctx, &openshellv1.ExposeServiceRequest{WorkspaceScope: gatewayapi.Workspace(ws), Sandbox: "made-with-a-token",
+			Name: fmt.Sprintf("web-%02d", i), TargetPort: 8000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.gw.FailNext("DeleteService", codes.Internal) // not retried by the client, as Unavailable is
+	rec := events.NewFakeRecorder(2 * n)
+	s := &Sweeper{Client: c, APIReader: c, Gateways: f.r.Gateways, Recorder: rec, Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.gw.Services(ws); len(got) != 1 {
+		t.Fatalf("after a sweep with one failed delete: %v, want that one left", got)
+	}
+	if len(rec.Events) != maxServiceEvents+1 {
+		t.Fatalf("%d events, want %d and one that counts the rest", len(rec.Events), maxServiceEvents)
+	}
+	for range maxServiceEvents {
+		<-rec.Events
+	}
+	if more := <-rec.Events; !strings.Contains(more, fmt.Sprintf("deleted %d more services", n-1-maxServiceEvents)) {
+		t.Errorf("the last event %q does not count the rest", more)
+	}
+	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.gw.Services(ws); len(got) != 0 {
+		t.Errorf("the next sweep left %v", got)
 	}
 }

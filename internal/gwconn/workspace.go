@@ -3,6 +3,7 @@ package gwconn
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -94,4 +95,18 @@ func (r *Resolver) EnsureWorkspace(ctx context.Context, conn *gatewayapi.Client,
 // database), so that the next EnsureWorkspace creates it again.
 func (r *Resolver) ForgetWorkspace(gatewayKey, ws string) {
 	r.workspaces.known.Delete(gatewayKey + "/" + ws)
+}
+
+// KnownWorkspaces lists the workspaces this process has verified at the
+// gateway (EnsureWorkspace): each belongs to a namespace of this cluster.
+// The sweep audits them even once their sandboxes are gone.
+func (r *Resolver) KnownWorkspaces(gatewayKey string) []string {
+	var out []string
+	r.workspaces.known.Range(func(k, _ any) bool {
+		if ws, ok := strings.CutPrefix(k.(string), gatewayKey+"/"); ok && !strings.Contains(ws, "/") {
+			out = append(out, ws)
+		}
+		return true
+	})
+	return out
 }

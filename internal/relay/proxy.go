@@ -3,10 +3,13 @@ package relay
 import (
 	"context"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +120,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 			writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("port %d in sandbox %s: %v", hop.port, sb.Name, err)))
 		},
 	}
-	rp.ServeHTTP(streamWriter{w, st.ctx}, r.WithContext(st.ctx))
+	rp.ServeHTTP(proxyWriter{streamWriter{w, st.ctx}}, r.WithContext(st.ctx))
 }
 
 // toSandbox makes out the request the sandbox's service receives: to its
@@ -184,32 +187,61 @@ func fromSandbox(resp *http.Response, in *url.URL, prefix string) {
 			h.Del("Location")
 		}
 	}
-	// ReverseProxy announces and copies the trailers it finds here; the
-	// transport fills the map it holds, not this field.
+	// ReverseProxy announces the trailers it finds here, and copies those
+	// the transport adds to this field as the body ends, once the body is
+	// closed: none are announced, and none are left to copy.
 	resp.Trailer = nil
+	if resp.Body != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		// (A 101's body is the switched connection, which ReverseProxy
+		// needs writable, and has no trailers.)
+		resp.Body = trailerless{ReadCloser: resp.Body, resp: resp}
+	}
+	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err == nil && strings.HasPrefix(mt, "multipart/") {
+		// A multipart/x-mixed-replace body replaces the page part by part:
+		// a download, not a document, here.
+		h.Set("Content-Type", "application/octet-stream")
+	}
 	h.Set("Content-Security-Policy", proxyCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // confineLocation keeps a redirect within the sandbox's port: a path
-// from the service's root is put under the proxy's prefix, a relative
-// one must resolve under it, and one naming a scheme or host is not
-// followed (it could send the user's browser, with the user's
-// credentials, to another sandbox's service or another API). Pure.
+// from the service's root is put under the proxy's prefix, a relative one
+// is resolved against the request's path, and the result (dot segments
+// removed as a browser removes them, "%2e" included, since url.Parse
+// decodes it) must stay under the prefix. The resolved path is what the
+// browser gets, never the service's own string. A Location naming a
+// scheme or host, or holding a backslash (which browsers read as a
+// slash), is not followed: it could send the user's browser, with the
+// user's credentials, to another sandbox's service or another API. in is
+// the request's URL as the relay received it (decoded). Pure.
 func confineLocation(loc string, in *url.URL, prefix string) (string, bool) {
 	u, err := url.Parse(loc)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.Contains(u.Path, "\\") {
 		return "", false
 	}
-	if strings.HasPrefix(u.Path, "/") {
-		u.Path, u.RawPath = prefix+u.Path, prefix+u.EscapedPath()
-		return u.String(), true
+	var target string
+	switch {
+	case strings.HasPrefix(u.Path, "/"):
+		target = prefix + u.Path
+	case u.Path == "":
+		target = in.Path
+	default:
+		target = in.Path[:strings.LastIndex(in.Path, "/")+1] + u.Path
 	}
-	resolved := (&url.URL{Path: in.Path, RawPath: in.RawPath}).ResolveReference(u)
-	if p := resolved.EscapedPath(); p != prefix && !strings.HasPrefix(p, prefix+"/") {
+	resolved := path.Clean(target)
+	last := u.Path
+	if i := strings.LastIndex(last, "/"); i >= 0 {
+		last = last[i+1:]
+	}
+	if (strings.HasSuffix(target, "/") || last == "." || last == "..") && resolved != "/" {
+		resolved += "/" // a browser keeps the directory form
+	}
+	if resolved != prefix && !strings.HasPrefix(resolved, prefix+"/") {
 		return "", false
 	}
-	return u.String(), true
+	out := url.URL{Path: resolved, RawQuery: u.RawQuery, Fragment: u.Fragment}
+	return out.String(), true
 }
 
 // proxyPrefix is a proxy request's path up to and including its port:
@@ -222,3 +254,32 @@ func proxyPrefix(u *url.URL) string {
 	}
 	return "/" + strings.Join(parts, "/")
 }
+
+// trailerless drops the trailers the transport adds to its response as
+// the body ends.
+type trailerless struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (t trailerless) Close() error {
+	err := t.ReadCloser.Close()
+	t.resp.Trailer = nil
+	return err
+}
+
+// proxyWriter is the proxy's response writer. Informational answers (a
+// 103 Early Hints) are dropped: ReverseProxy copies their headers to the
+// client without ModifyResponse, so a service could preload what it likes
+// on the cluster API's origin. A 101 goes through Hijack, not here. Unwrap
+// lets ReverseProxy flush streamed answers (server-sent events).
+type proxyWriter struct{ streamWriter }
+
+func (w proxyWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 {
+		return
+	}
+	w.streamWriter.WriteHeader(code)
+}
+
+func (w proxyWriter) Unwrap() http.ResponseWriter { return w.streamWriter.ResponseWriter }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -100,6 +102,30 @@ func TestProxyReachesTheSandboxsService(t *testing.T) {
 		}
 	})
 
+	t.Run("no informational answer or trailer reaches the client", func(t *testing.T) {
+		g := NewWithT(t)
+		port := base + strconv.Itoa(testgateway.HTTPPort)
+		var hints []int
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+			hints = append(hints, code)
+			return nil
+		}})
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, port+testgateway.HintsPath, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := hc.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(hints).To(BeEmpty(), "a 103 reached the client")
+		resp, err = hc.Get(port + testgateway.TrailersPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(resp.Trailer).To(BeEmpty(), "a trailer reached the client")
+	})
+
 	t.Run("a client that goes frees its session at once", func(t *testing.T) {
 		// The limit is the server's, set before its first request.
 		g := NewWithT(t)
@@ -118,11 +144,11 @@ func TestProxyReachesTheSandboxsService(t *testing.T) {
 			}
 			done <- err
 		}()
-		// The hung request holds the user's one slot...
-		g.Eventually(func() int {
-			return getStatus(g, hc, one.cfg.Host+"/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/"+
-				strconv.Itoa(testgateway.HTTPPort)+"/")
-		}).WithTimeout(10 * time.Second).Should(Equal(http.StatusTooManyRequests))
+		// The hung request holds the user's one slot once its stream is
+		// open (no other request competes for the slot before then)...
+		g.Eventually(func() int { return one.env.Gateway.Calls()["ForwardTcp"] }).WithTimeout(10 * time.Second).Should(Equal(1))
+		g.Expect(getStatus(g, hc, one.cfg.Host+"/apis/access.openshell.ai/v1alpha1/namespaces/team-a/openshellsandboxes/agent/proxy/"+
+			strconv.Itoa(testgateway.HTTPPort)+"/")).To(Equal(http.StatusTooManyRequests))
 		// ...until its client goes.
 		cancel()
 		g.Expect(<-done).To(HaveOccurred())

@@ -299,7 +299,10 @@ func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apie
 }
 
 // fromTheSamePort says whether a proxy request's Referer is a page of the
-// same sandbox's port, read through the proxy. The Referer's path is
+// same sandbox's port, read through the proxy. Paths are compared decoded,
+// as the kube-apiserver routes them, and a Referer with an encoded slash,
+// backslash or dot is refused: its literal and routed paths differ (a page
+// of one sandbox whose address names another's). The Referer's path is
 // matched from its first /apis/access.openshell.ai/ on (a proxy mounted
 // under a path of its own, kubectl proxy's --api-prefix, keeps it), so
 // that a page whose own path names another sandbox's port is still its
@@ -309,12 +312,15 @@ func fromTheSamePort(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	p := ref.EscapedPath()
+	if raw := strings.ToLower(ref.EscapedPath()); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(raw, "%2e") {
+		return false
+	}
+	p := ref.Path
 	i := strings.Index(p, "/apis/"+Group+"/")
 	if i < 0 {
 		return false
 	}
-	prefix := proxyPrefix(r.URL)
+	prefix := proxyPrefix(&url.URL{Path: r.URL.Path})
 	return p[i:] == prefix || strings.HasPrefix(p[i:], prefix+"/")
 }
 

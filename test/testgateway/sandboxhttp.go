@@ -67,8 +67,14 @@ func serveOverStream(stream grpc.BidiStreamingServer[v01.TcpForwardFrame, v01.Tc
 	}
 }
 
-// HangPath is the path the sandbox's HTTP service never answers.
-const HangPath = "/hang"
+// Paths the sandbox's HTTP service treats apart: HangPath is never
+// answered, HintsPath is answered after a 103 Early Hints, TrailersPath
+// with a trailer.
+const (
+	HangPath     = "/hang"
+	HintsPath    = "/hints"
+	TrailersPath = "/trailers"
+)
 
 // sandboxHTTP serves HTTP/1.1 on conn: every request is answered with a
 // SandboxRequest (and a cookie, a CORS grant, a Clear-Site-Data and a
@@ -92,6 +98,10 @@ func sandboxHTTP(conn net.Conn) {
 			_, _ = io.Copy(io.Discard, br)
 			return
 		}
+		if req.URL.Path == HintsPath {
+			// An informational answer first, as a 103 Early Hints.
+			_, _ = io.WriteString(conn, "HTTP/1.1 103 Early Hints\r\nLink: </elsewhere>; rel=preload\r\n\r\n")
+		}
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 		out, _ := json.Marshal(SandboxRequest{Method: req.Method, URI: req.RequestURI, Host: req.Host, Header: req.Header, Body: string(body),
 			Version: req.Proto})
@@ -100,6 +110,12 @@ func sandboxHTTP(conn net.Conn) {
 				"Access-Control-Allow-Origin": {"*"}, "Clear-Site-Data": {`"cookies"`}, "Refresh": {"0; url=/elsewhere"},
 				"Content-Length": {strconv.Itoa(len(out))}},
 			Body: io.NopCloser(bytes.NewReader(out))}
+		if req.URL.Path == TrailersPath {
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
+			resp.TransferEncoding = []string{"chunked"}
+			resp.Trailer = http.Header{"X-Trailer": {"set"}}
+		}
 		if to := req.URL.Query().Get("redirect"); to != "" {
 			resp.StatusCode = http.StatusFound
 			resp.Header.Set("Location", to)
