@@ -26,10 +26,7 @@ import (
 // nothing to do.
 func TestSweepDeletesServicesExposedInOurWorkspaces(t *testing.T) {
 	ctx := context.Background()
-	f := newGatewayFixture(t)
-	f.gw.ReportVersion("0.1.4") // before 0.1.5's pod-label allowlist, which this fixture's gateway does not configure
-	f.obs.gateway = f.obs.gateway.DeepCopy()
-	f.obs.gateway.Status.Version = "0.1.4"
+	f := newV01Fixture(t)
 	c := f.r.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: fixtureNamespaceUID}}); err != nil {
 		t.Fatal(err)
@@ -82,10 +79,7 @@ func TestSweepDeletesServicesExposedInOurWorkspaces(t *testing.T) {
 // maxServiceEvents Events and one more that counts the rest.
 func TestServiceAuditGoesOnAndIsBounded(t *testing.T) {
 	ctx := context.Background()
-	f := newGatewayFixture(t)
-	f.gw.ReportVersion("0.1.4")
-	f.obs.gateway = f.obs.gateway.DeepCopy()
-	f.obs.gateway.Status.Version = "0.1.4"
+	f := newV01Fixture(t)
 	c := f.r.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: fixtureNamespaceUID}}); err != nil {
 		t.Fatal(err)

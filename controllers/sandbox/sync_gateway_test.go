@@ -49,6 +49,18 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 	return &gatewayFixture{r: r, gw: env.Gateway, obs: observed{gateway: env.Object, namespaceUID: fixtureNamespaceUID}}
 }
 
+// newV01Fixture is newGatewayFixture at a 0.1 gateway: 0.1.4, before
+// 0.1.5's pod-label allowlist, which the fixture's gateway does not
+// configure.
+func newV01Fixture(t *testing.T) *gatewayFixture {
+	t.Helper()
+	f := newGatewayFixture(t)
+	f.gw.ReportVersion("0.1.4")
+	f.obs.gateway = f.obs.gateway.DeepCopy()
+	f.obs.gateway.Status.Version = "0.1.4"
+	return f
+}
+
 // sync runs one reconcile's gateway step and fails the test on an error.
 // The sandbox and its status are stored first, as the reconcile's status
 // write would have left them.

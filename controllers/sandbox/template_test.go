@@ -23,12 +23,7 @@ import (
 // the template's resource version there.
 func TestFromATemplate(t *testing.T) {
 	ctx := context.Background()
-	f := newGatewayFixture(t)
-	// 0.1.4: before 0.1.5's pod-label allowlist, which this fixture's
-	// gateway does not configure.
-	f.gw.ReportVersion("0.1.4")
-	f.obs.gateway = f.obs.gateway.DeepCopy()
-	f.obs.gateway.Status.Version = "0.1.4"
+	f := newV01Fixture(t)
 	sb := sandboxWith(func(s *openshellv1alpha1.OpenShellSandbox) {
 		s.Spec.Image = ""
 		s.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: "claude"}
@@ -103,10 +98,7 @@ func TestFromATemplate(t *testing.T) {
 // read just before the create, and nothing is created from it.
 func TestAReplacedTemplateIsNeverUsed(t *testing.T) {
 	ctx := context.Background()
-	f := newGatewayFixture(t)
-	f.gw.ReportVersion("0.1.4")
-	f.obs.gateway = f.obs.gateway.DeepCopy()
-	f.obs.gateway.Status.Version = "0.1.4"
+	f := newV01Fixture(t)
 	conn, err := f.r.Gateways.Connect(ctx, f.obs.gateway)
 	if err != nil {
 		t.Fatal(err)
