@@ -18,6 +18,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gwconn"
 	"github.com/openshell/openshell-operator/internal/oidc"
 	"github.com/openshell/openshell-operator/internal/relay"
+	"github.com/openshell/openshell-operator/internal/status"
 )
 
 // auditMembers removes, at a 0.1 gateway, the members of the operator's
@@ -29,20 +30,23 @@ import (
 // sandboxes seen by this sweep and those the Leases name. Members are
 // listed before the Leases are read (relay.Granted says why that order
 // never takes a member being granted for a stranger). It removes only;
-// the next exchange or session adds back what RBAC allows.
-func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
+// the next exchange or session adds back what RBAC allows. It returns the
+// workspaces it looked at (the sweep's and the Leases'), which the service
+// audit covers too; the caller's map is left as it was.
+func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, sandboxWorkspaces map[string]bool) (map[string]bool, error) {
+	workspaces := maps.Clone(sandboxWorkspaces)
 	if s.MembershipNamespace == "" || conn.Line != gatewayline.V01 || !gwconn.UsesIssuer(gw) {
 		// No relay grants memberships; 0.0.x gateways have none; and a
 		// gateway the operator reaches with client credentials of its
 		// own has memberships the relay does not grant (consumer access
 		// needs the operator's issuer), and calls the operator by a
 		// subject other than oidc.Subject.
-		return nil
+		return workspaces, nil
 	}
 	key := gwconn.Key(gw)
 	before, err := relay.Granted(ctx, s.APIReader, s.MembershipNamespace, s.Gateways.Issuer)
 	if err != nil {
-		return err
+		return workspaces, err
 	}
 	for k := range before {
 		if k.Gateway == key {
@@ -52,25 +56,28 @@ func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw 
 	members := make(map[string][]*openshellv1.WorkspaceMember, len(workspaces))
 	for _, ws := range slices.Sorted(maps.Keys(workspaces)) {
 		if members[ws], err = listMembers(ctx, conn, ws); err != nil {
-			return err
+			return workspaces, err
 		}
 	}
 	granted, err := relay.Granted(ctx, s.APIReader, s.MembershipNamespace, s.Gateways.Issuer)
 	if err != nil {
-		return err
+		return workspaces, err
 	}
 	for _, ws := range slices.Sorted(maps.Keys(members)) {
 		for subject, why := range strangers(members[ws], granted[relay.WorkspaceKey{Gateway: key, Workspace: ws}]) {
 			if _, err := conn.RemoveWorkspaceMember(ctx, &openshellv1.RemoveWorkspaceMemberRequest{WorkspaceScope: gatewayapi.Workspace(ws),
 				PrincipalSubject: subject, AllowMissing: true}); err != nil {
-				return fmt.Errorf("remove member %s of workspace %s: %w", subject, ws, err)
+				return workspaces, fmt.Errorf("remove member %s of workspace %s: %w", subject, ws, err)
 			}
 			ctrl.LoggerFrom(ctx).Info("workspace member removed: added at the gateway directly", "gateway", key, "workspace", ws, "subject", subject, "why", why)
-			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", "Sweep",
+			// The action names the member: events.k8s.io folds Events of
+			// equal regarding, reason and action into a series that keeps
+			// the first note only.
+			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("RemoveMember "+subject, 128, ""),
 				"removed %s from workspace %s: %s (memberships of the operator's workspaces follow Kubernetes RBAC through the relay)", subject, ws, why)
 		}
 	}
-	return nil
+	return workspaces, nil
 }
 
 // listMembers pages through one workspace's members; a workspace the

@@ -47,7 +47,7 @@ func TestNoAuditWhereTheRelayGrantsNothing(t *testing.T) {
 		External: &openshellv1alpha1.ExternalGatewaySpec{CredentialsSecretRef: &openshellv1alpha1.LocalObjectReference{Name: "idp"}}}}
 	// No client, no reader: any call would fail the test.
 	s := &Sweeper{MembershipNamespace: "operator"}
-	if err := s.auditMembers(context.Background(), &gatewayapi.Client{Line: gatewayline.V01}, gw, map[string]bool{"ws-1": true}); err != nil {
+	if _, err := s.auditMembers(context.Background(), &gatewayapi.Client{Line: gatewayline.V01}, gw, map[string]bool{"ws-1": true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -30,16 +30,13 @@ const maxServiceEvents = 10
 const maxServicePages = 20
 
 // auditServices deletes, at a 0.1 gateway, the services exposed in the
-// operator's workspaces. The operator exposes none: whether the release
-// authenticates a service's callers is not established (the pre-0.1
-// source routes service requests before its authenticator), so one
-// exposed with a gateway token could be open to whoever reaches the
-// gateway's port, its passthrough Route included. An agent's port is
-// reached through openshellsandboxes/proxy, under Kubernetes RBAC.
-// workspaces are those of the operator's sandboxes the sweep saw (and
-// those its membership Leases name), each provably this cluster's, with
-// those this process verified (a workspace whose sandboxes are gone). A
-// failure on one service or workspace does not spare the others.
+// operator's workspaces: the operator exposes none, and one a gateway
+// token exposed may be open to whoever reaches the gateway's port, since
+// whether the release authenticates a service's callers is not
+// established (docs/agents.md). workspaces are the member audit's (each
+// provably this cluster's); those this process verified are added, so
+// that a workspace whose sandboxes are gone is still looked at. A failure
+// on one service or workspace does not spare the others.
 func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, workspaces map[string]bool) error {
 	if conn.Line != gatewayline.V01 {
 		return nil // 0.0.x: no workspaces and no tenant tokens
@@ -52,6 +49,10 @@ func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw
 	var errs []error
 	deleted := 0
 	for _, ws := range slices.Sorted(maps.Keys(all)) {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		services, err := listServices(ctx, conn, ws)
 		if err != nil {
 			errs = append(errs, err)
@@ -86,7 +87,8 @@ func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw
 
 // listServices pages through one workspace's services (an empty sandbox
 // filter lists them all); a gateway without the RPC or the workspace has
-// none.
+// none. On an error it returns the pages it read too: those are still
+// deleted.
 func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.ServiceEndpointResponse, error) {
 	var out []*openshellv1.ServiceEndpointResponse
 	token := ""
@@ -96,7 +98,7 @@ func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*o
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list the services of workspace %s: %w", ws, err)
+			return out, fmt.Errorf("list the services of workspace %s: %w", ws, err)
 		}
 		out = append(out, resp.GetServices()...)
 		if token = resp.GetNextPageToken(); token == "" || page+1 >= maxServicePages {

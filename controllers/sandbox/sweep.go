@@ -224,10 +224,11 @@ func (s *Sweeper) Sweep(ctx context.Context, gw *openshellv1alpha1.OpenShellGate
 		return deleted, err
 	}
 	// Not a reason to sweep again soon: the next period audits again.
-	if err := s.auditMembers(ctx, conn, gw, workspaces); err != nil {
+	audited, err := s.auditMembers(ctx, conn, gw, workspaces)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("auditing the workspace members failed; audited again at the next sweep", "gateway", gwconn.Key(gw), "error", err.Error())
 	}
-	if err := s.auditServices(ctx, conn, gw, workspaces); err != nil {
+	if err := s.auditServices(ctx, conn, gw, audited); err != nil {
 		ctrl.LoggerFrom(ctx).Info("auditing the services failed; audited again at the next sweep", "gateway", gwconn.Key(gw), "error", err.Error())
 	}
 	return deleted, nil

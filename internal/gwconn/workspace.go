@@ -99,11 +99,15 @@ func (r *Resolver) ForgetWorkspace(gatewayKey, ws string) {
 
 // KnownWorkspaces lists the workspaces this process has verified at the
 // gateway (EnsureWorkspace): each belongs to a namespace of this cluster.
-// The sweep audits them even once their sandboxes are gone.
+// The sweep audits them even once their sandboxes are gone. A deleted
+// namespace's stays listed until the process restarts; the gateway then
+// answers NotFound for it, at the cost of one call a sweep.
 func (r *Resolver) KnownWorkspaces(gatewayKey string) []string {
 	var out []string
 	r.workspaces.known.Range(func(k, _ any) bool {
-		if ws, ok := strings.CutPrefix(k.(string), gatewayKey+"/"); ok && !strings.Contains(ws, "/") {
+		// Keys are gateway key + "/" + workspace; neither a gateway's
+		// namespace, its name nor a workspace holds a slash.
+		if ws, ok := strings.CutPrefix(k.(string), gatewayKey+"/"); ok {
 			out = append(out, ws)
 		}
 		return true

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -12,8 +13,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -23,14 +26,16 @@ import (
 // proxyHop is where one proxy request goes inside the sandbox.
 type proxyHop struct {
 	port int
-	// path is the request's path after PORT, escaped as it was sent.
+	// path is the request's path after PORT, escaped as the relay
+	// received it.
 	path string
 }
 
 // proxyTarget reads PORT/PATH from a proxy request's URL
 // (/apis/G/V/namespaces/NS/openshellsandboxes/NAME/proxy/PORT/PATH). The
-// escaped path is kept, so that the service sees what its client sent.
-// Pure.
+// escaped path is kept, so that the service sees what reached the relay;
+// through the kube-apiserver that is the decoded path (its aggregator
+// forwards no other), with the query re-encoded. Pure.
 func proxyTarget(u *url.URL) (proxyHop, error) {
 	parts := strings.SplitN(strings.TrimPrefix(u.EscapedPath(), "/"), "/", 9)
 	if len(parts) < 9 || parts[7] != SubresourceProxy {
@@ -38,7 +43,9 @@ func proxyTarget(u *url.URL) (proxyHop, error) {
 	}
 	portText, path, _ := strings.Cut(parts[8], "/")
 	port, err := strconv.Atoi(portText)
-	if err != nil || port < 1 || port > 65535 {
+	// Written as a port is written: "+80" or "0080" would make the path's
+	// port (the Referer check's, the log's) differ from the one reached.
+	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != portText {
 		return proxyHop{}, fmt.Errorf("proxy's port must be a number from 1 to 65535 (.../%s/NAME/%s/PORT/PATH), not %q", Resource, SubresourceProxy, portText)
 	}
 	return proxyHop{port: port, path: "/" + path}, nil
@@ -76,51 +83,101 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 	// The log names the method, port and path; not the query, which
 	// may carry a token of the service's own.
 	session.Command = []string{r.Method, strconv.Itoa(hop.port) + hop.path}
-	session.Tunnel = r.Header.Get("Upgrade") != ""
+	// As ReverseProxy judges an upgrade: both headers.
+	session.Tunnel = r.Header.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
 	st := s.startStream(w, r, sb, u, "create", SubresourceProxy, session)
 	if st == nil {
 		return
 	}
 	defer st.close()
-	f := newForwarder(st.target, st.rec, st.ctx)
+	c := &proxyCall{st: st, f: newForwarder(st.target, st.rec, st.ctx), hop: hop, sandbox: sb.Name}
+	// The request's one connection is covered by the owner check made as
+	// the stream opened; a second read of the sandbox would add nothing.
+	c.f.check = st.target.Verified
 	// Deferred, so that an abort (ReverseProxy panics with
 	// http.ErrAbortHandler when a body copy fails) is recorded too.
-	defer func() { st.rec.End(0, f.firstErr()) }()
+	defer c.finish()
 	// The session's context outlives the request's on purpose (a hijacked
 	// connection's does not end); a proxy request's session ends with it,
 	// so that a browser that closed its tab, which does not say so, frees
 	// its slot at once.
 	stop := context.AfterFunc(r.Context(), func() { st.end(errClientGone) })
 	defer stop()
-	// The request's one connection is covered by the owner check made as
-	// the stream opened; a second read of the sandbox would add nothing.
-	f.check = st.target.Verified
 	prefix := proxyPrefix(r.URL)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) { toSandbox(pr.Out, hop) },
-		Transport: &http.Transport{
-			DialContext: func(context.Context, string, string) (net.Conn, error) {
-				relaySide, serviceSide := net.Pipe()
-				go func() { _ = f.PortForward(st.ctx, "", "", int32(hop.port), serviceSide) }()
-				return relaySide, nil
-			},
-			DisableKeepAlives:      true,
-			DisableCompression:     true,
-			MaxResponseHeaderBytes: maxProxyHeaderBytes,
-			ResponseHeaderTimeout:  proxyAnswerTimeout,
-		},
+		Transport: &http.Transport{DialContext: c.dial, DisableKeepAlives: true, DisableCompression: true,
+			MaxResponseHeaderBytes: maxProxyHeaderBytes, ResponseHeaderTimeout: proxyAnswerTimeout},
 		ModifyResponse: func(resp *http.Response) error {
 			fromSandbox(resp, r.URL, prefix)
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if ferr := f.firstErr(); ferr != nil {
-				err = ferr // the gateway's answer says more than a closed pipe
-			}
-			writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("port %d in sandbox %s: %v", hop.port, sb.Name, err)))
-		},
+		ErrorHandler: c.fail,
 	}
 	rp.ServeHTTP(proxyWriter{streamWriter{w, st.ctx}}, r.WithContext(st.ctx))
+	c.answered = !c.failed && !session.Tunnel
+}
+
+// The causes a proxy session ends with when nothing else ended it first.
+var (
+	errAnswered    = errors.New("the answer was sent")
+	errNotAnswered = errors.New("the request ended without the service's whole answer")
+)
+
+// proxyCall is one proxy request's forwarding: its connections to the
+// sandbox's port (ForwardTcp streams) and how it ended.
+type proxyCall struct {
+	st       *stream
+	f        *forwarder
+	hop      proxyHop
+	sandbox  string
+	forwards sync.WaitGroup
+	// failed: the ErrorHandler answered; answered: ServeHTTP returned
+	// with the service's whole answer sent (not for a tunnel, whose end
+	// may be a failure worth the log).
+	failed, answered bool
+}
+
+// dial opens a connection to the sandbox's port: one end of a pipe whose
+// other end a ForwardTcp stream carries.
+func (c *proxyCall) dial(context.Context, string, string) (net.Conn, error) {
+	relaySide, serviceSide := net.Pipe()
+	c.forwards.Add(1)
+	go func() {
+		defer c.forwards.Done()
+		_ = c.f.PortForward(c.st.ctx, "", "", int32(c.hop.port), serviceSide)
+	}()
+	return relaySide, nil
+}
+
+// fail answers a request the sandbox's port did not: 503, with the
+// session's end or the gateway's answer as the reason where there is one
+// (either says more than a closed pipe).
+func (c *proxyCall) fail(w http.ResponseWriter, _ *http.Request, err error) {
+	c.failed = true
+	if cause := context.Cause(c.st.ctx); cause != nil {
+		err = cause
+	} else if ferr := c.f.firstErr(); ferr != nil {
+		err = ferr
+	}
+	writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("port %d in sandbox %s: %v", c.hop.port, c.sandbox, err)))
+}
+
+// finish ends the session's forwarding and records it once its streams
+// are done, so that their bytes and errors are in the record. An error a
+// stream reports after the whole answer went out is the end's own.
+func (c *proxyCall) finish() {
+	cause := errAnswered
+	if !c.answered {
+		cause = errNotAnswered
+	}
+	c.st.end(cause) // no-op for a session already ended (its cause stays)
+	c.forwards.Wait()
+	err := c.f.firstErr()
+	if c.answered {
+		err = nil
+	}
+	c.st.rec.End(0, err)
 }
 
 // toSandbox makes out the request the sandbox's service receives: to its

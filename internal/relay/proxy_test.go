@@ -35,6 +35,8 @@ func TestProxyTarget(t *testing.T) {
 		{path: base + "/65536", err: `not "65536"`},
 		{path: base + "/-1", err: `not "-1"`},
 		{path: base + "/%38000", err: `not "%38000"`},
+		{path: base + "/+80/x", err: `not "+80"`},
+		{path: base + "/0080/x", err: `not "0080"`},
 	} {
 		u, err := url.Parse(tc.path)
 		if err != nil {
@@ -193,8 +195,10 @@ func TestRefusedBeforeAnyGateway(t *testing.T) {
 			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/8000/")}, refused, "web page"},
 		{"the page's own image", http.MethodGet, base + "proxy/8000/logo.png", "dave",
 			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/8000/index.html")}, reached, "cannot be reached"},
-		{"the page's own image, behind kubectl proxy's --api-prefix", http.MethodGet, base + "proxy/8000/logo.png", "dave",
-			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page("/k8s" + base + "proxy/8000")}, reached, "cannot be reached"},
+		{"a pod's page through pods/proxy whose path names this port", http.MethodGet, base + "proxy/8000/act", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page("/api/v1/namespaces/x/pods/evil/proxy" + base + "proxy/8000/")}, refused, "web page"},
+		{"the page itself, without its trailing slash", http.MethodGet, base + "proxy/8000/logo.png", "dave",
+			map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": page(base + "proxy/8000")}, reached, "cannot be reached"},
 		{"the user's own navigation", http.MethodGet, base + "proxy/8000/", "dave", map[string]string{"Sec-Fetch-Site": "none"}, reached, "cannot be reached"},
 		{"a client that is not a browser", http.MethodGet, base + "proxy/8000/", "dave", nil, reached, "cannot be reached"},
 	} {

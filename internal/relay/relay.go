@@ -302,11 +302,10 @@ func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apie
 // same sandbox's port, read through the proxy. Paths are compared decoded,
 // as the kube-apiserver routes them, and a Referer with an encoded slash,
 // backslash or dot is refused: its literal and routed paths differ (a page
-// of one sandbox whose address names another's). The Referer's path is
-// matched from its first /apis/access.openshell.ai/ on (a proxy mounted
-// under a path of its own, kubectl proxy's --api-prefix, keeps it), so
-// that a page whose own path names another sandbox's port is still its
-// own sandbox's page.
+// of one sandbox whose address names another's). The Referer's path must
+// start with this API's: a page the cluster API serves elsewhere on the
+// origin, such as a pod's through pods/proxy (no CSP, its script runs),
+// may carry this API's path inside its own.
 func fromTheSamePort(r *http.Request) bool {
 	ref, err := url.Parse(r.Header.Get("Referer"))
 	if err != nil {
@@ -315,13 +314,8 @@ func fromTheSamePort(r *http.Request) bool {
 	if raw := strings.ToLower(ref.EscapedPath()); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(raw, "%2e") {
 		return false
 	}
-	p := ref.Path
-	i := strings.Index(p, "/apis/"+Group+"/")
-	if i < 0 {
-		return false
-	}
 	prefix := proxyPrefix(&url.URL{Path: r.URL.Path})
-	return p[i:] == prefix || strings.HasPrefix(p[i:], prefix+"/")
+	return ref.Path == prefix || strings.HasPrefix(ref.Path, prefix+"/")
 }
 
 // usable refuses a sandbox that is not running or is going away: a shell

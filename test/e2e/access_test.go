@@ -456,6 +456,12 @@ func TestConsumerAccess(t *testing.T) {
 			g.Expect(strings.HasPrefix(name, "X-Remote-") || strings.HasPrefix(name, "Impersonate-") || name == "Authorization").To(BeFalse(),
 				"%s reached the agent's service", name)
 		}
+		// Through the kube-apiserver the path arrives decoded and the
+		// query re-encoded, keys sorted (its aggregator forwards no other).
+		code, _, body = proxyAs(ctx, g, "dave", tenant, http.MethodGet, "/files/a%2Fb?z=1&a=2", "", nil)
+		g.Expect(code).To(Equal(http.StatusOK), body)
+		g.Expect(json.Unmarshal([]byte(body), &seen)).To(Succeed(), body)
+		g.Expect(seen.URI).To(Equal("/files/a/b?a=2&z=1"))
 		g.Expect(h.Get("Content-Security-Policy")).To(Equal("sandbox allow-same-origin"))
 		g.Expect(h.Get("Clear-Site-Data")).To(BeEmpty())
 		g.Expect(h.Values("Set-Cookie")).To(BeEmpty())
