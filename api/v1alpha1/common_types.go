@@ -73,4 +73,8 @@ const (
 	// created for this OpenShellProvider. It is never updated or merged
 	// into: delete it at the gateway, or rename the OpenShellProvider.
 	ReasonProviderConflict = "ProviderConflict"
+	// ReasonDriftReverted (event, Warning, on the object whose state at the
+	// gateway was changed directly, or on the gateway for workspace members
+	// and services): the operator put back what its objects declare.
+	ReasonDriftReverted = "DriftReverted"
 )

@@ -45,7 +45,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 	}
 	resp, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 	if grpcstatus.Code(err) == codes.NotFound {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DriftReverted", "Push",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Push",
 			"provider %s was deleted at gateway %s directly: creating it again from %s", e.Name, e.Gateway, writtenFrom(p))
 		return &stale{}, nil
 	}
@@ -70,7 +70,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		r.compared.Done(key)
 		return nil, nil
 	}
-	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DriftReverted", "Push", "%s", msg)
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Push", "%s", msg)
 	return &stale{credentials: credentialKeys(got), config: slices.Collect(maps.Keys(got.GetConfig()))}, nil
 }
 

@@ -38,7 +38,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 	got, err := conn.GetProviderProfile(ctx, &openshellv1.GetProviderProfileRequest{Id: p.Name, WorkspaceScope: selector(e.Workspace)})
 	switch rv := got.GetProfile().GetResourceVersion(); {
 	case grpcstatus.Code(err) == codes.NotFound:
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DriftReverted", "Import",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Import",
 			"profile %s was deleted from %s of gateway %s directly: importing it again", p.Name, catalogName(e.Workspace), e.Gateway)
 		return true, nil
 	case err != nil:
@@ -46,7 +46,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 	case e.GatewayResourceVersion == 0:
 		e.GatewayResourceVersion = rv
 	case rv != e.GatewayResourceVersion:
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DriftReverted", "Import",
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Import",
 			"profile %s in %s of gateway %s was changed at the gateway directly (resource version %d, not the %d the operator imported): importing it again",
 			p.Name, catalogName(e.Workspace), e.Gateway, rv, e.GatewayResourceVersion)
 		return true, nil

@@ -73,7 +73,7 @@ func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw 
 			// The action names the member: events.k8s.io folds Events of
 			// equal regarding, reason and action into a series that keeps
 			// the first note only.
-			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("RemoveMember "+subject, 128, ""),
+			s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, status.Clip("RemoveMember "+subject, 128, ""),
 				"removed %s from workspace %s: %s (memberships of the operator's workspaces follow Kubernetes RBAC through the relay)", subject, ws, why)
 		}
 	}

@@ -72,14 +72,14 @@ func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw
 				// of equal regarding, reason and action into a series that
 				// keeps the first note only, and each deletion must be read.
 				name, sandbox := status.Clip(ep.GetName(), 63, "…"), status.Clip(ep.GetSandbox(), 63, "…")
-				s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", status.Clip("DeleteService "+sandbox+"/"+name, 128, ""),
+				s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, status.Clip("DeleteService "+sandbox+"/"+name, 128, ""),
 					"deleted service %q (port %d) of sandbox %s in workspace %s, exposed at the gateway directly: the operator exposes no service there; "+
 						"reach an agent's port through openshellsandboxes/proxy", name, ep.GetTargetPort(), sandbox, status.Clip(ws, 63, "…"))
 			}
 		}
 	}
 	if deleted > maxServiceEvents {
-		s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "DriftReverted", "DeleteService (more)",
+		s.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "DeleteService (more)",
 			"deleted %d more services exposed at the gateway directly in this sweep; the operator's log names each", deleted-maxServiceEvents)
 	}
 	return errors.Join(errs...)

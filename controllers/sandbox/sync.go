@@ -475,11 +475,11 @@ func providersDrift(line gatewayline.Line, sb *openshellv1alpha1.OpenShellSandbo
 func (r *Reconciler) revertDrift(line gatewayline.Line, sb *openshellv1alpha1.OpenShellSandbox, current *openshellv1.Sandbox) bool {
 	drift := false
 	if msg := providersDrift(line, sb, current); msg != "" {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", msg)
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Reconcile", "%s", msg)
 		sb.Status.AttachedProviders, drift = current.GetSpec().GetProviders(), true
 	}
 	if msg := policyDrift(sb, current); msg != "" {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "DriftReverted", "Reconcile", "%s", msg)
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Reconcile", "%s", msg)
 		sb.Status.AppliedPolicyHash, drift = "", true
 	}
 	return drift

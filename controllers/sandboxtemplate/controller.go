@@ -307,7 +307,7 @@ func (r *Reconciler) ensure(ctx context.Context, conn *gatewayapi.Client, t *ope
 	switch {
 	case grpcstatus.Code(err) == codes.NotFound:
 		if recorded != "" {
-			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, "DriftReverted", "Sync",
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Sync",
 				"template %s was deleted at gateway %s directly: creating it again", name, key)
 		}
 		resp, err := conn.CreateSandboxTemplate(ctx, &openshellv1.CreateSandboxTemplateRequest{
