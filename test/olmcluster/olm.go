@@ -358,6 +358,37 @@ func (m *Manager) WaitCSV(ctx context.Context, ns, name, subscription string) (*
 	return csv, nil
 }
 
+// WaitInstallPlan waits until the InstallPlan of the Subscription in ns is
+// Complete. A CSV can be Succeeded before it: until then OLM's catalog
+// operator may still create the CSV's resources (its generated permission
+// roles among them), and an uninstall that begins earlier leaves behind
+// what it creates next, owned by a CSV that is gone.
+func (m *Manager) WaitInstallPlan(ctx context.Context, ns, subscription string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	phase := operatorsv1alpha1.InstallPlanPhase("")
+	err := framework.WaitFor(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		sub := &operatorsv1alpha1.Subscription{}
+		if err := m.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: subscription}, sub); err != nil {
+			return false, err
+		}
+		if sub.Status.InstallPlanRef == nil {
+			return false, nil
+		}
+		ip := &operatorsv1alpha1.InstallPlan{}
+		if err := m.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sub.Status.InstallPlanRef.Name}, ip); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		phase = ip.Status.Phase
+		return phase == operatorsv1alpha1.InstallPlanPhaseComplete, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the InstallPlan of Subscription %s/%s is not Complete (phase %q): %w\n%s", ns, subscription, phase, err,
+			m.Describe(context.Background(), ns, subscription))
+	}
+	return nil
+}
+
 // InstalledCSV waits until the Subscription has installed a CSV and
 // returns its name.
 func (m *Manager) InstalledCSV(ctx context.Context, ns, subscription string) (string, error) {

@@ -264,6 +264,10 @@ func (r *reader) install(d framework.DocObject, sub *unstructured.Unstructured) 
 		IssuerURL: olmcluster.IssuerURLOf(r.issuer), Env: env})
 	_, err = lm.WaitCSV(r.ctx, ns, csv, sub.GetName())
 	r.g.Expect(err).NotTo(HaveOccurred(), "%s", d.Where)
+	// OLM has installed the operator once its InstallPlan is Complete, not
+	// when the CSV first succeeds: the page's uninstall, read at once, must
+	// not race OLM still creating the CSV's permission roles.
+	r.g.Expect(lm.WaitInstallPlan(r.ctx, ns, sub.GetName())).To(Succeed(), "%s", d.Where)
 	r.installed, r.operatorNS = csv, ns
 	r.operator, _ = olmcluster.RunOperator(r.ctx, r.t, cluster, olmcluster.OperatorPod{Namespace: ns, Binary: bin, CA: r.issuerCA,
 		Issuer: r.issuer, Env: env})
