@@ -70,6 +70,14 @@ func ParseReference(image string) (Reference, error) {
 		return Reference{}, fmt.Errorf("image reference %q: %q is read as a registry host only because of its upper-case letters; write the host in lower case with its domain or port, or the repository in lower case",
 			image, reference.Domain(named))
 	}
+	// Docker Hub's names are normalised (library/ added, index.docker.io
+	// folded into docker.io) only when the host is written in lower case:
+	// "doCker.io/x" parses as docker.io/x, which read again is
+	// docker.io/library/x, another repository. Refuse it rather than judge
+	// one name and have the runtime pull another.
+	if domain := reference.Domain(named); domain != ref.Host && (ref.Host == "docker.io" || ref.Host == "index.docker.io") {
+		return Reference{}, fmt.Errorf("image reference %q: write Docker Hub's host %q in lower case", image, domain)
+	}
 	if t, ok := named.(reference.Tagged); ok {
 		ref.Tag = t.Tag()
 	}
