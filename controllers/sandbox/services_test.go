@@ -15,7 +15,6 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // TestSweepDeletesServicesExposedInOurWorkspaces: a service exposed at a
@@ -48,7 +47,7 @@ func TestSweepDeletesServicesExposedInOurWorkspaces(t *testing.T) {
 		}
 	}
 	rec := events.NewFakeRecorder(10)
-	s := &Sweeper{Client: c, APIReader: c, Gateways: f.r.Gateways, Recorder: rec, Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+	s := f.sweeper(rec)
 	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestServiceAuditGoesOnAndIsBounded(t *testing.T) {
 	}
 	f.gw.FailNext("DeleteService", codes.Internal) // not retried by the client, as Unavailable is
 	rec := events.NewFakeRecorder(2 * n)
-	s := &Sweeper{Client: c, APIReader: c, Gateways: f.r.Gateways, Recorder: rec, Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+	s := f.sweeper(rec)
 	if _, err := s.Sweep(ctx, f.obs.gateway); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
-	"github.com/openshell/openshell-operator/internal/tenancy"
 )
 
 // TestSweepDeletesOnlyOurOrphans: the sweep deletes the gateway sandboxes
@@ -66,8 +65,7 @@ func TestSweepDeletesOnlyOurOrphans(t *testing.T) {
 	l, a = owner("team-a", "renamed")
 	f.gw.SeedSandbox(ws, "hand-made", l, a) // not the derived name
 
-	s := &Sweeper{Client: c, APIReader: c, Gateways: f.r.Gateways, Recorder: events.NewFakeRecorder(10),
-		Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+	s := f.sweeper(events.NewFakeRecorder(10))
 	n, err := s.Sweep(ctx, f.obs.gateway)
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,13 @@ func newV01Fixture(t *testing.T) *gatewayFixture {
 	return f
 }
 
+// sweeper is a Sweeper of the fixture's gateway, reading through its
+// client and recording Events to rec.
+func (f *gatewayFixture) sweeper(rec events.EventRecorder) *Sweeper {
+	return &Sweeper{Client: f.r.Client, APIReader: f.r.Client, Gateways: f.r.Gateways, Recorder: rec,
+		Platform: tenancy.Platform{OperatorNamespace: "platform"}}
+}
+
 // sync runs one reconcile's gateway step and fails the test on an error.
 // The sandbox and its status are stored first, as the reconcile's status
 // write would have left them.
