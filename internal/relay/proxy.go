@@ -29,6 +29,11 @@ type proxyHop struct {
 	// path is the request's path after PORT, escaped as the relay
 	// received it.
 	path string
+	// prefix is the request's path up to and including PORT:
+	// /apis/G/V/namespaces/NS/openshellsandboxes/NAME/proxy/PORT. Its
+	// names are DNS labels and its port is written as ports are, so it
+	// reads the same escaped or decoded.
+	prefix string
 }
 
 // proxyTarget reads PORT/PATH from a proxy request's URL
@@ -48,7 +53,7 @@ func proxyTarget(u *url.URL) (proxyHop, error) {
 	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != portText {
 		return proxyHop{}, fmt.Errorf("proxy's port must be a number from 1 to 65535 (.../%s/NAME/%s/PORT/PATH), not %q", Resource, SubresourceProxy, portText)
 	}
-	return proxyHop{port: port, path: "/" + path}, nil
+	return proxyHop{port: port, path: "/" + path, prefix: "/" + strings.Join(parts[:8], "/") + "/" + portText}, nil
 }
 
 // maxProxyHeaderBytes bounds the response headers a sandbox's service may
@@ -103,13 +108,12 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 	// its slot at once.
 	stop := context.AfterFunc(r.Context(), func() { st.end(errClientGone) })
 	defer stop()
-	prefix := proxyPrefix(r.URL)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) { toSandbox(pr.Out, hop) },
 		Transport: &http.Transport{DialContext: c.dial, DisableKeepAlives: true, DisableCompression: true,
 			MaxResponseHeaderBytes: maxProxyHeaderBytes, ResponseHeaderTimeout: proxyAnswerTimeout},
 		ModifyResponse: func(resp *http.Response) error {
-			fromSandbox(resp, r.URL, prefix)
+			fromSandbox(resp, r.URL, hop.prefix)
 			return nil
 		},
 		ErrorHandler: c.fail,
@@ -299,17 +303,6 @@ func confineLocation(loc string, in *url.URL, prefix string) (string, bool) {
 	}
 	out := url.URL{Path: resolved, RawQuery: u.RawQuery, Fragment: u.Fragment}
 	return out.String(), true
-}
-
-// proxyPrefix is a proxy request's path up to and including its port:
-// /apis/G/V/namespaces/NS/openshellsandboxes/NAME/proxy/PORT (escaped).
-// Pure; the URL has passed proxyTarget.
-func proxyPrefix(u *url.URL) string {
-	parts := strings.SplitN(strings.TrimPrefix(u.EscapedPath(), "/"), "/", 10)
-	if len(parts) > 9 {
-		parts = parts[:9]
-	}
-	return "/" + strings.Join(parts, "/")
 }
 
 // trailerless drops the trailers the transport adds to its response as

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,8 +51,8 @@ func TestProxyTarget(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", tc.path, err)
-		case hop.port != tc.port || hop.path != tc.want:
-			t.Errorf("%s: port %d path %q, want %d %q", tc.path, hop.port, hop.path, tc.port, tc.want)
+		case hop.port != tc.port || hop.path != tc.want || hop.prefix != base+"/"+strconv.Itoa(tc.port):
+			t.Errorf("%s: port %d path %q prefix %q, want %d %q under %s", tc.path, hop.port, hop.path, hop.prefix, tc.port, tc.want, base)
 		}
 	}
 }
@@ -91,7 +92,11 @@ func TestToSandboxSpeaksForNoOne(t *testing.T) {
 // script on the cluster API's origin; a 101 keeps the switch.
 func TestFromSandboxGuardsTheAPIOrigin(t *testing.T) {
 	in, _ := url.Parse("/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/agent/proxy/8000/a/b")
-	prefix := proxyPrefix(in)
+	hop, err := proxyTarget(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := hop.prefix
 	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Set-Cookie": {"a=1"}, "Set-Cookie2": {"b=1"},
 		"Access-Control-Allow-Origin": {"*"}, "Access-Control-Allow-Credentials": {"true"}, "Content-Security-Policy": {"script-src *"},
 		"Clear-Site-Data": {`"*"`}, "Strict-Transport-Security": {"max-age=1"}, "Refresh": {"0; url=/x"}, "Link": {"</x>; rel=preload"},
@@ -119,7 +124,11 @@ func TestFromSandboxGuardsTheAPIOrigin(t *testing.T) {
 // not followed.
 func TestConfineLocation(t *testing.T) {
 	in, _ := url.Parse("/apis/" + Group + "/" + Version + "/namespaces/team-a/openshellsandboxes/agent/proxy/8000/app/page")
-	prefix := proxyPrefix(in)
+	hop, err := proxyTarget(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := hop.prefix
 	for loc, want := range map[string]string{
 		"/login?next=%2F":            prefix + "/login?next=%2F",
 		"/":                          prefix + "/",

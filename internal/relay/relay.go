@@ -188,7 +188,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gr := schema.GroupResource{Group: Group, Resource: Resource}
-	if err := fromAPage(r, gr, name, sub); err != nil {
+	if err := fromAPage(r, gr, name, hop.prefix); err != nil {
 		writeStatus(w, err)
 		return
 	}
@@ -280,7 +280,9 @@ func verbOf(method, sub string) (string, error) {
 // another agent. The one page request let through is a proxied page's
 // own: same-origin, from a page under the same sandbox's port (its
 // Referer; proxyCSP keeps such pages same-origin and free of script).
-func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apierrors.StatusError {
+// proxyPrefix is a proxy request's proxyHop.prefix, empty for the other
+// subresources, which let no page request through.
+func fromAPage(r *http.Request, gr schema.GroupResource, name, proxyPrefix string) *apierrors.StatusError {
 	refuse := func(what, value string) *apierrors.StatusError {
 		return apierrors.NewForbidden(gr, name, fmt.Errorf("a request from a web page (%s %q) is refused: use kubectl, the kubectl openshell plugin or a client library, "+
 			"or open the address yourself", what, status.Clip(value, 128, "…")))
@@ -291,7 +293,7 @@ func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apie
 	switch site := r.Header.Get("Sec-Fetch-Site"); {
 	case site == "" || site == "none":
 		return nil
-	case sub == SubresourceProxy && site == "same-origin" && fromTheSamePort(r):
+	case proxyPrefix != "" && site == "same-origin" && fromTheSamePort(r, proxyPrefix):
 		return nil
 	default:
 		return refuse("Sec-Fetch-Site", site)
@@ -306,7 +308,7 @@ func fromAPage(r *http.Request, gr schema.GroupResource, name, sub string) *apie
 // start with this API's: a page the cluster API serves elsewhere on the
 // origin, such as a pod's through pods/proxy (no CSP, its script runs),
 // may carry this API's path inside its own.
-func fromTheSamePort(r *http.Request) bool {
+func fromTheSamePort(r *http.Request, prefix string) bool {
 	ref, err := url.Parse(r.Header.Get("Referer"))
 	if err != nil {
 		return false
@@ -314,7 +316,6 @@ func fromTheSamePort(r *http.Request) bool {
 	if raw := strings.ToLower(ref.EscapedPath()); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(raw, "%2e") {
 		return false
 	}
-	prefix := proxyPrefix(&url.URL{Path: r.URL.Path})
 	return ref.Path == prefix || strings.HasPrefix(ref.Path, prefix+"/")
 }
 
