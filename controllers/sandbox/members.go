@@ -84,21 +84,22 @@ func (s *Sweeper) auditMembers(ctx context.Context, conn *gatewayapi.Client, gw 
 // gateway does not have has none.
 func listMembers(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.WorkspaceMember, error) {
 	var out []*openshellv1.WorkspaceMember
-	token := ""
-	for {
+	err := pages(0, func(token string) (string, error) {
 		resp, err := conn.ListWorkspaceMembers(ctx, &openshellv1.ListWorkspaceMembersRequest{WorkspaceScope: gatewayapi.Workspace(ws),
 			PageSize: sweepPage, PageToken: token})
-		if grpcstatus.Code(err) == codes.NotFound {
-			return nil, nil
-		}
 		if err != nil {
-			return nil, fmt.Errorf("list the members of workspace %s: %w", ws, err)
+			return "", err
 		}
 		out = append(out, resp.GetMembers()...)
-		if token = resp.GetNextPageToken(); token == "" {
-			return out, nil
-		}
+		return resp.GetNextPageToken(), nil
+	})
+	switch {
+	case grpcstatus.Code(err) == codes.NotFound:
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("list the members of workspace %s: %w", ws, err)
 	}
+	return out, nil
 }
 
 // strangers are the members of a workspace the relay did not grant, with

@@ -91,18 +91,19 @@ func (s *Sweeper) auditServices(ctx context.Context, conn *gatewayapi.Client, gw
 // deleted.
 func listServices(ctx context.Context, conn *gatewayapi.Client, ws string) ([]*openshellv1.ServiceEndpointResponse, error) {
 	var out []*openshellv1.ServiceEndpointResponse
-	token := ""
-	for page := 0; ; page++ {
+	err := pages(maxServicePages, func(token string) (string, error) {
 		resp, err := conn.ListServices(ctx, &openshellv1.ListServicesRequest{WorkspaceScope: gatewayapi.Workspace(ws), PageSize: sweepPage, PageToken: token})
-		if c := grpcstatus.Code(err); c == codes.NotFound || c == codes.Unimplemented {
-			return nil, nil
-		}
 		if err != nil {
-			return out, fmt.Errorf("list the services of workspace %s: %w", ws, err)
+			return "", err
 		}
 		out = append(out, resp.GetServices()...)
-		if token = resp.GetNextPageToken(); token == "" || page+1 >= maxServicePages {
-			return out, nil
-		}
+		return resp.GetNextPageToken(), nil
+	})
+	switch c := grpcstatus.Code(err); {
+	case c == codes.NotFound || c == codes.Unimplemented:
+		return nil, nil
+	case err != nil:
+		return out, fmt.Errorf("list the services of workspace %s: %w", ws, err)
 	}
+	return out, nil
 }

@@ -122,3 +122,23 @@ func TestServiceAuditGoesOnAndIsBounded(t *testing.T) {
 		t.Errorf("the next sweep left %v", got)
 	}
 }
+
+// TestPages: the page loop hands back each token, stops at an empty one,
+// on an error and at its bound.
+func TestPages(t *testing.T) {
+	next := map[string]string{"": "a", "a": "b", "b": ""}
+	var seen []string
+	read := func(token string) (string, error) { seen = append(seen, token); return next[token], nil }
+	if err := pages(0, read); err != nil || !slices.Equal(seen, []string{"", "a", "b"}) {
+		t.Errorf("unbounded: %v %q", err, seen)
+	}
+	seen = nil
+	if err := pages(2, read); err != nil || !slices.Equal(seen, []string{"", "a"}) {
+		t.Errorf("two pages: %v %q", err, seen)
+	}
+	seen = nil
+	failed := fmt.Errorf("gone")
+	if err := pages(0, func(token string) (string, error) { seen = append(seen, token); return "a", failed }); err != failed || len(seen) != 1 {
+		t.Errorf("an error: %v after %q", err, seen)
+	}
+}

@@ -257,21 +257,32 @@ func (s *Sweeper) drifted(ctx context.Context, conn *gatewayapi.Client, sb *open
 
 // listAll pages through every sandbox of every workspace.
 func listAll(ctx context.Context, conn *gatewayapi.Client, each func(*openshellv1.Sandbox) error) error {
-	token := ""
-	for {
+	return pages(0, func(token string) (string, error) {
 		resp, err := conn.ListSandboxes(ctx, &openshellv1.ListSandboxesRequest{WorkspaceScope: gatewayapi.AllWorkspaces(),
 			PageSize: sweepPage, PageToken: token})
 		if err != nil {
-			return fmt.Errorf("list sandboxes: %w", err)
+			return "", fmt.Errorf("list sandboxes: %w", err)
 		}
 		for _, sb := range resp.GetSandboxes() {
 			if err := each(sb); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if token = resp.GetNextPageToken(); token == "" {
-			return nil
+		return resp.GetNextPageToken(), nil
+	})
+}
+
+// pages reads a list the gateway pages: page is given each page token it
+// hands back, from the first (""), until one comes back empty, page
+// fails, or maxPages pages were read (0: no bound).
+func pages(maxPages int, page func(token string) (next string, err error)) error {
+	token := ""
+	for n := 1; ; n++ {
+		next, err := page(token)
+		if err != nil || next == "" || n == maxPages {
+			return err
 		}
+		token = next
 	}
 }
 
