@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -77,17 +76,13 @@ func (s *v01Server) ListServices(_ context.Context, in *v01.ListServicesRequest)
 	slices.SortFunc(all, func(a, b *v01.ServiceEndpoint) int {
 		return strings.Compare(a.GetSandbox()+"/"+a.GetName(), b.GetSandbox()+"/"+b.GetName())
 	})
-	from, _ := strconv.Atoi(in.GetPageToken())
-	size := int(in.GetPageSize())
-	if size <= 0 {
-		size = 100
+	page, next, err := pageOf(all, in.GetPageSize(), in.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
-	out := &v01.ListServicesResponse{}
-	for i := from; i < len(all) && i < from+size; i++ {
-		out.Services = append(out.Services, serviceResponse(all[i]))
-	}
-	if from+size < len(all) {
-		out.NextPageToken = strconv.Itoa(from + size)
+	out := &v01.ListServicesResponse{NextPageToken: next}
+	for _, ep := range page {
+		out.Services = append(out.Services, serviceResponse(ep))
 	}
 	return out, nil
 }

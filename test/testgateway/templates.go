@@ -90,24 +90,33 @@ func (s *v01Server) ListSandboxTemplates(_ context.Context, in *v01.ListSandboxT
 	slices.SortFunc(all, func(a, b *v01.SandboxWorkloadTemplate) int {
 		return strings.Compare(a.GetMetadata().GetWorkspace()+"/"+a.GetMetadata().GetName(), b.GetMetadata().GetWorkspace()+"/"+b.GetMetadata().GetName())
 	})
-	size := int(in.GetPageSize())
+	out := &v01.ListSandboxTemplatesResponse{}
+	if out.Templates, out.NextPageToken, err = pageOf(all, in.GetPageSize(), in.GetPageToken()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pageOf is one page of a sorted list: page tokens are offsets into it,
+// and a size of 0 or less means 100.
+func pageOf[T any](all []T, pageSize int32, token string) (page []T, next string, err error) {
+	size := int(pageSize)
 	if size <= 0 {
 		size = 100
 	}
 	from := 0
-	if in.GetPageToken() != "" {
-		if from, err = strconv.Atoi(in.GetPageToken()); err != nil || from < 0 {
-			return nil, status.Error(codes.InvalidArgument, "invalid page_token")
+	if token != "" {
+		if from, err = strconv.Atoi(token); err != nil || from < 0 {
+			return nil, "", status.Error(codes.InvalidArgument, "invalid page_token")
 		}
 	}
-	out := &v01.ListSandboxTemplatesResponse{}
 	if from < len(all) {
-		out.Templates = all[from:min(from+size, len(all))]
+		page = all[from:min(from+size, len(all))]
 	}
 	if from+size < len(all) {
-		out.NextPageToken = strconv.Itoa(from + size)
+		next = strconv.Itoa(from + size)
 	}
-	return out, nil
+	return page, next, nil
 }
 
 func (s *v01Server) DeleteSandboxTemplate(_ context.Context, in *v01.DeleteSandboxTemplateRequest) (*v01.DeleteSandboxTemplateResponse, error) {
