@@ -333,7 +333,7 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if err != nil {
 		return h, res, err
 	}
-	o, err := r.observe(ctx, gw, in, pf)
+	o, err := r.observe(ctx, gw, in, pf, rendered.Objects)
 	if err != nil {
 		return h, res, err
 	}
@@ -508,10 +508,10 @@ type observation struct {
 	scc      sccState
 }
 
-func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result) (observation, error) {
+func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result, rendered []client.Object) (observation, error) {
 	var o observation
 	var err error
-	if o.workload, err = r.observeWorkload(ctx, gw); err != nil {
+	if o.workload, err = r.observeWorkload(ctx, gw, rendered); err != nil {
 		return o, err
 	}
 	if o.tls, err = r.observeTLS(ctx, gw, in.TLS); err != nil {

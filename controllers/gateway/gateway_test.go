@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -385,11 +386,35 @@ func TestManagedGatewayOnOpenShift(t *testing.T) {
 			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 		g.Expect(hash(g)).To(Equal(before))
+		// Every status written from here on is watched: none may say the
+		// change is rolled out before anything rolled it out.
+		wc, err := client.NewWithWatch(openshift.Config, client.Options{Scheme: c.Scheme()})
+		g.Expect(err).NotTo(HaveOccurred())
+		list := &openshellv1alpha1.OpenShellGatewayList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		w, err := wc.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
 		updateGateway(ctx, g, c, gw, func(gw *openshellv1alpha1.OpenShellGateway) { gw.Spec.Managed.LogLevel = "debug" })
 		g.Eventually(hash).WithTimeout(10 * time.Second).ShouldNot(Equal(before))
 		cm := &corev1.ConfigMap{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "openshell-config"}, cm)).To(Succeed())
 		g.Expect(cm.Data["gateway.toml"]).To(ContainSubstring("log_level = 'debug'"))
+		// The new template is not rolled out (nothing played the
+		// StatefulSet controller yet), and the first status written for
+		// the change says so. Under load, the reconcile that applied it
+		// once read the previous, ready, StatefulSet from its cache and
+		// wrote Available (TestACachedWorkloadBehindTheApplyIsRollingOut
+		// plays that moment without a race).
+		g.Eventually(w.ResultChan()).WithTimeout(10 * time.Second).Should(Receive(Satisfy(func(e watch.Event) bool {
+			cur, ok := e.Object.(*openshellv1alpha1.OpenShellGateway)
+			if !ok || cur.Name != gw.Name || cur.Status.ObservedGeneration != cur.Generation {
+				return false
+			}
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.GatewayPhaseInstalling), "the change is reported rolled out before it was")
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, openshellv1alpha1.ConditionProgressing)).To(BeTrue())
+			return true
+		})))
 		markStatefulSetReady(ctx, g, c, ns)
 	})
 

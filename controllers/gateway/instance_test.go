@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -96,6 +97,49 @@ func TestInstanceCountsOnlyTheWorkloadsPods(t *testing.T) {
 			}
 			if got := instance(); got == before {
 				t.Fatalf("a replaced gateway pod left instance at %s", got)
+			}
+		})
+	}
+}
+
+// TestACachedWorkloadBehindTheApplyIsRollingOut: right after the operator
+// applies a new pod template, the cache may still hold the previous
+// StatefulSet generation, rolled out and ready. It is read as rolling out
+// until the cache holds the generation the apply made: a spec change that
+// rolls the pods was once reported Available and not Progressing for that
+// moment.
+func TestACachedWorkloadBehindTheApplyIsRollingOut(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged}}
+	name := render.NamesFor(gw).Fullname
+	for desc, tc := range map[string]struct {
+		applied []client.Object
+		ready   bool
+	}{
+		"the apply made a generation the cache lacks": {applied: []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 5}}}, ready: false},
+		"the cache holds the applied generation": {applied: []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4}}}, ready: true},
+		"nothing was applied": {applied: []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace}}}, ready: true},
+		"another kind of the same name was applied": {applied: []client.Object{
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 9}}}, ready: true},
+	} {
+		t.Run(desc, func(t *testing.T) {
+			ctx := context.Background()
+			cached := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4}}
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cached).WithStatusSubresource(cached).Build()
+			cached.Status = appsv1.StatefulSetStatus{ObservedGeneration: 4, Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}
+			if err := c.Status().Update(ctx, cached); err != nil {
+				t.Fatal(err)
+			}
+			r := &Reconciler{Client: c}
+			got, err := r.observeWorkload(ctx, gw, tc.applied)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Ready != tc.ready {
+				t.Fatalf("ready = %v, want %v (%s: %s)", got.Ready, tc.ready, got.Reason, got.Message)
 			}
 		})
 	}

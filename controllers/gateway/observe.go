@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -28,20 +29,27 @@ import (
 // observeWorkload reads the StatefulSet or Deployment and says whether the
 // gateway serves: every replica updated and ready for the current spec,
 // and no other left.
-func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (workload, error) {
+//
+// The read is of the cache, which may not yet hold what this reconcile
+// applied: a generation the apply gave the workload (in rendered) and the
+// cached copy lacks is rolling out, whatever the copy's status says.
+// Reading the copy alone reported a spec change that rolls the pods as
+// Available and not Progressing until the watch caught up.
+func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, rendered []client.Object) (workload, error) {
 	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}
 	want := render.Replicas(gw)
 	var gen, observed int64
 	var ready, updated, total int32
 	var template map[string]string
 	var owner workloadOwner
+	var live client.Object
 	if render.UsesPostgres(gw) {
 		d := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, key, d); err != nil {
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway Deployment"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated, total = d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas
-		template = d.Spec.Template.Annotations
+		template, live = d.Spec.Template.Annotations, d
 		owner = workloadOwner{deployment: d.Name}
 	} else {
 		s := &appsv1.StatefulSet{}
@@ -49,13 +57,14 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 			return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: "creating the gateway StatefulSet"}, client.IgnoreNotFound(err)
 		}
 		gen, observed, ready, updated, total = s.Generation, s.Status.ObservedGeneration, s.Status.ReadyReplicas, s.Status.UpdatedReplicas, s.Status.Replicas
-		template = s.Spec.Template.Annotations
+		template, live = s.Spec.Template.Annotations, s
 		owner = workloadOwner{statefulSet: s.UID}
 	}
 	version := render.TemplateVersion(template)
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	// A Deployment counts the pods of its old ReplicaSets as ready too:
 	// until none is left (total), an old release may still serve.
+	gen = max(gen, appliedGeneration(live, rendered))
 	if observed < gen || updated < want || ready < want || total > want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
@@ -64,6 +73,17 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 		return workload{}, err
 	}
 	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg, Version: version, Instance: instance}, nil
+}
+
+// appliedGeneration is the generation this reconcile's apply gave live's
+// object (0 when it applied none).
+func appliedGeneration(live client.Object, rendered []client.Object) int64 {
+	for _, o := range rendered {
+		if o.GetName() == live.GetName() && o.GetNamespace() == live.GetNamespace() && reflect.TypeOf(o) == reflect.TypeOf(live) {
+			return o.GetGeneration()
+		}
+	}
+	return 0
 }
 
 // instance hashes the UIDs of the gateway's pods (read by metadata from

@@ -22,7 +22,8 @@ const FieldOwner = "openshell-operator"
 // ToUnstructured converts a typed object to the apply request body: the
 // kind is filled from the scheme, and the fields a typed struct always
 // serialises but a renderer never sets (creationTimestamp, empty status)
-// are dropped so that the operator does not claim them.
+// are dropped so that the operator does not claim them, with the
+// generation an earlier Apply of obj recorded.
 func ToUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstructured, error) {
 	gvk, err := apiutil.GVKForObject(obj, s)
 	if err != nil {
@@ -38,6 +39,7 @@ func ToUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstruc
 	}
 	u.SetGroupVersionKind(gvk)
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "metadata", "generation")
 	unstructured.RemoveNestedField(u.Object, "status")
 	// Templates carry their own metadata.creationTimestamp.
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
@@ -64,6 +66,11 @@ const AnnotationAppliedHash = "openshell.ai/applied-hash"
 // from any other manager (drift is corrected), unless live (nil: always
 // apply) already holds it: the last apply was of the same content and every
 // field obj sets still has its value. A failed read applies.
+//
+// When it applies, obj's generation becomes the one the API server gave
+// the object: a cache read right after may still hold the previous
+// generation, and a caller asking whether its change was rolled out
+// compares with this one.
 func Apply(ctx context.Context, c client.Client, live client.Reader, obj client.Object) error {
 	u, err := ToUnstructured(c.Scheme(), obj)
 	if err != nil {
@@ -85,6 +92,8 @@ func Apply(ctx context.Context, c client.Client, live client.Reader, obj client.
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
 	}
+	// The apply decoded the API server's answer into u.
+	obj.SetGeneration(u.GetGeneration())
 	return nil
 }
 
