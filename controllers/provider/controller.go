@@ -79,14 +79,30 @@ type Reconciler struct {
 	// pushed to, each gateway (driftKey → time.Time): only this
 	// reconciler reads and writes it.
 	compared driftcheck.Schedule
+	// written holds off a reconcile whose cached copy predates this
+	// reconciler's last write.
+	written status.OwnWrites
 }
 
 // Reconcile pushes the provider where it is needed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &openshellv1alpha1.OpenShellProvider{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.written.Behind(req.NamespacedName, p.ResourceVersion) {
+		// The cache predates this reconciler's last write: it would push
+		// again what it pushed (status.OwnWrites). The write's arrival
+		// re-queues it.
+		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
+	}
+	// The versions this reconcile passes through before its last write:
+	// a cache showing one of them is behind.
+	passed := []string{p.ResourceVersion}
+	defer func() { r.written.Record(req.NamespacedName, p.ResourceVersion, passed...) }()
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, p)
 	}
@@ -104,6 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	passed = append(passed, p.ResourceVersion)
 	pending, err := r.withdrawStale(ctx, p, needed)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -111,6 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.recordTargets(ctx, orig, p, needed, nsUID); err != nil {
 		return ctrl.Result{}, err
 	}
+	passed = append(passed, p.ResourceVersion)
 	res, acted := r.push(ctx, p, nsUID, needed, refused)
 	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
 		res.RequeueAfter = deleteRetry

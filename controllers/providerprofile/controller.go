@@ -76,6 +76,9 @@ type Reconciler struct {
 	// imported into, each catalog (driftKey → time.Time): only this
 	// reconciler reads and writes it.
 	compared driftcheck.Schedule
+	// written holds off a reconcile whose cached copy predates this
+	// reconciler's last write.
+	written status.OwnWrites
 }
 
 // retry is how soon a failed import or deletion is tried again.
@@ -106,8 +109,21 @@ func (n needs) has(gateway string, scope openshellv1alpha1.ProfileScope) bool {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &openshellv1alpha1.OpenShellProviderProfile{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.written.Behind(req.NamespacedName, p.ResourceVersion) {
+		// The cache predates this reconciler's last write: it would push
+		// again what it pushed (status.OwnWrites). The write's arrival
+		// re-queues it.
+		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
+	}
+	// The versions this reconcile passes through before its last write:
+	// a cache showing one of them is behind.
+	passed := []string{p.ResourceVersion}
+	defer func() { r.written.Record(req.NamespacedName, p.ResourceVersion, passed...) }()
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, p)
 	}
@@ -125,6 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	passed = append(passed, p.ResourceVersion)
 	pending, err := r.withdrawStale(ctx, p, n, nsUID)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -132,6 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.recordTargets(ctx, orig, p, n.targets, nsUID); err != nil {
 		return ctrl.Result{}, err
 	}
+	passed = append(passed, p.ResourceVersion)
 	res, acted := r.importAll(ctx, p, nsUID, n)
 	if pending && res.RequeueAfter == 0 {
 		res.RequeueAfter = retry

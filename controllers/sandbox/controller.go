@@ -93,7 +93,7 @@ type Reconciler struct {
 	settling settlingCreates
 	budget   budgetLedger
 	upstream upstreamWatch
-	written  ownWrites
+	written  status.OwnWrites
 }
 
 // observed is what one reconcile read from the cluster.
@@ -147,15 +147,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.behind(req.NamespacedName, sb.ResourceVersion) {
+	if r.written.Behind(req.NamespacedName, sb.ResourceVersion) {
 		// The cache predates this reconciler's last write: acting on it
-		// would act twice (ownWrites). Its arrival re-queues the sandbox;
+		// would act twice (status.OwnWrites). Its arrival re-queues the sandbox;
 		// the requeue only bounds a cache that never catches up.
 		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the cache to show this reconciler's last write", "cached", sb.ResourceVersion)
 		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
 	}
 	read := sb.ResourceVersion
-	defer func() { r.written.record(req.NamespacedName, read, sb.ResourceVersion) }()
+	defer func() { r.written.Record(req.NamespacedName, sb.ResourceVersion, read) }()
 	return r.reconcileCurrent(ctx, sb)
 }
 
@@ -189,11 +189,12 @@ func (r *Reconciler) reconcileCurrent(ctx context.Context, sb *openshellv1alpha1
 		if held {
 			return // the write waits: for the sandbox to settle, or for a gateway slot
 		}
-		if orig.Status.Phase != sb.Status.Phase {
-			r.recordPhase(orig.Status.Phase, sb)
-		}
+		// The event follows the write: one that conflicts was computed
+		// from a stale read and announces nothing.
 		if err := status.Patch(ctx, r.Client, orig, sb); err != nil {
 			retErr, res = err, ctrl.Result{}
+		} else if orig.Status.Phase != sb.Status.Phase {
+			r.recordPhase(orig.Status.Phase, sb)
 		}
 	}()
 	obs, err := r.observe(ctx, sb)
@@ -278,7 +279,7 @@ func (r *Reconciler) fetch(ctx context.Context, key client.ObjectKey) (*openshel
 	err := r.Client.Get(ctx, key, sb)
 	if apierrors.IsNotFound(err) {
 		r.budget.forget(key)
-		r.written.forget(key) // its delete event may have come before the last write was recorded
+		r.written.Forget(key) // its delete event may have come before the last write was recorded
 	}
 	return sb, err
 }
@@ -511,7 +512,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A Sandbox that went before the cache named its sandbox (upstream.go),
 		// and a reconcile that waited for the cache to show its last write.
 		Watches(&openshellv1alpha1.OpenShellSandbox{}, handler.EnqueueRequestsFromMapFunc(r.claimed), builder.WithPredicates(namesNewSandboxID)).
-		Watches(&openshellv1alpha1.OpenShellSandbox{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(r.written.predicate())).
+		Watches(&openshellv1alpha1.OpenShellSandbox{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(r.written.Predicate())).
 		Watches(&openshellv1alpha1.OpenShellImagePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetNamespace()))
 		})).

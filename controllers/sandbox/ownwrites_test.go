@@ -14,52 +14,6 @@ import (
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 )
 
-func TestOwnWritesWaitForTheCache(t *testing.T) {
-	key := client.ObjectKey{Namespace: "team-a", Name: "agent"}
-	at := func(rv string) *openshellv1alpha1.OpenShellSandbox {
-		return &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}
-	}
-	update := func(w *ownWrites, rv string) bool {
-		return w.predicate().Update(event.UpdateEvent{ObjectOld: at("0"), ObjectNew: at(rv)})
-	}
-
-	var w ownWrites
-	w.record(key, "5", "5") // wrote nothing
-	if w.behind(key, "5") {
-		t.Fatal("behind without a write")
-	}
-	w.record(key, "5", "6")
-	if !w.behind(key, "5") {
-		t.Fatal("a cache still at the version the write was based on is not behind")
-	}
-	if update(&w, "5") {
-		t.Error("an event still at the old version woke the reconcile")
-	}
-	if !update(&w, "6") {
-		t.Fatal("the write's arrival did not wake the put-off reconcile")
-	}
-	if w.behind(key, "6") || update(&w, "7") {
-		t.Error("the entry outlived the cache catching up")
-	}
-
-	// An arrival with no reconcile waiting wakes nothing; a newer cache
-	// clears the entry.
-	w.record(key, "7", "8")
-	if update(&w, "8") {
-		t.Error("woke a reconcile nobody put off")
-	}
-	if w.behind(key, "8") || w.behind(key, "7") {
-		t.Error("behind after the cache showed the write")
-	}
-
-	// A deleted object is forgotten.
-	w.record(key, "9", "10")
-	w.predicate().Delete(event.DeleteEvent{Object: at("10")})
-	if w.behind(key, "9") {
-		t.Error("entry kept after the object was deleted")
-	}
-}
-
 func TestUnclaimedSandboxesAreClaimedOnce(t *testing.T) {
 	now := time.Now()
 	var u upstreamWatch

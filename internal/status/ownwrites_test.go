@@ -1,0 +1,67 @@
+package status
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+func TestOwnWritesWaitForTheCache(t *testing.T) {
+	key := client.ObjectKey{Namespace: "team-a", Name: "agent"}
+	at := func(rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}
+	}
+	var w OwnWrites
+	update := func(rv string) bool {
+		return w.Predicate().Update(event.UpdateEvent{ObjectOld: at("0"), ObjectNew: at(rv)})
+	}
+
+	w.Record(key, "5", "5") // wrote nothing
+	if w.Behind(key, "5") {
+		t.Fatal("behind without a write")
+	}
+
+	// A reconcile read 5, recorded an intent (6) and wrote its status (7).
+	w.Record(key, "7", "5", "6")
+	for _, cached := range []string{"5", "6"} {
+		if !w.Behind(key, cached) {
+			t.Fatalf("a cache at %s, before the last write, is not behind", cached)
+		}
+	}
+	if update("6") {
+		t.Error("the intermediate write's arrival woke the reconcile")
+	}
+	if !update("7") {
+		t.Fatal("the last write's arrival did not wake the put-off reconcile")
+	}
+	if w.Behind(key, "6") || update("8") {
+		t.Error("the entry outlived the cache catching up")
+	}
+
+	// An arrival with no reconcile waiting wakes nothing, and clears the
+	// entry.
+	w.Record(key, "9", "8")
+	if update("9") {
+		t.Error("woke a reconcile nobody put off")
+	}
+	if w.Behind(key, "8") {
+		t.Error("behind after the cache showed the write")
+	}
+
+	// Another writer's version after the last write (the cache delivered
+	// both before a reconcile read it) is caught up.
+	w.Record(key, "11", "10")
+	if w.Behind(key, "12") || w.Behind(key, "10") {
+		t.Error("behind at a version newer than the write")
+	}
+
+	// A deleted object is forgotten.
+	w.Record(key, "14", "13")
+	w.Predicate().Delete(event.DeleteEvent{Object: at("14")})
+	if w.Behind(key, "13") {
+		t.Error("entry kept after the object was deleted")
+	}
+}
