@@ -175,14 +175,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if retErr == nil {
 		gw.Status.ObservedGeneration = gw.Generation
 	}
-	if orig.Status.Phase != gw.Status.Phase {
+	// The event follows the write: a reconcile that read a stale copy
+	// (its write conflicts) would otherwise announce a phase again.
+	patchErr := status.Patch(ctx, r.Client, orig, gw)
+	if patchErr == nil && orig.Status.Phase != gw.Status.Phase {
 		typ := corev1.EventTypeNormal
 		if gw.Status.Phase == openshellv1alpha1.GatewayPhaseDegraded || gw.Status.Phase == openshellv1alpha1.GatewayPhasePending {
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(gw, nil, typ, "Phase"+string(gw.Status.Phase), "Reconcile", "%s", phaseMessage(gw))
 	}
-	return res, errors.Join(retErr, status.Patch(ctx, r.Client, orig, gw))
+	return res, errors.Join(retErr, patchErr)
 }
 
 // gatewaysOfNamespace re-queues the gateways in namespace o, the gateways
@@ -271,7 +274,10 @@ func (r *Reconciler) reconcileByMode(ctx context.Context, orig, gw *openshellv1a
 			return h, res, nil, err
 		}
 		h, res, applyErr = r.reconcileManaged(ctx, orig, gw, pf, plan)
-		if errors.Is(applyErr, errNotNow) {
+		if errors.Is(applyErr, errNotNow) || status.OnlyConflicts(applyErr) {
+			// Nothing new, or a write based on a cache that lags this
+			// reconciler's own last write (RetryStale runs it again):
+			// neither is a failure to report.
 			return h, res, nil, applyErr
 		}
 		if applyErr != nil {
@@ -518,7 +524,7 @@ func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		return o, err
 	}
 	if pf.Route && render.RouteEnabled(gw, in) {
-		if o.route, err = r.observeRoute(ctx, gw); err != nil {
+		if o.route, err = r.observeRoute(ctx, gw, rendered); err != nil {
 			return o, err
 		}
 	}

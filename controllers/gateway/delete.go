@@ -173,10 +173,13 @@ func (r *Reconciler) drain(ctx context.Context, gw *openshellv1alpha1.OpenShellG
 		len(list.Items), list.Items[0].Namespace, list.Items[0].Name)
 	status.SetCondition(gw, openshellv1alpha1.ConditionAvailable, metav1.ConditionFalse, openshellv1alpha1.GatewayReasonDraining, msg)
 	gw.Status.Phase = openshellv1alpha1.GatewayPhaseDeleting
+	if err := status.Patch(ctx, r.Client, orig, gw); err != nil {
+		return true, err
+	}
 	if orig.Status.Phase != gw.Status.Phase {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, openshellv1alpha1.GatewayReasonDraining, "Delete", "%s", msg)
 	}
-	return true, status.Patch(ctx, r.Client, orig, gw)
+	return true, nil
 }
 
 // removeChildren deletes what owner references cannot reach, then releases

@@ -140,7 +140,11 @@ type routeState struct {
 	Message  string
 }
 
-func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (routeState, error) {
+// observeRoute reads what the routers said of the gateway's Route. Only
+// what a router said of the Route's current host counts, and nothing
+// while the cache lags this reconcile's change of it (as for the workload):
+// the endpoint clients are given would otherwise be the previous host.
+func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, rendered []client.Object) (routeState, error) {
 	rt := &routev1.Route{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).Fullname}, rt); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -148,7 +152,14 @@ func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.Ope
 		}
 		return routeState{}, fmt.Errorf("get route: %w", err)
 	}
+	waiting := routeState{Message: "waiting for a router to admit the Route"}
+	if appliedGeneration(rt, rendered) > rt.Generation {
+		return waiting, nil
+	}
 	for _, ing := range rt.Status.Ingress {
+		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
+			continue // said of a previous host
+		}
 		for _, c := range ing.Conditions {
 			if c.Type != routev1.RouteAdmitted {
 				continue
@@ -159,7 +170,7 @@ func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.Ope
 			return routeState{Host: ing.Host, Message: fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message)}, nil
 		}
 	}
-	return routeState{Message: "waiting for a router to admit the Route"}, nil
+	return waiting, nil
 }
 
 // tlsState is what the gateway's certificate Secrets hold.

@@ -267,6 +267,11 @@ func (r *Reconciler) putSecret(ctx context.Context, gw *openshellv1alpha1.OpenSh
 	switch {
 	case apierrors.IsNotFound(err):
 		err = r.Client.Create(ctx, s)
+		if apierrors.IsAlreadyExists(err) && r.cacheBehind(ctx, s) {
+			// The cache lags a write of this operator's (the last
+			// reconcile's): a conflict, run again on fresh data.
+			err = apierrors.NewConflict(corev1.Resource("secrets"), name, err)
+		}
 	case err == nil:
 		cur.Data, cur.Labels, cur.Type, cur.Annotations = data, s.Labels, s.Type, annotations
 		cur.OwnerReferences = s.OwnerReferences
@@ -276,4 +281,21 @@ func (r *Reconciler) putSecret(ctx context.Context, gw *openshellv1alpha1.OpenSh
 		return fmt.Errorf("write TLS secret %s: %w", name, err)
 	}
 	return nil
+}
+
+// cacheBehind says whether the Secret the cache did not hold is there,
+// written by the operator for this gateway (its labels and owner): the
+// cache lags. Another's Secret of that name is not, and stays an error.
+func (r *Reconciler) cacheBehind(ctx context.Context, want *corev1.Secret) bool {
+	live := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+		return false
+	}
+	for k, v := range want.Labels {
+		if live.Labels[k] != v {
+			return false
+		}
+	}
+	owner := metav1.GetControllerOf(live)
+	return owner != nil && len(want.OwnerReferences) == 1 && owner.UID == want.OwnerReferences[0].UID
 }

@@ -105,15 +105,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	next, failures := r.sync(ctx, conn, prev, wanted)
 	next.Catalog, next.GatewayInstance = r.Catalog.Version, gw.Status.Instance
 
-	// Report: one status write, an event when the set held changed.
+	// Report: one status write, then an event when the set held changed
+	// (a write that conflicts, from a stale read, announces nothing).
 	orig := gw.DeepCopy()
 	gw.Status.BuiltinProviderProfiles = next
+	if err := status.Patch(ctx, r.Client, orig, gw); err != nil {
+		return ctrl.Result{}, err
+	}
 	if prev == nil || !slices.Equal(prev.Imported, next.Imported) {
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeNormal, openshellv1alpha1.GatewayReasonBuiltinProfilesImported, "Import",
 			"the platform catalog holds %d of the operator's provider profiles (%s)", len(next.Imported), strings.Join(next.Imported, ", "))
-	}
-	if err := status.Patch(ctx, r.Client, orig, gw); err != nil {
-		return ctrl.Result{}, err
 	}
 	if failures {
 		return ctrl.Result{RequeueAfter: retry}, nil

@@ -26,7 +26,7 @@ const StaleRetry = time.Second
 func RetryStale(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
-		if err != nil && onlyConflicts(err) {
+		if err != nil && OnlyConflicts(err) {
 			return reconcile.Result{RequeueAfter: StaleRetry}, nil
 		}
 		return res, err
@@ -35,18 +35,18 @@ func RetryStale(r reconcile.Reconciler) reconcile.Reconciler {
 
 // onlyConflicts reports whether every error err joins or wraps is a
 // Conflict from the API server.
-func onlyConflicts(err error) bool {
+func OnlyConflicts(err error) bool {
 	switch e := err.(type) {
 	case interface{ Unwrap() []error }:
 		for _, inner := range e.Unwrap() {
-			if inner != nil && !onlyConflicts(inner) {
+			if inner != nil && !OnlyConflicts(inner) {
 				return false
 			}
 		}
 		return true
 	case interface{ Unwrap() error }:
 		if inner := e.Unwrap(); inner != nil {
-			return onlyConflicts(inner)
+			return OnlyConflicts(inner)
 		}
 	}
 	return apierrors.IsConflict(err)
