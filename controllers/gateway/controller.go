@@ -327,19 +327,15 @@ func (r *Reconciler) reconcileManaged(ctx context.Context, orig, gw *openshellv1
 	if in.TrustBundle, err = r.trustBundle(ctx, gw, in); err != nil {
 		return h, res, err
 	}
-	if in.TLS == render.TLSBuiltin {
-		next, err := r.ensureBuiltinPKI(ctx, gw, in)
-		if err != nil {
-			return h, res, fmt.Errorf("built-in PKI: %w", err)
-		}
-		// Renewal is scheduled for its moment, not discovered by polling.
-		res.RequeueAfter = max(next.Sub(r.now()), time.Second)
+	tlsReader, err := r.builtinPKI(ctx, gw, in, &res)
+	if err != nil {
+		return h, res, err
 	}
 	rendered, err := r.apply(ctx, gw, in)
 	if err != nil {
 		return h, res, err
 	}
-	o, err := r.observe(ctx, gw, in, pf, rendered.Objects)
+	o, err := r.observe(ctx, gw, in, pf, rendered.Objects, tlsReader)
 	if err != nil {
 		return h, res, err
 	}
@@ -514,13 +510,16 @@ type observation struct {
 	scc      sccState
 }
 
-func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result, rendered []client.Object) (observation, error) {
+// observe reads what the applied objects became: rendered is what this
+// reconcile applied, tlsReader reads the certificate Secrets.
+func (r *Reconciler) observe(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, pf preflight.Result,
+	rendered []client.Object, tlsReader client.Reader) (observation, error) {
 	var o observation
 	var err error
 	if o.workload, err = r.observeWorkload(ctx, gw, rendered); err != nil {
 		return o, err
 	}
-	if o.tls, err = r.observeTLS(ctx, gw, in.TLS); err != nil {
+	if o.tls, err = r.observeTLS(ctx, gw, in.TLS, tlsReader); err != nil {
 		return o, err
 	}
 	if pf.Route && render.RouteEnabled(gw, in) {

@@ -182,7 +182,7 @@ type tlsState struct {
 	Expires time.Time
 }
 
-func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, source render.TLSSource) (tlsState, error) {
+func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, source render.TLSSource, read client.Reader) (tlsState, error) {
 	n := render.NamesFor(gw)
 	names := []string{n.ServerTLS, n.ClientTLS}
 	if render.ExternalIssuer(gw) != nil {
@@ -192,7 +192,7 @@ func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenS
 	now := r.now()
 	for _, name := range names {
 		s := &corev1.Secret{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: name}, s); err != nil {
+		if err := read.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: name}, s); err != nil {
 			if apierrors.IsNotFound(err) {
 				return tlsState{Reason: openshellv1alpha1.GatewayReasonCertificatesPending, Message: fmt.Sprintf("waiting for %s to write Secret %s", source, name)}, nil
 			}
@@ -212,7 +212,7 @@ func (r *Reconciler) observeTLS(ctx context.Context, gw *openshellv1alpha1.OpenS
 	st := tlsState{Ready: true, Reason: openshellv1alpha1.GatewayReasonCertificatesReady, Expires: expires,
 		Message: fmt.Sprintf("certificates issued by %s; the earliest expires at %s", source, expires.UTC().Format(time.RFC3339))}
 	if source == render.TLSBuiltin {
-		set, err := r.loadCASet(ctx, gw.Namespace, n.CA)
+		set, err := r.loadCASet(ctx, read, gw.Namespace, n.CA)
 		if err != nil {
 			return tlsState{}, err
 		}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -101,25 +102,48 @@ func (r *Reconciler) createIfMissing(ctx context.Context, name string, build fun
 // phases (pki.PlanCA) so that nobody holding the old trust bundle is
 // disconnected: every leaf Secret's ca.crt carries the whole bundle. It
 // returns when the next renewal or rotation step is due.
-func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (time.Time, error) {
+// builtinPKI keeps the built-in PKI's certificates (when it issues them)
+// and schedules their renewal in res. It returns the reader of the
+// certificate Secrets for this reconcile's observation: the cache, unless
+// this reconcile wrote one of them, which the cache may not show yet (the
+// Secrets would be read as they were: a CA rotation not begun, a leaf
+// expired).
+func (r *Reconciler) builtinPKI(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs, res *ctrl.Result) (client.Reader, error) {
+	if in.TLS != render.TLSBuiltin {
+		return r.Client, nil
+	}
+	next, wrote, err := r.ensureBuiltinPKI(ctx, gw, in)
+	if err != nil {
+		return nil, fmt.Errorf("built-in PKI: %w", err)
+	}
+	// Renewal is scheduled for its moment, not discovered by polling.
+	res.RequeueAfter = max(next.Sub(r.now()), time.Second)
+	if wrote {
+		return r.APIReader, nil
+	}
+	return r.Client, nil
+}
+
+func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (next time.Time, wrote bool, err error) {
 	n := render.NamesFor(gw)
 	now := r.now()
 	opts := r.PKI.withDefaults()
 
-	cur, err := r.loadCASet(ctx, gw.Namespace, n.CA)
+	cur, err := r.loadCASet(ctx, r.Client, gw.Namespace, n.CA)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, wrote, err
 	}
 	set, changed, err := pki.PlanCA(cur, now, opts.CAOverlap, func() (*pki.KeyPair, error) {
 		return pki.NewCA(render.CACommonName, opts.CAValidity, now)
 	})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, wrote, err
 	}
 	if changed {
 		if err := r.writeCASet(ctx, gw, n.CA, set); err != nil {
-			return time.Time{}, err
+			return time.Time{}, wrote, err
 		}
+		wrote = true
 	}
 	ca, bundle := set.Active, set.Bundle()
 	// A promoted CA makes every leaf due: it is no longer signed by it.
@@ -135,26 +159,27 @@ func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1
 	for _, l := range leaves {
 		leaf, trusted, err := r.loadLeaf(ctx, gw.Namespace, l.name)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, wrote, err
 		}
 		due := pki.LeafDue(leaf, ca, l.req.DNSNames, now)
 		if due {
 			if leaf, err = ca.Issue(l.req, now); err != nil {
-				return time.Time{}, fmt.Errorf("issue %s: %w", l.name, err)
+				return time.Time{}, wrote, fmt.Errorf("issue %s: %w", l.name, err)
 			}
 		}
 		if due || !bytes.Equal(trusted, bundle) {
 			if err := r.writeTLSSecret(ctx, gw, l.name, leaf, bundle, due); err != nil {
-				return time.Time{}, err
+				return time.Time{}, wrote, err
 			}
+			wrote = true
 		}
 		issued = append(issued, leaf)
 	}
-	next := pki.NextRenewal(issued...)
+	next = pki.NextRenewal(issued...)
 	if step := set.NextStep(opts.CAOverlap); !step.IsZero() && step.Before(next) {
 		next = step
 	}
-	return next, nil
+	return next, wrote, nil
 }
 
 // Keys and annotations of the CA Secret beyond tls.crt and tls.key (the
@@ -170,9 +195,9 @@ const (
 
 // loadCASet reads the CA Secret; a missing or unparsable CA is nil (and is
 // replaced).
-func (r *Reconciler) loadCASet(ctx context.Context, ns, name string) (pki.CASet, error) {
+func (r *Reconciler) loadCASet(ctx context.Context, read client.Reader, ns, name string) (pki.CASet, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+	if err := read.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return pki.CASet{}, nil
 		}

@@ -7,11 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
 	"github.com/openshell/openshell-operator/internal/status"
 )
@@ -52,5 +55,37 @@ func TestATLSSecretTheCacheHasNotSeenIsAConflict(t *testing.T) {
 				t.Fatalf("conflict = %v, want %v: %v", got, tc.conflict, err)
 			}
 		})
+	}
+}
+
+// TestCertificatesJustWrittenAreReadFromTheAPIServer: the reconcile that
+// issues the CA or a leaf (a first install, a renewal, a CA rotation step)
+// reads them back for its status from the API server, not from a cache
+// that may still show them as they were (a rotation not begun, a leaf
+// expired: Degraded for that moment). A reconcile that writes none reads
+// the cache.
+func TestCertificatesJustWrittenAreReadFromTheAPIServer(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform", UID: "gw-uid"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeManaged, Managed: &openshellv1alpha1.ManagedGatewaySpec{}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	apiServer := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	r := &Reconciler{Client: c, APIReader: apiServer, Recorder: events.NewFakeRecorder(10)}
+	in := render.Inputs{TLS: render.TLSBuiltin}
+	var res ctrl.Result
+	read, err := r.builtinPKI(context.Background(), gw, in, &res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != client.Reader(apiServer) {
+		t.Error("the reconcile that issued the certificates reads them from the cache")
+	}
+	if res.RequeueAfter <= 0 {
+		t.Error("no renewal scheduled")
+	}
+	if read, err = r.builtinPKI(context.Background(), gw, in, &res); err != nil {
+		t.Fatal(err)
+	}
+	if read != client.Reader(c) {
+		t.Error("a reconcile that wrote nothing reads the certificates from the API server")
 	}
 }

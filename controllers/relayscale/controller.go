@@ -37,6 +37,7 @@ import (
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/relayload"
+	"github.com/openshell/openshell-operator/internal/status"
 )
 
 // Deployment is the relay's Deployment as the bundle names it
@@ -202,5 +203,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, to, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.Namespace && o.GetLabels()[relayload.Label] == "true"
 		}))).
-		Complete(traced.Reconciler("relayscale", r))
+		Complete(traced.Reconciler("relayscale", status.RetryStale(r)))
 }
