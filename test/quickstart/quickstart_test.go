@@ -2,6 +2,7 @@ package quickstart
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -393,7 +394,17 @@ func (r *reader) expectNothingLeft() {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	g.Expect(r.c.List(r.ctx, crds)).To(Succeed())
 	for _, crd := range crds.Items {
-		g.Expect(crd.Spec.Group).NotTo(Equal(openshellv1alpha1.GroupVersion.Group), "CRD %s is left", crd.Name)
+		if crd.Spec.Group != openshellv1alpha1.GroupVersion.Group {
+			continue
+		}
+		// Who made it, and when, says whether it is the one the page
+		// deleted (deleting still) or one made again.
+		var managers []string
+		for _, m := range crd.ManagedFields {
+			managers = append(managers, fmt.Sprintf("%s %s at %s", m.Manager, m.Operation, m.Time))
+		}
+		r.t.Errorf("CRD %s is left: created %s (uninstall began %s), deleting since %v, finalizers %v, labels %v, written by %v",
+			crd.Name, crd.CreationTimestamp, r.uninstallAt.Format(time.RFC3339), crd.DeletionTimestamp, crd.Finalizers, crd.Labels, managers)
 	}
 	for _, ns := range []string{"openshell-operator", "openshell-sandboxes"} {
 		err := r.c.Get(r.ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
@@ -470,10 +481,22 @@ func (r *reader) expectOLMLeftNothing() {
 	// By name too: the bundle's static ClusterRoles, OLM's aggregated roles
 	// for the CRDs, and every binding to an account of the operator's or
 	// the sandboxes' namespace (an SCC's use included).
+	// OLM's roles for a CRD are owned by it: the cluster's garbage
+	// collector removes them once the CRD is gone, and only they are
+	// waited for.
+	g.Eventually(func(g Gomega) {
+		roles := &rbacv1.ClusterRoleList{}
+		g.Expect(r.c.List(r.ctx, roles)).To(Succeed())
+		for _, role := range roles.Items {
+			if strings.HasPrefix(role.Name, "openshell") && ownedByACRD(&role) {
+				g.Expect(role.Name).To(BeEmpty(), "the garbage collector has not removed ClusterRole %s of a deleted CRD", role.Name)
+			}
+		}
+	}).WithContext(r.ctx).WithTimeout(time.Minute).Should(Succeed())
 	roles := &rbacv1.ClusterRoleList{}
 	g.Expect(r.c.List(r.ctx, roles)).To(Succeed())
 	for _, role := range roles.Items {
-		if strings.HasPrefix(role.Name, "openshell") {
+		if strings.HasPrefix(role.Name, "openshell") && !ownedByACRD(&role) {
 			r.t.Errorf("ClusterRole %s is left", role.Name)
 		}
 	}
@@ -528,4 +551,15 @@ func metaItems(list client.ObjectList) ([]metav1.Object, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// ownedByACRD says whether o names a CustomResourceDefinition among its
+// owners (OLM's aggregated roles for the CRDs a CSV owns).
+func ownedByACRD(o metav1.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if strings.EqualFold(ref.Kind, "CustomResourceDefinition") { // OLM writes it in lower case
+			return true
+		}
+	}
+	return false
 }
