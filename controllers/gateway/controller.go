@@ -417,7 +417,13 @@ const issuerStartPoll = 2 * time.Second
 // follows the cluster.
 func (r *Reconciler) tlsSource(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, pf preflight.Result) (render.TLSSource, error) {
 	ca := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).CA}, ca)
+	key := client.ObjectKey{Namespace: gw.Namespace, Name: render.NamesFor(gw).CA}
+	err := r.Client.Get(ctx, key, ca)
+	if apierrors.IsNotFound(err) {
+		// Only until a CA exists: the cache may not show the one the last
+		// reconcile made, and cert-manager found since must not replace it.
+		err = r.APIReader.Get(ctx, key, ca)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("read the gateway CA Secret: %w", err)
 	}

@@ -119,15 +119,17 @@ func TestACachedWorkloadBehindTheApplyIsRollingOut(t *testing.T) {
 		"the apply made a generation the cache lacks": {applied: []client.Object{
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 5}}}, ready: false},
 		"the cache holds the applied generation": {applied: []client.Object{
-			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4}}}, ready: true},
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4, UID: "old-uid"}}}, ready: true},
 		"nothing was applied": {applied: []client.Object{
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace}}}, ready: true},
+		"the apply made the object again, the cache holds the one deleted": {applied: []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 1, UID: "new-uid"}}}, ready: false},
 		"another kind of the same name was applied": {applied: []client.Object{
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 9}}}, ready: true},
 	} {
 		t.Run(desc, func(t *testing.T) {
 			ctx := context.Background()
-			cached := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4}}
+			cached := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 4, UID: "old-uid"}}
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cached).WithStatusSubresource(cached).Build()
 			cached.Status = appsv1.StatefulSetStatus{ObservedGeneration: 4, Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}
 			if err := c.Status().Update(ctx, cached); err != nil {

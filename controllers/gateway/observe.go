@@ -64,8 +64,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	// A Deployment counts the pods of its old ReplicaSets as ready too:
 	// until none is left (total), an old release may still serve.
-	gen = max(gen, appliedGeneration(live, rendered))
-	if observed < gen || updated < want || ready < want || total > want {
+	if cacheBehind(live, rendered) || observed < gen || updated < want || ready < want || total > want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
 	instance, err := r.instance(ctx, gw, owner)
@@ -75,15 +74,27 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	return workload{Ready: true, Reason: openshellv1alpha1.GatewayReasonWorkloadReady, Message: msg, Version: version, Instance: instance}, nil
 }
 
-// appliedGeneration is the generation this reconcile's apply gave live's
-// object (0 when it applied none).
-func appliedGeneration(live client.Object, rendered []client.Object) int64 {
+// appliedAs is the object of rendered that is live's (nil: none), with the
+// generation and UID this reconcile's apply gave it (none when it applied
+// nothing).
+func appliedAs(live client.Object, rendered []client.Object) client.Object {
 	for _, o := range rendered {
 		if o.GetName() == live.GetName() && o.GetNamespace() == live.GetNamespace() && reflect.TypeOf(o) == reflect.TypeOf(live) {
-			return o.GetGeneration()
+			return o
 		}
 	}
-	return 0
+	return nil
+}
+
+// cacheBehind says whether live, read from the cache, predates what this
+// reconcile applied: an older generation, or another object of the name
+// (deleted and made again).
+func cacheBehind(live client.Object, rendered []client.Object) bool {
+	o := appliedAs(live, rendered)
+	if o == nil {
+		return false
+	}
+	return (o.GetUID() != "" && o.GetUID() != live.GetUID()) || o.GetGeneration() > live.GetGeneration()
 }
 
 // instance hashes the UIDs of the gateway's pods (read by metadata from
@@ -153,11 +164,20 @@ func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.Ope
 		return routeState{}, fmt.Errorf("get route: %w", err)
 	}
 	waiting := routeState{Message: "waiting for a router to admit the Route"}
-	if appliedGeneration(rt, rendered) > rt.Generation {
+	// openshift-apiserver keeps no generation for Routes: the host this
+	// reconcile applied is compared too.
+	host := rt.Spec.Host
+	if want, ok := appliedAs(rt, rendered).(*routev1.Route); ok && want.Spec.Host != "" {
+		if rt.Spec.Host != want.Spec.Host {
+			return waiting, nil
+		}
+		host = want.Spec.Host
+	}
+	if cacheBehind(rt, rendered) {
 		return waiting, nil
 	}
 	for _, ing := range rt.Status.Ingress {
-		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
+		if host != "" && ing.Host != host {
 			continue // said of a previous host
 		}
 		for _, c := range ing.Conditions {

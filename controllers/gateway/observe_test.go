@@ -29,6 +29,7 @@ func TestRouteAdmittedOnlyForItsCurrentHost(t *testing.T) {
 		specHost  string
 		ingress   []routev1.RouteIngress
 		applied   int64
+		wantHost  string // the host this reconcile applied
 		wantAdmit bool
 	}{
 		"admitted for its host":                  {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")}, wantAdmit: true},
@@ -36,13 +37,23 @@ func TestRouteAdmittedOnlyForItsCurrentHost(t *testing.T) {
 		"admitted only for the previous host":    {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")}},
 		"the cache predates the apply":           {specHost: "old.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")}, applied: 3},
 		"the cache holds the applied generation": {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")}, applied: 2, wantAdmit: true},
+		// openshift-apiserver keeps no generation for Routes.
+		"the cache holds the previous host, no generation": {specHost: "old.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")},
+			wantHost: "new.example.com"},
+		"the cache holds the applied host, no generation": {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")},
+			wantHost: "new.example.com", wantAdmit: true},
 	} {
 		t.Run(desc, func(t *testing.T) {
-			cached := &routev1.Route{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: 2},
+			gen := int64(2)
+			if tc.wantHost != "" {
+				gen = 0
+			}
+			cached := &routev1.Route{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: gen},
 				Spec: routev1.RouteSpec{Host: tc.specHost}, Status: routev1.RouteStatus{Ingress: tc.ingress}}
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cached).Build()
 			r := &Reconciler{Client: c}
-			rendered := []client.Object{&routev1.Route{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: tc.applied}}}
+			rendered := []client.Object{&routev1.Route{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Generation: tc.applied},
+				Spec: routev1.RouteSpec{Host: tc.wantHost}}}
 			got, err := r.observeRoute(context.Background(), gw, rendered)
 			if err != nil {
 				t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/preflight"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scheme"
 	"github.com/openshell/openshell-operator/internal/status"
@@ -87,5 +88,23 @@ func TestCertificatesJustWrittenAreReadFromTheAPIServer(t *testing.T) {
 	}
 	if read != client.Reader(c) {
 		t.Error("a reconcile that wrote nothing reads the certificates from the API server")
+	}
+}
+
+// TestTheBuiltinCAIsKeptWhenTheCacheHasNotSeenIt: cert-manager found just
+// after the built-in PKI made the gateway's CA, by a reconcile whose cache
+// does not show that CA yet, must not move the gateway to cert-manager
+// (whose CA would replace the one sandboxes trust).
+func TestTheBuiltinCAIsKeptWhenTheCacheHasNotSeenIt(t *testing.T) {
+	gw := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "platform", UID: "gw-uid"}}
+	ca := &corev1.Secret{ObjectMeta: secretMeta(gw, render.NamesFor(gw).CA, "tls")}
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(),
+		APIReader: fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ca).Build()}
+	got, err := r.tlsSource(context.Background(), gw, preflight.Result{CertManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != render.TLSBuiltin {
+		t.Fatalf("TLS source %s, want the built-in PKI that made the CA", got)
 	}
 }

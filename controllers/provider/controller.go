@@ -93,16 +93,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.Behind(req.NamespacedName, p.ResourceVersion) {
+	ctx, behind, done := r.written.Begin(ctx, req.NamespacedName, p.ResourceVersion)
+	if behind {
 		// The cache predates this reconciler's last write: it would push
 		// again what it pushed (status.OwnWrites). The write's arrival
 		// re-queues it.
 		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
 	}
-	// The versions this reconcile passes through before its last write:
-	// a cache showing one of them is behind.
-	passed := []string{p.ResourceVersion}
-	defer func() { r.written.Record(req.NamespacedName, p.ResourceVersion, passed...) }()
+	defer func() { done(p.ResourceVersion) }()
 	if !p.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, p)
 	}
@@ -120,7 +118,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	passed = append(passed, p.ResourceVersion)
 	pending, err := r.withdrawStale(ctx, p, needed)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -128,7 +125,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.recordTargets(ctx, orig, p, needed, nsUID); err != nil {
 		return ctrl.Result{}, err
 	}
-	passed = append(passed, p.ResourceVersion)
 	res, acted := r.push(ctx, p, nsUID, needed, refused)
 	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
 		res.RequeueAfter = deleteRetry

@@ -147,15 +147,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.Behind(req.NamespacedName, sb.ResourceVersion) {
+	ctx, behind, done := r.written.Begin(ctx, req.NamespacedName, sb.ResourceVersion)
+	if behind {
 		// The cache predates this reconciler's last write: acting on it
 		// would act twice (status.OwnWrites). Its arrival re-queues the sandbox;
 		// the requeue only bounds a cache that never catches up.
 		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the cache to show this reconciler's last write", "cached", sb.ResourceVersion)
 		return ctrl.Result{RequeueAfter: status.StaleRetry}, nil
 	}
-	read := sb.ResourceVersion
-	defer func() { r.written.Record(req.NamespacedName, sb.ResourceVersion, read) }()
+	defer func() { done(sb.ResourceVersion) }()
 	return r.reconcileCurrent(ctx, sb)
 }
 

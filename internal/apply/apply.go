@@ -23,7 +23,7 @@ const FieldOwner = "openshell-operator"
 // kind is filled from the scheme, and the fields a typed struct always
 // serialises but a renderer never sets (creationTimestamp, empty status)
 // are dropped so that the operator does not claim them, with the
-// generation an earlier Apply of obj recorded.
+// generation and UID an earlier Apply of obj recorded.
 func ToUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstructured, error) {
 	gvk, err := apiutil.GVKForObject(obj, s)
 	if err != nil {
@@ -40,6 +40,7 @@ func ToUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstruc
 	u.SetGroupVersionKind(gvk)
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "metadata", "generation")
+	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
 	unstructured.RemoveNestedField(u.Object, "status")
 	// Templates carry their own metadata.creationTimestamp.
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
@@ -67,10 +68,10 @@ const AnnotationAppliedHash = "openshell.ai/applied-hash"
 // apply) already holds it: the last apply was of the same content and every
 // field obj sets still has its value. A failed read applies.
 //
-// When it applies, obj's generation becomes the one the API server gave
-// the object: a cache read right after may still hold the previous
-// generation, and a caller asking whether its change was rolled out
-// compares with this one.
+// When it applies, obj's generation and UID become those the API server
+// gave the object: a cache read right after may still hold the previous
+// generation (or a deleted object of the same name), and a caller asking
+// whether its change was rolled out compares with these.
 func Apply(ctx context.Context, c client.Client, live client.Reader, obj client.Object) error {
 	u, err := ToUnstructured(c.Scheme(), obj)
 	if err != nil {
@@ -94,6 +95,7 @@ func Apply(ctx context.Context, c client.Client, live client.Reader, obj client.
 	}
 	// The apply decoded the API server's answer into u.
 	obj.SetGeneration(u.GetGeneration())
+	obj.SetUID(u.GetUID())
 	return nil
 }
 

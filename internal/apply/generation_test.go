@@ -16,8 +16,8 @@ import (
 )
 
 // TestTheRecordedGenerationIsNotApplied: Apply records the server's
-// generation in the object it applied; applying that object again is not
-// a change (the API server owns metadata.generation).
+// generation and UID in the object it applied; applying that object again
+// is not a change (the API server owns both).
 func TestTheRecordedGenerationIsNotApplied(t *testing.T) {
 	ctx := context.Background()
 	applies := 0
@@ -32,7 +32,7 @@ func TestTheRecordedGenerationIsNotApplied(t *testing.T) {
 	if err := Apply(ctx, c, c, d); err != nil {
 		t.Fatal(err)
 	}
-	d.Generation = 7 // as a real API server's answer would set it
+	d.Generation, d.UID = 7, "uid-1" // as a real API server's answer would set them
 	if err := Apply(ctx, c, c, d); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"slices"
 	"sync"
 
@@ -23,7 +24,9 @@ import (
 // expectations do.
 //
 // A version the reconcile did not pass through is the last one or newer
-// (another writer's): the cache has caught up.
+// (another writer's): the cache has caught up. The versions its writes
+// leave on the way are collected by the helpers of this package (Patch,
+// Record, AddFinalizer, RemoveFinalizer) from the context Begin returns.
 type OwnWrites struct {
 	mu sync.Mutex
 	m  map[client.ObjectKey]ownWrite
@@ -34,6 +37,45 @@ type ownWrite struct {
 	passed []string
 	// waiting says a reconcile was put off for the cache.
 	waiting bool
+}
+
+// Begin starts a reconcile of the object key, read at version read. behind
+// says the cache predates this reconciler's last write to it: the caller
+// waits (requeue after StaleRetry; the write's arrival also re-queues it
+// where Predicate watches). Otherwise the caller reconciles with ctx and
+// calls done with the version it leaves the object at.
+func (w *OwnWrites) Begin(ctx context.Context, key client.ObjectKey, read string) (_ context.Context, behind bool, done func(now string)) {
+	if w.Behind(key, read) {
+		return ctx, true, func(string) {}
+	}
+	t := &trail{}
+	return context.WithValue(ctx, trailKey{}, t), false, func(now string) {
+		w.Record(key, now, append([]string{read}, t.list()...)...)
+	}
+}
+
+// trail collects the versions the writes of one reconcile leave.
+type trail struct {
+	mu       sync.Mutex
+	versions []string
+}
+
+type trailKey struct{}
+
+func (t *trail) list() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.versions)
+}
+
+// noteWrite adds the version a write left o at to the reconcile's trail,
+// if ctx carries one.
+func noteWrite(ctx context.Context, o client.Object) {
+	if t, ok := ctx.Value(trailKey{}).(*trail); ok {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.versions = append(t.versions, o.GetResourceVersion())
+	}
 }
 
 // Record notes that a reconcile passed through versions passed (the one it

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,5 +64,28 @@ func TestOwnWritesWaitForTheCache(t *testing.T) {
 	w.Predicate().Delete(event.DeleteEvent{Object: at("14")})
 	if w.Behind(key, "13") {
 		t.Error("entry kept after the object was deleted")
+	}
+}
+
+// TestBeginCollectsTheVersionsOfTheReconcilesWrites: the helpers' writes
+// during a reconcile begun with Begin are the versions it passed through.
+func TestBeginCollectsTheVersionsOfTheReconcilesWrites(t *testing.T) {
+	key := client.ObjectKey{Namespace: "team-a", Name: "agent"}
+	var w OwnWrites
+	ctx, behind, done := w.Begin(context.Background(), key, "5")
+	if behind {
+		t.Fatal("behind before any write")
+	}
+	for _, rv := range []string{"6", "7"} { // a finalizer, an intent
+		noteWrite(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}})
+	}
+	done("8")
+	for _, cached := range []string{"5", "6", "7"} {
+		if _, behind, _ := w.Begin(context.Background(), key, cached); !behind {
+			t.Errorf("a cache at %s, before the last write, is not behind", cached)
+		}
+	}
+	if _, behind, _ := w.Begin(context.Background(), key, "8"); behind {
+		t.Error("behind at the last write")
 	}
 }

@@ -33,7 +33,7 @@ func RetryStale(r reconcile.Reconciler) reconcile.Reconciler {
 	})
 }
 
-// onlyConflicts reports whether every error err joins or wraps is a
+// OnlyConflicts reports whether every error err joins or wraps is a
 // Conflict from the API server.
 func OnlyConflicts(err error) bool {
 	switch e := err.(type) {

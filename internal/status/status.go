@@ -77,6 +77,7 @@ func Patch[T Object](ctx context.Context, c client.Client, orig, o T) error {
 	if err := c.Status().Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch status of %s: %w", client.ObjectKeyFromObject(o), err)
 	}
+	noteWrite(ctx, o)
 	return nil
 }
 
@@ -98,6 +99,7 @@ func AddFinalizer[T Object](ctx context.Context, c client.Client, orig, o T, nam
 		controllerutil.AddFinalizer(obj, name)
 		obj.SetResourceVersion(fin.GetResourceVersion())
 	}
+	noteWrite(ctx, fin)
 	return true, nil
 }
 
@@ -120,6 +122,7 @@ func Record[T Object](ctx context.Context, c client.Client, orig, o T, mutate fu
 		mutate(obj)
 		obj.SetResourceVersion(rec.GetResourceVersion())
 	}
+	noteWrite(ctx, rec)
 	return nil
 }
 
@@ -131,9 +134,13 @@ func RemoveFinalizer(ctx context.Context, c client.Client, o client.Object, name
 	}
 	base := o.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(o, name)
-	if err := c.Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("remove finalizer %s from %s: %w", name, client.ObjectKeyFromObject(o), err)
 	}
+	noteWrite(ctx, o)
 	return nil
 }
 
