@@ -63,6 +63,9 @@ func (r *Reconciler) egress(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	if outcome == paired.outcome && !release {
 		return err
 	}
+	if r.recorded(ctx, paired, outcome, release) {
+		return err
+	}
 	value := []byte("null")
 	if outcome != "" {
 		value, _ = json.Marshal(outcome) // a string always marshals
@@ -91,6 +94,20 @@ func (r *Reconciler) egress(ctx context.Context, gw *openshellv1alpha1.OpenShell
 		}
 	}
 	return err
+}
+
+// recorded says whether the paired namespace, read from the API server,
+// already holds outcome (and, to release, no longer the pending label):
+// the cached copy the caller compared may predate this reconciler's last
+// record, which is then neither written nor announced again. Read only
+// when the cache says a record is due.
+func (r *Reconciler) recorded(ctx context.Context, paired pairedRef, outcome string, release bool) bool {
+	live := &corev1.Namespace{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: paired.name}, live); err != nil || live.UID != paired.uid {
+		return false
+	}
+	_, pending := live.Labels[render.LabelEgressPending]
+	return live.Annotations[render.AnnotationTenantEgress] == outcome && (!release || !pending)
 }
 
 // egressOutcome writes or deletes the AdminNetworkPolicy and says what
