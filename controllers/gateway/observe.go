@@ -64,7 +64,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, gw *openshellv1alpha1.
 	msg := fmt.Sprintf("%d/%d gateway replicas ready", ready, want)
 	// A Deployment counts the pods of its old ReplicaSets as ready too:
 	// until none is left (total), an old release may still serve.
-	if cacheBehind(live, rendered) || observed < gen || updated < want || ready < want || total > want {
+	if cacheBehind(live, appliedAs(live, rendered)) || observed < gen || updated < want || ready < want || total > want {
 		return workload{Reason: openshellv1alpha1.GatewayReasonInstalling, Message: msg + " (rolling out)", Version: version}, nil
 	}
 	instance, err := r.instance(ctx, gw, owner)
@@ -86,15 +86,14 @@ func appliedAs(live client.Object, rendered []client.Object) client.Object {
 	return nil
 }
 
-// cacheBehind says whether live, read from the cache, predates what this
-// reconcile applied: an older generation, or another object of the name
-// (deleted and made again).
-func cacheBehind(live client.Object, rendered []client.Object) bool {
-	o := appliedAs(live, rendered)
-	if o == nil {
+// cacheBehind says whether live, read from the cache, predates applied,
+// what this reconcile applied of it (nil: nothing): an older generation,
+// or another object of the name (deleted and made again).
+func cacheBehind(live, applied client.Object) bool {
+	if applied == nil {
 		return false
 	}
-	return (o.GetUID() != "" && o.GetUID() != live.GetUID()) || o.GetGeneration() > live.GetGeneration()
+	return (applied.GetUID() != "" && applied.GetUID() != live.GetUID()) || applied.GetGeneration() > live.GetGeneration()
 }
 
 // instance hashes the UIDs of the gateway's pods (read by metadata from
@@ -166,18 +165,15 @@ func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.Ope
 	waiting := routeState{Message: "waiting for a router to admit the Route"}
 	// openshift-apiserver keeps no generation for Routes: the host this
 	// reconcile applied is compared too.
-	host := rt.Spec.Host
-	if want, ok := appliedAs(rt, rendered).(*routev1.Route); ok && want.Spec.Host != "" {
-		if rt.Spec.Host != want.Spec.Host {
-			return waiting, nil
-		}
-		host = want.Spec.Host
+	applied := appliedAs(rt, rendered)
+	if want, ok := applied.(*routev1.Route); ok && want.Spec.Host != "" && rt.Spec.Host != want.Spec.Host {
+		return waiting, nil
 	}
-	if cacheBehind(rt, rendered) {
+	if cacheBehind(rt, applied) {
 		return waiting, nil
 	}
 	for _, ing := range rt.Status.Ingress {
-		if host != "" && ing.Host != host {
+		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
 			continue // said of a previous host
 		}
 		for _, c := range ing.Conditions {

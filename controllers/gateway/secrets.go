@@ -96,12 +96,6 @@ func (r *Reconciler) createIfMissing(ctx context.Context, name string, build fun
 	return nil
 }
 
-// ensureBuiltinPKI keeps the CA, server and client Secrets valid: it creates
-// them when missing, reissues a leaf that is due for renewal, no longer
-// matches the active CA or misses a DNS name, and rotates a due CA in
-// phases (pki.PlanCA) so that nobody holding the old trust bundle is
-// disconnected: every leaf Secret's ca.crt carries the whole bundle. It
-// returns when the next renewal or rotation step is due.
 // builtinPKI keeps the built-in PKI's certificates (when it issues them)
 // and schedules their renewal in res. It returns the reader of the
 // certificate Secrets for this reconcile's observation: the cache, unless
@@ -124,6 +118,13 @@ func (r *Reconciler) builtinPKI(ctx context.Context, gw *openshellv1alpha1.OpenS
 	return r.Client, nil
 }
 
+// ensureBuiltinPKI keeps the CA, server and client Secrets valid: it creates
+// them when missing, reissues a leaf that is due for renewal, no longer
+// matches the active CA or misses a DNS name, and rotates a due CA in
+// phases (pki.PlanCA) so that nobody holding the old trust bundle is
+// disconnected: every leaf Secret's ca.crt carries the whole bundle. It
+// returns when the next renewal or rotation step is due, and whether it
+// wrote a Secret.
 func (r *Reconciler) ensureBuiltinPKI(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, in render.Inputs) (next time.Time, wrote bool, err error) {
 	n := render.NamesFor(gw)
 	now := r.now()
@@ -292,7 +293,7 @@ func (r *Reconciler) putSecret(ctx context.Context, gw *openshellv1alpha1.OpenSh
 	switch {
 	case apierrors.IsNotFound(err):
 		err = r.Client.Create(ctx, s)
-		if apierrors.IsAlreadyExists(err) && r.cacheBehind(ctx, s) {
+		if apierrors.IsAlreadyExists(err) && r.ownSecretThere(ctx, s) {
 			// The cache lags a write of this operator's (the last
 			// reconcile's): a conflict, run again on fresh data.
 			err = apierrors.NewConflict(corev1.Resource("secrets"), name, err)
@@ -308,10 +309,10 @@ func (r *Reconciler) putSecret(ctx context.Context, gw *openshellv1alpha1.OpenSh
 	return nil
 }
 
-// cacheBehind says whether the Secret the cache did not hold is there,
+// ownSecretThere says whether the Secret the cache did not hold is there,
 // written by the operator for this gateway (its labels and owner): the
 // cache lags. Another's Secret of that name is not, and stays an error.
-func (r *Reconciler) cacheBehind(ctx context.Context, want *corev1.Secret) bool {
+func (r *Reconciler) ownSecretThere(ctx context.Context, want *corev1.Secret) bool {
 	live := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
 		return false

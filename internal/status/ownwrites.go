@@ -45,12 +45,12 @@ type ownWrite struct {
 // where Predicate watches). Otherwise the caller reconciles with ctx and
 // calls done with the version it leaves the object at.
 func (w *OwnWrites) Begin(ctx context.Context, key client.ObjectKey, read string) (_ context.Context, behind bool, done func(now string)) {
-	if w.Behind(key, read) {
+	if w.behind(key, read) {
 		return ctx, true, func(string) {}
 	}
 	t := &trail{}
 	return context.WithValue(ctx, trailKey{}, t), false, func(now string) {
-		w.Record(key, now, append([]string{read}, t.list()...)...)
+		w.record(key, now, append([]string{read}, t.list()...)...)
 	}
 }
 
@@ -78,10 +78,10 @@ func noteWrite(ctx context.Context, o client.Object) {
 	}
 }
 
-// Record notes that a reconcile passed through versions passed (the one it
+// record notes that a reconcile passed through versions passed (the one it
 // read first) and left the object at version now (one of them when it
 // wrote nothing).
-func (w *OwnWrites) Record(key client.ObjectKey, now string, passed ...string) {
+func (w *OwnWrites) record(key client.ObjectKey, now string, passed ...string) {
 	var before []string
 	for _, v := range passed {
 		if v != now {
@@ -100,9 +100,9 @@ func (w *OwnWrites) Record(key client.ObjectKey, now string, passed ...string) {
 	w.m[key] = ownWrite{passed: before}
 }
 
-// Behind says whether the cache's version of the object (cached) predates
+// behind says whether the cache's version of the object (cached) predates
 // this reconciler's last write to it; if not, the write is done with.
-func (w *OwnWrites) Behind(key client.ObjectKey, cached string) bool {
+func (w *OwnWrites) behind(key client.ObjectKey, cached string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[key]

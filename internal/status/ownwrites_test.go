@@ -20,15 +20,15 @@ func TestOwnWritesWaitForTheCache(t *testing.T) {
 		return w.Predicate().Update(event.UpdateEvent{ObjectOld: at("0"), ObjectNew: at(rv)})
 	}
 
-	w.Record(key, "5", "5") // wrote nothing
-	if w.Behind(key, "5") {
+	w.record(key, "5", "5") // wrote nothing
+	if w.behind(key, "5") {
 		t.Fatal("behind without a write")
 	}
 
 	// A reconcile read 5, recorded an intent (6) and wrote its status (7).
-	w.Record(key, "7", "5", "6")
+	w.record(key, "7", "5", "6")
 	for _, cached := range []string{"5", "6"} {
-		if !w.Behind(key, cached) {
+		if !w.behind(key, cached) {
 			t.Fatalf("a cache at %s, before the last write, is not behind", cached)
 		}
 	}
@@ -38,31 +38,31 @@ func TestOwnWritesWaitForTheCache(t *testing.T) {
 	if !update("7") {
 		t.Fatal("the last write's arrival did not wake the put-off reconcile")
 	}
-	if w.Behind(key, "6") || update("8") {
+	if w.behind(key, "6") || update("8") {
 		t.Error("the entry outlived the cache catching up")
 	}
 
 	// An arrival with no reconcile waiting wakes nothing, and clears the
 	// entry.
-	w.Record(key, "9", "8")
+	w.record(key, "9", "8")
 	if update("9") {
 		t.Error("woke a reconcile nobody put off")
 	}
-	if w.Behind(key, "8") {
+	if w.behind(key, "8") {
 		t.Error("behind after the cache showed the write")
 	}
 
 	// Another writer's version after the last write (the cache delivered
 	// both before a reconcile read it) is caught up.
-	w.Record(key, "11", "10")
-	if w.Behind(key, "12") || w.Behind(key, "10") {
+	w.record(key, "11", "10")
+	if w.behind(key, "12") || w.behind(key, "10") {
 		t.Error("behind at a version newer than the write")
 	}
 
 	// A deleted object is forgotten.
-	w.Record(key, "14", "13")
+	w.record(key, "14", "13")
 	w.Predicate().Delete(event.DeleteEvent{Object: at("14")})
-	if w.Behind(key, "13") {
+	if w.behind(key, "13") {
 		t.Error("entry kept after the object was deleted")
 	}
 }
