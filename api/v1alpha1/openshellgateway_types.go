@@ -144,6 +144,49 @@ type OpenShellGatewaySpec struct {
 	// overwritten. Operator upgrades bring the new catalog's content.
 	// +optional
 	BuiltinProviderProfiles *BuiltinProviderProfiles `json:"builtinProviderProfiles,omitempty"`
+
+	// ExternalPorts publishes outside the cluster the ports that tenants
+	// list in their OpenShellSandboxTemplates (spec.externalPorts), for the
+	// sandboxes of this gateway created from them. Off by default.
+	// +optional
+	ExternalPorts *ExternalPorts `json:"externalPorts,omitempty"`
+}
+
+// ExternalPortsExposure is how a gateway's sandboxes' external ports are
+// published.
+// +kubebuilder:validation:Enum=None;Route
+type ExternalPortsExposure string
+
+const (
+	// ExternalPortsNone publishes none: the ports are reached in the
+	// cluster only, through openshellsandboxes/proxy.
+	ExternalPortsNone ExternalPortsExposure = "None"
+	// ExternalPortsRoute publishes them through an OpenShift Route.
+	ExternalPortsRoute ExternalPortsExposure = "Route"
+)
+
+// ExternalPorts is the Platform Admin's choice of how the ports tenants
+// list are reached from outside the cluster.
+type ExternalPorts struct {
+	// Expose is None (the default) or Route: one OpenShift Route in the
+	// operator's namespace, reencrypt TLS and no plain HTTP, to the
+	// relay's external port listener. The relay admits a request only with
+	// a bearer token the cluster authenticates (TokenReview) whose user may
+	// create openshellsandboxes/proxy on the sandbox, and only to a port
+	// the sandbox's template lists. Paths are those of the proxy
+	// subresource: /apis/access.openshell.ai/v1alpha1/namespaces/NS/openshellsandboxes/NAME/proxy/PORT/.
+	// +kubebuilder:default=None
+	// +optional
+	Expose ExternalPortsExposure `json:"expose,omitempty"`
+
+	// Host is the Route's host; empty lets the router assign one
+	// (ROUTE-NAMESPACE under the cluster's apps domain, whose wildcard
+	// certificate covers it while it is one DNS label of at most 63
+	// characters: set a host where the operator's namespace name is long).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
+	// +optional
+	Host string `json:"host,omitempty"`
 }
 
 // UpgradePolicy is how an unpinned Managed gateway follows the operator's
@@ -810,6 +853,11 @@ type OpenShellGatewayStatus struct {
 	// +optional
 	BuiltinProviderProfiles *BuiltinProfilesStatus `json:"builtinProviderProfiles,omitempty"`
 
+	// ExternalPorts is where the ports in spec.externalPorts are reached.
+	// The operator's external ports controller alone writes it.
+	// +optional
+	ExternalPorts *ExternalPortsStatus `json:"externalPorts,omitempty"`
+
 	// ObservedGeneration is the spec generation the operator last acted on fully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -1109,3 +1157,46 @@ type BuiltinProfilesStatus struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 }
+
+// ExternalPortsStatus is where a gateway's sandboxes' external ports are
+// reached, and whether they are.
+type ExternalPortsStatus struct {
+	// URL is the Route's address. A port is reached at
+	// URL/apis/access.openshell.ai/v1alpha1/namespaces/NS/openshellsandboxes/NAME/proxy/PORT/,
+	// with a bearer token.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Conditions: Published.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the gateway generation these describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ExternalPortsConditionPublished is True when a router admitted the
+// external ports' Route (status.externalPorts.conditions).
+const ExternalPortsConditionPublished = "Published"
+
+// Reasons of status.externalPorts' Published condition.
+const (
+	// ExternalPortsReasonAdmitted: a router admitted the Route.
+	ExternalPortsReasonAdmitted = GatewayReasonRouteAdmitted
+	// ExternalPortsReasonNotAdmitted: no router admitted the Route (yet),
+	// or one refused it (the message says why).
+	ExternalPortsReasonNotAdmitted = GatewayReasonRouteNotAdmitted
+	// ExternalPortsReasonRouteAPIUnavailable: route.openshift.io is not
+	// served (Kubernetes without OpenShift's router): nothing is published.
+	ExternalPortsReasonRouteAPIUnavailable = GatewayReasonRouteAPIUnavailable
+	// ExternalPortsReasonNamespaceNotServed: the gateway's namespace is not
+	// one the platform serves: nothing is published for it.
+	ExternalPortsReasonNamespaceNotServed = GatewayReasonNamespaceNotServed
+	// ExternalPortsReasonNoOperatorNamespace: the operator runs outside a
+	// cluster namespace (a development run), where the relay's Service is
+	// not.
+	ExternalPortsReasonNoOperatorNamespace = "NoOperatorNamespace"
+	// ExternalPortsReasonApplyFailed: the Route could not be written.
+	ExternalPortsReasonApplyFailed = GatewayReasonApplyFailed
+)

@@ -80,6 +80,20 @@ type OpenShellSandboxTemplateSpec struct {
 	// Startup is the startup service level asked of the gateway.
 	// +optional
 	Startup *TemplateStartup `json:"startup,omitempty"`
+
+	// ExternalPorts are ports the agent serves that callers outside the
+	// cluster may reach, where the sandbox's gateway publishes external
+	// ports (OpenShellGateway spec.externalPorts). A caller still needs a
+	// bearer token whose user may create openshellsandboxes/proxy on the
+	// sandbox. The relay reads the template at each request: removing a
+	// port here closes it at once. In the cluster, every port is reached
+	// through openshellsandboxes/proxy, listed here or not.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	// +listType=set
+	// +optional
+	ExternalPorts []int32 `json:"externalPorts,omitempty"`
 }
 
 // SandboxTemplateGatewayStatus is the template at one gateway. The gateway
