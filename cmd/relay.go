@@ -29,6 +29,8 @@ func relay(args []string) int {
 	fs.StringVar(&o.BindAddress, "bind-address", ":8443", "Address serving the access.openshell.ai API.")
 	certDir := fs.String("cert-dir", operator.RelayCertDir, "Folder with the serving certificate the APIService trusts ("+operator.RelayCertFile+" and "+operator.RelayKeyFile+": OLM mounts them here).")
 	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", `The operator's OIDC issuer URL, whose keys sign gateway tokens (default: https://openshell-operator-oidc.<OPERATOR_NAMESPACE>.svc:8444).`)
+	fs.StringVar(&o.ExternalBindAddress, "external-bind-address", "0", `Address serving the external port listener, which the gateways' external ports Routes reach; "0" serves none.`)
+	externalCertDir := fs.String("external-cert-dir", operator.RelayExternalCertDir, "Folder with the external port listener's serving certificate (tls.crt and tls.key: the service-ca's Secret for its Service).")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8444", `Address serving the relay's metrics (HTTPS, callers allowed to get /metrics); "0" serves none.`)
 	fs.IntVar(&o.MaxSessions, "max-sessions", 0, "Sessions one replica holds at most (0: 400, for the Deployment's 512 MiB memory limit); more are refused with a retry, which may reach another replica.")
 	fs.IntVar(&o.MaxSessionsPerUser, "max-sessions-per-user", 0, "Sessions one user holds at most across the replicas (0: 16); more are refused with 429.")
@@ -50,6 +52,7 @@ func relay(args []string) int {
 	}
 	o.Log = log
 	o.CertFile, o.KeyFile = filepath.Join(*certDir, operator.RelayCertFile), filepath.Join(*certDir, operator.RelayKeyFile)
+	o.ExternalCertFile, o.ExternalKeyFile = filepath.Join(*externalCertDir, "tls.crt"), filepath.Join(*externalCertDir, "tls.key")
 	o.IssuerNamespace, o.IssuerKeySecret = os.Getenv(operatorenv.EnvOperatorNamespace), operator.OIDCKeySecret
 	o.Replica = relayload.Replica{Pod: os.Getenv(relayload.EnvPodName), UID: types.UID(os.Getenv(relayload.EnvPodUID))}
 	if o.IssuerNamespace == "" {

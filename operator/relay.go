@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -40,6 +42,10 @@ const (
 	RelayCertFile = "apiserver.crt"
 	RelayKeyFile  = "apiserver.key"
 )
+
+// RelayExternalCertDir is where the relay's Deployment mounts the external
+// port listener's certificate (config/relay/deployment.yaml).
+const RelayExternalCertDir = "/var/run/secrets/openshell/external-ports"
 
 // RelayOptions configure the relay, the data plane through which Sandbox
 // Consumers use their sandboxes (manager relay). It runs as a Deployment
@@ -80,6 +86,12 @@ type RelayOptions struct {
 	// DrainTimeout bounds the wait for open sessions to close once they
 	// have been told the relay is stopping (default 10 s).
 	DrainTimeout time.Duration
+	// ExternalBindAddress serves the external port listener, which the
+	// gateways' external ports Routes reach ("" or "0": none), with the
+	// certificate in ExternalCertFile and ExternalKeyFile (OpenShift's
+	// service-ca issues it for the listener's Service; read at each
+	// handshake once present, so one issued after the start is used).
+	ExternalBindAddress, ExternalCertFile, ExternalKeyFile string
 	// MetricsAddr serves the relay's metrics (its sessions) over HTTPS to
 	// callers allowed to get /metrics; "" or "0" serves none.
 	MetricsAddr string
@@ -182,6 +194,9 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		MaxSessionsPerRequester: o.MaxSessionsPerRequester,
 		Gateways:                relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
+	if srv.External, err = relay.BearerTokens(kube.AuthenticationV1()); err != nil {
+		return nil, err
+	}
 	r := &Relay{Server: srv, log: o.Log}
 	if o.Replica.Pod != "" && o.Replica.UID != "" {
 		srv.Share = &relay.LoadShare{Client: c, Kube: kube, Namespace: leaseNS, Replica: o.Replica, Keys: issuer,
@@ -343,6 +358,29 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 	return errors.Join(drained, shut)
 }
 
+// ServeExternal serves the external port listener on lis until ctx ends,
+// then stops taking requests; its open sessions are the relay's, which
+// Serve drains.
+func (r *Relay) ServeExternal(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, d Drain) error {
+	tlsConfig = tlsConfig.Clone()
+	http1Only(tlsConfig)
+	hs := &http.Server{Handler: r.Server.ExternalHandler(), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.ServeTLS(lis, "", "") }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	hs.SetKeepAlivesEnabled(false)
+	drain, cancel := context.WithTimeout(context.Background(), d.Grace+orDefault(d.Timeout, 10*time.Second))
+	defer cancel()
+	if err := hs.Shutdown(drain); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
 // relayTLS asks for a client certificate, which the front-proxy
 // authenticator verifies (against the cluster's CA, which rotates), and
 // serves HTTP/1.1 only: exec and port-forward upgrade the connection,
@@ -379,6 +417,21 @@ func RunRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen for the relay: %w", err)
 	}
+	if o.ExternalBindAddress != "" && o.ExternalBindAddress != "0" {
+		ext, err := net.Listen("tcp", o.ExternalBindAddress)
+		if err != nil {
+			return fmt.Errorf("listen for the external port listener: %w", err)
+		}
+		keyPair := &fileKeyPair{certFile: o.ExternalCertFile, keyFile: o.ExternalKeyFile}
+		extTLS := &tls.Config{GetCertificate: keyPair.get, MinVersion: tls.VersionTLS12}
+		profile.ServerOption(extTLS)
+		o.Log.Info("Serving the external port listener", "address", ext.Addr().String())
+		go func() {
+			if err := r.ServeExternal(ctx, ext, extTLS, Drain{Grace: o.DrainGrace, Timeout: o.DrainTimeout}); err != nil {
+				o.Log.Error(err, "The external port listener stopped")
+			}
+		}()
+	}
 	o.Log.Info("Serving the access.openshell.ai API", "address", lis.Addr().String())
 	return r.Serve(ctx, lis, tlsConfig, Drain{Grace: o.DrainGrace, Timeout: o.DrainTimeout})
 }
@@ -402,4 +455,33 @@ func serveRelayMetrics(ctx context.Context, cfg *rest.Config, addr string, profi
 	}
 	go func() { _ = srv.Start(ctx) }()
 	return nil
+}
+
+// fileKeyPair is a serving certificate read from files at the handshake
+// that finds them changed (or first finds them): controller-runtime's
+// certwatcher needs them at start, and the service-ca may issue this one
+// after the pod started, the kubelet then filling the optional volume.
+type fileKeyPair struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	stamp             time.Time
+	cert              *tls.Certificate
+}
+
+func (f *fileKeyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	info, err := os.Stat(f.certFile)
+	if err != nil {
+		return nil, fmt.Errorf("no serving certificate for the external port listener yet: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cert != nil && info.ModTime().Equal(f.stamp) {
+		return f.cert, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load the external port listener's certificate: %w", err)
+	}
+	f.cert, f.stamp = &cert, info.ModTime()
+	return f.cert, nil
 }

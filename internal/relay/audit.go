@@ -23,6 +23,9 @@ type Session struct {
 	Command []string
 	// Tunnel marks a proxy request that asked to switch protocols.
 	Tunnel bool
+	// External marks a proxy request that came through the external port
+	// listener (a Route), not the kube-apiserver.
+	External bool
 }
 
 // evented says whether the session's start and end are Events on the
@@ -57,7 +60,7 @@ type Record struct {
 // only, and an audit record must not lose the others.
 func (a Auditor) Start(_ context.Context, sb *openshellv1alpha1.OpenShellSandbox, s Session) *Record {
 	r := &Record{a: a, sb: sb, session: s, started: time.Now(), id: sessionID()}
-	a.Log.Info("session started", "session", r.id, "user", s.User, "namespace", s.Namespace, "sandbox", s.Sandbox, "subresource", s.Subresource, "command", s.Command)
+	a.Log.Info("session started", "session", r.id, "user", s.User, "namespace", s.Namespace, "sandbox", s.Sandbox, "subresource", s.Subresource, "command", s.Command, "external", s.External)
 	if a.Recorder != nil && s.evented() {
 		a.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, openshellv1alpha1.SandboxReasonSessionStarted, r.action(), "%s",
 			capNote(fmt.Sprintf("%s started %s%s (session %s)", s.User, s.Subresource, commandSuffix(s.Command), r.id)))

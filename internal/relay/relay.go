@@ -89,6 +89,9 @@ type Server struct {
 	Audit Auditor
 	// Tokens serves the token exchange (nil: not offered).
 	Tokens *Tokens
+	// External authenticates the external port listener's requests by
+	// their bearer tokens (nil: ExternalHandler serves none).
+	External authenticator.Request
 	// MaxSessionsPerUser and MaxSessionsPerNamespace bound the open
 	// sessions (0: 16 and 64), MaxSessions a replica's (0: 400), and
 	// MaxSessionsPerRequester those in the projects one person requested
@@ -143,8 +146,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("the relay serves only requests the kube-apiserver forwards (front-proxy client certificate required)"))
 		return
 	}
+	s.dispatch(w, r, resp.User, false)
+}
+
+// dispatch serves an authenticated request: discovery, or a subresource
+// of a sandbox once the user is authorized. external marks a request of
+// the external port listener, which serves proxy alone, to the ports the
+// sandbox's template publishes.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, external bool) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
+	case external && (len(parts) <= 8 || parts[7] != SubresourceProxy):
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + SubresourceProxy}, r.URL.Path))
+		return
 	case len(parts) == 1 && parts[0] == "apis":
 		writeJSON(w, discoveryGroups())
 		return
@@ -176,6 +190,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var hop proxyHop
+	var err error
 	if sub == SubresourceProxy {
 		if hop, err = proxyTarget(r.URL); err != nil {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
@@ -198,13 +213,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sb := &openshellv1alpha1.OpenShellSandbox{}
 	read := make(chan error, 1)
 	go func() { read <- s.Reader.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, sb) }()
-	allowed, reason, err := s.Authz.Allowed(r.Context(), resp.User, verb, ns, name, sub)
+	allowed, reason, err := s.Authz.Allowed(r.Context(), u, verb, ns, name, sub)
 	switch {
 	case err != nil:
 		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("authorize: %w", err)))
 		return
 	case !allowed:
-		msg := fmt.Sprintf("user %q cannot %s %s/%s in namespace %q", resp.User.GetName(), verb, Resource, sub, ns)
+		msg := fmt.Sprintf("user %q cannot %s %s/%s in namespace %q", u.GetName(), verb, Resource, sub, ns)
 		if reason != "" {
 			msg += ": " + reason
 		}
@@ -223,7 +238,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, err)
 		return
 	}
-	session := Session{User: resp.User.GetName(), Namespace: ns, Sandbox: name, Subresource: sub}
+	if external {
+		if err := s.published(r.Context(), sb, hop.port); err != nil {
+			writeStatus(w, err)
+			return
+		}
+	}
+	session := Session{User: u.GetName(), Namespace: ns, Sandbox: name, Subresource: sub, External: external}
 	if tracing.Enabled() {
 		// One span per session, once it is authorized, to its end (the
 		// user's name stays in the audit log, not in traces).
@@ -234,15 +255,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch sub {
 	case SubresourceExec:
-		s.exec(w, r, sb, resp.User, session)
+		s.exec(w, r, sb, u, session)
 	case SubresourceLog:
-		s.logs(w, r, sb, resp.User, session)
+		s.logs(w, r, sb, u, session)
 	case SubresourceToken:
-		s.exchange(w, r, sb, resp.User, session)
+		s.exchange(w, r, sb, u, session)
 	case SubresourcePortForward:
-		s.portForward(w, r, sb, resp.User, session)
+		s.portForward(w, r, sb, u, session)
 	case SubresourceProxy:
-		s.proxy(w, r, sb, resp.User, session, hop)
+		s.proxy(w, r, sb, u, session, hop)
 	}
 }
 

@@ -31,6 +31,9 @@ type Relay struct {
 	// Addr is the relay's own listener (127.0.0.1:port): a request sent
 	// here directly does not come through the front proxy.
 	Addr string
+	// ExternalAddr is the relay's external port listener (127.0.0.1:port),
+	// where the external ports Routes bring requests.
+	ExternalAddr string
 	// CA signs the relay's serving certificate.
 	CA     *pki.KeyPair
 	Server *relay.Server
@@ -115,14 +118,24 @@ func (s *Stack) serveRelay(cfg *rest.Config, ns string, o RelayOptions) (*Relay,
 		cancel()
 		return nil, err
 	}
-	served := make(chan error, 1)
+	ext, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		_ = lis.Close()
+		return nil, err
+	}
+	served, extServed := make(chan error, 1), make(chan error, 1)
+	serving := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	go func() {
 		// No grace: a test's relay goes at once, as one told to reconnect.
-		served <- built.Serve(rctx, lis, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, operator.Drain{Timeout: 10 * time.Second})
+		served <- built.Serve(rctx, lis, serving, operator.Drain{Timeout: 10 * time.Second})
 	}()
-	return &Relay{Addr: lis.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
+	go func() {
+		extServed <- built.ServeExternal(rctx, ext, serving, operator.Drain{Timeout: 10 * time.Second})
+	}()
+	return &Relay{Addr: lis.Addr().String(), ExternalAddr: ext.Addr().String(), CA: ca, Server: built.Server, stop: func() error {
 		cancel()
-		return <-served
+		return errors.Join(<-served, <-extServed)
 	}}, nil
 }
 
