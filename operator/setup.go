@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"time"
 
+	routev1 "github.com/openshift/api/route/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/openshell/openshell-operator/controllers/externalports"
 	"github.com/openshell/openshell-operator/controllers/gateway"
 	imagepolicyctrl "github.com/openshell/openshell-operator/controllers/imagepolicy"
 	"github.com/openshell/openshell-operator/controllers/operatorcondition"
@@ -36,6 +40,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/preflight"
 	"github.com/openshell/openshell-operator/internal/profilecatalog"
 	"github.com/openshell/openshell-operator/internal/relayload"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 	"github.com/openshell/openshell-operator/internal/webhook"
 )
@@ -185,6 +190,9 @@ func setupControllers(mgr ctrl.Manager, opts ControllerOptions, watch []string) 
 			return fmt.Errorf("set up platform objects: %w", err)
 		}
 	}
+	if err := setupExternalPorts(mgr, disc, opts.Platform); err != nil {
+		return err
+	}
 	// The relays sign their load with the issuer's keys: without an issuer
 	// they publish none.
 	if ns := opts.Platform.OperatorNamespace; ns != "" && opts.Issuer != nil && opts.RelayScaling.Enabled() {
@@ -261,4 +269,32 @@ func namespaceConfigs(ns []string) map[string]cache.Config {
 		out[n] = cache.Config{}
 	}
 	return out
+}
+
+// setupExternalPorts runs the external ports controller, with a cache of
+// its Routes alone (in the operator's namespace, where the manager's
+// cache may not look) where route.openshift.io is served at start.
+func setupExternalPorts(mgr ctrl.Manager, disc discovery.DiscoveryInterface, platform tenancy.Platform) error {
+	r := &externalports.Reconciler{Client: mgr.GetClient(), Namespace: platform.OperatorNamespace, Platform: platform}
+	if ns := platform.OperatorNamespace; ns != "" {
+		if _, err := disc.ServerResourcesForGroupVersion(routev1.GroupVersion.String()); err == nil {
+			routes, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+				DefaultNamespaces: map[string]cache.Config{ns: {LabelSelector: labels.SelectorFromSet(labels.Set{
+					render.LabelComponent: externalports.Component, render.LabelManagedBy: render.ManagedByValue})}},
+				DefaultTransform: cache.TransformStripManagedFields()})
+			if err != nil {
+				return fmt.Errorf("create the external ports Routes' cache: %w", err)
+			}
+			if err := mgr.Add(routes); err != nil {
+				return err
+			}
+			r.Routes = routes
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discover %s: %w", routev1.GroupVersion, err)
+		}
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up external ports controller: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,272 @@
+// Package externalports publishes the ports tenants list in their
+// OpenShellSandboxTemplates (spec.externalPorts) outside the cluster, for
+// the gateways whose Platform Admin chose so (OpenShellGateway
+// spec.externalPorts.expose: Route): one OpenShift Route per gateway, in
+// the operator's namespace, to the relay's external port listener, which
+// authenticates every caller's bearer token and authorizes it as
+// openshellsandboxes/proxy (internal/relay's External). This controller
+// owns those Routes and the gateways' status.externalPorts, and nothing
+// else of a gateway.
+//
+// The Routes live in the operator's namespace because a Route reaches only
+// a Service of its own namespace, and the relay's is there; owner
+// references cannot cross namespaces, so a Route is found again by its
+// gateway annotation and deleted when its gateway goes or stops asking.
+package externalports
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	routev1 "github.com/openshift/api/route/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/traced"
+	"github.com/openshell/openshell-operator/internal/apply"
+	render "github.com/openshell/openshell-operator/internal/render/gateway"
+	"github.com/openshell/openshell-operator/internal/status"
+	"github.com/openshell/openshell-operator/internal/tenancy"
+)
+
+// RelayService is the relay's external port Service as the bundle names it
+// (config/relay/external_ports_service.yaml with config/olm's name prefix).
+const RelayService = "openshell-operator-relay-external-ports"
+
+// Component is the Routes' app.kubernetes.io/component: the Routes cache
+// selects it.
+const Component = "external-ports"
+
+// AnnotationGateway names a Route's gateway (namespace/name): labels
+// cannot hold every gateway name.
+const AnnotationGateway = "openshell.ai/gateway"
+
+// routeTimeout is the router's wait for an answer: the relay gives a
+// sandbox's service 2 minutes to start one (internal/relay), the router's
+// default is 30 s.
+const routeTimeout = "150s"
+
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
+
+// Reconciler keeps each gateway's external ports Route and reports it.
+type Reconciler struct {
+	// Client reads gateways (the manager's cache) and writes the Routes and
+	// the gateways' status.
+	Client client.Client
+	// Routes caches the Routes of this controller, in the operator's
+	// namespace; nil where route.openshift.io was not served at start.
+	Routes cache.Cache
+	// Namespace is the operator's namespace (empty out of cluster).
+	Namespace string
+	// Platform says which gateways are served: a tenant may create an
+	// OpenShellGateway anywhere, and must not get a Route in the
+	// operator's namespace by it.
+	Platform tenancy.Platform
+}
+
+// Reconcile observes the gateway and its Route, decides, applies or
+// deletes the Route, and reports in status.externalPorts.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	if err := r.Client.Get(ctx, req.NamespacedName, gw); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.deleteRoute(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, fmt.Errorf("get gateway: %w", err)
+	}
+	served, err := r.Platform.Served(ctx, r.Client, gw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := Wanted(gw) && gw.DeletionTimestamp.IsZero()
+	if !want || served != "" {
+		if err := r.deleteRoute(ctx, req.NamespacedName); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	switch {
+	case !want:
+		return ctrl.Result{}, r.report(ctx, gw, nil)
+	case served != "":
+		// OLM lets namespace admins and editors create gateways: one the
+		// platform does not serve gets no Route in the operator's
+		// namespace, and says so.
+		return ctrl.Result{}, r.report(ctx, gw, Status(gw, openshellv1alpha1.ExternalPortsReasonNamespaceNotServed, served, ""))
+	}
+	st, err := r.publish(ctx, gw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.report(ctx, gw, st)
+}
+
+// publish applies the gateway's Route and reads what the routers made of
+// it; what cannot be done here is the status's to say.
+func (r *Reconciler) publish(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*openshellv1alpha1.ExternalPortsStatus, error) {
+	switch {
+	case r.Namespace == "":
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonNoOperatorNamespace,
+			"the operator runs outside a cluster namespace, where the relay's Service is not: nothing is published", ""), nil
+	case r.Routes == nil:
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonRouteAPIUnavailable,
+			"route.openshift.io is not served (or was not when the operator started): nothing is published", ""), nil
+	}
+	rt := Route(gw, r.Namespace)
+	if err := apply.Apply(ctx, r.Client, r.Routes, rt); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, err
+		}
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, status.Message(err), ""), nil
+	}
+	live := &routev1.Route{}
+	if err := r.Routes.Get(ctx, client.ObjectKeyFromObject(rt), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Status(gw, openshellv1alpha1.ExternalPortsReasonNotAdmitted, "the Route is being created", ""), nil
+		}
+		return nil, fmt.Errorf("get the external ports Route: %w", err)
+	}
+	reason, msg, host := Admission(live)
+	url := ""
+	if reason == openshellv1alpha1.ExternalPortsReasonAdmitted {
+		url = "https://" + host
+	}
+	return Status(gw, reason, msg, url), nil
+}
+
+// report writes status.externalPorts (nil: none), once, when it changed.
+func (r *Reconciler) report(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, st *openshellv1alpha1.ExternalPortsStatus) error {
+	orig := gw.DeepCopy()
+	if st != nil && gw.Status.ExternalPorts != nil {
+		// Each condition keeps its transition time while its status holds.
+		conds := slices.Clone(gw.Status.ExternalPorts.Conditions)
+		for _, c := range st.Conditions {
+			meta.SetStatusCondition(&conds, c)
+		}
+		st.Conditions = conds
+	}
+	gw.Status.ExternalPorts = st
+	return status.Patch(ctx, r.Client, orig, gw)
+}
+
+// deleteRoute deletes the Route of the gateway key, if there is one.
+func (r *Reconciler) deleteRoute(ctx context.Context, key types.NamespacedName) error {
+	if r.Routes == nil || r.Namespace == "" {
+		return nil
+	}
+	rt := &routev1.Route{}
+	if err := r.Routes.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, rt); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.Client.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the external ports Route %s: %w", rt.Name, err)
+	}
+	return nil
+}
+
+// Wanted says whether the gateway's Platform Admin asked for a Route.
+func Wanted(gw *openshellv1alpha1.OpenShellGateway) bool {
+	return gw.Spec.ExternalPorts != nil && gw.Spec.ExternalPorts.Expose == openshellv1alpha1.ExternalPortsRoute
+}
+
+// RouteName is the Route's name for a gateway: short, so that the host
+// the router makes of it (NAME-NAMESPACE.DOMAIN) stays one DNS label,
+// which the router's wildcard certificate covers.
+func RouteName(gw types.NamespacedName) string {
+	sum := sha256.Sum256([]byte(gw.Namespace + "/" + gw.Name))
+	return "external-ports-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// Route renders the gateway's Route: to the relay's external port
+// Service, reencrypt (the router verifies the relay's service-ca
+// certificate), no plain HTTP, no wildcard, and the Platform Admin's host
+// or one the router chooses. Pure; gw must want a Route (Wanted).
+func Route(gw *openshellv1alpha1.OpenShellGateway, namespace string) *routev1.Route {
+	labels := render.Labels(gw, Component)
+	// The gateway's name may not fit a label value.
+	delete(labels, render.LabelInstance)
+	return &routev1.Route{
+		TypeMeta: metav1.TypeMeta{APIVersion: routev1.GroupVersion.String(), Kind: "Route"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: RouteName(client.ObjectKeyFromObject(gw)), Labels: labels,
+			Annotations: map[string]string{
+				AnnotationGateway:                     gw.Namespace + "/" + gw.Name,
+				"haproxy.router.openshift.io/timeout": routeTimeout,
+			}},
+		Spec: routev1.RouteSpec{
+			To:   routev1.RouteTargetReference{Kind: "Service", Name: RelayService, Weight: ptr.To[int32](100)},
+			Port: &routev1.RoutePort{TargetPort: intstr.FromString("https")},
+			TLS: &routev1.TLSConfig{Termination: routev1.TLSTerminationReencrypt,
+				InsecureEdgeTerminationPolicy: routev1.InsecureEdgeTerminationPolicyNone},
+			WildcardPolicy: routev1.WildcardPolicyNone,
+			Host:           gw.Spec.ExternalPorts.Host,
+		},
+	}
+}
+
+// Admission reads a Route's admission by the routers: the reason, a
+// message, and the host admitted. Pure.
+func Admission(rt *routev1.Route) (reason, msg, host string) {
+	for _, ing := range rt.Status.Ingress {
+		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
+			continue // said of a previous host
+		}
+		for _, c := range ing.Conditions {
+			if c.Type != routev1.RouteAdmitted {
+				continue
+			}
+			if c.Status == corev1.ConditionTrue {
+				return openshellv1alpha1.ExternalPortsReasonAdmitted, fmt.Sprintf("admitted by router %s for host %s", ing.RouterName, ing.Host), ing.Host
+			}
+			return openshellv1alpha1.ExternalPortsReasonNotAdmitted, fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message), ""
+		}
+	}
+	return openshellv1alpha1.ExternalPortsReasonNotAdmitted, "waiting for a router to admit the Route " + rt.Name, ""
+}
+
+// Status is status.externalPorts for a Published reason. Pure.
+func Status(gw *openshellv1alpha1.OpenShellGateway, reason, msg, url string) *openshellv1alpha1.ExternalPortsStatus {
+	cond := metav1.ConditionFalse
+	if reason == openshellv1alpha1.ExternalPortsReasonAdmitted {
+		cond = metav1.ConditionTrue
+	}
+	st := &openshellv1alpha1.ExternalPortsStatus{URL: url, ObservedGeneration: gw.Generation}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: openshellv1alpha1.ExternalPortsConditionPublished, Status: cond,
+		Reason: reason, Message: status.Clip(msg, 1024, "…"), ObservedGeneration: gw.Generation})
+	return st
+}
+
+// gatewayOfRoute maps a Route back to its gateway.
+func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationGateway], "/")
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// SetupWithManager reconciles every gateway (one whose Route is to go
+// included) and every Route of this controller's (drift is repaired).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).Named("externalports").
+		For(&openshellv1alpha1.OpenShellGateway{})
+	if r.Routes != nil {
+		b = b.WatchesRawSource(source.Kind[client.Object](r.Routes, &routev1.Route{}, handler.EnqueueRequestsFromMapFunc(gatewayOfRoute)))
+	}
+	return b.Complete(traced.Reconciler("externalports", status.RetryStale(r)))
+}
