@@ -53,7 +53,7 @@ import (
 // played by a user holding exactly that persona's RBAC.
 func TestConsumerAccess(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := cluster.Client
 	// A second tenant namespace on the same gateway, watched: its
@@ -495,6 +495,9 @@ func TestConsumerAccess(t *testing.T) {
 		code, _, body = proxyAtPort(ctx, g, "dave", tenant, 8001, http.MethodGet, "/", "", nil)
 		g.Expect(code).To(Equal(http.StatusServiceUnavailable), body)
 		g.Expect(body).To(ContainSubstring("connection refused"))
+	})
+	t.Run("external ports: a Route to the relay serves a port the template publishes, to a token RBAC allows", func(t *testing.T) {
+		externalPorts(ctx, t, st, r, tenant)
 	})
 	t.Run("revoking the role ends an open session", func(t *testing.T) {
 		g := NewWithT(t)

@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	routev1 "github.com/openshift/api/route/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/externalports"
+	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/stack"
+	"github.com/openshell/openshell-operator/test/testgateway"
+)
+
+// externalPorts (#47 item 3, from outside the cluster): the Platform Admin
+// publishes a gateway's external ports, the operator makes its Route, and
+// the relay's external port listener, where that Route leads, serves a
+// port a Tenant Admin's template lists to a caller whose bearer token the
+// cluster authenticates and whose RBAC allows
+// openshellsandboxes/proxy — and to no one else: no token, a forged
+// front-proxy identity, a viewer's token, a stranger's, a port or sandbox
+// the template does not publish, a gateway that does not publish, a
+// subresource other than proxy. A namespace admin's own gateway asking for
+// a Route gets none. Run inside TestConsumerAccess (its relay, gateway and
+// personas).
+func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.Relay, tenant string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	opNS := st.GatewayObj.Namespace // the stack's operator namespace
+
+	// The Platform Admin publishes the gateway's external ports; the test
+	// plays openshift-apiserver (a host) and the router (admission).
+	const host = "sandbox-ports.apps.example.test"
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute, Host: host})
+	rtKey := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
+	rt := &routev1.Route{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, rtKey, rt)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(rt.Spec.To.Name).To(Equal(externalports.RelayService))
+	g.Expect(rt.Spec.TLS).NotTo(BeNil())
+	g.Expect(rt.Spec.TLS.Termination).To(Equal(routev1.TLSTerminationReencrypt))
+	g.Expect(rt.Spec.TLS.InsecureEdgeTerminationPolicy).To(Equal(routev1.InsecureEdgeTerminationPolicyNone), "never plain HTTP")
+	g.Expect(rt.Spec.Host).To(Equal(host))
+	admitRoute(ctx, g, rtKey, host)
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+		g.Expect(cur.Status.ExternalPorts.URL).To(Equal("https://" + host))
+		g.Expect(meta.IsStatusConditionTrue(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// Drift: a cluster admin's edit of the Route opens plain HTTP; the
+	// operator puts it back.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &routev1.Route{}
+		if err := c.Get(ctx, rtKey, cur); err != nil {
+			return err
+		}
+		cur.Spec.TLS.InsecureEdgeTerminationPolicy = routev1.InsecureEdgeTerminationPolicyAllow
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, rtKey, rt)).To(Succeed())
+		g.Expect(rt.Spec.TLS.InsecureEdgeTerminationPolicy).To(Equal(routev1.InsecureEdgeTerminationPolicyNone))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the Route's drift was not repaired")
+
+	// The Tenant Admin's template publishes the test sandbox's HTTP port.
+	tpl := &openshellv1alpha1.OpenShellSandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "web"},
+		Spec: openshellv1alpha1.OpenShellSandboxTemplateSpec{Image: "mirror.corp/agents/web:1", ExternalPorts: []int32{testgateway.HTTPPort}}}
+	g.Expect(c.Create(ctx, tpl)).To(Succeed())
+	sb := sandboxOn(tenant, "published", st.GatewayObj)
+	sb.Spec.TemplateRef = &openshellv1alpha1.LocalObjectReference{Name: tpl.Name}
+	g.Expect(c.Create(ctx, sb)).To(Succeed())
+	waitPhase(ctx, g, client.ObjectKeyFromObject(sb), openshellv1alpha1.SandboxPhaseReady)
+
+	// Callers: a workload's ServiceAccount allowed to use sandboxes, one
+	// allowed to view them, and one with no role in the namespace.
+	caller := serviceAccountWith(ctx, t, tenant, "webhook-caller", "openshell-sandbox-user")
+	viewer := serviceAccountWith(ctx, t, tenant, "dashboard", "openshell-view")
+	stranger := serviceAccountWith(ctx, t, tenant, "stranger", "")
+
+	g.Eventually(func(g Gomega) {
+		code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/hook?id=7", map[string]string{"X-Agent": "kept"})
+		g.Expect(code).To(Equal(http.StatusOK), body)
+		var seen testgateway.SandboxRequest
+		g.Expect(json.Unmarshal([]byte(body), &seen)).To(Succeed(), body)
+		g.Expect(seen.URI).To(Equal("/hook?id=7"))
+		g.Expect(seen.Header).To(HaveKeyWithValue("X-Agent", []string{"kept"}))
+		g.Expect(seen.Header).NotTo(HaveKey("Authorization"), "the caller's token reached the agent")
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the RoleBinding is enforced once the API server's RBAC cache has it")
+
+	refused := []struct {
+		name, token, sandbox string
+		port                 int
+		header               map[string]string
+		code                 int
+		says                 string
+	}{
+		{"no token", "", "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, "bearer token"},
+		{"a token the cluster did not issue", "not-a-token", "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, "bearer token"},
+		{"front-proxy identity headers, no token", "", "published", testgateway.HTTPPort,
+			map[string]string{framework.FrontProxyUserHeader: "system:admin", "X-Remote-Group": "system:masters"}, http.StatusUnauthorized, "bearer token"},
+		{"a viewer's token", viewer, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
+		{"a stranger's token", stranger, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
+		{"a port the template does not list", caller, "published", 8001, nil, http.StatusForbidden, "does not list it in spec.externalPorts"},
+		{"a sandbox created without a template", caller, "agent", testgateway.HTTPPort, nil, http.StatusForbidden, "OpenShellSandboxTemplate"},
+		{"a request from a web page", caller, "published", testgateway.HTTPPort, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden, "web page"},
+	}
+	for _, tc := range refused {
+		code, body := externalAs(ctx, g, r, tc.token, tenant, tc.sandbox, tc.port, "/", tc.header)
+		g.Expect(code).To(Equal(tc.code), "%s: %s", tc.name, body)
+		g.Expect(body).To(ContainSubstring(tc.says), tc.name)
+	}
+	// Only proxy is served there: no exec, token exchange or discovery.
+	for _, path := range []string{
+		fmt.Sprintf("/apis/%s/%s/namespaces/%s/openshellsandboxes/published/exec?command=id", accessv1alpha1.Group, accessv1alpha1.Version, tenant),
+		fmt.Sprintf("/apis/%s/%s/namespaces/%s/openshellsandboxes/published/token", accessv1alpha1.Group, accessv1alpha1.Version, tenant),
+		"/apis",
+	} {
+		code, body := externalAt(ctx, g, r, http.MethodPost, path, map[string]string{"Authorization": "Bearer " + caller})
+		g.Expect(code).To(Equal(http.StatusNotFound), "%s: %s", path, body)
+	}
+
+	// The Tenant Admin removes the port: closed at the next request.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandboxTemplate{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tpl), cur); err != nil {
+			return err
+		}
+		cur.Spec.ExternalPorts = []int32{9000}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", nil)
+	g.Expect(code).To(Equal(http.StatusForbidden), body)
+	g.Expect(body).To(ContainSubstring("does not list it"))
+
+	// A namespace admin's own gateway asks for a Route: it is not served,
+	// and gets none in the operator's namespace.
+	bind(ctx, t, tenant, "adam", "admin")
+	own := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "mine"},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External:      &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://gateway.example.test", CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "ca", Key: "ca.crt"}},
+			ExternalPorts: &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute}}}
+	g.Expect(as(t, "adam").Create(ctx, own)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), own) })
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(own), cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+		cond := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonNamespaceNotServed))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(own))}, &routev1.Route{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a tenant's own gateway got a Route in the operator's namespace: %v", err)
+
+	// The Platform Admin stops publishing: the Route goes, and the
+	// listener refuses even a port the template lists.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandboxTemplate{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tpl), cur); err != nil {
+			return err
+		}
+		cur.Spec.ExternalPorts = []int32{testgateway.HTTPPort}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsNone})
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, rtKey, &routev1.Route{}))).To(BeTrue(), "the Route is still there")
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).To(BeNil())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	code, body = externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", nil)
+	g.Expect(code).To(Equal(http.StatusForbidden), body)
+	g.Expect(body).To(ContainSubstring("does not publish external ports"))
+}
+
+// setExpose sets a gateway's spec.externalPorts.expose, as its Platform
+// Admin.
+func setExpose(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway, ports *openshellv1alpha1.ExternalPorts) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		cur.Spec.ExternalPorts = ports
+		return cluster.Client.Update(ctx, cur)
+	})).To(Succeed())
+}
+
+// admitRoute plays the router, which admits the Route for host.
+func admitRoute(ctx context.Context, g Gomega, key client.ObjectKey, host string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &routev1.Route{}
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		cur.Status.Ingress = []routev1.RouteIngress{{Host: host, RouterName: "default", Conditions: []routev1.RouteIngressCondition{{
+			Type: routev1.RouteAdmitted, Status: corev1.ConditionTrue, LastTransitionTime: &metav1.Time{Time: time.Now()}}}}}
+		return cluster.Client.Status().Update(ctx, cur)
+	})).To(Succeed())
+}
+
+// serviceAccountWith creates a ServiceAccount in ns bound to role there
+// ("" for none) and returns a token of it.
+func serviceAccountWith(ctx context.Context, t *testing.T, ns, name, role string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := cluster.Client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if role != "" {
+		if err := cluster.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return framework.ServiceAccountToken(ctx, t, cluster.Client, sa)
+}
+
+// externalAs sends a GET to a sandbox's port through the relay's external
+// port listener, as the external ports Route brings it, with token as the
+// bearer ("" for none).
+func externalAs(ctx context.Context, g Gomega, r *stack.Relay, token, ns, name string, port int, path string, header map[string]string) (int, string) {
+	p := fmt.Sprintf("/apis/%s/%s/namespaces/%s/openshellsandboxes/%s/proxy/%d%s", accessv1alpha1.Group, accessv1alpha1.Version, ns, name, port, path)
+	h := maps.Clone(header)
+	if h == nil {
+		h = map[string]string{}
+	}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return externalAt(ctx, g, r, http.MethodGet, p, h)
+}
+
+// externalAt sends method to path on the relay's external port listener.
+func externalAt(ctx context.Context, g Gomega, r *stack.Relay, method, path string, header map[string]string) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.RelayCA(), MinVersion: tls.VersionTLS12}}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+r.ExternalAddr+path, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
