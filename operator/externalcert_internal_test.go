@@ -44,4 +44,9 @@ func TestExternalCertificateIsReadOnceItIsThere(t *testing.T) {
 	g.Expect(served()).To(Equal("first"))
 	write("second", t0.Add(time.Second))
 	g.Expect(served()).To(Equal("second"), "a reissued certificate is served at the next handshake")
+	// Mid-rotation, the key file of the next pair beside the last
+	// certificate: the last good pair serves.
+	g.Expect(os.WriteFile(kp.keyFile, []byte("not a key"), 0o600)).To(Succeed())
+	g.Expect(os.Chtimes(kp.certFile, t0.Add(2*time.Second), t0.Add(2*time.Second))).To(Succeed())
+	g.Expect(served()).To(Equal("second"))
 }

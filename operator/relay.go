@@ -43,6 +43,14 @@ const (
 	RelayKeyFile  = "apiserver.key"
 )
 
+// The external port listener's TokenReviews a replica sends at most (a
+// second, and in a burst); answers are cached 10 s, so a caller that
+// keeps its token costs one a 10 s.
+const (
+	externalTokenReviewQPS   = 20
+	externalTokenReviewBurst = 50
+)
+
 // RelayExternalCertDir is where the relay's Deployment mounts the external
 // port listener's certificate (config/relay/deployment.yaml).
 const RelayExternalCertDir = "/var/run/secrets/openshell/external-ports"
@@ -194,7 +202,17 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 		MaxSessions: o.MaxSessions, MaxSessionsPerUser: o.MaxSessionsPerUser, MaxSessionsPerNamespace: o.MaxSessionsPerNamespace,
 		MaxSessionsPerRequester: o.MaxSessionsPerRequester,
 		Gateways:                relay.ResolverGateways{Reader: c, Resolver: resolver, Tokens: tokens}, Audit: relay.Auditor{Log: o.Log, Recorder: recorder}}
-	if srv.External, err = relay.BearerTokens(kube.AuthenticationV1()); err != nil {
+	// The external port listener's TokenReviews on a client of their
+	// own, rate-limited: anyone who reaches its Route can send tokens, and
+	// must not use up the relay's share of the kube-apiserver (its
+	// SubjectAccessReviews).
+	reviewCfg := rest.CopyConfig(cfg)
+	reviewCfg.QPS, reviewCfg.Burst = externalTokenReviewQPS, externalTokenReviewBurst
+	reviews, err := kubernetes.NewForConfig(reviewCfg)
+	if err != nil {
+		return nil, err
+	}
+	if srv.External, err = relay.BearerTokens(reviews.AuthenticationV1()); err != nil {
 		return nil, err
 	}
 	r := &Relay{Server: srv, log: o.Log}
@@ -469,17 +487,25 @@ type fileKeyPair struct {
 }
 
 func (f *fileKeyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	info, err := os.Stat(f.certFile)
-	if err != nil {
-		return nil, fmt.Errorf("no serving certificate for the external port listener yet: %w", err)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	info, err := os.Stat(f.certFile)
+	if err != nil {
+		if f.cert != nil {
+			return f.cert, nil
+		}
+		return nil, fmt.Errorf("no serving certificate for the external port listener yet: %w", err)
+	}
 	if f.cert != nil && info.ModTime().Equal(f.stamp) {
 		return f.cert, nil
 	}
 	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
 	if err != nil {
+		if f.cert != nil {
+			// Mid-rotation (a key of the next pair beside the last
+			// certificate): the last good pair serves until both are new.
+			return f.cert, nil
+		}
 		return nil, fmt.Errorf("load the external port listener's certificate: %w", err)
 	}
 	f.cert, f.stamp = &cert, info.ModTime()

@@ -95,6 +95,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 		return
 	}
 	defer st.close()
+	if session.External {
+		go s.watchPublished(st.ctx, st.end, sb, hop.port, r.Host)
+	}
 	c := &proxyCall{st: st, f: newForwarder(st.target, st.rec, st.ctx), hop: hop, sandbox: sb.Name}
 	// The request's one connection is covered by the owner check made as
 	// the stream opened; a second read of the sandbox would add nothing.
@@ -209,7 +212,27 @@ func toSandbox(out *http.Request, hop proxyHop) {
 			out.Header.Del(name)
 		}
 	}
+	// A bearer token may ride in a WebSocket handshake's subprotocols, as
+	// the kube-apiserver takes it from browsers; it is not the agent's.
+	if protos := out.Header.Values("Sec-Websocket-Protocol"); len(protos) > 0 {
+		var kept []string
+		for _, line := range protos {
+			for _, p := range strings.Split(line, ",") {
+				if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(p, bearerProtocolPrefix) {
+					kept = append(kept, p)
+				}
+			}
+		}
+		out.Header.Del("Sec-Websocket-Protocol")
+		if len(kept) > 0 {
+			out.Header.Set("Sec-Websocket-Protocol", strings.Join(kept, ", "))
+		}
+	}
 }
+
+// bearerProtocolPrefix marks a WebSocket subprotocol that carries a bearer
+// token (the kube-apiserver's convention).
+const bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
 
 // passedHeaders are the response headers a proxied answer keeps: what a
 // client needs to read the body and cache it. Anything else a service may

@@ -84,6 +84,21 @@ func TestToSandboxSpeaksForNoOne(t *testing.T) {
 	if len(out.Header) != 2 {
 		t.Errorf("headers %v, want Accept and X-Agent-Header", out.Header)
 	}
+	// A WebSocket handshake's token-bearing subprotocol goes; the
+	// application's own stay.
+	ws := httptest.NewRequest(http.MethodGet, "https://api.example:6443/apis/x/proxy/8000/ws", nil)
+	ws.Header.Add("Sec-WebSocket-Protocol", "chat.v1, "+bearerProtocolPrefix+"Y2x1c3Rlci10b2tlbg")
+	ws.Header.Add("Sec-WebSocket-Protocol", "v2.chat")
+	toSandbox(ws, proxyHop{port: 8000, path: "/ws"})
+	if got := ws.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "chat.v1, v2.chat" {
+		t.Errorf("subprotocols %q reach the sandbox, want chat.v1, v2.chat", got)
+	}
+	only := httptest.NewRequest(http.MethodGet, "https://api.example:6443/apis/x/proxy/8000/ws", nil)
+	only.Header.Set("Sec-WebSocket-Protocol", bearerProtocolPrefix+"Y2x1c3Rlci10b2tlbg")
+	toSandbox(only, proxyHop{port: 8000, path: "/ws"})
+	if _, ok := only.Header["Sec-Websocket-Protocol"]; ok {
+		t.Errorf("a handshake whose one subprotocol carried a token still names one: %q", only.Header.Values("Sec-WebSocket-Protocol"))
+	}
 }
 
 // TestFromSandboxGuardsTheAPIOrigin: a proxied response keeps only what a

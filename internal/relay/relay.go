@@ -239,7 +239,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, e
 		return
 	}
 	if external {
-		if err := s.published(r.Context(), sb, hop.port); err != nil {
+		if err := s.published(r.Context(), sb, hop.port, r.Host); err != nil {
 			writeStatus(w, err)
 			return
 		}
