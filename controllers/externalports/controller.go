@@ -31,13 +31,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -129,6 +132,11 @@ func (r *Reconciler) publish(ctx context.Context, gw *openshellv1alpha1.OpenShel
 			"route.openshift.io is not served (or was not when the operator started): nothing is published", ""), nil
 	}
 	rt := Route(gw, r.Namespace)
+	taken := &routev1.Route{}
+	if err := r.Routes.Get(ctx, client.ObjectKeyFromObject(rt), taken); err == nil && !ownedBy(taken, client.ObjectKeyFromObject(gw)) {
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, fmt.Sprintf("Route %s/%s is another gateway's (%s): not overwritten",
+			rt.Namespace, rt.Name, taken.Annotations[AnnotationGateway]), ""), nil
+	}
 	if err := apply.Apply(ctx, r.Client, r.Routes, rt); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil, err
@@ -174,6 +182,9 @@ func (r *Reconciler) deleteRoute(ctx context.Context, key types.NamespacedName) 
 	if err := r.Routes.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, rt); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	if !ownedBy(rt, key) {
+		return nil // another gateway's, whatever its name
+	}
 	if err := r.Client.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete the external ports Route %s: %w", rt.Name, err)
 	}
@@ -187,10 +198,18 @@ func Wanted(gw *openshellv1alpha1.OpenShellGateway) bool {
 
 // RouteName is the Route's name for a gateway: short, so that the host
 // the router makes of it (NAME-NAMESPACE.DOMAIN) stays one DNS label,
-// which the router's wildcard certificate covers.
+// which the router's wildcard certificate covers; 80 bits of hash, so
+// that no gateway name is found whose Route name is another's (the
+// controller still touches only a Route its annotation says is the
+// gateway's).
 func RouteName(gw types.NamespacedName) string {
 	sum := sha256.Sum256([]byte(gw.Namespace + "/" + gw.Name))
-	return "external-ports-" + hex.EncodeToString(sum[:])[:10]
+	return "ports-" + hex.EncodeToString(sum[:10])
+}
+
+// ownedBy says whether rt is gateway key's Route.
+func ownedBy(rt *routev1.Route, key types.NamespacedName) bool {
+	return rt.Annotations[AnnotationGateway] == key.Namespace+"/"+key.Name
 }
 
 // Route renders the gateway's Route: to the relay's external port
@@ -260,6 +279,11 @@ func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
+// gatewaysIn are the gateways of a namespace.
+func (r *Reconciler) gatewaysIn(ctx context.Context, o client.Object) []reconcile.Request {
+	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))
+}
+
 // SetupWithManager reconciles every gateway (one whose Route is to go
 // included) and every Route of this controller's (drift is repaired).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -268,5 +292,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Routes != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.Routes, &routev1.Route{}, handler.EnqueueRequestsFromMapFunc(gatewayOfRoute)))
 	}
+	// A namespace that stops (or starts) being served changes what its
+	// gateways get.
+	b = b.WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysIn),
+		builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	return b.Complete(traced.Reconciler("externalports", status.RetryStale(r)))
 }
