@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,17 +16,20 @@ import (
 
 	. "github.com/onsi/gomega"
 	routev1 "github.com/openshift/api/route/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/externalports"
+	"github.com/openshell/openshell-operator/internal/relay"
 	"github.com/openshell/openshell-operator/test/framework"
 	"github.com/openshell/openshell-operator/test/stack"
 	"github.com/openshell/openshell-operator/test/testgateway"
@@ -48,7 +53,7 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 
 	// The Platform Admin publishes the gateway's external ports; the test
 	// plays openshift-apiserver (a host) and the router (admission).
-	const host = "sandbox-ports.apps.example.test"
+	const host = routeHost
 	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute, Host: host})
 	rtKey := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
 	rt := &routev1.Route{}
@@ -98,6 +103,10 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 	caller := serviceAccountWith(ctx, t, tenant, "webhook-caller", "openshell-sandbox-user")
 	viewer := serviceAccountWith(ctx, t, tenant, "dashboard", "openshell-view")
 	stranger := serviceAccountWith(ctx, t, tenant, "stranger", "")
+	// The caller's ServiceAccount's token for the kube-apiserver, and a
+	// JWT of no one's signing that names the audience.
+	apiToken := framework.ServiceAccountToken(ctx, t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "webhook-caller"}})
+	forged := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(`{"aud":["`+relay.ExternalAudience+`"],"sub":"system:admin"}`)) + ".c2ln"
 
 	g.Eventually(func(g Gomega) {
 		code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/hook?id=7", map[string]string{"X-Agent": "kept"})
@@ -120,6 +129,10 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 		{"a token the cluster did not issue", "not-a-token", "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, "bearer token"},
 		{"front-proxy identity headers, no token", "", "published", testgateway.HTTPPort,
 			map[string]string{framework.FrontProxyUserHeader: "system:admin", "X-Remote-Group": "system:masters"}, http.StatusUnauthorized, "bearer token"},
+		{"a token for the kube-apiserver", apiToken, "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, relay.ExternalAudience},
+		{"a forged JWT naming the audience", forged, "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, "bearer token"},
+		{"another host than the gateway's Route", caller, "published", testgateway.HTTPPort, map[string]string{"Host": "other-ports.apps.example.test"},
+			http.StatusForbidden, "its own Route's host only"},
 		{"a viewer's token", viewer, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
 		{"a stranger's token", stranger, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
 		{"a port the template does not list", caller, "published", 8001, nil, http.StatusForbidden, "does not list it in spec.externalPorts"},
@@ -141,7 +154,17 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 		g.Expect(code).To(Equal(http.StatusNotFound), "%s: %s", path, body)
 	}
 
-	// The Tenant Admin removes the port: closed at the next request.
+	// An open tunnel through the Route (a WebSocket, say) to the port.
+	tunnel, reader := openTunnel(ctx, g, r, caller, tenant)
+	defer tunnel.Close()
+	_, err := tunnel.Write([]byte("ping\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	line, err := reader.ReadString('\n')
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(line).To(Equal("ping\n"))
+
+	// The Tenant Admin removes the port: closed at the next request, and
+	// the open tunnel ends.
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &openshellv1alpha1.OpenShellSandboxTemplate{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(tpl), cur); err != nil {
@@ -153,11 +176,26 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", nil)
 	g.Expect(code).To(Equal(http.StatusForbidden), body)
 	g.Expect(body).To(ContainSubstring("does not list it"))
+	removed := time.Now()
+	g.Expect(tunnel.SetReadDeadline(time.Now().Add(30 * time.Second))).To(Succeed())
+	_, err = io.Copy(io.Discard, reader)
+	g.Expect(err).NotTo(HaveOccurred(), "the tunnel outlived the port's removal")
+	t.Logf("figure: an open tunnel through the external ports Route ended %s after its port was removed from the template",
+		time.Since(removed).Round(10*time.Millisecond))
 
 	// A namespace admin's own gateway asks for a Route: it is not served,
-	// and gets none in the operator's namespace.
+	// and gets none in the operator's namespace; nor does it delete the
+	// Route that bears the name its own would have (a name collision: a
+	// decoy here, annotated as the platform gateway's).
 	bind(ctx, t, tenant, "adam", "admin")
-	own := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "mine"},
+	ownKey := client.ObjectKey{Namespace: tenant, Name: "mine"}
+	published := st.GatewayObj.DeepCopy()
+	published.Spec.ExternalPorts = &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute}
+	decoy := externalports.Route(published, opNS)
+	decoy.Name = externalports.RouteName(ownKey)
+	g.Expect(c.Create(ctx, decoy)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), decoy) })
+	own := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: ownKey.Namespace, Name: ownKey.Name},
 		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
 			External:      &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://gateway.example.test", CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "ca", Key: "ca.crt"}},
 			ExternalPorts: &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute}}}
@@ -171,8 +209,11 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonNamespaceNotServed))
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-	err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(own))}, &routev1.Route{})
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a tenant's own gateway got a Route in the operator's namespace: %v", err)
+	there := &routev1.Route{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: decoy.Name}, there)).To(Succeed(), "the tenant's gateway deleted a Route not its own")
+	g.Expect(there.UID).To(Equal(decoy.UID))
+	g.Expect(there.Annotations).To(HaveKeyWithValue(externalports.AnnotationGateway, st.GatewayObj.Namespace+"/"+st.GatewayObj.Name),
+		"a tenant's own gateway took over a Route in the operator's namespace")
 
 	// The Platform Admin stops publishing: the Route goes, and the
 	// listener refuses even a port the template lists.
@@ -195,6 +236,9 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 	g.Expect(code).To(Equal(http.StatusForbidden), body)
 	g.Expect(body).To(ContainSubstring("does not publish external ports"))
 }
+
+// routeHost is the external ports Route's host in the test.
+const routeHost = "sandbox-ports.apps.example.test"
 
 // setExpose sets a gateway's spec.externalPorts.expose, as its Platform
 // Admin.
@@ -223,7 +267,8 @@ func admitRoute(ctx context.Context, g Gomega, key client.ObjectKey, host string
 }
 
 // serviceAccountWith creates a ServiceAccount in ns bound to role there
-// ("" for none) and returns a token of it.
+// ("" for none) and returns a token of it for the external port
+// listener's audience.
 func serviceAccountWith(ctx context.Context, t *testing.T, ns, name, role string) string {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -237,7 +282,12 @@ func serviceAccountWith(ctx context.Context, t *testing.T, ns, name, role string
 			t.Fatal(err)
 		}
 	}
-	return framework.ServiceAccountToken(ctx, t, cluster.Client, sa)
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{relay.ExternalAudience},
+		ExpirationSeconds: ptr.To[int64](600)}}
+	if err := cluster.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // externalAs sends a GET to a sandbox's port through the relay's external
@@ -263,7 +313,13 @@ func externalAt(ctx context.Context, g Gomega, r *stack.Relay, method, path stri
 	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, method, "https://"+r.ExternalAddr+path, nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	// As the router forwards it: the Route's host.
+	req.Host = routeHost
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := hc.Do(req)
@@ -272,4 +328,23 @@ func externalAt(ctx context.Context, g Gomega, r *stack.Relay, method, path stri
 	b, err := io.ReadAll(resp.Body)
 	g.Expect(err).NotTo(HaveOccurred())
 	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// openTunnel opens an Upgrade to the test sandbox's echo protocol through
+// the external port listener, as the caller, and returns the connection
+// once the 101 is read.
+func openTunnel(ctx context.Context, g Gomega, r *stack.Relay, token, ns string) (*tls.Conn, *bufio.Reader) {
+	d := &tls.Dialer{Config: &tls.Config{RootCAs: r.RelayCA(), MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
+	conn, err := d.DialContext(ctx, "tcp", r.ExternalAddr)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	tc := conn.(*tls.Conn)
+	path := fmt.Sprintf("/apis/%s/%s/namespaces/%s/openshellsandboxes/published/proxy/%d/echo", accessv1alpha1.Group, accessv1alpha1.Version, ns, testgateway.HTTPPort)
+	_, err = fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n",
+		path, routeHost, token, testgateway.UpgradeProtocol)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	br := bufio.NewReader(tc)
+	resp, err := http.ReadResponse(br, nil)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
+	return tc, br
 }
