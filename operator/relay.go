@@ -212,7 +212,7 @@ func NewRelay(ctx context.Context, cfg *rest.Config, o RelayOptions) (*Relay, er
 	if err != nil {
 		return nil, err
 	}
-	if srv.External, err = relay.BearerTokens(reviews.AuthenticationV1()); err != nil {
+	if srv.External, err = relay.NewExternalAuthenticator(reviews.AuthenticationV1()); err != nil {
 		return nil, err
 	}
 	r := &Relay{Server: srv, log: o.Log}

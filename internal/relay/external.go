@@ -12,14 +12,19 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
+	"k8s.io/apiserver/pkg/authentication/user"
+	webhooktoken "k8s.io/apiserver/plugin/pkg/authenticator/token/webhook"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,18 +34,20 @@ import (
 // The external port listener serves what an OpenShift Route brings from
 // outside the cluster (controllers/externalports): proxy requests alone,
 // at the aggregated API's paths, to the ports a sandbox's template lists
-// in spec.externalPorts, on gateways whose Platform Admin publishes them.
-// Its callers hold no front-proxy certificate: each request carries a
-// bearer token, which a TokenReview authenticates (a ServiceAccount's
-// token, an OpenShift user's OAuth token), and is then authorized as
-// through the kube-apiserver: create on openshellsandboxes/proxy in the
-// sandbox's namespace, by SubjectAccessReview. The token never reaches
-// the sandbox (toSandbox drops Authorization). Front-proxy identity
-// headers mean nothing here: no request-header authenticator reads them.
+// in spec.externalPorts, on gateways whose Platform Admin publishes them,
+// through the gateway's own Route. Its callers hold no front-proxy
+// certificate: each request carries a bearer token issued for
+// ExternalAudience, which a TokenReview for that audience authenticates,
+// and is then authorized as through the kube-apiserver: create on
+// openshellsandboxes/proxy in the sandbox's namespace, by
+// SubjectAccessReview. The token never reaches the sandbox (toSandbox
+// drops Authorization), and a session ends when the token expires.
+// Front-proxy identity headers mean nothing here: no request-header
+// authenticator reads them.
 
 // externalTokenCacheTTL is how long a TokenReview's answer is reused: a
-// revoked token works that much longer at most (an open session is
-// re-authorized like any other).
+// token revoked before its expiry (its ServiceAccount deleted: that ends
+// open sessions too) works that much longer for new requests at most.
 const externalTokenCacheTTL = 10 * time.Second
 
 // ExternalAudience is the audience a token must be issued for to be
@@ -54,70 +61,157 @@ const ExternalAudience = "openshell-external-ports"
 // maxBearerToken bounds the token the listener looks at.
 const maxBearerToken = 16 << 10
 
-// BearerTokens is the external port listener's authenticator:
-// TokenReviews for ExternalAudience through tokenReviews (k8s.io/apiserver's
-// delegating authenticator, as kube-rbac-proxy and the metrics endpoints
-// use), answers cached briefly, no anonymous requests. tokenReviews should
-// be rate-limited (client-side QPS): anyone who reaches the Route can send
-// tokens.
-func BearerTokens(tokenReviews authenticationv1.AuthenticationV1Interface) (authenticator.Request, error) {
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		TokenAccessReviewClient:  tokenReviews,
-		TokenAccessReviewTimeout: 10 * time.Second,
-		WebhookRetryBackoff:      &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 2},
-		CacheTTL:                 externalTokenCacheTTL,
-		// No implicit audiences: a review that names none (an
-		// authenticator that ignores audiences) does not pass.
-	}.New()
+// Failed authentications a caller (its address, as the router forwards it)
+// may make a second, and in a burst, before its requests are refused
+// without a TokenReview (429): each new token that fails costs one.
+const (
+	failuresPerSecond = 5
+	failureBurst      = 20
+	// maxSources bounds the addresses remembered; past it they are
+	// forgotten all at once (an attacker with that many addresses gets a
+	// fresh burst each, as without the limit).
+	maxSources = 10000
+)
+
+// ExternalAuthenticator authenticates the external port listener's
+// requests. Built from k8s.io/apiserver's pieces (the TokenReview
+// webhook authenticator and its cache, as kube-rbac-proxy and the metrics
+// endpoints use them) rather than its delegating configuration, whose
+// union also takes a token from a WebSocket subprotocol and asks for no
+// audience of its own.
+type ExternalAuthenticator struct {
+	tokens   authenticator.Token
+	failures *sourceLimits
+}
+
+// NewExternalAuthenticator reviews tokens through tokenReviews, which
+// should be rate-limited (client-side QPS): anyone who reaches the Route
+// can send tokens.
+func NewExternalAuthenticator(tokenReviews authenticationv1.AuthenticationV1Interface) (*ExternalAuthenticator, error) {
+	// No implicit audiences: a review answer that names none (an
+	// authenticator that ignores audiences) does not pass.
+	webhook, err := webhooktoken.NewFromInterface(tokenReviews, nil,
+		wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 2}, 10*time.Second, webhooktoken.AuthenticatorMetrics{
+			RecordRequestTotal:   func(context.Context, string) {},
+			RecordRequestLatency: func(context.Context, string, float64) {},
+		})
 	if err != nil {
 		return nil, fmt.Errorf("the external port listener's authenticator: %w", err)
 	}
-	return forExternalAudience{authn}, nil
+	return &ExternalAuthenticator{tokens: tokencache.New(webhook, false, externalTokenCacheTTL, externalTokenCacheTTL),
+		failures: &sourceLimits{}}, nil
 }
 
-// forExternalAudience turns away, before any TokenReview, a request whose
-// bearer token cannot be one for ExternalAudience: not a JWT, or one
-// whose (unverified) aud claim does not name it. Random strings sent from
-// the Internet then cost the cluster nothing; the TokenReview verifies
-// what passes.
-type forExternalAudience struct{ authenticator.Request }
-
-func (f forExternalAudience) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || !namesExternalAudience(strings.TrimSpace(token)) {
-		return nil, false, nil
+// authenticate returns the request's user and its token's expiry (zero:
+// none), or why it is refused. A token that is not a JWT naming
+// ExternalAudience costs no TokenReview.
+func (a *ExternalAuthenticator) authenticate(r *http.Request) (user.Info, time.Time, *apierrors.StatusError) {
+	src := source(r)
+	if !a.failures.allowed(src) {
+		return nil, time.Time{}, apierrors.NewTooManyRequests("too many failed authentications from "+src+": try again shortly", 1)
 	}
-	// The TokenReview asks for this audience (the context's audiences are
-	// what it sends, and what its answer must name).
-	return f.Request.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{ExternalAudience})))
+	token := bearerToken(r)
+	claims, ok := externalClaims(token)
+	if ok {
+		ctx := authenticator.WithAudiences(r.Context(), authenticator.Audiences{ExternalAudience})
+		resp, authenticated, err := a.tokens.AuthenticateToken(ctx, token)
+		if err == nil && authenticated {
+			return resp.User, claims.expiry(), nil
+		}
+	}
+	a.failures.failed(src)
+	return nil, time.Time{}, apierrors.NewUnauthorized("a bearer token the cluster authenticates for the audience " + ExternalAudience +
+		" is required: oc create token SERVICEACCOUNT --audience=" + ExternalAudience)
 }
 
-// namesExternalAudience says whether token is a JWT whose aud claim names
-// ExternalAudience. Its signature is not checked: the TokenReview does.
-func namesExternalAudience(token string) bool {
-	if len(token) > maxBearerToken {
-		return false
+// bearerToken reads the Authorization header as k8s.io/apiserver's
+// bearertoken authenticator does ("" for none).
+func bearerToken(r *http.Request) string {
+	parts := strings.SplitN(strings.TrimSpace(r.Header.Get("Authorization")), " ", 3)
+	if len(parts) < 2 || !strings.EqualFold(parts[0], "bearer") {
+		return ""
+	}
+	return parts[1]
+}
+
+// tokenClaims are the claims the listener reads of a token: unverified
+// until its TokenReview passed.
+type tokenClaims struct {
+	Aud json.RawMessage `json:"aud"`
+	Exp *int64          `json:"exp"`
+}
+
+func (c tokenClaims) expiry() time.Time {
+	if c.Exp == nil {
+		return time.Time{}
+	}
+	return time.Unix(*c.Exp, 0)
+}
+
+// externalClaims reads token's claims if it is a JWT whose aud claim
+// names ExternalAudience. Its signature is not checked: the TokenReview
+// does.
+func externalClaims(token string) (tokenClaims, bool) {
+	var claims tokenClaims
+	if token == "" || len(token) > maxBearerToken {
+		return claims, false
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return false
+		return claims, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return false
-	}
-	var claims struct {
-		Aud json.RawMessage `json:"aud"`
-	}
-	if json.Unmarshal(payload, &claims) != nil {
-		return false
+	if err != nil || json.Unmarshal(payload, &claims) != nil {
+		return claims, false
 	}
 	var one string
 	if json.Unmarshal(claims.Aud, &one) == nil {
-		return one == ExternalAudience
+		return claims, one == ExternalAudience
 	}
 	var many []string
-	return json.Unmarshal(claims.Aud, &many) == nil && slices.Contains(many, ExternalAudience)
+	return claims, json.Unmarshal(claims.Aud, &many) == nil && slices.Contains(many, ExternalAudience)
+}
+
+// source is the caller's address: the last X-Forwarded-For entry, which
+// the router appends (the NetworkPolicy admits only routers), or the peer.
+func source(r *http.Request) string {
+	if fwd := r.Header.Values("X-Forwarded-For"); len(fwd) > 0 {
+		entries := strings.Split(fwd[len(fwd)-1], ",")
+		if last := strings.TrimSpace(entries[len(entries)-1]); last != "" {
+			return last
+		}
+	}
+	return hostOnly(r.RemoteAddr)
+}
+
+// sourceLimits bounds failed authentications per caller.
+type sourceLimits struct {
+	mu     sync.Mutex
+	limits map[string]*rate.Limiter
+}
+
+func (l *sourceLimits) limiter(src string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limits == nil || len(l.limits) >= maxSources {
+		l.limits = map[string]*rate.Limiter{}
+	}
+	lim, ok := l.limits[src]
+	if !ok {
+		lim = rate.NewLimiter(failuresPerSecond, failureBurst)
+		l.limits[src] = lim
+	}
+	return lim
+}
+
+func (l *sourceLimits) allowed(src string) bool { return l.limiter(src).Tokens() >= 1 }
+func (l *sourceLimits) failed(src string)       { l.limiter(src).Allow() }
+
+// externalRequest is what the external port listener knows of a request
+// beyond its user: the host it came through and when its token expires.
+type externalRequest struct {
+	Host    string
+	Expires time.Time
 }
 
 // ExternalHandler serves the external port listener.
@@ -130,14 +224,21 @@ func (s *Server) serveExternal(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group, Resource: Resource + "/" + SubresourceProxy}, r.URL.Path))
 		return
 	}
-	resp, ok, err := s.External.AuthenticateRequest(r)
-	if err != nil || !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="openshell"`)
-		writeStatus(w, apierrors.NewUnauthorized("a bearer token the cluster authenticates for the audience "+ExternalAudience+
-			" is required: oc create token SERVICEACCOUNT --audience="+ExternalAudience))
+	// An absolute-form request names a host of its own, which the router
+	// did not route by: only the Host header is.
+	if !strings.HasPrefix(r.RequestURI, "/") {
+		writeStatus(w, apierrors.NewBadRequest("only origin-form request targets (a path) are served"))
 		return
 	}
-	s.dispatch(w, r, resp.User, true)
+	u, expires, err := s.External.authenticate(r)
+	if err != nil {
+		if err.ErrStatus.Code == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="openshell"`)
+		}
+		writeStatus(w, err)
+		return
+	}
+	s.dispatch(w, r, u, &externalRequest{Host: r.Host, Expires: expires})
 }
 
 // published refuses a port the sandbox does not publish outside the
@@ -213,13 +314,22 @@ func hostOnly(host string) string {
 func (s *Server) watchPublished(ctx context.Context, end context.CancelCauseFunc, sb *openshellv1alpha1.OpenShellSandbox, port int, host string) {
 	tick := time.NewTicker(cmp.Or(s.sessionRecheck, sessionRecheck))
 	defer tick.Stop()
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if err := s.published(ctx, sb, port, host); err != nil && !apierrors.IsInternalError(err) {
+		switch err := s.published(ctx, sb, port, host); {
+		case err == nil:
+			failed = 0
+		case apierrors.IsInternalError(err):
+			if failed++; failed >= maxFailedChecks {
+				end(fmt.Errorf("the port's publication could not be read %d times in a row: %s", failed, err.ErrStatus.Message))
+				return
+			}
+		default:
 			end(errors.New(err.ErrStatus.Message))
 			return
 		}

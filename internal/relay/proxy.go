@@ -84,7 +84,7 @@ const proxyCSP = "sandbox allow-same-origin"
 // Each request is a session of its own, authorized, counted and logged
 // as one, and ends with the session (revocation, deletion, drain) or
 // when its client goes.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session, hop proxyHop) {
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1alpha1.OpenShellSandbox, u user.Info, session Session, hop proxyHop, ext *externalRequest) {
 	// The log names the method, port and path; not the query, which
 	// may carry a token of the service's own.
 	session.Command = []string{r.Method, strconv.Itoa(hop.port) + hop.path}
@@ -95,8 +95,14 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 		return
 	}
 	defer st.close()
-	if session.External {
-		go s.watchPublished(st.ctx, st.end, sb, hop.port, r.Host)
+	if ext != nil {
+		// Through a Route: the session ends with its port's publication
+		// and with its token.
+		go s.watchPublished(st.ctx, st.end, sb, hop.port, ext.Host)
+		if !ext.Expires.IsZero() {
+			expire := time.AfterFunc(time.Until(ext.Expires), func() { st.end(errTokenExpired) })
+			defer expire.Stop()
+		}
 	}
 	c := &proxyCall{st: st, f: newForwarder(st.target, st.rec, st.ctx), hop: hop, sandbox: sb.Name}
 	// The request's one connection is covered by the owner check made as
@@ -127,8 +133,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *openshellv1al
 
 // The causes a proxy session ends with when nothing else ended it first.
 var (
-	errAnswered    = errors.New("the answer was sent")
-	errNotAnswered = errors.New("the request ended without the service's whole answer")
+	errTokenExpired = errors.New("the bearer token expired")
+	errAnswered     = errors.New("the answer was sent")
+	errNotAnswered  = errors.New("the request ended without the service's whole answer")
 )
 
 // proxyCall is one proxy request's forwarding: its connections to the

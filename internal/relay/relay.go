@@ -91,7 +91,7 @@ type Server struct {
 	Tokens *Tokens
 	// External authenticates the external port listener's requests by
 	// their bearer tokens (nil: ExternalHandler serves none).
-	External authenticator.Request
+	External *ExternalAuthenticator
 	// MaxSessionsPerUser and MaxSessionsPerNamespace bound the open
 	// sessions (0: 16 and 64), MaxSessions a replica's (0: 400), and
 	// MaxSessionsPerRequester those in the projects one person requested
@@ -146,14 +146,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("the relay serves only requests the kube-apiserver forwards (front-proxy client certificate required)"))
 		return
 	}
-	s.dispatch(w, r, resp.User, false)
+	s.dispatch(w, r, resp.User, nil)
 }
 
 // dispatch serves an authenticated request: discovery, or a subresource
-// of a sandbox once the user is authorized. external marks a request of
-// the external port listener, which serves proxy alone, to the ports the
-// sandbox's template publishes.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, external bool) {
+// of a sandbox once the user is authorized. ext marks a request of the
+// external port listener (nil: the kube-apiserver's), which serves proxy
+// alone, to the ports the sandbox's template publishes.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, ext *externalRequest) {
+	external := ext != nil
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	case external && (len(parts) <= 8 || parts[7] != SubresourceProxy):
@@ -239,7 +240,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, e
 		return
 	}
 	if external {
-		if err := s.published(r.Context(), sb, hop.port, r.Host); err != nil {
+		if err := s.published(r.Context(), sb, hop.port, ext.Host); err != nil {
 			writeStatus(w, err)
 			return
 		}
@@ -263,7 +264,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, e
 	case SubresourcePortForward:
 		s.portForward(w, r, sb, u, session)
 	case SubresourceProxy:
-		s.proxy(w, r, sb, u, session, hop)
+		s.proxy(w, r, sb, u, session, hop, ext)
 	}
 }
 
