@@ -275,7 +275,7 @@ func namespaceConfigs(ns []string) map[string]cache.Config {
 // its Routes alone (in the operator's namespace, where the manager's
 // cache may not look) where route.openshift.io is served at start.
 func setupExternalPorts(mgr ctrl.Manager, disc discovery.DiscoveryInterface, platform tenancy.Platform) error {
-	r := &externalports.Reconciler{Client: mgr.GetClient(), Namespace: platform.OperatorNamespace, Platform: platform}
+	r := &externalports.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: platform.OperatorNamespace, Platform: platform}
 	if ns := platform.OperatorNamespace; ns != "" {
 		if _, err := disc.ServerResourcesForGroupVersion(routev1.GroupVersion.String()); err == nil {
 			routes, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),

@@ -65,7 +65,7 @@ const AnnotationGateway = "openshell.ai/gateway"
 // default is 30 s.
 const routeTimeout = "150s"
 
-// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=get;list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
 
 // Reconciler keeps each gateway's external ports Route and reports it.
@@ -76,6 +76,8 @@ type Reconciler struct {
 	// Routes caches the Routes of this controller, in the operator's
 	// namespace; nil where route.openshift.io was not served at start.
 	Routes cache.Cache
+	// APIReader reads a Route before it is written, whatever its labels.
+	APIReader client.Reader
 	// Namespace is the operator's namespace (empty out of cluster).
 	Namespace string
 	// Platform says which gateways are served: a tenant may create an
@@ -132,8 +134,10 @@ func (r *Reconciler) publish(ctx context.Context, gw *openshellv1alpha1.OpenShel
 			"route.openshift.io is not served (or was not when the operator started): nothing is published", ""), nil
 	}
 	rt := Route(gw, r.Namespace)
+	// Read from the API server: a Route of that name that lost the
+	// cache's labels must not be taken over either.
 	taken := &routev1.Route{}
-	if err := r.Routes.Get(ctx, client.ObjectKeyFromObject(rt), taken); err == nil && !ownedBy(taken, client.ObjectKeyFromObject(gw)) {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rt), taken); err == nil && !ownedBy(taken, client.ObjectKeyFromObject(gw)) {
 		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, fmt.Sprintf("Route %s/%s is another gateway's (%s): not overwritten",
 			rt.Namespace, rt.Name, taken.Annotations[AnnotationGateway]), ""), nil
 	}
@@ -239,23 +243,26 @@ func Route(gw *openshellv1alpha1.OpenShellGateway, namespace string) *routev1.Ro
 }
 
 // Admission reads a Route's admission by the routers: the reason, a
-// message, and the host admitted. Pure.
+// message, and the host admitted. One router's admission is enough (with
+// several shards, another may refuse the Route); a refusal is reported
+// only when none admitted it. Pure.
 func Admission(rt *routev1.Route) (reason, msg, host string) {
+	reason, msg = openshellv1alpha1.ExternalPortsReasonNotAdmitted, "waiting for a router to admit the Route "+rt.Name
 	for _, ing := range rt.Status.Ingress {
 		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
 			continue // said of a previous host
 		}
 		for _, c := range ing.Conditions {
-			if c.Type != routev1.RouteAdmitted {
-				continue
-			}
-			if c.Status == corev1.ConditionTrue {
+			switch {
+			case c.Type != routev1.RouteAdmitted:
+			case c.Status == corev1.ConditionTrue:
 				return openshellv1alpha1.ExternalPortsReasonAdmitted, fmt.Sprintf("admitted by router %s for host %s", ing.RouterName, ing.Host), ing.Host
+			default:
+				msg = fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message)
 			}
-			return openshellv1alpha1.ExternalPortsReasonNotAdmitted, fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message), ""
 		}
 	}
-	return openshellv1alpha1.ExternalPortsReasonNotAdmitted, "waiting for a router to admit the Route " + rt.Name, ""
+	return reason, msg, ""
 }
 
 // Status is status.externalPorts for a Published reason. Pure.

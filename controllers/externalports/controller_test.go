@@ -101,6 +101,9 @@ func TestAdmission(t *testing.T) {
 		{"refused", routev1.Route{Spec: routev1.RouteSpec{Host: "a.example"},
 			Status: routev1.RouteStatus{Ingress: []routev1.RouteIngress{admitted("a.example", corev1.ConditionFalse)}}},
 			openshellv1alpha1.ExternalPortsReasonNotAdmitted, "", "HostAlreadyClaimed"},
+		{"refused by one shard, admitted by another", routev1.Route{Spec: routev1.RouteSpec{Host: "a.example"},
+			Status: routev1.RouteStatus{Ingress: []routev1.RouteIngress{admitted("a.example", corev1.ConditionFalse), admitted("a.example", corev1.ConditionTrue)}}},
+			openshellv1alpha1.ExternalPortsReasonAdmitted, "a.example", "admitted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
