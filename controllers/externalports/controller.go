@@ -65,7 +65,7 @@ const AnnotationGateway = "openshell.ai/gateway"
 // default is 30 s.
 const routeTimeout = "150s"
 
-// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=get;list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
 
 // Reconciler keeps each gateway's external ports Route and reports it.
@@ -135,11 +135,17 @@ func (r *Reconciler) publish(ctx context.Context, gw *openshellv1alpha1.OpenShel
 	}
 	rt := Route(gw, r.Namespace)
 	// Read from the API server: a Route of that name that lost the
-	// cache's labels must not be taken over either.
-	taken := &routev1.Route{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rt), taken); err == nil && !ownedBy(taken, client.ObjectKeyFromObject(gw)) {
-		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, fmt.Sprintf("Route %s/%s is another gateway's (%s): not overwritten",
-			rt.Namespace, rt.Name, taken.Annotations[AnnotationGateway]), ""), nil
+	// cache's labels must not be taken over either (listed by name: the
+	// bundle grants list, not get).
+	taken := &routev1.RouteList{}
+	if err := r.APIReader.List(ctx, taken, client.InNamespace(rt.Namespace), client.MatchingFields{"metadata.name": rt.Name}); err != nil {
+		return nil, fmt.Errorf("look up Route %s: %w", rt.Name, err)
+	}
+	for i := range taken.Items {
+		if !ownedBy(&taken.Items[i], client.ObjectKeyFromObject(gw)) {
+			return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, fmt.Sprintf("Route %s/%s is another gateway's (%s): not overwritten",
+				rt.Namespace, rt.Name, taken.Items[i].Annotations[AnnotationGateway]), ""), nil
+		}
 	}
 	if err := apply.Apply(ctx, r.Client, r.Routes, rt); err != nil {
 		if apierrors.IsConflict(err) {
