@@ -521,6 +521,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellSandboxList{}, client.InNamespace(o.GetName()))
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Gateways.Followers().Events(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.upstream.syncedEvents(), handler.EnqueueRequestsFromMapFunc(r.resyncLocated))).
 		WatchesRawSource(source.Channel(r.Preflight.Subscribe(), handler.EnqueueRequestsFromMapFunc(
 			enqueue.All(r.Client, func() client.ObjectList { return &openshellv1alpha1.OpenShellSandboxList{} })))).
 		Build(traced.Reconciler("openshellsandbox", status.RetryStale(r)))

@@ -50,6 +50,10 @@ type upstreamWatch struct {
 	// the operator before that write reaches the cache, and without this
 	// the loss would wait for the next resync.
 	unclaimed map[string]time.Time
+	// synced says a watch has delivered its first events: the located
+	// sandboxes are looked at once more then (resyncLocated), since a
+	// Sandbox deleted before the watch listed was never an event.
+	synced chan event.GenericEvent
 }
 
 // Tombstones of unclaimed Sandboxes last far longer than the cache can lag
@@ -168,9 +172,40 @@ func (r *Reconciler) startUpstreamWatch(mgr ctrl.Manager, c controller.Controlle
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return followPreflight(ctx, r.Preflight, changes, upstreamRetryMax, func(version string) error {
-			return r.upstream.ensure(mgr, c, version, byID, onlyGone)
+			return r.upstream.ensure(ctx, mgr, c, version, byID, onlyGone)
 		})
 	}))
+}
+
+// syncedEvents makes the channel on which a synced watch says so.
+func (u *upstreamWatch) syncedEvents() <-chan event.GenericEvent {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.synced == nil {
+		u.synced = make(chan event.GenericEvent, 1)
+	}
+	return u.synced
+}
+
+// resyncLocated re-queues every sandbox whose agents.x-k8s.io Sandbox
+// status names, once a watch of Sandboxes has synced. Between the watch's
+// start and its first list, a Sandbox the gateway created and then lost
+// was never an event: CI saw a sandbox left Ready for a minute on one
+// deleted while a loaded operator's new watch was still listing. Each
+// reconcile confirms its Sandbox live (upstreamMissing).
+func (r *Reconciler) resyncLocated(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &openshellv1alpha1.OpenShellSandboxList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing sandboxes to look at once the agents.x-k8s.io Sandbox watch synced")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Status.AgentSandbox != nil {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // upstreamRetryMax bounds the wait before a watch that failed to start is
@@ -205,7 +240,7 @@ func followPreflight(ctx context.Context, pf *preflight.Store, changes <-chan ev
 	}
 }
 
-func (u *upstreamWatch) ensure(mgr ctrl.Manager, c controller.Controller, version string, h handler.EventHandler, p predicate.Funcs) error {
+func (u *upstreamWatch) ensure(ctx context.Context, mgr ctrl.Manager, c controller.Controller, version string, h handler.EventHandler, p predicate.Funcs) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.watched[version] {
@@ -213,9 +248,19 @@ func (u *upstreamWatch) ensure(mgr ctrl.Manager, c controller.Controller, versio
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(agentSandboxGVK(version))
-	if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(obj), h, p)); err != nil {
+	src := source.Kind(mgr.GetCache(), client.Object(obj), h, p)
+	if err := c.Watch(src); err != nil {
 		return fmt.Errorf("start the watch of %s: %w", agentSandboxGVK(version), err)
 	}
+	synced := u.synced
+	go func() {
+		if src.WaitForSync(ctx) == nil && synced != nil {
+			select {
+			case synced <- event.GenericEvent{Object: obj}:
+			default: // one already waits: it lists every sandbox
+			}
+		}
+	}()
 	if u.watched == nil {
 		u.watched = map[string]bool{}
 	}
