@@ -338,16 +338,27 @@ func RunRelay(ctx context.Context, t *testing.T, c *framework.Cluster, o RelayPo
 	if err != nil {
 		t.Fatal(err)
 	}
+	externalPort, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var args []string
-	metrics := false
+	metrics, external := false, false
 	for _, a := range ctr.Args {
 		switch {
 		case strings.HasPrefix(a, "--bind-address="):
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			metrics = true
+		case strings.HasPrefix(a, "--external-bind-address="):
+			// Replicas share this host: each its own port (no certificate is
+			// issued here, as off OpenShift, so it completes no handshake).
+			external = true
 		default:
 			args = append(args, a)
 		}
+	}
+	if external {
+		args = append(args, "--external-bind-address=127.0.0.1:"+strconv.Itoa(externalPort), "--external-cert-dir="+filepath.Join(dir, "external-ports"))
 	}
 	if len(args) == 0 || args[0] != "relay" {
 		t.Fatalf("the relay Deployment runs %v, not the relay command", ctr.Args)
