@@ -350,12 +350,8 @@ func (r *Relay) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 	}
 	tlsConfig = relayTLS(tlsConfig.Clone())
 	hs := &http.Server{Handler: r.Server.Handler(), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.ServeTLS(lis, "", "") }()
-	select {
-	case err := <-served:
+	if err := serveTLS(ctx, hs, lis); err != nil {
 		return err
-	case <-ctx.Done():
 	}
 	drain, cancel := context.WithTimeout(context.Background(), d.Grace+orDefault(d.Timeout, 10*time.Second))
 	defer cancel()
@@ -383,12 +379,8 @@ func (r *Relay) ServeExternal(ctx context.Context, lis net.Listener, tlsConfig *
 	tlsConfig = tlsConfig.Clone()
 	http1Only(tlsConfig)
 	hs := &http.Server{Handler: r.Server.ExternalHandler(), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.ServeTLS(lis, "", "") }()
-	select {
-	case err := <-served:
+	if err := serveTLS(ctx, hs, lis); err != nil {
 		return err
-	case <-ctx.Done():
 	}
 	hs.SetKeepAlivesEnabled(false)
 	drain, cancel := context.WithTimeout(context.Background(), d.Grace+orDefault(d.Timeout, 10*time.Second))
@@ -397,6 +389,19 @@ func (r *Relay) ServeExternal(ctx context.Context, lis net.Listener, tlsConfig *
 		return err
 	}
 	return nil
+}
+
+// serveTLS serves hs on lis until ctx ends (nil) or the server fails
+// first (its error); the caller then shuts hs down.
+func serveTLS(ctx context.Context, hs *http.Server, lis net.Listener) error {
+	served := make(chan error, 1)
+	go func() { served <- hs.ServeTLS(lis, "", "") }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // relayTLS asks for a client certificate, which the front-proxy
