@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -187,13 +188,17 @@ func (u *upstreamWatch) syncedEvents() <-chan event.GenericEvent {
 	return u.synced
 }
 
-// resyncLocated re-queues every sandbox whose agents.x-k8s.io Sandbox
-// status names, once a watch of Sandboxes has synced. Between the watch's
-// start and its first list, a Sandbox the gateway created and then lost
-// was never an event: CI saw a sandbox left Ready for a minute on one
-// deleted while a loaded operator's new watch was still listing. Each
-// reconcile confirms its Sandbox live (upstreamMissing).
-func (r *Reconciler) resyncLocated(ctx context.Context, _ client.Object) []reconcile.Request {
+// resyncLocated re-queues the sandboxes whose agents.x-k8s.io Sandbox
+// (which status names) the just-synced watch o came from does not hold.
+// Between the watch's start and its first list, a Sandbox the gateway
+// created and then lost was never an event: CI saw a sandbox left Ready
+// for a minute on one deleted while a loaded operator's new watch was
+// still listing. The reconcile confirms the miss live (upstreamMissing);
+// a Sandbox the cache holds costs nothing, so a start does not read every
+// sandbox at its gateway twice. A reference of another version than the
+// watch's, or a failed read, is re-queued too: it cannot be told here.
+func (r *Reconciler) resyncLocated(ctx context.Context, o client.Object) []reconcile.Request {
+	gvk := o.GetObjectKind().GroupVersionKind()
 	list := &openshellv1alpha1.OpenShellSandboxList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing sandboxes to look at once the agents.x-k8s.io Sandbox watch synced")
@@ -201,9 +206,18 @@ func (r *Reconciler) resyncLocated(ctx context.Context, _ client.Object) []recon
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if list.Items[i].Status.AgentSandbox != nil {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		ref := list.Items[i].Status.AgentSandbox
+		if ref == nil {
+			continue
 		}
+		if ref.APIVersion == gvk.GroupVersion().String() {
+			held := &metav1.PartialObjectMetadata{}
+			held.SetGroupVersionKind(gvk)
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, held); err == nil {
+				continue
+			}
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }
@@ -248,23 +262,42 @@ func (u *upstreamWatch) ensure(ctx context.Context, mgr ctrl.Manager, c controll
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(agentSandboxGVK(version))
-	src := source.Kind(mgr.GetCache(), client.Object(obj), h, p)
+	src := signalOnSync{SyncingSource: source.Kind(mgr.GetCache(), client.Object(obj), h, p), synced: u.synced, obj: obj}
 	if err := c.Watch(src); err != nil {
 		return fmt.Errorf("start the watch of %s: %w", agentSandboxGVK(version), err)
 	}
-	synced := u.synced
-	go func() {
-		if src.WaitForSync(ctx) == nil && synced != nil {
-			select {
-			case synced <- event.GenericEvent{Object: obj}:
-			default: // one already waits: it lists every sandbox
-			}
-		}
-	}()
 	if u.watched == nil {
 		u.watched = map[string]bool{}
 	}
 	u.watched[version] = true
+	return nil
+}
+
+// signalOnSync is a watch that says on synced (without blocking: one
+// signal waiting is enough) once it has delivered its first events. The
+// wait starts only once the controller started the watch: before that,
+// the source has nothing to wait on (a controller not started yet starts
+// it later, and waits for it itself before its workers run).
+type signalOnSync struct {
+	source.SyncingSource
+	synced chan<- event.GenericEvent
+	obj    client.Object
+}
+
+func (s signalOnSync) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	if err := s.SyncingSource.Start(ctx, q); err != nil {
+		return err
+	}
+	go func() {
+		// WaitForSync answers nil when ctx ends too: a stopping operator
+		// is not told the watch synced.
+		if s.SyncingSource.WaitForSync(ctx) == nil && ctx.Err() == nil && s.synced != nil {
+			select {
+			case s.synced <- event.GenericEvent{Object: s.obj}:
+			default:
+			}
+		}
+	}()
 	return nil
 }
 
