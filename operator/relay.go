@@ -391,8 +391,8 @@ func (r *Relay) ServeExternal(ctx context.Context, lis net.Listener, tlsConfig *
 	return nil
 }
 
-// serveTLS serves hs on lis until ctx ends (nil) or the server fails
-// first (its error); the caller then shuts hs down.
+// serveTLS serves hs on lis until ctx ends (nil; the caller then shuts hs
+// down) or the server fails first (its error).
 func serveTLS(ctx context.Context, hs *http.Server, lis net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.ServeTLS(lis, "", "") }()

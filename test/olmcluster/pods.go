@@ -338,10 +338,6 @@ func RunRelay(ctx context.Context, t *testing.T, c *framework.Cluster, o RelayPo
 	if err != nil {
 		t.Fatal(err)
 	}
-	externalPort, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var args []string
 	metrics, external := false, false
 	for _, a := range ctr.Args {
@@ -358,6 +354,10 @@ func RunRelay(ctx context.Context, t *testing.T, c *framework.Cluster, o RelayPo
 		}
 	}
 	if external {
+		externalPort, err := framework.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
 		args = append(args, "--external-bind-address=127.0.0.1:"+strconv.Itoa(externalPort), "--external-cert-dir="+filepath.Join(dir, "external-ports"))
 	}
 	if len(args) == 0 || args[0] != "relay" {
