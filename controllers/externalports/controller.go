@@ -41,6 +41,7 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
+	"github.com/openshell/openshell-operator/controllers/internal/routeadmission"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -248,27 +249,18 @@ func Route(gw *openshellv1alpha1.OpenShellGateway, namespace string) *routev1.Ro
 	}
 }
 
-// Admission reads a Route's admission by the routers: the reason, a
-// message, and the host admitted. One router's admission is enough (with
-// several shards, another may refuse the Route); a refusal is reported
-// only when none admitted it. Pure.
+// Admission reads a Route's admission by the routers
+// (routeadmission.Read) as status.externalPorts reports it: the reason, a
+// message, and the host admitted. Pure.
 func Admission(rt *routev1.Route) (reason, msg, host string) {
-	reason, msg = openshellv1alpha1.ExternalPortsReasonNotAdmitted, "waiting for a router to admit the Route "+rt.Name
-	for _, ing := range rt.Status.Ingress {
-		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
-			continue // said of a previous host
-		}
-		for _, c := range ing.Conditions {
-			switch {
-			case c.Type != routev1.RouteAdmitted:
-			case c.Status == corev1.ConditionTrue:
-				return openshellv1alpha1.ExternalPortsReasonAdmitted, fmt.Sprintf("admitted by router %s for host %s", ing.RouterName, ing.Host), ing.Host
-			default:
-				msg = fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message)
-			}
-		}
+	admitted, host, msg := routeadmission.Read(rt)
+	switch {
+	case admitted:
+		return openshellv1alpha1.ExternalPortsReasonAdmitted, msg, host
+	case msg == "":
+		msg = "waiting for a router to admit the Route " + rt.Name
 	}
-	return reason, msg, ""
+	return openshellv1alpha1.ExternalPortsReasonNotAdmitted, msg, ""
 }
 
 // Status is status.externalPorts for a Published reason. Pure.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/routeadmission"
 	"github.com/openshell/openshell-operator/internal/pki"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/scc"
@@ -172,19 +173,12 @@ func (r *Reconciler) observeRoute(ctx context.Context, gw *openshellv1alpha1.Ope
 	if cacheBehind(rt, applied) {
 		return waiting, nil
 	}
-	for _, ing := range rt.Status.Ingress {
-		if rt.Spec.Host != "" && ing.Host != rt.Spec.Host {
-			continue // said of a previous host
-		}
-		for _, c := range ing.Conditions {
-			if c.Type != routev1.RouteAdmitted {
-				continue
-			}
-			if c.Status == corev1.ConditionTrue {
-				return routeState{Admitted: true, Host: ing.Host, Message: fmt.Sprintf("admitted by router %s for host %s", ing.RouterName, ing.Host)}, nil
-			}
-			return routeState{Host: ing.Host, Message: fmt.Sprintf("router %s did not admit the Route: %s %s", ing.RouterName, c.Reason, c.Message)}, nil
-		}
+	admitted, host, msg := routeadmission.Read(rt)
+	switch {
+	case admitted:
+		return routeState{Admitted: true, Host: host, Message: msg}, nil
+	case msg != "":
+		return routeState{Message: msg}, nil
 	}
 	return waiting, nil
 }

@@ -32,9 +32,12 @@ func TestRouteAdmittedOnlyForItsCurrentHost(t *testing.T) {
 		wantHost  string // the host this reconcile applied
 		wantAdmit bool
 	}{
-		"admitted for its host":                  {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")}, wantAdmit: true},
-		"admitted for a host the router made":    {specHost: "", ingress: []routev1.RouteIngress{admitted("gw-platform.apps.example.com")}, wantAdmit: true},
-		"admitted only for the previous host":    {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")}},
+		"admitted for its host":               {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")}, wantAdmit: true},
+		"admitted for a host the router made": {specHost: "", ingress: []routev1.RouteIngress{admitted("gw-platform.apps.example.com")}, wantAdmit: true},
+		"admitted only for the previous host": {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")}},
+		"refused by one router shard, admitted by another": {specHost: "new.example.com", ingress: []routev1.RouteIngress{{Host: "new.example.com", RouterName: "internal",
+			Conditions: []routev1.RouteIngressCondition{{Type: routev1.RouteAdmitted, Status: corev1.ConditionFalse, Reason: "HostAlreadyClaimed"}}}, admitted("new.example.com")},
+			wantAdmit: true},
 		"the cache predates the apply":           {specHost: "old.example.com", ingress: []routev1.RouteIngress{admitted("old.example.com")}, applied: 3},
 		"the cache holds the applied generation": {specHost: "new.example.com", ingress: []routev1.RouteIngress{admitted("new.example.com")}, applied: 2, wantAdmit: true},
 		// openshift-apiserver keeps no generation for Routes.
