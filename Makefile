@@ -83,6 +83,7 @@ verify: ## Regenerate everything and fail if the tree changed.
 
 .PHONY: test
 test: tools ## Run all tests: unit, API (CEL) and integration on envtest, e2e on a local cluster, OLM packaging, bounded fuzzing.
+	@hack/disk-room.sh $(TOOLS_GOCACHE) $(TEST_DISK_GIB)
 	go test $(GO_TEST_FLAGS) ./...
 	cd $(RELEASE_DIR) && go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
@@ -203,6 +204,16 @@ BUILD_LOG ?= $(LOCALBIN)/build.log
 NODWARF := -gcflags=all=-dwarf=false
 REPRODUCIBLE := -trimpath $(NODWARF)
 
+# The tools, the control plane and the demo are compiled into a Go build
+# cache of their own, in bin/: about 8 GiB once all are built, read again
+# only when a pin or the demo changes. The tests need TEST_DISK_GIB more
+# (their build cache and the linker's temporary files; measured in
+# docs/first-run.md); on a machine with less room than that, `make test`
+# removes the tools' cache first (hack/disk-room.sh) instead of running
+# out of room half-way.
+TOOLS_GOCACHE ?= $(LOCALBIN)/.cache/go-build
+TEST_DISK_GIB ?= 6
+
 $(LOCALBIN)/demo: go.mod go.sum $(shell find api cmd controllers internal operator test -name '*.go' -not -name '*_test.go') | $(LOCALBIN)
 	go build $(NODWARF) -ldflags "-s -w" -o $@ ./test/demo
 
@@ -218,6 +229,8 @@ TOOL_BINS := $(LOCALBIN)/buf $(LOCALBIN)/controller-gen $(LOCALBIN)/staticcheck 
 	$(LOCALBIN)/kwok $(LOCALBIN)/agent-sandbox-controller $(LOCALBIN)/opm \
 	$(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cert-manager-controller $(LOCALBIN)/grpc_health_probe $(LOCALBIN)/scorecard-test \
 	$(LOCALBIN)/promtool $(LOCALBIN)/otelcol
+# (TOOLS_GOCACHE, above; set on TOOL_BINS once they are defined.)
+$(TOOL_BINS) $(LOCALBIN)/demo: export GOCACHE := $(TOOLS_GOCACHE)
 
 # The `openshell` Python package of the newest 0.1 release on PyPI (newer
 # releases publish no wheel there): its generated *_pb2.py carry the
@@ -326,5 +339,5 @@ $(UPSTREAM_ASSETS): go.mod hack/upstream-assets.sh hack/tools/kwok/go.mod | $(LO
 	touch $@
 
 .PHONY: clean
-clean: ## Remove built binaries (keeps the Go build cache).
+clean: ## Remove built binaries and the tools' build cache (keeps the tests' Go build cache).
 	rm -rf $(LOCALBIN)
