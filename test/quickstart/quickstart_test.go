@@ -47,14 +47,12 @@ var notRun = map[string]string{
 }
 
 // placeholders are what the page asks the reader to fill in.
-var placeholders = map[string]string{"<your key>": "sk-quickstart-not-a-real-key"}
+var placeholders = map[string]string{"<your key>": "sk-quickstart-not-a-real-key", "<tenant admin>": "tenant-admin"}
 
-// consumer is the developer the page's step 4 gives openshell-sandbox-user
-// in the tenant namespace; shellInput is what they type into the shell the
+// consumer is the developer the page's step 4 binds to
+// openshell-sandbox-user in the tenant namespace; shellInput is what they type into the shell the
 // page opens, and its answer what they must see.
 const (
-	// tenantLabel is the label the page's gateway selects tenants by.
-	tenantLabel  = "openshell.ai/tenant"
 	consumer     = "dev"
 	shellInput   = "echo hello from the quickstart\nexit 0\n"
 	shellAnswers = "hello from the quickstart\n"
@@ -203,13 +201,6 @@ func (r *reader) apply(d framework.DocObject) {
 	switch u.GetKind() {
 	case "Namespace":
 		r.namespaces[u.GetName()] = true
-		if u.GetLabels()[tenantLabel] == "true" {
-			// Step 4's prose: the developers get openshell-sandbox-user,
-			// the ClusterRole OLM created from the bundle.
-			r.g.Expect(r.c.Create(r.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: consumer, Namespace: u.GetName()},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: consumer}},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshell-sandbox-user"}})).To(Succeed())
-		}
 	case "CatalogSource":
 		r.g.Expect(olmcluster.WaitCatalogReady(r.ctx, r.c, client.ObjectKeyFromObject(u))).To(Succeed(), "%s", d.Where)
 	case "Subscription":
