@@ -2,7 +2,10 @@
 // type and reason constants, so the reference users and alert authors read
 // is the code's own vocabulary and cannot drift from it (make generate
 // writes it, make verify fails on a difference). It reads every const block
-// whose doc comment starts with "Condition types" or "Reasons".
+// whose doc comment starts with "Condition type" or "Reasons". A constant
+// that aliases another (Reason = OtherReason) is listed with its own
+// comment and the value it resolves to: a condition's reasons are complete
+// in its own table.
 package main
 
 import (
@@ -28,21 +31,39 @@ type block struct {
 	entries     []entry
 }
 
+// parsed is one source file.
+type parsed struct {
+	name string
+	file *ast.File
+}
+
 func main() {
-	var blocks []block
+	var files []parsed
 	for _, pattern := range sources {
-		files, err := filepath.Glob(pattern)
+		names, err := filepath.Glob(pattern)
 		if err != nil {
 			fail(err)
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			b, err := read(f)
+		sort.Strings(names)
+		for _, name := range names {
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ParseComments)
 			if err != nil {
 				fail(err)
 			}
-			blocks = append(blocks, b...)
+			files = append(files, parsed{name: name, file: f})
 		}
+	}
+	values, err := literals(files)
+	if err != nil {
+		fail(err)
+	}
+	var blocks []block
+	for _, f := range files {
+		b, err := read(f, values)
+		if err != nil {
+			fail(err)
+		}
+		blocks = append(blocks, b...)
 	}
 	var out bytes.Buffer
 	out.WriteString("# Conditions and reasons\n\n")
@@ -60,20 +81,46 @@ func main() {
 	}
 }
 
-func read(file string) ([]block, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
-	if err != nil {
-		return nil, err
+// literals maps each string constant of the sources, by its package's
+// folder and name, to its value.
+func literals(files []parsed) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range files {
+		for _, d := range f.file.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, ident := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							return nil, fmt.Errorf("%s: %s: %w", f.name, ident.Name, err)
+						}
+						out[filepath.Dir(f.name)+"."+ident.Name] = v
+					}
+				}
+			}
+		}
 	}
+	return out, nil
+}
+
+func read(f parsed, values map[string]string) ([]block, error) {
+	file := f.name
 	var out []block
-	for _, d := range f.Decls {
+	for _, d := range f.file.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST || gd.Doc == nil {
 			continue
 		}
 		title := strings.TrimSpace(gd.Doc.Text())
-		if !strings.HasPrefix(title, "Condition types") && !strings.HasPrefix(title, "Reasons") {
+		if !strings.HasPrefix(title, "Condition type") && !strings.HasPrefix(title, "Reasons") {
 			continue
 		}
 		b := block{title: strings.TrimSuffix(strings.Join(strings.Fields(title), " "), "."), file: filepath.ToSlash(file)}
@@ -84,13 +131,21 @@ func read(file string) ([]block, error) {
 				if i >= len(vs.Values) {
 					continue
 				}
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok {
-					continue // an alias of another constant, documented there
-				}
-				v, err := strconv.Unquote(lit.Value)
-				if err != nil {
-					return nil, err
+				var v string
+				switch val := vs.Values[i].(type) {
+				case *ast.BasicLit:
+					var err error
+					if v, err = strconv.Unquote(val.Value); err != nil {
+						return nil, err
+					}
+				case *ast.Ident:
+					// An alias: its value is the other constant's.
+					var found bool
+					if v, found = values[filepath.Dir(file)+"."+val.Name]; !found {
+						return nil, fmt.Errorf("%s: %s aliases %s, which is not a string constant of the sources", file, name, val.Name)
+					}
+				default:
+					continue
 				}
 				doc := strings.Join(strings.Fields(vs.Doc.Text()), " ")
 				doc = strings.TrimPrefix(doc, name+" ")
