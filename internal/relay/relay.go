@@ -271,7 +271,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user.Info, e
 // verbOf is the RBAC verb the relay authorizes a request with. Exec is
 // create whatever the method: over WebSocket it is a GET, which the
 // kube-apiserver checks as get, and a read-only role (get on */*) must not
-// run commands (Kubernetes made the same change for pods/exec in 1.31).
+// run commands.
 func verbOf(method, sub string) (string, error) {
 	switch {
 	case (sub == SubresourceExec || sub == SubresourcePortForward) && (method == http.MethodPost || method == http.MethodGet):
