@@ -1004,22 +1004,24 @@ const (
 	// with its RBAC, until they are gone, so that their deletion can clean
 	// up at the gateway.
 	GatewayReasonDraining = "Draining"
-	// GatewayReasonVersionNotShipped (Degraded): spec.managed.version names a
-	// release the operator has no images for, and spec.managed.images does
-	// not name them.
+	// GatewayReasonVersionNotShipped (VersionCurrent False; Degraded too
+	// while nothing is installed yet): spec.managed.version names a release
+	// the operator has no images for, and spec.managed.images does not name
+	// them.
 	GatewayReasonVersionNotShipped = "VersionNotShipped"
-	// GatewayReasonDowngradeRefused (Degraded): spec.managed.version would
-	// move a gateway that runs 0.1.x back to 0.0.x; the gateway keeps
-	// running its version.
+	// GatewayReasonDowngradeRefused (VersionCurrent False):
+	// spec.managed.version would move a gateway that runs 0.1.x back to
+	// 0.0.x; the gateway keeps running its version.
 	GatewayReasonDowngradeRefused = "DowngradeRefused"
 	// GatewayReasonUpgradeAvailable (VersionCurrent True): the gateway runs
 	// the release it was installed or last moved to, and the operator's
 	// default is another; with upgradePolicy Manual it moves only when the
 	// Platform Admin sets spec.managed.version or Automatic.
 	GatewayReasonUpgradeAvailable = "UpgradeAvailable"
-	// GatewayReasonNetworkPolicyNotEnforced (Degraded): a 0.1 gateway is not
-	// installed, or not upgraded to, while NetworkPolicyEnforced is not
-	// True: its sandbox fence would not hold.
+	// GatewayReasonNetworkPolicyNotEnforced (VersionCurrent False; Degraded
+	// too while nothing is installed yet): a 0.1 gateway is not installed,
+	// or not upgraded to, while NetworkPolicyEnforced is not True: its
+	// sandbox fence would not hold.
 	GatewayReasonNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
 	// GatewayReasonAtTarget (VersionCurrent=True): the gateway runs the
 	// release its spec asks for.
