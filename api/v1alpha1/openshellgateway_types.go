@@ -655,9 +655,12 @@ type SandboxPlacement struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
-	// ImagePullSecrets name Secrets in the sandbox namespace that every
-	// sandbox pod of this gateway pulls images with (gateway-wide, as the
-	// gateway takes them; a Platform Admin creates them there).
+	// ImagePullSecrets name Secrets that every sandbox pod of this gateway
+	// pulls images with (gateway-wide, as the gateway takes them; a
+	// Platform Admin creates them): in the sandbox namespace in workspace
+	// mode Shared; in the gateway's namespace in workspace mode Operator,
+	// where each paired namespace gets them merged with its tenant's
+	// OpenShellImagePolicy pullSecrets.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`

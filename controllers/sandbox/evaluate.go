@@ -119,7 +119,9 @@ func pairedGate(_ *openshellv1alpha1.OpenShellSandbox, obs observed) *refusal { 
 
 // rejectedOrHeld is the phase of a refusal by the platform (gateway
 // access, a control): a sandbox not yet created is rejected; one that runs
-// is held (Pending reported) and gets nothing new until it fits again.
+// is held and gets nothing new until it fits again (Pending is its phase
+// only where the sandbox cannot be running any more: evaluate keeps a
+// running sandbox's phase).
 func rejectedOrHeld(sb *openshellv1alpha1.OpenShellSandbox) openshellv1alpha1.SandboxPhase {
 	if sb.Status.SandboxID != "" {
 		return openshellv1alpha1.SandboxPhasePending
