@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,5 +103,56 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 	}
 	if !slices.Contains(alerts, "OpenShellGatewayUnavailable") || len(alerts) < 5 {
 		t.Fatalf("alerts = %v", alerts)
+	}
+}
+
+// TestReconcileErrorsAlertCoversEveryController checks that the
+// OpenShellOperatorReconcileErrors alert selects every controller the
+// operator registers (each `Named("...")` under controllers/), so a
+// controller added later is not left out of it.
+func TestReconcileErrorsAlertCoversEveryController(t *testing.T) {
+	var pr prometheusRule
+	if err := yaml.Unmarshal(monitoring.Rules, &pr); err != nil {
+		t.Fatal(err)
+	}
+	var expr string
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "OpenShellOperatorReconcileErrors" {
+				expr = r.Expr
+			}
+		}
+	}
+	m := regexp.MustCompile(`controller=~"([^"]+)"`).FindStringSubmatch(expr)
+	if m == nil {
+		t.Fatalf("OpenShellOperatorReconcileErrors selects no controller by regex: %s", expr)
+	}
+	// Prometheus anchors label regexes.
+	selects := regexp.MustCompile("^(?:" + m[1] + ")$")
+	named := regexp.MustCompile(`\bNamed\("([^"]+)"\)`)
+	var names []string
+	err := filepath.WalkDir(filepath.Join(framework.RepoRoot(), "controllers"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".go" || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range named.FindAllSubmatch(src, -1) {
+			names = append(names, string(n[1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 10 {
+		t.Fatalf("found only %d controller names under controllers/ (%v): the scan is broken", len(names), names)
+	}
+	for _, n := range names {
+		if !selects.MatchString(n) {
+			t.Errorf("controller %q is not selected by OpenShellOperatorReconcileErrors (controller=~%q)", n, m[1])
+		}
 	}
 }
