@@ -66,6 +66,9 @@ func main() {
 	if err := selectWebhookObjects("config/webhook/manifests.yaml", webhook.SandboxPodTenantWebhook, webhook.SandboxPodTenantObjectSelector()); err != nil {
 		fail(err)
 	}
+	if err := selectWebhookObjects("config/webhook/manifests.yaml", webhook.SandboxPodTenantUIDWebhook, webhook.SandboxPodTenantUIDObjectSelector()); err != nil {
+		fail(err)
+	}
 	for path, objs := range map[string][]client.Object{
 		"config/scc/scc.yaml":                   {scc.SidecarSCC()},
 		"config/scc/use_role.yaml":              {scc.UseRole()},

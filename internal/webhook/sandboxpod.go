@@ -22,6 +22,7 @@ import (
 )
 
 // +kubebuilder:webhook:path=/validate-sandbox-pod-tenant,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create;update,versions=v1,name=vsandboxpodtenant.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-sandbox-pod-tenant,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create;update,versions=v1,name=vsandboxpodtenantuid.openshell.ai,admissionReviewVersions=v1,timeoutSeconds=10
 
 // SandboxPodTenantPath is where the API server sends pods that wear the
 // tenant labels.
@@ -36,6 +37,18 @@ const SandboxPodTenantWebhook = "vsandboxpodtenant.openshell.ai"
 func SandboxPodTenantObjectSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: sandboxspec.LabelTenantNamespace, Operator: metav1.LabelSelectorOpExists}}}
+}
+
+// SandboxPodTenantUIDWebhook is the same check for pods that wear the
+// tenant namespace's UID label: an object selector cannot say "either
+// label", and a pod wearing the UID label alone must not pass unseen
+// (NetworkPolicies may select on either).
+const SandboxPodTenantUIDWebhook = "vsandboxpodtenantuid.openshell.ai"
+
+// SandboxPodTenantUIDObjectSelector selects the pods the UID webhook sees.
+func SandboxPodTenantUIDObjectSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: sandboxspec.LabelTenantNamespaceUID, Operator: metav1.LabelSelectorOpExists}}}
 }
 
 // SandboxPodTenant refuses a pod that wears a tenant namespace's identity
@@ -85,7 +98,12 @@ func (h *SandboxPodTenant) Handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	claim := pod.claim()
-	if claim.Namespace == "" {
+	switch {
+	case claim.Namespace == "" && claim.UID != "":
+		// The operator's sandbox pods always wear both.
+		return admission.Denied(fmt.Sprintf("the pod wears %s without %s: only sandbox pods may carry the tenant labels, and they carry both",
+			sandboxspec.LabelTenantNamespaceUID, sandboxspec.LabelTenantNamespace))
+	case claim.Namespace == "":
 		return admission.Allowed("")
 	}
 	claim.PodNamespace = req.Namespace

@@ -95,6 +95,14 @@ func TestForgedTenantLabelsAtTheGateway(t *testing.T) {
 	err = c.Create(ctx, pod)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	g.Expect(err.Error()).To(ContainSubstring("a gateway token of one namespace cannot dress a pod as another's"))
+	// The UID label alone, which a NetworkPolicy may select on as well: the
+	// webhook sees such a pod too (a selector of its own) and refuses it.
+	uidOnly := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "uid-only", Namespace: sbNS,
+		Labels: map[string]string{sandboxspec.LabelTenantNamespaceUID: string(b.UID)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example.com/agent:1"}}}}
+	err = c.Create(ctx, uidOnly)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a pod wearing team-b's UID label alone: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("without " + sandboxspec.LabelTenantNamespace))
 	// And the controller's own attempts fail alike: no pod but team-b's
 	// sandbox's wears team-b's labels.
 	g.Consistently(func() []string { return tenantPods(ctx, g, sbNS, teamB) }).WithContext(ctx).WithTimeout(5*time.Second).
