@@ -205,8 +205,9 @@ NODWARF := -gcflags=all=-dwarf=false
 REPRODUCIBLE := -trimpath $(NODWARF)
 
 # The tools, the control plane and the demo are compiled into a Go build
-# cache of their own, in bin/: about 8 GiB once all are built, read again
-# only when a pin or the demo changes. The tests need TEST_DISK_GIB more
+# cache of their own, in bin/ (TOOLS_GOCACHE overrides it; GOCACHE does not):
+# about 9.4 GiB once all are built, read again only when a pin or the demo
+# changes. The tests need TEST_DISK_GIB more
 # (their build cache and the linker's temporary files; measured in
 # docs/first-run.md); on a machine with less room than that, `make test`
 # removes the tools' cache first (hack/disk-room.sh) instead of running

@@ -144,6 +144,12 @@ func read(f parsed, values map[string]string) ([]block, error) {
 					if v, found = values[filepath.Dir(file)+"."+val.Name]; !found {
 						return nil, fmt.Errorf("%s: %s aliases %s, which is not a string constant of the sources", file, name, val.Name)
 					}
+				case *ast.SelectorExpr:
+					// An alias of another package's constant (pkg.Name).
+					var found bool
+					if v, found = values[importedDir(f.file, val)+"."+val.Sel.Name]; !found {
+						return nil, fmt.Errorf("%s: %s aliases a constant outside the sources", file, name)
+					}
 				default:
 					continue
 				}
@@ -164,4 +170,31 @@ func read(f parsed, values map[string]string) ([]block, error) {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "conditions:", err)
 	os.Exit(1)
+}
+
+// module is this repository's module path: an import of one of its
+// packages names the folder the sources are read from.
+const module = "github.com/openshell/openshell-operator/"
+
+// importedDir is the folder of the package sel's qualifier names in f
+// ("" when it is not one of this module's).
+func importedDir(f *ast.File, sel *ast.SelectorExpr) string {
+	x, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return ""
+	}
+	for _, imp := range f.Imports {
+		path, err := strconv.Unquote(imp.Path.Value)
+		if err != nil || !strings.HasPrefix(path, module) {
+			continue
+		}
+		name := filepath.Base(path)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		if name == x.Name {
+			return strings.TrimPrefix(path, module)
+		}
+	}
+	return ""
 }

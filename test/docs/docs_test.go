@@ -443,11 +443,11 @@ func TestUninstallNamesEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(b)
-	i := strings.Index(text, "## 8. Uninstall")
-	if i < 0 {
+	loc := regexp.MustCompile(`(?m)^## \d+\. Uninstall`).FindStringIndex(text)
+	if loc == nil {
 		t.Fatal("docs/quickstart.md has no uninstall section: the pattern is stale")
 	}
-	section := strings.ReplaceAll(text[i:], "\\\n", " ")
+	section := strings.ReplaceAll(text[loc[0]:], "\\\n", " ")
 	deleted := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^oc delete ([a-z,]+) --all -A`).FindAllStringSubmatch(section, -1) {
 		for _, plural := range strings.Split(m[1], ",") {
