@@ -81,6 +81,27 @@ func main() {
 	}
 }
 
+// constant is one named constant of a const block, with its value.
+type constant struct {
+	name  string
+	value ast.Expr
+	spec  *ast.ValueSpec
+}
+
+// constants lists the constants of gd that are given a value.
+func constants(gd *ast.GenDecl) []constant {
+	var out []constant
+	for _, spec := range gd.Specs {
+		vs := spec.(*ast.ValueSpec)
+		for i, ident := range vs.Names {
+			if i < len(vs.Values) {
+				out = append(out, constant{name: ident.Name, value: vs.Values[i], spec: vs})
+			}
+		}
+	}
+	return out
+}
+
 // literals maps each string constant of the sources, by its package's
 // folder and name, to its value.
 func literals(files []parsed) (map[string]string, error) {
@@ -91,19 +112,13 @@ func literals(files []parsed) (map[string]string, error) {
 			if !ok || gd.Tok != token.CONST {
 				continue
 			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, ident := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
+			for _, c := range constants(gd) {
+				if lit, ok := c.value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %s: %w", f.name, c.name, err)
 					}
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						v, err := strconv.Unquote(lit.Value)
-						if err != nil {
-							return nil, fmt.Errorf("%s: %s: %w", f.name, ident.Name, err)
-						}
-						out[filepath.Dir(f.name)+"."+ident.Name] = v
-					}
+					out[filepath.Dir(f.name)+"."+c.name] = v
 				}
 			}
 		}
@@ -124,43 +139,33 @@ func read(f parsed, values map[string]string) ([]block, error) {
 			continue
 		}
 		b := block{title: strings.TrimSuffix(strings.Join(strings.Fields(title), " "), "."), file: filepath.ToSlash(file)}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, ident := range vs.Names {
-				name := ident.Name
-				if i >= len(vs.Values) {
-					continue
-				}
-				var v string
-				switch val := vs.Values[i].(type) {
-				case *ast.BasicLit:
-					var err error
-					if v, err = strconv.Unquote(val.Value); err != nil {
-						return nil, err
-					}
-				case *ast.Ident:
-					// An alias: its value is the other constant's.
-					var found bool
-					if v, found = values[filepath.Dir(file)+"."+val.Name]; !found {
-						return nil, fmt.Errorf("%s: %s aliases %s, which is not a string constant of the sources", file, name, val.Name)
-					}
-				case *ast.SelectorExpr:
-					// An alias of another package's constant (pkg.Name).
-					var found bool
-					if v, found = values[importedDir(f.file, val)+"."+val.Sel.Name]; !found {
-						return nil, fmt.Errorf("%s: %s aliases a constant outside the sources", file, name)
-					}
-				default:
-					continue
-				}
-				doc := strings.Join(strings.Fields(vs.Doc.Text()), " ")
-				doc = strings.TrimPrefix(doc, name+" ")
-				doc = strings.TrimPrefix(doc, name+": ")
-				if doc == "" {
-					return nil, fmt.Errorf("%s: %s has no comment", file, name)
-				}
-				b.entries = append(b.entries, entry{name: name, value: v, doc: doc})
+		for _, c := range constants(gd) {
+			name := c.name
+			// Every value is looked up in literals: a string literal is
+			// read there once, an alias resolves to the other constant's.
+			var key string
+			switch val := c.value.(type) {
+			case *ast.BasicLit:
+				key = filepath.Dir(file) + "." + name
+			case *ast.Ident:
+				key = filepath.Dir(file) + "." + val.Name
+			case *ast.SelectorExpr:
+				// An alias of another package's constant (pkg.Name).
+				key = importedDir(f.file, val) + "." + val.Sel.Name
+			default:
+				continue
 			}
+			v, found := values[key]
+			if !found {
+				return nil, fmt.Errorf("%s: %s is not a string constant, nor an alias of one of the sources (%s)", file, name, key)
+			}
+			doc := strings.Join(strings.Fields(c.spec.Doc.Text()), " ")
+			doc = strings.TrimPrefix(doc, name+" ")
+			doc = strings.TrimPrefix(doc, name+": ")
+			if doc == "" {
+				return nil, fmt.Errorf("%s: %s has no comment", file, name)
+			}
+			b.entries = append(b.entries, entry{name: name, value: v, doc: doc})
 		}
 		out = append(out, b)
 	}
