@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,10 +128,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *openshellv1alp
 
 // executor runs one command through ExecSandboxInteractive.
 type executor struct {
-	target   *Target
-	rec      *Record
-	end      context.CancelCauseFunc
-	ran      bool
+	target *Target
+	rec    *Record
+	end    context.CancelCauseFunc
+	ran    bool
+	// finished is set when ExecInContainer returns: the protocol then
+	// closes its side of stdin, which is not the client going away.
+	finished atomic.Bool
 	exitCode int
 	err      error
 }
@@ -142,6 +146,7 @@ type executor struct {
 func (e *executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	e.ran = true
+	defer e.finished.Store(true)
 	if err := e.target.Verified(ctx); err != nil {
 		e.err = err
 		return err
@@ -240,7 +245,12 @@ func (e *executor) forwardStdin(in io.Reader, send func(*openshellv1.ExecSandbox
 			closeSend()
 			return
 		case err != nil:
-			e.end(fmt.Errorf("%w: %v", errClientGone, err))
+			// After the command's end the protocol closes stdin before it
+			// writes the exit status: ending the session then would close
+			// the connection under that write.
+			if !e.finished.Load() {
+				e.end(fmt.Errorf("%w: %v", errClientGone, err))
+			}
 			return
 		}
 	}

@@ -97,3 +97,42 @@ func TestExecOverWebSocketV5(t *testing.T) {
 		})
 	}
 }
+
+// TestExitCodeWithStdinStillOpen: a command that ends while the client's
+// stdin is still open (a terminal nobody typed into) reports its exit
+// code, over WebSocket v5 and SPDY. The relay closes its side of stdin
+// when the command ends; that close is not the client going away, and
+// must not end the session (and close the connection) before the exit
+// status is written. (Before the fix about one v5 exec in fifty lost its
+// status: client-go reported an abnormal closure.)
+func TestExitCodeWithStdinStillOpen(t *testing.T) {
+	e := startBench(t)
+	for name, cfg := range map[string]*rest.Config{"direct": e.cfg, "behind the aggregator": e.behindAggregator(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			for i := range 100 {
+				stdin, typing := io.Pipe()
+				_, _, err := execWebSocket(ctx, cfg, stdin, i%2 == 0, nil, "exit", "7")
+				_ = typing.Close()
+				var exit utilexec.ExitError
+				if !errors.As(err, &exit) || exit.ExitStatus() != 7 {
+					t.Fatalf("exec %d (tty %v) ended with %v, want exit code 7", i, i%2 == 0, err)
+				}
+			}
+		})
+	}
+	t.Run("SPDY", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for i := range 50 {
+			stdin, typing := io.Pipe()
+			_, err := e.execRelay(ctx, stdin, "exit", "7")
+			_ = typing.Close()
+			var exit utilexec.ExitError
+			if !errors.As(err, &exit) || exit.ExitStatus() != 7 {
+				t.Fatalf("exec %d ended with %v, want exit code 7", i, err)
+			}
+		}
+	})
+}
