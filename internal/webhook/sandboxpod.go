@@ -45,10 +45,14 @@ func SandboxPodTenantObjectSelector() *metav1.LabelSelector {
 // (NetworkPolicies may select on either).
 const SandboxPodTenantUIDWebhook = "vsandboxpodtenantuid.openshell.ai"
 
-// SandboxPodTenantUIDObjectSelector selects the pods the UID webhook sees.
+// SandboxPodTenantUIDObjectSelector selects the pods the UID webhook sees:
+// those wearing the UID label but not the namespace label, which the
+// first webhook already checks (both labels on one pod, as every sandbox
+// pod wears them, would otherwise cost two calls for one answer).
 func SandboxPodTenantUIDObjectSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: sandboxspec.LabelTenantNamespaceUID, Operator: metav1.LabelSelectorOpExists}}}
+		{Key: sandboxspec.LabelTenantNamespaceUID, Operator: metav1.LabelSelectorOpExists},
+		{Key: sandboxspec.LabelTenantNamespace, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 }
 
 // SandboxPodTenant refuses a pod that wears a tenant namespace's identity

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshell/openshell-operator/internal/sandboxspec"
+	"github.com/openshell/openshell-operator/internal/webhook"
 	"github.com/openshell/openshell-operator/test/framework"
 )
 
@@ -84,4 +86,40 @@ func TestSandboxPodsCannotWearAnotherTenantsLabels(t *testing.T) {
 		cur.Labels["note"] = "fine"
 		g.Expect(c.Update(ctx, cur)).To(Succeed())
 	})
+}
+
+// TestSandboxPodSelectorsSplitThePods: the two webhooks' object selectors
+// together see every pod that wears either tenant label, each such pod
+// exactly once (a pod wearing both, as every sandbox pod does, is not
+// checked twice), and no other pod.
+func TestSandboxPodSelectorsSplitThePods(t *testing.T) {
+	var selectors []labels.Selector
+	for _, ls := range []*metav1.LabelSelector{webhook.SandboxPodTenantObjectSelector(), webhook.SandboxPodTenantUIDObjectSelector()} {
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		selectors = append(selectors, s)
+	}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   int
+	}{
+		{"both labels", map[string]string{sandboxspec.LabelTenantNamespace: "team-b", sandboxspec.LabelTenantNamespaceUID: "uid-b"}, 1},
+		{"the namespace label alone", map[string]string{sandboxspec.LabelTenantNamespace: "team-b"}, 1},
+		{"the UID label alone", map[string]string{sandboxspec.LabelTenantNamespaceUID: "uid-b"}, 1},
+		{"empty values", map[string]string{sandboxspec.LabelTenantNamespace: "", sandboxspec.LabelTenantNamespaceUID: ""}, 1},
+		{"neither", map[string]string{"app": "web"}, 0},
+	} {
+		n := 0
+		for _, s := range selectors {
+			if s.Matches(labels.Set(tc.labels)) {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("%s: %d webhooks see the pod, want %d", tc.name, n, tc.want)
+		}
+	}
 }
