@@ -697,10 +697,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(traced.Reconciler("openshellprovider", status.RetryStale(r)))
 }
 
-// providersOf lists the providers a sandbox attaches.
+// providersOf lists the providers a sandbox names or still has attached
+// at its gateway. The attached ones count too: a provider dropped from
+// spec.providers cannot be withdrawn while the gateway still attaches it
+// (FailedPrecondition, not retried on a timer), and the event that frees
+// it — the detach's status write, or the sandbox's deletion while its
+// access is revoked — names it only in status.attachedProviders.
 func providersOf(sb *openshellv1alpha1.OpenShellSandbox) []reconcile.Request {
-	reqs := make([]reconcile.Request, 0, len(sb.Spec.Providers))
-	for _, name := range sb.Spec.Providers {
+	names := slices.Concat(sb.Spec.Providers, sb.Status.AttachedProviders)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	reqs := make([]reconcile.Request, 0, len(names))
+	for _, name := range names {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: sb.Namespace, Name: name}})
 	}
 	return reqs

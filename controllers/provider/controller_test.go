@@ -588,3 +588,27 @@ func TestProfileGateOn01(t *testing.T) {
 		t.Fatalf("profile_workspace %q after the platform took over (%d pushes)", pw, f.pushes()-before)
 	}
 }
+
+// TestProvidersOfASandbox: a sandbox's events re-queue the providers it
+// names and those its gateway still has attached, once each. A provider
+// dropped from the spec while attached is freed only by the detach or the
+// sandbox's deletion; without it in the list its credentials stayed at
+// the gateway (TestTenancy/GatewayAccess found it).
+func TestProvidersOfASandbox(t *testing.T) {
+	sb := &openshellv1alpha1.OpenShellSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agent"},
+		Spec:   openshellv1alpha1.OpenShellSandboxSpec{Providers: []string{"openai", "anthropic"}},
+		Status: openshellv1alpha1.OpenShellSandboxStatus{AttachedProviders: []string{"anthropic", "github"}}}
+	var got []string
+	for _, r := range providersOf(sb) {
+		if r.Namespace != "team-a" {
+			t.Errorf("%v: another namespace", r)
+		}
+		got = append(got, r.Name)
+	}
+	if want := []string{"anthropic", "github", "openai"}; !slices.Equal(got, want) {
+		t.Errorf("providersOf = %v, want %v", got, want)
+	}
+	if len(providersOf(&openshellv1alpha1.OpenShellSandbox{})) != 0 {
+		t.Error("a sandbox without providers re-queues none")
+	}
+}

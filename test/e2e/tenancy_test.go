@@ -527,6 +527,23 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	err = as(t, "alice").Create(ctx, tn.sandbox(a, "second"))
 	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "namespace "+a+" is not")
+	// Nothing more is sent for it: a change the operator would otherwise
+	// carry to the gateway (detaching its provider) stays in the spec.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellSandbox{}
+		if err := as(t, "alice").Get(ctx, client.ObjectKeyFromObject(ok), cur); err != nil {
+			return err
+		}
+		cur.Spec.Providers = nil
+		return as(t, "alice").Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(ok))
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed))
+		g.Expect(cur.Status.AttachedProviders).To(ConsistOf("anthropic"))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(tn.st.Gateway.Attachments(wsA)).To(Equal(1), "no DetachSandboxProvider for a sandbox whose access was revoked")
 	// The running sandbox keeps its credentials (the gateway refuses to
 	// delete an attached provider); once it goes, revoked access takes them back.
 	g.Expect(tn.st.Gateway.StoredCredentials(wsA, "anthropic")).NotTo(BeNil())
@@ -536,20 +553,85 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 
 	// Webhook bypassed (an outage, a misconfigured admission chain): the
 	// operator refuses on its own and creates nothing at the gateway.
+	// Its provider's credentials are never pushed to the gateway either.
+	g.Expect(as(t, "mallory").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: b},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-team-b"}})).To(Succeed())
+	bProvider := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: b},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(as(t, "mallory").Create(ctx, bProvider)).To(Succeed())
+	bypass := tn.sandbox(b, "bypass")
+	bypass.Spec.Providers = []string{"anthropic"}
 	tn.withoutWebhooks(ctx, t, func() {
-		g.Expect(as(t, "mallory").Create(ctx, tn.sandbox(b, "bypass"))).To(Succeed())
+		g.Expect(as(t, "mallory").Create(ctx, bypass)).To(Succeed())
 	})
-	waitPhase(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"}, openshellv1alpha1.SandboxPhaseRejected)
-	cur := sandboxStatus(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"})
+	waitPhase(ctx, g, client.ObjectKeyFromObject(bypass), openshellv1alpha1.SandboxPhaseRejected)
+	cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(bypass))
 	g.Expect(meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted).Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed))
 	g.Expect(cur.Status.SandboxID).To(BeEmpty())
-	bNS := &corev1.Namespace{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: b}, bNS)).To(Succeed())
-	g.Expect(tn.st.Gateway.SandboxNames(sandboxspec.WorkspaceName(b, bNS.UID))).To(BeEmpty())
+	wsB := sandboxspec.WorkspaceName(b, namespaceUID(ctx, g, b))
+	g.Expect(tn.st.Gateway.SandboxNames(wsB)).To(BeEmpty())
+	providerReady := func(g Gomega) *metav1.Condition {
+		p := &openshellv1alpha1.OpenShellProvider{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(bProvider), p)).To(Succeed())
+		cond := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(cond).NotTo(BeNil())
+		return cond
+	}
+	g.Eventually(func(g Gomega) {
+		cond := providerReady(g)
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed), cond.Message)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(tn.st.Gateway.StoredCredentials(wsB, "anthropic")).To(BeNil(), "no credentials pushed to a gateway that refuses the namespace")
 
-	// Granting access again lets the same sandbox through.
+	// Granting access again lets the same sandbox, and its provider, through.
 	relabel(ctx, g, b, map[string]string{"team": "a"})
-	waitPhase(ctx, g, client.ObjectKey{Namespace: b, Name: "bypass"}, openshellv1alpha1.SandboxPhaseReady)
+	waitPhase(ctx, g, client.ObjectKeyFromObject(bypass), openshellv1alpha1.SandboxPhaseReady)
+	g.Eventually(func(g Gomega) { g.Expect(providerReady(g).Reason).To(Equal(openshellv1alpha1.ProviderReasonSynced)) }).
+		WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(tn.st.Gateway.StoredCredentials(wsB, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-team-b"}))
+
+	// Revoking by the gateway's own spec.tenancy (the platform admin
+	// narrows it to its own namespace): the running sandbox is reported,
+	// keeps its phase, and the same holds once the selector is back.
+	setTenancy := func(from openshellv1alpha1.NamespacesFrom, sel *metav1.LabelSelector) {
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			gw := &openshellv1alpha1.OpenShellGateway{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(tn.st.GatewayObj), gw); err != nil {
+				return err
+			}
+			gw.Spec.Tenancy.AllowedNamespaces = openshellv1alpha1.AllowedNamespaces{From: from, Selector: sel}
+			return c.Update(ctx, gw)
+		})).To(Succeed())
+	}
+	accepted := func(status metav1.ConditionStatus, reason string) {
+		g.Eventually(func(g Gomega) {
+			cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(bypass))
+			cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionAccepted)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(status))
+			g.Expect(cond.Reason).To(Equal(reason), cond.Message)
+			g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseReady))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	gw := &openshellv1alpha1.OpenShellGateway{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tn.st.GatewayObj), gw)).To(Succeed())
+	selector := gw.Spec.Tenancy.AllowedNamespaces.Selector.DeepCopy()
+	// The later subtests share the gateway: its selector comes back even
+	// when an assertion below fails.
+	defer func() {
+		gw := &openshellv1alpha1.OpenShellGateway{}
+		if c.Get(ctx, client.ObjectKeyFromObject(tn.st.GatewayObj), gw) == nil && gw.Spec.Tenancy.AllowedNamespaces.Selector == nil {
+			gw.Spec.Tenancy.AllowedNamespaces = openshellv1alpha1.AllowedNamespaces{From: openshellv1alpha1.NamespacesFromSelector, Selector: selector}
+			_ = c.Update(ctx, gw)
+		}
+	}()
+	setTenancy(openshellv1alpha1.NamespacesFromSame, nil)
+	accepted(metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed)
+	err = as(t, "mallory").Create(ctx, tn.sandbox(b, "after-narrowing"))
+	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "admits only its own namespace")
+	setTenancy(openshellv1alpha1.NamespacesFromSelector, selector)
+	accepted(metav1.ConditionTrue, openshellv1alpha1.SandboxReasonAccepted)
 }
 
 // tenantAdminVsEditor: OLM gives `edit` write access to every owned kind;
@@ -1056,11 +1138,34 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	g.Expect(cluster.Client.Create(ctx, sb)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		cur := sandboxStatus(ctx, g, client.ObjectKeyFromObject(sb))
-		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "%+v", cur.Status.Conditions)
+		for _, typ := range []string{openshellv1alpha1.ConditionReady, openshellv1alpha1.ConditionSynced} {
+			c := meta.FindStatusCondition(cur.Status.Conditions, typ)
+			g.Expect(c).NotTo(BeNil(), typ)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse), typ)
+			g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "%s: %+v", typ, cur.Status.Conditions)
+		}
 		g.Expect(cur.Status.SandboxID).To(BeEmpty())
+		g.Expect(cur.Status.Phase).To(Equal(openshellv1alpha1.SandboxPhaseError), "never created")
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(gwc.SandboxNames(ws)).To(BeEmpty(), "nothing created in the foreign workspace")
+	// A provider a sandbox there attaches is not pushed into it either.
+	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: victim},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-victim"}})).To(Succeed())
+	victimProvider := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: victim},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.Expect(cluster.Client.Create(ctx, victimProvider)).To(Succeed())
+	withProvider := tn.sandbox(victim, "with-provider")
+	withProvider.Spec.Providers = []string{"anthropic"}
+	g.Expect(cluster.Client.Create(ctx, withProvider)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		p := &openshellv1alpha1.OpenShellProvider{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(victimProvider), p)).To(Succeed())
+		c := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "the provider: %+v", p.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(gwc.StoredCredentials(ws, "anthropic")).To(BeNil(), "no credentials pushed into the foreign workspace")
 	g.Expect(gwc.SandboxNames(ws)).To(BeEmpty(), "nothing created in the foreign workspace")
 
 	// A provider of another owner inside the namespace's own workspace.
