@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the upstream manifests the tests use (the CRDs of OpenShift,
-# cert-manager, OLM, the Prometheus Operator, sig-network's AdminNetworkPolicy and Agent Sandbox, and kwok's fast Stage objects) from the
+# cert-manager, OLM, the Prometheus Operator, sig-network's AdminNetworkPolicy, the Gateway API and Agent Sandbox, and kwok's fast Stage objects) from the
 # Go module cache into one folder, so tests read a fixed layout and never
 # download anything at run time. Versions are pinned here, in go.mod and in
 # hack/tools/*/go.mod.
@@ -15,7 +15,7 @@ cd "$root"
 moddir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
 mainmod() { moddir "$1"; }
 
-rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm,monitoring,network-policy-api}
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"/crds/{openshift,cert-manager,olm,monitoring,network-policy-api,gateway-api}
 
 os=$(mainmod github.com/openshift/api)
 cp "$os/route/v1/zz_generated.crd-manifests/routes.crd.yaml" "$out.tmp/crds/openshift/"
@@ -43,6 +43,11 @@ cp "$pm"/example/prometheus-operator-crd/monitoring.coreos.com_{prometheusrules,
 # OpenShift), for tenant egress.
 np=$(mainmod sigs.k8s.io/network-policy-api)
 cp "$np"/config/crd/standard/policy.networking.k8s.io_adminnetworkpolicies.yaml "$out.tmp/crds/network-policy-api/"
+
+# The Gateway API's standard channel: the Gateway an HTTPRoute attaches
+# to, the HTTPRoute and the BackendTLSPolicy of external ports.
+ga=$(mainmod sigs.k8s.io/gateway-api)
+cp "$ga"/config/crd/standard/gateway.networking.k8s.io_{gateways,httproutes,backendtlspolicies}.yaml "$out.tmp/crds/gateway-api/"
 
 # Agent Sandbox in its three API shapes: v1alpha1 only, v1alpha1+v1beta1, v1beta1 only.
 for v in v0.4.6 v0.5.6 v1.0.3; do

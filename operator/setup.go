@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	routev1 "github.com/openshift/api/route/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/openshell/openshell-operator/controllers/externalports"
 	"github.com/openshell/openshell-operator/controllers/gateway"
@@ -271,30 +274,49 @@ func namespaceConfigs(ns []string) map[string]cache.Config {
 	return out
 }
 
-// setupExternalPorts runs the external ports controller, with a cache of
-// its Routes alone (in the operator's namespace, where the manager's
-// cache may not look) where route.openshift.io is served at start.
+// setupExternalPorts runs the external ports controller, with caches of
+// its own objects alone (in the operator's namespace, where the manager's
+// cache may not look): its Routes where route.openshift.io is served at
+// start, its HTTPRoutes, BackendTLSPolicy and CA bundle where the Gateway
+// API's HTTPRoutes and BackendTLSPolicies are.
 func setupExternalPorts(mgr ctrl.Manager, disc discovery.DiscoveryInterface, platform tenancy.Platform) error {
 	r := &externalports.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: platform.OperatorNamespace, Platform: platform}
 	if ns := platform.OperatorNamespace; ns != "" {
-		if _, err := disc.ServerResourcesForGroupVersion(routev1.GroupVersion.String()); err == nil {
-			routes, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-				DefaultNamespaces: map[string]cache.Config{ns: {LabelSelector: labels.SelectorFromSet(labels.Set{
-					render.LabelComponent: externalports.Component, render.LabelManagedBy: render.ManagedByValue})}},
-				DefaultTransform: cache.TransformStripManagedFields()})
-			if err != nil {
-				return fmt.Errorf("create the external ports Routes' cache: %w", err)
-			}
-			if err := mgr.Add(routes); err != nil {
-				return err
-			}
-			r.Routes = routes
-		} else if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("discover %s: %w", routev1.GroupVersion, err)
+		var err error
+		if r.Routes, err = ownObjectsCache(mgr, disc, ns, routev1.GroupVersion.String(), "routes"); err != nil {
+			return fmt.Errorf("the external ports Routes' cache: %w", err)
+		}
+		if r.GatewayAPI, err = ownObjectsCache(mgr, disc, ns, gatewayv1.GroupVersion.String(), "httproutes", "backendtlspolicies"); err != nil {
+			return fmt.Errorf("the external ports HTTPRoutes' cache: %w", err)
 		}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up external ports controller: %w", err)
 	}
 	return nil
+}
+
+// ownObjectsCache returns a cache of the external ports controller's
+// objects in ns (selected by its labels), added to the manager; nil when
+// groupVersion does not serve every one of resources.
+func ownObjectsCache(mgr ctrl.Manager, disc discovery.DiscoveryInterface, ns, groupVersion string, resources ...string) (cache.Cache, error) {
+	list, err := disc.ServerResourcesForGroupVersion(groupVersion)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", groupVersion, err)
+	}
+	for _, want := range resources {
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+			return nil, nil
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{ns: {LabelSelector: labels.SelectorFromSet(labels.Set{
+			render.LabelComponent: externalports.Component, render.LabelManagedBy: render.ManagedByValue})}},
+		DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
 }

@@ -154,7 +154,7 @@ type OpenShellGatewaySpec struct {
 
 // ExternalPortsExposure is how a gateway's sandboxes' external ports are
 // published.
-// +kubebuilder:validation:Enum=None;Route
+// +kubebuilder:validation:Enum=None;Route;HTTPRoute
 type ExternalPortsExposure string
 
 const (
@@ -163,17 +163,27 @@ const (
 	ExternalPortsNone ExternalPortsExposure = "None"
 	// ExternalPortsRoute publishes them through an OpenShift Route.
 	ExternalPortsRoute ExternalPortsExposure = "Route"
+	// ExternalPortsHTTPRoute publishes them through a Gateway API
+	// HTTPRoute on a Gateway the Platform Admin names.
+	ExternalPortsHTTPRoute ExternalPortsExposure = "HTTPRoute"
 )
 
 // ExternalPorts is the Platform Admin's choice of how the ports tenants
 // list are reached from outside the cluster.
+// +kubebuilder:validation:XValidation:rule="self.expose != 'HTTPRoute' || (has(self.host) && has(self.parentRef))",message="expose HTTPRoute needs host and parentRef: a Gateway API route has no host a router assigns, and attaches to the Gateway listener you name"
+// +kubebuilder:validation:XValidation:rule="self.expose == 'HTTPRoute' || !has(self.parentRef)",message="parentRef is for expose HTTPRoute only"
 type ExternalPorts struct {
-	// Expose is None (the default) or Route: one OpenShift Route in the
-	// operator's namespace, reencrypt TLS and no plain HTTP, to the
-	// relay's external port listener. The relay admits a request only with
-	// a bearer token the cluster authenticates (TokenReview) whose user may
-	// create openshellsandboxes/proxy on the sandbox, and only to a port
-	// the sandbox's template lists. Paths are those of the proxy
+	// Expose is None (the default), Route or HTTPRoute, each to the relay's
+	// external port listener over TLS. Route: one OpenShift Route in the
+	// operator's namespace, reencrypt TLS and no plain HTTP. HTTPRoute:
+	// one Gateway API HTTPRoute in the operator's namespace attached to
+	// the listener parentRef names, which must be HTTPS (the route is
+	// reported Published only then), and a BackendTLSPolicy by which the
+	// Gateway verifies the relay's certificate (off OpenShift the operator
+	// issues that certificate and its CA). The relay admits a request only
+	// with a bearer token the cluster authenticates (TokenReview) whose
+	// user may create openshellsandboxes/proxy on the sandbox, and only to
+	// a port the sandbox's template lists. Paths are those of the proxy
 	// subresource: /apis/access.openshell.ai/v1alpha1/namespaces/NS/openshellsandboxes/NAME/proxy/PORT/.
 	// +kubebuilder:default=None
 	// +optional
@@ -183,10 +193,37 @@ type ExternalPorts struct {
 	// (ROUTE-NAMESPACE under the cluster's apps domain, whose wildcard
 	// certificate covers it while it is one DNS label of at most 63
 	// characters: set a host where the operator's namespace name is long).
+	// Required for HTTPRoute: the HTTPRoute's hostname, which the
+	// listener's hostname and certificate must cover.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
 	// +optional
 	Host string `json:"host,omitempty"`
+
+	// ParentRef is the Gateway API Gateway and listener the HTTPRoute
+	// attaches to (expose HTTPRoute only). The listener must admit routes
+	// from the operator's namespace (allowedRoutes).
+	// +optional
+	ParentRef *ExternalPortsParentRef `json:"parentRef,omitempty"`
+}
+
+// ExternalPortsParentRef names a Gateway API Gateway's listener.
+type ExternalPortsParentRef struct {
+	// Namespace is the Gateway's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+	// Name is the Gateway's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// SectionName is the listener's name: one listener, so that the
+	// route never lands on a plain HTTP one of the same Gateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SectionName string `json:"sectionName"`
 }
 
 // UpgradePolicy is how an unpinned Managed gateway follows the operator's
@@ -1166,7 +1203,7 @@ type BuiltinProfilesStatus struct {
 // ExternalPortsStatus is where a gateway's sandboxes' external ports are
 // reached, and whether they are.
 type ExternalPortsStatus struct {
-	// URL is the Route's address. A port is reached at
+	// URL is the Route's (or HTTPRoute's) address. A port is reached at
 	// URL/apis/access.openshell.ai/v1alpha1/namespaces/NS/openshellsandboxes/NAME/proxy/PORT/,
 	// with a bearer token.
 	// +optional
@@ -1182,7 +1219,8 @@ type ExternalPortsStatus struct {
 }
 
 // ExternalPortsConditionPublished is True when a router admitted the
-// external ports' Route (status.externalPorts.conditions).
+// external ports' Route, or the Gateway accepted their HTTPRoute and
+// BackendTLSPolicy on an HTTPS listener (status.externalPorts.conditions).
 const ExternalPortsConditionPublished = "Published"
 
 // Reasons of status.externalPorts' Published condition.
@@ -1202,6 +1240,27 @@ const (
 	// cluster namespace (a development run), where the relay's Service is
 	// not.
 	ExternalPortsReasonNoOperatorNamespace = "NoOperatorNamespace"
-	// ExternalPortsReasonApplyFailed: the Route could not be written.
+	// ExternalPortsReasonApplyFailed: the Route (or the HTTPRoute, its
+	// BackendTLSPolicy, the relay's certificate) could not be written.
 	ExternalPortsReasonApplyFailed = GatewayReasonApplyFailed
+	// ExternalPortsReasonAccepted: the Gateway accepted the HTTPRoute on
+	// its HTTPS listener, and the BackendTLSPolicy by which it verifies
+	// the relay.
+	ExternalPortsReasonAccepted = "Accepted"
+	// ExternalPortsReasonGatewayAPIUnavailable: HTTPRoutes or
+	// BackendTLSPolicies (gateway.networking.k8s.io/v1) are not served, or
+	// were not when the operator started: nothing is published.
+	ExternalPortsReasonGatewayAPIUnavailable = "GatewayAPIUnavailable"
+	// ExternalPortsReasonRouteNotAccepted: the Gateway has not accepted
+	// the HTTPRoute (yet), or has not resolved its backend; the message
+	// gives the Gateway's reason.
+	ExternalPortsReasonRouteNotAccepted = "RouteNotAccepted"
+	// ExternalPortsReasonListenerNotHTTPS: the Gateway or its listener
+	// named by parentRef is missing, or the listener does not terminate
+	// HTTPS: callers' bearer tokens would cross the network in plain text.
+	ExternalPortsReasonListenerNotHTTPS = "ListenerNotHTTPS"
+	// ExternalPortsReasonBackendTLSNotAccepted: the Gateway has not
+	// accepted the BackendTLSPolicy (an implementation without it would
+	// not reach the relay, which speaks only TLS).
+	ExternalPortsReasonBackendTLSNotAccepted = "BackendTLSNotAccepted"
 )

@@ -1,26 +1,30 @@
 // Package externalports publishes the ports tenants list in their
 // OpenShellSandboxTemplates (spec.externalPorts) outside the cluster, for
 // the gateways whose Platform Admin chose so (OpenShellGateway
-// spec.externalPorts.expose: Route): one OpenShift Route per gateway, in
-// the operator's namespace, to the relay's external port listener, which
-// authenticates every caller's bearer token and authorizes it as
-// openshellsandboxes/proxy (internal/relay's External). This controller
-// owns those Routes and the gateways' status.externalPorts, and nothing
+// spec.externalPorts.expose): one OpenShift Route (Route) or Gateway API
+// HTTPRoute (HTTPRoute) per gateway, in the operator's namespace, to the
+// relay's external port listener, which authenticates every caller's
+// bearer token and authorizes it as openshellsandboxes/proxy
+// (internal/relay's External). For HTTPRoutes it also keeps the one
+// BackendTLSPolicy by which Gateways verify the relay, its CA bundle, and
+// off OpenShift the relay's certificate (relaycert.go). This controller
+// owns those objects and the gateways' status.externalPorts, and nothing
 // else of a gateway.
 //
-// The Routes live in the operator's namespace because a Route reaches only
-// a Service of its own namespace, and the relay's is there; owner
-// references cannot cross namespaces, so a Route is found again by its
-// gateway annotation and deleted when its gateway goes or stops asking.
+// The routes live in the operator's namespace because a Route reaches only
+// a Service of its own namespace (an HTTPRoute one without a
+// ReferenceGrant), and the relay's is there; owner references cannot cross
+// namespaces, so a route is found again by its gateway annotation and
+// deleted when its gateway goes or stops asking.
 package externalports
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	routev1 "github.com/openshift/api/route/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,13 +42,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/routeadmission"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
-	render "github.com/openshell/openshell-operator/internal/render/gateway"
 	"github.com/openshell/openshell-operator/internal/status"
 	"github.com/openshell/openshell-operator/internal/tenancy"
 )
@@ -68,6 +72,9 @@ const routeTimeout = "150s"
 
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=list;watch;create;patch;delete,namespace=system
 // +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update,namespace=system
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;backendtlspolicies,verbs=list;watch;create;patch;delete,namespace=system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete,namespace=system
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
 
 // Reconciler keeps each gateway's external ports Route and reports it.
 type Reconciler struct {
@@ -77,6 +84,11 @@ type Reconciler struct {
 	// Routes caches the Routes of this controller, in the operator's
 	// namespace; nil where route.openshift.io was not served at start.
 	Routes cache.Cache
+	// GatewayAPI caches this controller's HTTPRoutes, BackendTLSPolicy and
+	// CA bundle, in the operator's namespace; nil where HTTPRoutes and
+	// BackendTLSPolicies (gateway.networking.k8s.io/v1) were not served
+	// at start.
+	GatewayAPI cache.Cache
 	// APIReader reads a Route before it is written, whatever its labels.
 	APIReader client.Reader
 	// Namespace is the operator's namespace (empty out of cluster).
@@ -87,13 +99,14 @@ type Reconciler struct {
 	Platform tenancy.Platform
 }
 
-// Reconcile observes the gateway and its Route, decides, applies or
-// deletes the Route, and reports in status.externalPorts.
+// Reconcile observes the gateway and its route, decides, applies or
+// deletes the route (and the objects HTTPRoutes share), and reports in
+// status.externalPorts.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	if err := r.Client.Get(ctx, req.NamespacedName, gw); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.deleteRoute(ctx, req.NamespacedName)
+			return ctrl.Result{}, errors.Join(r.deleteRoute(ctx, req.NamespacedName), r.deleteHTTPRoute(ctx, req.NamespacedName), r.releaseShared(ctx))
 		}
 		return ctrl.Result{}, fmt.Errorf("get gateway: %w", err)
 	}
@@ -101,26 +114,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	want := Wanted(gw) && gw.DeletionTimestamp.IsZero()
-	if !want || served != "" {
-		if err := r.deleteRoute(ctx, req.NamespacedName); err != nil {
-			return ctrl.Result{}, err
-		}
+	live := gw.DeletionTimestamp.IsZero() && served == ""
+	if err := r.removeUnwanted(ctx, gw, live); err != nil {
+		return ctrl.Result{}, err
 	}
 	switch {
-	case !want:
+	case !(Wanted(gw) || WantsHTTPRoute(gw)) || !gw.DeletionTimestamp.IsZero():
 		return ctrl.Result{}, r.report(ctx, gw, nil)
 	case served != "":
 		// OLM lets namespace admins and editors create gateways: one the
-		// platform does not serve gets no Route in the operator's
+		// platform does not serve gets no route in the operator's
 		// namespace, and says so.
 		return ctrl.Result{}, r.report(ctx, gw, Status(gw, openshellv1alpha1.ExternalPortsReasonNamespaceNotServed, served, ""))
+	case WantsHTTPRoute(gw):
+		st, recheck, err := r.publishHTTPRoute(ctx, gw)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: recheck}, r.report(ctx, gw, st)
 	}
 	st, err := r.publish(ctx, gw)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.report(ctx, gw, st)
+}
+
+// removeUnwanted deletes the route kinds the gateway no longer asks for
+// (all of them when it is going or not served), and the objects HTTPRoutes
+// share once no gateway asks for one.
+func (r *Reconciler) removeUnwanted(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, live bool) error {
+	key := client.ObjectKeyFromObject(gw)
+	if !live || !Wanted(gw) {
+		if err := r.deleteRoute(ctx, key); err != nil {
+			return err
+		}
+	}
+	if !live || !WantsHTTPRoute(gw) {
+		if err := r.deleteHTTPRoute(ctx, key); err != nil {
+			return err
+		}
+		return r.releaseShared(ctx)
+	}
+	return nil
 }
 
 // publish applies the gateway's Route and reads what the routers made of
@@ -228,12 +264,9 @@ func ownedBy(rt *routev1.Route, key types.NamespacedName) bool {
 // certificate), no plain HTTP, no wildcard, and the Platform Admin's host
 // or one the router chooses. Pure; gw must want a Route (Wanted).
 func Route(gw *openshellv1alpha1.OpenShellGateway, namespace string) *routev1.Route {
-	labels := render.Labels(gw, Component)
-	// The gateway's name may not fit a label value.
-	delete(labels, render.LabelInstance)
 	return &routev1.Route{
 		TypeMeta: metav1.TypeMeta{APIVersion: routev1.GroupVersion.String(), Kind: "Route"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: RouteName(client.ObjectKeyFromObject(gw)), Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: RouteName(client.ObjectKeyFromObject(gw)), Labels: objectLabels(gw),
 			Annotations: map[string]string{
 				AnnotationGateway:                     gw.Namespace + "/" + gw.Name,
 				"haproxy.router.openshift.io/timeout": routeTimeout,
@@ -266,7 +299,7 @@ func Admission(rt *routev1.Route) (reason, msg, host string) {
 // Status is status.externalPorts for a Published reason. Pure.
 func Status(gw *openshellv1alpha1.OpenShellGateway, reason, msg, url string) *openshellv1alpha1.ExternalPortsStatus {
 	cond := metav1.ConditionFalse
-	if reason == openshellv1alpha1.ExternalPortsReasonAdmitted {
+	if reason == openshellv1alpha1.ExternalPortsReasonAdmitted || reason == openshellv1alpha1.ExternalPortsReasonAccepted {
 		cond = metav1.ConditionTrue
 	}
 	st := &openshellv1alpha1.ExternalPortsStatus{URL: url, ObservedGeneration: gw.Generation}
@@ -275,13 +308,29 @@ func Status(gw *openshellv1alpha1.OpenShellGateway, reason, msg, url string) *op
 	return st
 }
 
-// gatewayOfRoute maps a Route back to its gateway.
+// gatewayOfRoute maps a Route or HTTPRoute back to its gateway.
 func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationGateway], "/")
+	ns, name, ok := gatewayOf(o)
 	if !ok {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// gatewaysWithHTTPRoutes maps an object the HTTPRoutes share to every
+// gateway that asks for one.
+func (r *Reconciler) gatewaysWithHTTPRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if WantsHTTPRoute(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // gatewaysIn are the gateways of a namespace.
@@ -289,13 +338,19 @@ func (r *Reconciler) gatewaysIn(ctx context.Context, o client.Object) []reconcil
 	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))
 }
 
-// SetupWithManager reconciles every gateway (one whose Route is to go
-// included) and every Route of this controller's (drift is repaired).
+// SetupWithManager reconciles every gateway (one whose route is to go
+// included) and every route and shared object of this controller's
+// (drift is repaired).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("externalports").
 		For(&openshellv1alpha1.OpenShellGateway{})
 	if r.Routes != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.Routes, &routev1.Route{}, handler.EnqueueRequestsFromMapFunc(gatewayOfRoute)))
+	}
+	if r.GatewayAPI != nil {
+		b = b.WatchesRawSource(source.Kind[client.Object](r.GatewayAPI, &gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(gatewayOfRoute))).
+			WatchesRawSource(source.Kind[client.Object](r.GatewayAPI, &gatewayv1.BackendTLSPolicy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithHTTPRoutes))).
+			WatchesRawSource(source.Kind[client.Object](r.GatewayAPI, &corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithHTTPRoutes)))
 	}
 	// A namespace that stops (or starts) being served changes what its
 	// gateways get.

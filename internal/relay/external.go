@@ -261,11 +261,12 @@ func (s *Server) published(ctx context.Context, sb *openshellv1alpha1.OpenShellS
 		}
 		return apierrors.NewInternalError(fmt.Errorf("read the sandbox's gateway: %w", err))
 	}
-	if gw.Spec.ExternalPorts == nil || gw.Spec.ExternalPorts.Expose != openshellv1alpha1.ExternalPortsRoute {
+	if gw.Spec.ExternalPorts == nil || (gw.Spec.ExternalPorts.Expose != openshellv1alpha1.ExternalPortsRoute &&
+		gw.Spec.ExternalPorts.Expose != openshellv1alpha1.ExternalPortsHTTPRoute) {
 		return refuse(fmt.Sprintf("gateway %s/%s does not publish external ports (spec.externalPorts.expose)", gw.Namespace, gw.Name))
 	}
 	if want := publishedHost(gw); want == "" || !strings.EqualFold(want, hostOnly(host)) {
-		return refuse(fmt.Sprintf("gateway %s/%s publishes its sandboxes' ports at its own Route's host only (status.externalPorts.url)", gw.Namespace, gw.Name))
+		return refuse(fmt.Sprintf("gateway %s/%s publishes its sandboxes' ports at its own Route's or HTTPRoute's host only (status.externalPorts.url)", gw.Namespace, gw.Name))
 	}
 	if sb.Spec.TemplateRef == nil {
 		return refuse("only a sandbox created from an OpenShellSandboxTemplate that lists the port in spec.externalPorts publishes it")

@@ -1,7 +1,7 @@
 // Package scheme builds the runtime.Scheme the operator and its tests use:
 // Kubernetes built-ins, our API, and the typed third-party APIs we read or
 // write (OpenShift Route/SCC/config/console, cert-manager, OLM's OperatorCondition, the Prometheus Operator's rules, sig-network's
-// AdminNetworkPolicy).
+// AdminNetworkPolicy, the Gateway API's HTTPRoute, BackendTLSPolicy and Gateway).
 package scheme
 
 import (
@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -36,6 +37,7 @@ func New() *runtime.Scheme {
 		operatorsv2.AddToScheme,
 		monitoringv1.AddToScheme,
 		anpv1alpha1.Install,
+		gatewayv1.Install,
 	} {
 		utilruntime.Must(add(s))
 	}

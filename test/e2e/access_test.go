@@ -499,6 +499,9 @@ func TestConsumerAccess(t *testing.T) {
 	t.Run("external ports: a Route to the relay serves a port the template publishes, to a token RBAC allows", func(t *testing.T) {
 		externalPorts(ctx, t, st, r, tenant)
 	})
+	t.Run("external ports: an HTTPRoute on an HTTPS Gateway listener, the relay verified by a BackendTLSPolicy", func(t *testing.T) {
+		externalPortsHTTPRoute(ctx, t, st, r, tenant)
+	})
 	t.Run("revoking the role ends an open session", func(t *testing.T) {
 		g := NewWithT(t)
 		bind(ctx, t, tenant, "olga", "openshell-sandbox-user")

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	accessv1alpha1 "github.com/openshell/openshell-operator/api/access/v1alpha1"
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -132,7 +135,7 @@ func externalPorts(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.
 		{"a token for the kube-apiserver", apiToken, "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, relay.ExternalAudience},
 		{"a forged JWT naming the audience", forged, "published", testgateway.HTTPPort, nil, http.StatusUnauthorized, "bearer token"},
 		{"another host than the gateway's Route", caller, "published", testgateway.HTTPPort, map[string]string{"Host": "other-ports.apps.example.test"},
-			http.StatusForbidden, "its own Route's host only"},
+			http.StatusForbidden, "its own Route's or HTTPRoute's host only"},
 		{"a viewer's token", viewer, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
 		{"a stranger's token", stranger, "published", testgateway.HTTPPort, nil, http.StatusForbidden, "cannot create openshellsandboxes/proxy"},
 		{"a port the template does not list", caller, "published", 8001, nil, http.StatusForbidden, "does not list it in spec.externalPorts"},
@@ -347,4 +350,169 @@ func openTunnel(ctx context.Context, g Gomega, r *stack.Relay, token, ns string)
 	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	g.ExpectWithOffset(1, resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
 	return tc, br
+}
+
+// httpRouteHost is the external ports HTTPRoute's host in the test.
+const httpRouteHost = "ports.gateway.example.test"
+
+// externalPortsHTTPRoute (#47 item 3, vanilla Kubernetes): the Platform
+// Admin publishes the gateway's external ports through a Gateway API
+// HTTPRoute on a listener of their Gateway. The operator makes the
+// HTTPRoute, the BackendTLSPolicy by which the Gateway verifies the relay,
+// its CA bundle and (no OpenShift service CA here) the relay's
+// certificate, which verifies against that bundle for the policy's
+// hostname. Published follows what the Gateway's controller reports (the
+// test plays it, as externalPorts plays the router): not before the route
+// and the policy are both accepted, never on a plain HTTP listener. The
+// relay serves the published host. Run inside TestConsumerAccess, after
+// externalPorts (its template and sandbox).
+func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.Relay, tenant string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	opNS := st.GatewayObj.Namespace
+
+	// The cluster's Gateway, with an HTTPS listener for the host and a
+	// plain HTTP one, both admitting routes from every namespace.
+	gwNS := framework.CreateNamespace(ctx, t, c, "gateways")
+	all := &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromAll)}}
+	parent := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "public"}, Spec: gatewayv1.GatewaySpec{
+		GatewayClassName: "example",
+		Listeners: []gatewayv1.Listener{
+			{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("*.gateway.example.test")),
+				TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModeTerminate),
+					CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "public-cert"}}}, AllowedRoutes: all},
+			{Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80, AllowedRoutes: all}}}}
+	g.Expect(c.Create(ctx, parent)).To(Succeed())
+
+	ref := &openshellv1alpha1.ExternalPortsParentRef{Namespace: gwNS, Name: "public", SectionName: "https"}
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: httpRouteHost, ParentRef: ref})
+	key := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
+	rt, policy, bundle := &gatewayv1.HTTPRoute{}, &gatewayv1.BackendTLSPolicy{}, &corev1.ConfigMap{}
+	leaf := &corev1.Secret{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, key, rt)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.BackendTLSPolicyName}, policy)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.CABundleConfigMap}, bundle)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.RelayCertSecret}, leaf)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(rt.Spec.ParentRefs).To(HaveLen(1))
+	g.Expect(rt.Spec.ParentRefs[0].SectionName).To(HaveValue(BeEquivalentTo("https")))
+	g.Expect(rt.Spec.Hostnames).To(ConsistOf(gatewayv1.Hostname(httpRouteHost)))
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, key, &routev1.Route{}))).To(BeTrue(), "no OpenShift Route for an HTTPRoute exposure")
+
+	// What the Gateway does with the policy: verify the relay's
+	// certificate, for the policy's hostname, against the bundle's ca.crt.
+	roots := x509.NewCertPool()
+	g.Expect(roots.AppendCertsFromPEM([]byte(bundle.Data["ca.crt"]))).To(BeTrue(), "the CA bundle's ca.crt")
+	block, _ := pem.Decode(leaf.Data[corev1.TLSCertKey])
+	g.Expect(block).NotTo(BeNil())
+	cert, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: string(policy.Spec.Validation.Hostname)})
+	g.Expect(err).NotTo(HaveOccurred(), "the relay's certificate as the Gateway verifies it")
+	g.Expect(leaf.Type).To(Equal(corev1.SecretTypeTLS))
+
+	published := func(reason string) *openshellv1alpha1.OpenShellGateway {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.EventuallyWithOffset(1, func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
+			g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+			p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(p.Reason).To(Equal(reason), p.Message)
+			g.Expect(p.Status == metav1.ConditionTrue).To(Equal(reason == openshellv1alpha1.ExternalPortsReasonAccepted))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		return cur
+	}
+	// Nothing reported yet: not published, and the relay refuses the host.
+	published(openshellv1alpha1.ExternalPortsReasonRouteNotAccepted)
+	caller := serviceAccountWith(ctx, t, tenant, "gateway-caller", "openshell-sandbox-user")
+	atHost := map[string]string{"Host": httpRouteHost}
+	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
+	g.Expect(code).To(Equal(http.StatusForbidden), body)
+
+	// The Gateway's controller accepts the route: the policy is still to come.
+	reportRoute(ctx, g, key, gwNS, "https")
+	published(openshellv1alpha1.ExternalPortsReasonBackendTLSNotAccepted)
+	reportPolicy(ctx, g, client.ObjectKeyFromObject(policy), gwNS)
+	cur := published(openshellv1alpha1.ExternalPortsReasonAccepted)
+	g.Expect(cur.Status.ExternalPorts.URL).To(Equal("https://" + httpRouteHost))
+	code, body = externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	code, body = externalAs(ctx, g, r, "", tenant, "published", testgateway.HTTPPort, "/", atHost)
+	g.Expect(code).To(Equal(http.StatusUnauthorized), body)
+
+	// Drift: an edit of the HTTPRoute that points it at the whole Gateway
+	// (its plain HTTP listener included) is put back.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.HTTPRoute{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		cur.Spec.ParentRefs[0].SectionName = nil
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, key, rt)).To(Succeed())
+		g.Expect(rt.Spec.ParentRefs[0].SectionName).To(HaveValue(BeEquivalentTo("https")))
+	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the HTTPRoute's drift was not repaired")
+
+	// The Platform Admin names the plain HTTP listener: even accepted
+	// there, nothing is published.
+	ref.SectionName = "http"
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: httpRouteHost, ParentRef: ref})
+	reportRoute(ctx, g, key, gwNS, "http")
+	published(openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS)
+	code, body = externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
+	g.Expect(code).To(Equal(http.StatusForbidden), body)
+
+	// Off: the HTTPRoute, the policy and the bundle go; the relay's
+	// certificate stays (the relay mounts it).
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsNone})
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, key, &gatewayv1.HTTPRoute{}))).To(BeTrue(), "the HTTPRoute is still there")
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(policy), &gatewayv1.BackendTLSPolicy{}))).To(BeTrue(), "the policy is still there")
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(bundle), &corev1.ConfigMap{}))).To(BeTrue(), "the CA bundle is still there")
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(leaf), &corev1.Secret{})).To(Succeed())
+}
+
+// reportRoute plays the Gateway's controller: the HTTPRoute accepted, its
+// backend resolved, on the listener sectionName of Gateway gwNS/public.
+func reportRoute(ctx context.Context, g Gomega, key client.ObjectKey, gwNS, sectionName string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.HTTPRoute{}
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Parents = []gatewayv1.RouteParentStatus{{
+			ParentRef: gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
+				Namespace: ptr.To(gatewayv1.Namespace(gwNS)), Name: "public", SectionName: ptr.To(gatewayv1.SectionName(sectionName))},
+			ControllerName: "example.com/gateway-controller",
+			Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: cur.Generation, LastTransitionTime: now},
+				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: cur.Generation, LastTransitionTime: now}}}}
+		return cluster.Client.Status().Update(ctx, cur)
+	})).To(Succeed())
+}
+
+// reportPolicy plays the Gateway's controller: the BackendTLSPolicy
+// accepted and its CA resolved for Gateway gwNS/public.
+func reportPolicy(ctx context.Context, g Gomega, key client.ObjectKey, gwNS string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.BackendTLSPolicy{}
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Ancestors = []gatewayv1.PolicyAncestorStatus{{
+			AncestorRef: gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
+				Namespace: ptr.To(gatewayv1.Namespace(gwNS)), Name: "public"},
+			ControllerName: "example.com/gateway-controller",
+			Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: cur.Generation, LastTransitionTime: now},
+				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: cur.Generation, LastTransitionTime: now}}}}
+		return cluster.Client.Status().Update(ctx, cur)
+	})).To(Succeed())
 }

@@ -23,9 +23,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/externalports"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/relayload"
 	render "github.com/openshell/openshell-operator/internal/render/gateway"
@@ -285,6 +287,9 @@ func leastPrivilegeLifecycle(t *testing.T, csv *operatorsv1alpha1.ClusterService
 	if allNamespaces {
 		// Workspace mode Operator needs this install mode.
 		pairedLifecycle(ctx, t, st, ns.platformSandboxes, ns.tenant)
+		// The rules for external ports through an HTTPRoute are the same
+		// in every mode: used once.
+		httpRouteLifecycle(ctx, t, st, ns.platform)
 	}
 
 	// Uninstall in order: the tenants' objects while the operator runs
@@ -534,4 +539,33 @@ func pairedLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, platfor
 	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(gw), gw) }).WithContext(ctx).WithTimeout(time.Minute).
 		Should(Satisfy(apierrors.IsNotFound), "the gateway finalizer was not released")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: render.NamesFor(gw).WorkspacesBinding}, &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
+}
+
+// httpRouteLifecycle publishes the External gateway's external ports
+// through an HTTPRoute on a Gateway that is not there (the operator reads
+// it and says so), then stops: the HTTPRoute, the BackendTLSPolicy and the
+// CA bundle go.
+func httpRouteLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, gatewayNS string) {
+	g := NewWithT(t)
+	c := cluster.Client
+	opNS := st.GatewayObj.Namespace
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: "ports.lp.example.test",
+		ParentRef: &openshellv1alpha1.ExternalPortsParentRef{Namespace: gatewayNS, Name: "missing", SectionName: "https"}})
+	key := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, key, &gatewayv1.HTTPRoute{})).To(Succeed())
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+		p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+		g.Expect(p).NotTo(BeNil())
+		g.Expect(p.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS), p.Message)
+		g.Expect(p.Message).To(ContainSubstring("not found"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsNone})
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, key, &gatewayv1.HTTPRoute{}))).To(BeTrue(), "the HTTPRoute")
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.BackendTLSPolicyName}, &gatewayv1.BackendTLSPolicy{}))).To(BeTrue(), "the policy")
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.CABundleConfigMap}, &corev1.ConfigMap{}))).To(BeTrue(), "the CA bundle")
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 }

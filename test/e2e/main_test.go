@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	// OpenShift APIs without cert-manager: the built-in PKI issues
 	// certificates (cert-manager's controllers run in controllers/gateway).
 	os.Exit(framework.RunWithCluster(m, framework.ClusterOptions{
-		EnvOptions: framework.EnvOptions{OpenShift: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
+		EnvOptions: framework.EnvOptions{OpenShift: true, GatewayAPI: true, AgentSandbox: framework.AgentSandboxBetaOnly, FrontProxy: true},
 		// Four tests run the operator as a process (SIGKILLed, proxied).
 		OperatorBinary: true,
 	}, &cluster, func(*framework.Cluster) (func(), []*framework.Process, error) {

@@ -34,6 +34,9 @@ type EnvOptions struct {
 	// Monitoring installs the Prometheus Operator's PrometheusRule and
 	// ServiceMonitor CRDs.
 	Monitoring bool
+	// GatewayAPI installs the Gateway API's Gateway, HTTPRoute and
+	// BackendTLSPolicy CRDs (standard channel).
+	GatewayAPI bool
 	// AgentSandbox installs the CRDs of this Agent Sandbox release
 	// (AgentSandboxAlphaOnly, AgentSandboxAlphaBeta, AgentSandboxBetaOnly);
 	// empty installs none.
@@ -133,6 +136,9 @@ func CRDDirs(opts EnvOptions) ([]string, error) {
 	}
 	if opts.Monitoring {
 		dirs = append(dirs, UpstreamDir("crds", CRDsMonitoring))
+	}
+	if opts.GatewayAPI {
+		dirs = append(dirs, UpstreamDir("crds", CRDsGatewayAPI))
 	}
 	if opts.AgentSandbox != "" {
 		dirs = append(dirs, AgentSandboxCRDDir(opts.AgentSandbox))

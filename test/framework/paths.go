@@ -44,6 +44,7 @@ const (
 	CRDsCertManager = "cert-manager"
 	CRDsOLM         = "olm"
 	CRDsMonitoring  = "monitoring"
+	CRDsGatewayAPI  = "gateway-api"
 )
 
 // AgentSandbox releases whose CRDs are available, one per API shape.

@@ -1,0 +1,167 @@
+package externalports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/internal/apply"
+	"github.com/openshell/openshell-operator/internal/status"
+)
+
+// publishHTTPRoute keeps the relay's certificate, the CA bundle, the
+// BackendTLSPolicy and the gateway's HTTPRoute, and reads what the
+// Gateway made of them; what cannot be done here is the status's to say.
+// It returns when to look again (the certificate's renewal).
+func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*openshellv1alpha1.ExternalPortsStatus, time.Duration, error) {
+	switch {
+	case r.Namespace == "":
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonNoOperatorNamespace,
+			"the operator runs outside a cluster namespace, where the relay's Service is not: nothing is published", ""), 0, nil
+	case r.GatewayAPI == nil:
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonGatewayAPIUnavailable,
+			"HTTPRoutes and BackendTLSPolicies (gateway.networking.k8s.io/v1) are not served, or were not when the operator started: "+
+				"install the Gateway API's standard channel (v1.4 or later) and restart the operator; nothing is published", ""), 0, nil
+	}
+	caPEM, recheck, err := r.relayCA(ctx, time.Now())
+	switch {
+	case errors.Is(err, errNotOurs):
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, err.Error(), ""), 0, nil
+	case err != nil:
+		return nil, 0, err
+	}
+	rt := HTTPRoute(gw, r.Namespace)
+	if taken, err := r.httpRouteTaken(ctx, rt, client.ObjectKeyFromObject(gw)); err != nil || taken != "" {
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, taken, ""), 0, err
+	}
+	for _, obj := range []client.Object{CABundle(r.Namespace, caPEM), BackendTLSPolicy(r.Namespace), rt} {
+		if err := apply.Apply(ctx, r.Client, r.GatewayAPI, obj); err != nil {
+			if apierrors.IsConflict(err) {
+				return nil, 0, err
+			}
+			return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, status.Message(err), ""), 0, nil
+		}
+	}
+	route, policy, parent, err := r.readHTTPRoute(ctx, rt, gw.Spec.ExternalPorts.ParentRef)
+	if err != nil {
+		return nil, 0, err
+	}
+	reason, msg := HTTPRoutePublished(*gw.Spec.ExternalPorts.ParentRef, route, parent, policy)
+	url := ""
+	if reason == openshellv1alpha1.ExternalPortsReasonAccepted {
+		url = "https://" + gw.Spec.ExternalPorts.Host
+	}
+	// The Gateway is read, not watched: looked at again within a minute.
+	return Status(gw, reason, msg, url), min(recheck, gatewayRecheck), nil
+}
+
+// gatewayRecheck bounds how long a change of the Gateway (its listener's
+// protocol) goes unseen when its controller does not report on the
+// HTTPRoute again.
+const gatewayRecheck = time.Minute
+
+// httpRouteTaken says (a message) when an HTTPRoute of rt's name is another
+// gateway's: read from the API server, so that one that lost the cache's
+// labels is not taken over either (listed by name: the bundle grants list,
+// not get).
+func (r *Reconciler) httpRouteTaken(ctx context.Context, rt *gatewayv1.HTTPRoute, gw types.NamespacedName) (string, error) {
+	taken := &gatewayv1.HTTPRouteList{}
+	if err := r.APIReader.List(ctx, taken, client.InNamespace(rt.Namespace), client.MatchingFields{"metadata.name": rt.Name}); err != nil {
+		return "", fmt.Errorf("look up HTTPRoute %s: %w", rt.Name, err)
+	}
+	for i := range taken.Items {
+		if ns, name, _ := gatewayOf(&taken.Items[i]); ns != gw.Namespace || name != gw.Name {
+			return fmt.Sprintf("HTTPRoute %s/%s is another gateway's (%s): not overwritten",
+				rt.Namespace, rt.Name, taken.Items[i].Annotations[AnnotationGateway]), nil
+		}
+	}
+	return "", nil
+}
+
+// readHTTPRoute reads the live HTTPRoute and BackendTLSPolicy (nil while
+// the cache has not seen them) and the Gateway they attach to (nil when it
+// is not there; read from the API server: the operator may get Gateways,
+// not watch them).
+func (r *Reconciler) readHTTPRoute(ctx context.Context, rt *gatewayv1.HTTPRoute, ref *openshellv1alpha1.ExternalPortsParentRef) (
+	*gatewayv1.HTTPRoute, *gatewayv1.BackendTLSPolicy, *gatewayv1.Gateway, error) {
+	route := &gatewayv1.HTTPRoute{}
+	if err := r.GatewayAPI.Get(ctx, client.ObjectKeyFromObject(rt), route); apierrors.IsNotFound(err) {
+		route = nil
+	} else if err != nil {
+		return nil, nil, nil, fmt.Errorf("get the external ports HTTPRoute: %w", err)
+	}
+	policy := &gatewayv1.BackendTLSPolicy{}
+	if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: BackendTLSPolicyName}, policy); apierrors.IsNotFound(err) {
+		policy = nil
+	} else if err != nil {
+		return nil, nil, nil, fmt.Errorf("get the relay's BackendTLSPolicy: %w", err)
+	}
+	parent := &gatewayv1.Gateway{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, parent); apierrors.IsNotFound(err) {
+		parent = nil
+	} else if err != nil {
+		return nil, nil, nil, fmt.Errorf("get Gateway %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return route, policy, parent, nil
+}
+
+// deleteHTTPRoute deletes the HTTPRoute of the gateway key, if there is one.
+func (r *Reconciler) deleteHTTPRoute(ctx context.Context, key types.NamespacedName) error {
+	if r.GatewayAPI == nil || r.Namespace == "" {
+		return nil
+	}
+	rt := &gatewayv1.HTTPRoute{}
+	if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, rt); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ns, name, _ := gatewayOf(rt); ns != key.Namespace || name != key.Name {
+		return nil // another gateway's, whatever its name
+	}
+	if err := r.Client.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the external ports HTTPRoute %s: %w", rt.Name, err)
+	}
+	return nil
+}
+
+// releaseShared deletes the BackendTLSPolicy and the CA bundle once no
+// gateway asks for an HTTPRoute. The relay's certificate stays: the relay
+// mounts it, and turning HTTPRoutes on again needs no new CA.
+func (r *Reconciler) releaseShared(ctx context.Context) error {
+	if r.GatewayAPI == nil || r.Namespace == "" {
+		return nil
+	}
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return fmt.Errorf("list gateways: %w", err)
+	}
+	for i := range list.Items {
+		if WantsHTTPRoute(&list.Items[i]) && list.Items[i].DeletionTimestamp.IsZero() {
+			return nil
+		}
+	}
+	for _, obj := range []client.Object{&gatewayv1.BackendTLSPolicy{}, &corev1.ConfigMap{}} {
+		name := BackendTLSPolicyName
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			name = CABundleConfigMap
+		}
+		if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+	}
+	return nil
+}
