@@ -485,14 +485,10 @@ func reportRoute(ctx context.Context, g Gomega, key client.ObjectKey, gwNS, sect
 		if err := cluster.Client.Get(ctx, key, cur); err != nil {
 			return err
 		}
-		now := metav1.Now()
-		cur.Status.Parents = []gatewayv1.RouteParentStatus{{
-			ParentRef: gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
-				Namespace: ptr.To(gatewayv1.Namespace(gwNS)), Name: "public", SectionName: ptr.To(gatewayv1.SectionName(sectionName))},
-			ControllerName: "example.com/gateway-controller",
-			Conditions: []metav1.Condition{
-				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: cur.Generation, LastTransitionTime: now},
-				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: cur.Generation, LastTransitionTime: now}}}}
+		ref := publicGateway(gwNS)
+		ref.SectionName = ptr.To(gatewayv1.SectionName(sectionName))
+		cur.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, ControllerName: testGatewayController,
+			Conditions: acceptedAndResolved(cur.Generation)}}
 		return cluster.Client.Status().Update(ctx, cur)
 	})).To(Succeed())
 }
@@ -505,14 +501,26 @@ func reportPolicy(ctx context.Context, g Gomega, key client.ObjectKey, gwNS stri
 		if err := cluster.Client.Get(ctx, key, cur); err != nil {
 			return err
 		}
-		now := metav1.Now()
-		cur.Status.Ancestors = []gatewayv1.PolicyAncestorStatus{{
-			AncestorRef: gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
-				Namespace: ptr.To(gatewayv1.Namespace(gwNS)), Name: "public"},
-			ControllerName: "example.com/gateway-controller",
-			Conditions: []metav1.Condition{
-				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: cur.Generation, LastTransitionTime: now},
-				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: cur.Generation, LastTransitionTime: now}}}}
+		cur.Status.Ancestors = []gatewayv1.PolicyAncestorStatus{{AncestorRef: publicGateway(gwNS), ControllerName: testGatewayController,
+			Conditions: acceptedAndResolved(cur.Generation)}}
 		return cluster.Client.Status().Update(ctx, cur)
 	})).To(Succeed())
+}
+
+// testGatewayController is the controller the test plays.
+const testGatewayController = "example.com/gateway-controller"
+
+// publicGateway refers to the test's Gateway gwNS/public.
+func publicGateway(gwNS string) gatewayv1.ParentReference {
+	return gatewayv1.ParentReference{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: ptr.To(gatewayv1.Kind("Gateway")),
+		Namespace: ptr.To(gatewayv1.Namespace(gwNS)), Name: "public"}
+}
+
+// acceptedAndResolved are a Gateway controller's conditions for an object
+// of generation gen it accepted and whose references it resolved.
+func acceptedAndResolved(gen int64) []metav1.Condition {
+	now := metav1.Now()
+	return []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: gen, LastTransitionTime: now},
+		{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: gen, LastTransitionTime: now}}
 }

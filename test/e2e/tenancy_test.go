@@ -505,10 +505,7 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	err := as(t, "mallory").Create(ctx, tn.sandbox(b, "intruder"))
 	expectForbidden(g, err, openshellv1alpha1.ReasonGatewayNotAllowed, "admits only namespaces labelled team=a")
 
-	g.Expect(as(t, "alice").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: a},
-		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-team-a"}})).To(Succeed())
-	g.Expect(as(t, "alice").Create(ctx, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: a},
-		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}})).To(Succeed())
+	anthropicProvider(ctx, g, as(t, "alice"), a, map[string]string{"ANTHROPIC_API_KEY": "sk-team-a"})
 	ok := tn.sandbox(a, "agent")
 	ok.Spec.Providers = []string{"anthropic"}
 	g.Expect(as(t, "alice").Create(ctx, ok)).To(Succeed())
@@ -554,11 +551,7 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	// Webhook bypassed (an outage, a misconfigured admission chain): the
 	// operator refuses on its own and creates nothing at the gateway.
 	// Its provider's credentials are never pushed to the gateway either.
-	g.Expect(as(t, "mallory").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: b},
-		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-team-b"}})).To(Succeed())
-	bProvider := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: b},
-		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
-	g.Expect(as(t, "mallory").Create(ctx, bProvider)).To(Succeed())
+	bProvider := anthropicProvider(ctx, g, as(t, "mallory"), b, map[string]string{"ANTHROPIC_API_KEY": "sk-team-b"})
 	bypass := tn.sandbox(b, "bypass")
 	bypass.Spec.Providers = []string{"anthropic"}
 	tn.withoutWebhooks(ctx, t, func() {
@@ -1149,11 +1142,7 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(gwc.SandboxNames(ws)).To(BeEmpty(), "nothing created in the foreign workspace")
 	// A provider a sandbox there attaches is not pushed into it either.
-	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: victim},
-		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-victim"}})).To(Succeed())
-	victimProvider := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: victim},
-		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
-	g.Expect(cluster.Client.Create(ctx, victimProvider)).To(Succeed())
+	victimProvider := anthropicProvider(ctx, g, cluster.Client, victim, map[string]string{"ANTHROPIC_API_KEY": "sk-victim"})
 	withProvider := tn.sandbox(victim, "with-provider")
 	withProvider.Spec.Providers = []string{"anthropic"}
 	g.Expect(cluster.Client.Create(ctx, withProvider)).To(Succeed())
@@ -1178,11 +1167,7 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 		Metadata: &datamodelv1.ObjectMeta{Name: "anthropic", Labels: map[string]string{sandboxspec.LabelOwnerUID: "someone-else"}},
 		Type:     "anthropic", Credentials: map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: owner},
-		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-mine", "EXTRA": "x"}})).To(Succeed())
-	prov := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: owner},
-		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
-	g.Expect(cluster.Client.Create(ctx, prov)).To(Succeed())
+	prov := anthropicProvider(ctx, g, cluster.Client, owner, map[string]string{"ANTHROPIC_API_KEY": "sk-mine", "EXTRA": "x"})
 	user := tn.sandbox(owner, "agent")
 	user.Spec.Providers = []string{"anthropic"}
 	g.Expect(cluster.Client.Create(ctx, user)).To(Succeed())
@@ -1570,4 +1555,14 @@ func installWebhooks(ctx context.Context, t *testing.T, caPEM []byte, port int) 
 		return apierrors.IsForbidden(err)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
 	return name
+}
+
+// anthropicProvider creates, as c, Secret creds holding data and the
+// OpenShellProvider anthropic that reads it, in ns.
+func anthropicProvider(ctx context.Context, g Gomega, c client.Client, ns string, data map[string]string) *openshellv1alpha1.OpenShellProvider {
+	g.ExpectWithOffset(1, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: data})).To(Succeed())
+	p := &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "anthropic", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
+	g.ExpectWithOffset(1, c.Create(ctx, p)).To(Succeed())
+	return p
 }
