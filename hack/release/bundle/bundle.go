@@ -124,8 +124,8 @@ func Generate(o Options) error {
 		files[filepath.Join("manifests", crd.Spec.Group+"_"+crd.Spec.Names.Plural+".yaml")] = crd
 	}
 	// Roles bound to the Deployments' ServiceAccounts become CSV
-	// permissions; other cluster bindings (Prometheus reading the metrics)
-	// ship as they are.
+	// permissions; other bindings (Prometheus reading the metrics and
+	// discovering its targets) ship as they are, with the Roles they name.
 	accounts := map[string]bool{}
 	for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
 		accounts[d.Spec.Template.Spec.ServiceAccountName] = true
@@ -138,8 +138,27 @@ func Generate(o Options) error {
 		}
 		files[filepath.Join("manifests", b.Name+"_rbac.authorization.k8s.io_v1_clusterrolebinding.yaml")] = b
 	}
+	shipped := map[string]bool{}
 	for _, b := range col.bindings {
 		bound[b.RoleRef.Kind+"/"+b.RoleRef.Name] = true
+		if _, ok := boundAccount(b.Subjects, accounts); ok {
+			continue
+		}
+		if b.RoleRef.Kind != "Role" {
+			return fmt.Errorf("RoleBinding %s binds ClusterRole %s to no Deployment's ServiceAccount: bind a Role of the bundle", b.Name, b.RoleRef.Name)
+		}
+		// OLM creates namespaced bundle objects in the operator's namespace.
+		b.Namespace = ""
+		files[filepath.Join("manifests", b.Name+"_rbac.authorization.k8s.io_v1_rolebinding.yaml")] = b
+		shipped[b.RoleRef.Name] = true
+	}
+	for name := range shipped {
+		r, ok := col.roles[name]
+		if !ok {
+			return fmt.Errorf("a RoleBinding refers to unknown Role %s", name)
+		}
+		r.Namespace = ""
+		files[filepath.Join("manifests", name+"_rbac.authorization.k8s.io_v1_role.yaml")] = r
 	}
 	for name, r := range col.clusterRoles {
 		if !bound["ClusterRole/"+name] {

@@ -3,11 +3,13 @@ package bundle_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openshell/openshell-operator/hack/release/bundle"
@@ -210,4 +212,51 @@ func TestTrustedCABundle(t *testing.T) {
 		}
 	}
 	t.Fatalf("the manager does not mount ConfigMap %s at /etc/pki/ca-trust/extracted/pem (a path Go reads system roots from)", cm.Name)
+}
+
+// TestPrometheusDiscoveryShipsAsItIs: the Role and RoleBinding that let
+// OpenShift's platform Prometheus discover the operator's targets are
+// bound to no Deployment's ServiceAccount, so they ship as bundle objects
+// (OLM creates them in the operator's namespace: no namespace of their
+// own), and the operator's own permissions do not gain their reads.
+func TestPrometheusDiscoveryShipsAsItIs(t *testing.T) {
+	dir := filepath.Join(generate(t), "bundle", "manifests")
+	role := &rbacv1.Role{}
+	binding := &rbacv1.RoleBinding{}
+	for name, obj := range map[string]any{
+		"openshell-operator-prometheus-k8s_rbac.authorization.k8s.io_v1_role.yaml":        role,
+		"openshell-operator-prometheus-k8s_rbac.authorization.k8s.io_v1_rolebinding.yaml": binding,
+	} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(raw, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if role.Namespace != "" || binding.Namespace != "" {
+		t.Errorf("namespaces %q, %q: OLM places them", role.Namespace, binding.Namespace)
+	}
+	if binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Name {
+		t.Errorf("the binding names %s %s, not the shipped Role %s", binding.RoleRef.Kind, binding.RoleRef.Name, role.Name)
+	}
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != "openshift-monitoring" || binding.Subjects[0].Name != "prometheus-k8s" {
+		t.Errorf("subjects %+v, want only openshift-monitoring/prometheus-k8s", binding.Subjects)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "openshell-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range csv.Spec.InstallStrategy.StrategySpec.Permissions {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Resources, "endpoints") {
+				t.Errorf("the operator's permissions gained the discovery rule %+v", r)
+			}
+		}
+	}
 }
