@@ -1263,4 +1263,17 @@ const (
 	// accepted the BackendTLSPolicy (an implementation without it would
 	// not reach the relay, which speaks only TLS).
 	ExternalPortsReasonBackendTLSNotAccepted = "BackendTLSNotAccepted"
+	// ExternalPortsReasonListenerShared: the named listener could serve
+	// another party's route for the host (a hostname other than exactly
+	// the host, routes admitted from other namespaces, listeners of other
+	// namespaces on the Gateway), which could take the callers' tokens.
+	ExternalPortsReasonListenerShared = "ListenerShared"
+	// ExternalPortsReasonHostConflict: another published gateway, older,
+	// claims the same host: this one publishes nothing (the relay tells
+	// gateways apart by host).
+	ExternalPortsReasonHostConflict = "HostConflict"
+	// ExternalPortsReasonRelayCertificateNotReady: the relay's external
+	// certificate is missing, or does not verify against the CA bundle
+	// for the Service's DNS name.
+	ExternalPortsReasonRelayCertificateNotReady = "RelayCertificateNotReady"
 )

@@ -24,7 +24,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
+	"time"
 
 	routev1 "github.com/openshift/api/route/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -126,18 +130,97 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// platform does not serve gets no route in the operator's
 		// namespace, and says so.
 		return ctrl.Result{}, r.report(ctx, gw, Status(gw, openshellv1alpha1.ExternalPortsReasonNamespaceNotServed, served, ""))
-	case WantsHTTPRoute(gw):
-		st, recheck, err := r.publishHTTPRoute(ctx, gw)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: recheck}, r.report(ctx, gw, st)
 	}
-	st, err := r.publish(ctx, gw)
+	st, recheck, err := r.publishEither(ctx, gw)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.report(ctx, gw, st)
+	return ctrl.Result{RequeueAfter: recheck}, r.report(ctx, gw, st)
+}
+
+// publishEither publishes the gateway's external ports the way it asks,
+// unless an older published gateway claims the same host: the relay tells
+// gateways apart by host, so a second route for it would lead callers to
+// the first gateway's sandboxes past that gateway's own route and network
+// controls. The younger one then publishes nothing, and says which.
+func (r *Reconciler) publishEither(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (*openshellv1alpha1.ExternalPortsStatus, time.Duration, error) {
+	other, err := r.hostTakenBy(ctx, gw)
+	if err != nil {
+		return nil, 0, err
+	}
+	if other != "" {
+		key := client.ObjectKeyFromObject(gw)
+		if err := errors.Join(r.deleteRoute(ctx, key), r.deleteHTTPRoute(ctx, key)); err != nil {
+			return nil, 0, err
+		}
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonHostConflict, fmt.Sprintf(
+			"gateway %s, published first, claims host %s: set another spec.externalPorts.host", other, HostOf(gw)), ""), 0, nil
+	}
+	if WantsHTTPRoute(gw) {
+		return r.publishHTTPRoute(ctx, gw)
+	}
+	st, err := r.publish(ctx, gw)
+	return st, 0, err
+}
+
+// hostTakenBy names the older served gateway that publishes (or asks to
+// publish) gw's host, "" when none does.
+func (r *Reconciler) hostTakenBy(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway) (string, error) {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return "", fmt.Errorf("list gateways: %w", err)
+	}
+	for _, o := range HostRivals(gw, list.Items) {
+		served, err := r.Platform.Served(ctx, r.Client, o)
+		if err != nil {
+			return "", err
+		}
+		if served == "" {
+			return o.Namespace + "/" + o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// HostOf is the host a gateway's external ports are (to be) published at:
+// the one its spec names, else the one its Route was admitted at; "" when
+// neither is known yet.
+func HostOf(gw *openshellv1alpha1.OpenShellGateway) string {
+	if ep := gw.Spec.ExternalPorts; ep != nil && ep.Host != "" {
+		return strings.ToLower(ep.Host)
+	}
+	if st := gw.Status.ExternalPorts; st != nil && st.URL != "" {
+		if u, err := url.Parse(st.URL); err == nil {
+			return strings.ToLower(u.Hostname())
+		}
+	}
+	return ""
+}
+
+// HostRivals are the gateways among all, other than gw, that ask to
+// publish external ports at gw's host and came first (created earlier, or
+// at the same second with a smaller namespace/name), oldest first. Pure.
+func HostRivals(gw *openshellv1alpha1.OpenShellGateway, all []openshellv1alpha1.OpenShellGateway) []*openshellv1alpha1.OpenShellGateway {
+	host := HostOf(gw)
+	if host == "" {
+		return nil
+	}
+	key := gw.Namespace + "/" + gw.Name
+	var out []*openshellv1alpha1.OpenShellGateway
+	for i := range all {
+		o := &all[i]
+		okey := o.Namespace + "/" + o.Name
+		switch {
+		case okey == key, !(Wanted(o) || WantsHTTPRoute(o)), !o.DeletionTimestamp.IsZero(), HostOf(o) != host:
+			continue
+		case o.CreationTimestamp.Before(&gw.CreationTimestamp), o.CreationTimestamp.Equal(&gw.CreationTimestamp) && okey < key:
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b *openshellv1alpha1.OpenShellGateway) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	return out
 }
 
 // removeUnwanted deletes the route kinds the gateway no longer asks for
@@ -317,6 +400,31 @@ func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
+// exposingGateways maps any event to every gateway that asks to publish
+// its external ports.
+func (r *Reconciler) exposingGateways(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if Wanted(&list.Items[i]) || WantsHTTPRoute(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// hostChanged passes a gateway that appears, goes, or changes the host it
+// publishes at or whether it publishes.
+var hostChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellGateway)
+	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
+	return ok1 && ok2 && (HostOf(o) != HostOf(n) || Wanted(o) != Wanted(n) || WantsHTTPRoute(o) != WantsHTTPRoute(n) ||
+		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
+}}
+
 // gatewaysWithHTTPRoutes maps an object the HTTPRoutes share to every
 // gateway that asks for one.
 func (r *Reconciler) gatewaysWithHTTPRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -352,6 +460,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			WatchesRawSource(source.Kind[client.Object](r.GatewayAPI, &gatewayv1.BackendTLSPolicy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithHTTPRoutes))).
 			WatchesRawSource(source.Kind[client.Object](r.GatewayAPI, &corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysWithHTTPRoutes)))
 	}
+	// A gateway that takes, changes or gives up a host decides what the
+	// other gateways of that host get (HostConflict).
+	b = b.Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.exposingGateways),
+		builder.WithPredicates(hostChanged))
 	// A namespace that stops (or starts) being served changes what its
 	// gateways get.
 	b = b.WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysIn),

@@ -1,8 +1,12 @@
 package externalports
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -130,21 +134,41 @@ func sharedLabels() map[string]string {
 		render.LabelName: "openshell-relay"}
 }
 
+// HTTPRouteState is what the Published condition of expose HTTPRoute is
+// decided from. A nil object is one not found.
+type HTTPRouteState struct {
+	// Ref names the Gateway's listener; Host is the route's hostname.
+	Ref  openshellv1alpha1.ExternalPortsParentRef
+	Host string
+	// Namespace is the operator's, where the HTTPRoute is.
+	Namespace string
+	// Route is the live HTTPRoute; Generation the generation this
+	// reconcile applied (0 when it wrote nothing): a cache that has not
+	// seen it yet holds an older route's status.
+	Route      *gatewayv1.HTTPRoute
+	Generation int64
+	Parent     *gatewayv1.Gateway
+	Policy     *gatewayv1.BackendTLSPolicy
+}
+
 // HTTPRoutePublished decides the Published condition of expose HTTPRoute
-// from what the Gateway implementation reports: the HTTPRoute accepted
-// and its backend resolved for the named listener, that listener HTTPS,
-// and the BackendTLSPolicy accepted for that Gateway. Any nil object is
-// one not found. Pure.
-func HTTPRoutePublished(ref openshellv1alpha1.ExternalPortsParentRef, route *gatewayv1.HTTPRoute, parent *gatewayv1.Gateway,
-	policy *gatewayv1.BackendTLSPolicy) (reason, msg string) {
+// from what the Gateway and its controller report: the named listener
+// HTTPS and the operator's alone (its exact hostname, routes from the
+// operator's namespace only, no listeners of other namespaces on the
+// Gateway: another route there could take the callers' bearer tokens),
+// the HTTPRoute accepted and its backend resolved on that listener for
+// its current generation, and the BackendTLSPolicy accepted for that
+// Gateway. Pure.
+func HTTPRoutePublished(s HTTPRouteState) (reason, msg string) {
+	ref := s.Ref
 	gwName := ref.Namespace + "/" + ref.Name
-	if parent == nil {
+	if s.Parent == nil {
 		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf("Gateway %s not found", gwName)
 	}
 	var listener *gatewayv1.Listener
-	for i := range parent.Spec.Listeners {
-		if string(parent.Spec.Listeners[i].Name) == ref.SectionName {
-			listener = &parent.Spec.Listeners[i]
+	for i := range s.Parent.Spec.Listeners {
+		if string(s.Parent.Spec.Listeners[i].Name) == ref.SectionName {
+			listener = &s.Parent.Spec.Listeners[i]
 		}
 	}
 	switch {
@@ -154,17 +178,74 @@ func HTTPRoutePublished(ref openshellv1alpha1.ExternalPortsParentRef, route *gat
 		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf(
 			"listener %q of Gateway %s is %s, not HTTPS: callers' bearer tokens would cross the network in plain text; name an HTTPS listener",
 			ref.SectionName, gwName, listener.Protocol)
-	case route == nil:
-		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "the HTTPRoute is being created"
 	}
-	if ok, why := routeAccepted(ref, route); !ok {
+	if why := sharedListener(s, listener); why != "" {
+		return openshellv1alpha1.ExternalPortsReasonListenerShared, fmt.Sprintf(
+			"listener %q of Gateway %s %s: a route there from another namespace could take the callers' bearer tokens; "+
+				"give the external ports a listener of their own: hostname %s, allowedRoutes from the operator's namespace %s only "+
+				"(from: Same on a Gateway in it, or a selector on kubernetes.io/metadata.name), and no allowedListeners",
+			ref.SectionName, gwName, why, s.Host, s.Namespace)
+	}
+	switch {
+	case s.Route == nil:
+		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "the HTTPRoute is being created"
+	case s.Generation > s.Route.Generation:
+		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, fmt.Sprintf("waiting to read the HTTPRoute's generation %d", s.Generation)
+	}
+	if ok, why := routeAccepted(ref, s.Route); !ok {
 		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, why
 	}
-	if ok, why := policyAccepted(ref, policy); !ok {
+	if ok, why := policyAccepted(ref, s.Policy); !ok {
 		return openshellv1alpha1.ExternalPortsReasonBackendTLSNotAccepted, why
 	}
 	return openshellv1alpha1.ExternalPortsReasonAccepted, fmt.Sprintf("Gateway %s accepted the HTTPRoute %s on its HTTPS listener %q and the BackendTLSPolicy %s",
-		gwName, route.Name, ref.SectionName, BackendTLSPolicyName)
+		gwName, s.Route.Name, ref.SectionName, BackendTLSPolicyName)
+}
+
+// sharedListener says how the listener could serve another party's route
+// for the host ("" when it cannot).
+func sharedListener(s HTTPRouteState, l *gatewayv1.Listener) string {
+	if l.Hostname == nil || !strings.EqualFold(string(*l.Hostname), s.Host) {
+		got := "none"
+		if l.Hostname != nil {
+			got = string(*l.Hostname)
+		}
+		return fmt.Sprintf("has hostname %s, not exactly %s", got, s.Host)
+	}
+	if al := s.Parent.Spec.AllowedListeners; al != nil && al.Namespaces != nil && al.Namespaces.From != nil &&
+		*al.Namespaces.From != gatewayv1.NamespacesFromNone {
+		return fmt.Sprintf("is on a Gateway that admits listeners from other namespaces (allowedListeners from %s)", *al.Namespaces.From)
+	}
+	from, sel := gatewayv1.NamespacesFromSame, (*metav1.LabelSelector)(nil)
+	if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			from = *ar.Namespaces.From
+		}
+		sel = ar.Namespaces.Selector
+	}
+	switch {
+	case from == gatewayv1.NamespacesFromSame && s.Parent.Namespace == s.Namespace:
+		return ""
+	case from == gatewayv1.NamespacesFromSelector && onlyNamespace(sel, s.Namespace):
+		return ""
+	}
+	return fmt.Sprintf("admits routes from namespaces other than %s (allowedRoutes from %s)", s.Namespace, from)
+}
+
+// onlyNamespace says whether sel selects namespace ns by its name label
+// and nothing else.
+func onlyNamespace(sel *metav1.LabelSelector, ns string) bool {
+	const name = "kubernetes.io/metadata.name"
+	switch {
+	case sel == nil:
+		return false
+	case len(sel.MatchExpressions) == 0:
+		return len(sel.MatchLabels) == 1 && sel.MatchLabels[name] == ns
+	case len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 1:
+		e := sel.MatchExpressions[0]
+		return e.Key == name && e.Operator == metav1.LabelSelectorOpIn && len(e.Values) == 1 && e.Values[0] == ns
+	}
+	return false
 }
 
 // routeAccepted reads the route's status for the named parent: Accepted
@@ -181,7 +262,7 @@ func routeAccepted(ref openshellv1alpha1.ExternalPortsParentRef, route *gatewayv
 			switch {
 			case c == nil:
 				return false, fmt.Sprintf("waiting for the Gateway's controller to report %s on the HTTPRoute", typ)
-			case c.ObservedGeneration != 0 && c.ObservedGeneration != route.Generation:
+			case c.ObservedGeneration != route.Generation:
 				return false, fmt.Sprintf("waiting for the Gateway's controller to read the HTTPRoute's generation %d", route.Generation)
 			case c.Status != metav1.ConditionTrue:
 				return false, fmt.Sprintf("the Gateway reports the HTTPRoute %s=%s (%s): %s", typ, c.Status, c.Reason, c.Message)
@@ -208,6 +289,8 @@ func policyAccepted(ref openshellv1alpha1.ExternalPortsParentRef, policy *gatewa
 		switch {
 		case c == nil:
 			continue
+		case c.ObservedGeneration != policy.Generation:
+			return false, fmt.Sprintf("waiting for the Gateway's controller to read the BackendTLSPolicy's generation %d", policy.Generation)
 		case c.Status != metav1.ConditionTrue:
 			return false, fmt.Sprintf("the Gateway reports the BackendTLSPolicy %s Accepted=%s (%s): %s", policy.Name, c.Status, c.Reason, c.Message)
 		}
@@ -223,4 +306,23 @@ func policyAccepted(ref openshellv1alpha1.ExternalPortsParentRef, policy *gatewa
 // gatewayOf says which gateway a Route or HTTPRoute is for.
 func gatewayOf(o client.Object) (namespace, name string, ok bool) {
 	return strings.Cut(o.GetAnnotations()[AnnotationGateway], "/")
+}
+
+// VerifyRelayCert checks the relay's certificate as the Gateway will: it
+// chains to caPEM and is valid for hostname at now. Pure.
+func VerifyRelayCert(certPEM, caPEM []byte, hostname string, now time.Time) error {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return errors.New("the CA bundle holds no certificate")
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: hostname, CurrentTime: now})
+	return err
 }

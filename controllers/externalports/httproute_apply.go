@@ -50,17 +50,39 @@ func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1
 			return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, status.Message(err), ""), 0, nil
 		}
 	}
+	if why, err := r.relayCertProblem(ctx, caPEM); err != nil || why != "" {
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonRelayCertificateNotReady, why, ""), recheck, err
+	}
 	route, policy, parent, err := r.readHTTPRoute(ctx, rt, gw.Spec.ExternalPorts.ParentRef)
 	if err != nil {
 		return nil, 0, err
 	}
-	reason, msg := HTTPRoutePublished(*gw.Spec.ExternalPorts.ParentRef, route, parent, policy)
+	reason, msg := HTTPRoutePublished(HTTPRouteState{Ref: *gw.Spec.ExternalPorts.ParentRef, Host: gw.Spec.ExternalPorts.Host,
+		Namespace: r.Namespace, Route: route, Generation: rt.GetGeneration(), Parent: parent, Policy: policy})
 	url := ""
 	if reason == openshellv1alpha1.ExternalPortsReasonAccepted {
 		url = "https://" + gw.Spec.ExternalPorts.Host
 	}
 	// The Gateway is read, not watched: looked at again within a minute.
 	return Status(gw, reason, msg, url), min(recheck, gatewayRecheck), nil
+}
+
+// relayCertProblem says why the relay's external certificate would not
+// pass the Gateway's check ("" when it would): the Secret the relay
+// mounts must hold a certificate for the Service's DNS name that verifies
+// against the CA bundle. On OpenShift the service-ca writes that Secret
+// some moments after the Service appears.
+func (r *Reconciler) relayCertProblem(ctx context.Context, caPEM []byte) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RelayCertSecret}, s); apierrors.IsNotFound(err) {
+		return fmt.Sprintf("waiting for Secret %s, the relay's certificate", RelayCertSecret), nil
+	} else if err != nil {
+		return "", fmt.Errorf("read Secret %s: %w", RelayCertSecret, err)
+	}
+	if err := VerifyRelayCert(s.Data[corev1.TLSCertKey], caPEM, RelayHostname(r.Namespace), time.Now()); err != nil {
+		return fmt.Sprintf("the relay's certificate (Secret %s) does not verify against the CA bundle %s: %v", RelayCertSecret, CABundleConfigMap, err), nil
+	}
+	return "", nil
 }
 
 // gatewayRecheck bounds how long a change of the Gateway (its listener's
@@ -143,8 +165,13 @@ func (r *Reconciler) releaseShared(ctx context.Context) error {
 		return fmt.Errorf("list gateways: %w", err)
 	}
 	for i := range list.Items {
-		if WantsHTTPRoute(&list.Items[i]) && list.Items[i].DeletionTimestamp.IsZero() {
-			return nil
+		gw := &list.Items[i]
+		if !WantsHTTPRoute(gw) || !gw.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// A tenant's own gateway, not served, keeps nothing alive.
+		if served, err := r.Platform.Served(ctx, r.Client, gw); err != nil || served == "" {
+			return err
 		}
 	}
 	for _, obj := range []client.Object{&gatewayv1.BackendTLSPolicy{}, &corev1.ConfigMap{}} {

@@ -14,5 +14,5 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{OpenShift: true, OLM: true}, &env))
+	os.Exit(framework.RunWithEnv(m, framework.EnvOptions{OpenShift: true, OLM: true, GatewayAPI: true}, &env))
 }

@@ -362,23 +362,24 @@ const httpRouteHost = "ports.gateway.example.test"
 // its CA bundle and (no OpenShift service CA here) the relay's
 // certificate, which verifies against that bundle for the policy's
 // hostname. Published follows what the Gateway's controller reports (the
-// test plays it, as externalPorts plays the router): not before the route
-// and the policy are both accepted, never on a plain HTTP listener. The
-// relay serves the published host. Run inside TestConsumerAccess, after
+// test plays it, as externalPorts plays the router): not while the
+// listener admits routes from other namespaces, not before the route and
+// the policy are both accepted, never on a plain HTTP listener. The relay
+// serves the published host. Run inside TestConsumerAccess, after
 // externalPorts (its template and sandbox).
 func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, r *stack.Relay, tenant string) {
 	g := NewWithT(t)
 	c := cluster.Client
 	opNS := st.GatewayObj.Namespace
 
-	// The cluster's Gateway, with an HTTPS listener for the host and a
-	// plain HTTP one, both admitting routes from every namespace.
+	// The cluster's Gateway: an HTTPS listener for the host, first
+	// admitting routes from every namespace, and a plain HTTP one.
 	gwNS := framework.CreateNamespace(ctx, t, c, "gateways")
 	all := &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromAll)}}
 	parent := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNS, Name: "public"}, Spec: gatewayv1.GatewaySpec{
 		GatewayClassName: "example",
 		Listeners: []gatewayv1.Listener{
-			{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("*.gateway.example.test")),
+			{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname(httpRouteHost)),
 				TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModeTerminate),
 					CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "public-cert"}}}, AllowedRoutes: all},
 			{Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80, AllowedRoutes: all}}}}
@@ -424,12 +425,30 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		return cur
 	}
-	// Nothing reported yet: not published, and the relay refuses the host.
-	published(openshellv1alpha1.ExternalPortsReasonRouteNotAccepted)
+	// A listener that admits routes from every namespace could serve a
+	// tenant's route for the host (a longer path wins) and so hand it the
+	// callers' tokens: not published, and the relay refuses the host.
+	published(openshellv1alpha1.ExternalPortsReasonListenerShared)
 	caller := serviceAccountWith(ctx, t, tenant, "gateway-caller", "openshell-sandbox-user")
 	atHost := map[string]string{"Host": httpRouteHost}
 	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
 	g.Expect(code).To(Equal(http.StatusForbidden), body)
+
+	// The cluster admin gives the listener to the operator's namespace
+	// alone; nothing reported on the route yet.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.Gateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(parent), cur); err != nil {
+			return err
+		}
+		cur.Spec.Listeners[0].AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": opNS}}}}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	// (The Gateway is read, not watched: its controller's next report on
+	// the route, or the minute's recheck, brings it in.)
+	reportRouteNotYet(ctx, g, key, gwNS)
+	published(openshellv1alpha1.ExternalPortsReasonRouteNotAccepted)
 
 	// The Gateway's controller accepts the route: the policy is still to come.
 	reportRoute(ctx, g, key, gwNS, "https")
@@ -489,6 +508,23 @@ func reportRoute(ctx context.Context, g Gomega, key client.ObjectKey, gwNS, sect
 		ref.SectionName = ptr.To(gatewayv1.SectionName(sectionName))
 		cur.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, ControllerName: testGatewayController,
 			Conditions: acceptedAndResolved(cur.Generation)}}
+		return cluster.Client.Status().Update(ctx, cur)
+	})).To(Succeed())
+}
+
+// reportRouteNotYet plays the Gateway's controller re-reading a Gateway
+// it has not yet programmed: the route pending on its HTTPS listener.
+func reportRouteNotYet(ctx context.Context, g Gomega, key client.ObjectKey, gwNS string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.HTTPRoute{}
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		ref := publicGateway(gwNS)
+		ref.SectionName = ptr.To(gatewayv1.SectionName("https"))
+		cur.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, ControllerName: testGatewayController,
+			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "Pending",
+				ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}}}
 		return cluster.Client.Status().Update(ctx, cur)
 	})).To(Succeed())
 }
