@@ -49,7 +49,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
-	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/routeadmission"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
@@ -153,8 +152,16 @@ func (r *Reconciler) publishEither(ctx context.Context, gw *openshellv1alpha1.Op
 		if err := errors.Join(r.deleteRoute(ctx, key), r.deleteHTTPRoute(ctx, key)); err != nil {
 			return nil, 0, err
 		}
+		// The URL stays (Published is False, so the relay serves nothing
+		// at it): a Route whose host the router assigned keeps its claim,
+		// rather than publishing again at the same host.
+		prev := ""
+		if gw.Status.ExternalPorts != nil {
+			prev = gw.Status.ExternalPorts.URL
+		}
 		return Status(gw, openshellv1alpha1.ExternalPortsReasonHostConflict, fmt.Sprintf(
-			"gateway %s, published first, claims host %s: set another spec.externalPorts.host", other, HostOf(gw)), ""), 0, nil
+			"gateway %s claims host %s first (it is published there, or it was created earlier and neither is): set another spec.externalPorts.host",
+			other, HostOf(gw)), prev), 0, nil
 	}
 	if WantsHTTPRoute(gw) {
 		return r.publishHTTPRoute(ctx, gw)
@@ -189,6 +196,19 @@ func HostOf(gw *openshellv1alpha1.OpenShellGateway) string {
 	if ep := gw.Spec.ExternalPorts; ep != nil && ep.Host != "" {
 		return strings.ToLower(ep.Host)
 	}
+	return urlHost(gw)
+}
+
+// PublishedHost is the host the gateway's external ports are published at
+// now (Published True), "" when they are not.
+func PublishedHost(gw *openshellv1alpha1.OpenShellGateway) string {
+	if st := gw.Status.ExternalPorts; st == nil || !meta.IsStatusConditionTrue(st.Conditions, openshellv1alpha1.ExternalPortsConditionPublished) {
+		return ""
+	}
+	return urlHost(gw)
+}
+
+func urlHost(gw *openshellv1alpha1.OpenShellGateway) string {
 	if st := gw.Status.ExternalPorts; st != nil && st.URL != "" {
 		if u, err := url.Parse(st.URL); err == nil {
 			return strings.ToLower(u.Hostname())
@@ -197,29 +217,49 @@ func HostOf(gw *openshellv1alpha1.OpenShellGateway) string {
 	return ""
 }
 
-// HostRivals are the gateways among all, other than gw, that ask to
-// publish external ports at gw's host and came first (created earlier, or
-// at the same second with a smaller namespace/name), oldest first. Pure.
-func HostRivals(gw *openshellv1alpha1.OpenShellGateway, all []openshellv1alpha1.OpenShellGateway) []*openshellv1alpha1.OpenShellGateway {
-	host := HostOf(gw)
-	if host == "" {
-		return nil
+// claims are the hosts a gateway asks for or holds.
+func claims(gw *openshellv1alpha1.OpenShellGateway) []string {
+	var out []string
+	for _, h := range []string{HostOf(gw), PublishedHost(gw)} {
+		if h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
 	}
-	key := gw.Namespace + "/" + gw.Name
+	return out
+}
+
+// beats says whether o keeps host over gw: the one published there now,
+// else the one created first (at the same second, the smaller
+// namespace/name). A host in use is not taken away by an older gateway
+// asking for it later.
+func beats(o, gw *openshellv1alpha1.OpenShellGateway, host string) bool {
+	if op, gp := PublishedHost(o) == host, PublishedHost(gw) == host; op != gp {
+		return op
+	}
+	if !o.CreationTimestamp.Equal(&gw.CreationTimestamp) {
+		return o.CreationTimestamp.Before(&gw.CreationTimestamp)
+	}
+	return o.Namespace+"/"+o.Name < gw.Namespace+"/"+gw.Name
+}
+
+// HostRivals are the gateways among all, other than gw, that ask to
+// publish external ports at a host gw asks for or holds, and keep it over
+// gw (beats). Pure.
+func HostRivals(gw *openshellv1alpha1.OpenShellGateway, all []openshellv1alpha1.OpenShellGateway) []*openshellv1alpha1.OpenShellGateway {
+	mine := claims(gw)
 	var out []*openshellv1alpha1.OpenShellGateway
 	for i := range all {
 		o := &all[i]
-		okey := o.Namespace + "/" + o.Name
-		switch {
-		case okey == key, !(Wanted(o) || WantsHTTPRoute(o)), !o.DeletionTimestamp.IsZero(), HostOf(o) != host:
+		if o.Namespace == gw.Namespace && o.Name == gw.Name || !(Wanted(o) || WantsHTTPRoute(o)) || !o.DeletionTimestamp.IsZero() {
 			continue
-		case o.CreationTimestamp.Before(&gw.CreationTimestamp), o.CreationTimestamp.Equal(&gw.CreationTimestamp) && okey < key:
-			out = append(out, o)
+		}
+		for _, h := range claims(o) {
+			if slices.Contains(mine, h) && beats(o, gw, h) {
+				out = append(out, o)
+				break
+			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *openshellv1alpha1.OpenShellGateway) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
-	})
 	return out
 }
 
@@ -400,28 +440,47 @@ func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// exposingGateways maps any event to every gateway that asks to publish
-// its external ports.
-func (r *Reconciler) exposingGateways(ctx context.Context, _ client.Object) []reconcile.Request {
+// sameHostGateways maps a gateway's event (old and new object alike) to
+// the other gateways that ask for or hold one of its hosts: only they can
+// gain or lose a host by it.
+func (r *Reconciler) sameHostGateways(ctx context.Context, o client.Object) []reconcile.Request {
+	gw, ok := o.(*openshellv1alpha1.OpenShellGateway)
+	if !ok {
+		return nil
+	}
+	return r.sharingHosts(ctx, claims(gw), client.ObjectKeyFromObject(gw))
+}
+
+// sharingHosts lists the gateways, other than skip, that ask to publish at
+// one of hosts or hold one.
+func (r *Reconciler) sharingHosts(ctx context.Context, hosts []string, skip client.ObjectKey) []reconcile.Request {
+	if len(hosts) == 0 {
+		return nil
+	}
 	list := &openshellv1alpha1.OpenShellGatewayList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if Wanted(&list.Items[i]) || WantsHTTPRoute(&list.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		o := &list.Items[i]
+		key := client.ObjectKeyFromObject(o)
+		if key == skip || !(Wanted(o) || WantsHTTPRoute(o)) {
+			continue
+		}
+		if slices.ContainsFunc(claims(o), func(h string) bool { return slices.Contains(hosts, h) }) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
 		}
 	}
 	return reqs
 }
 
-// hostChanged passes a gateway that appears, goes, or changes the host it
-// publishes at or whether it publishes.
+// hostChanged passes a gateway that appears, goes, or changes the hosts it
+// asks for or holds, or whether it publishes.
 var hostChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*openshellv1alpha1.OpenShellGateway)
 	n, ok2 := e.ObjectNew.(*openshellv1alpha1.OpenShellGateway)
-	return ok1 && ok2 && (HostOf(o) != HostOf(n) || Wanted(o) != Wanted(n) || WantsHTTPRoute(o) != WantsHTTPRoute(n) ||
+	return ok1 && ok2 && (!slices.Equal(claims(o), claims(n)) || Wanted(o) != Wanted(n) || WantsHTTPRoute(o) != WantsHTTPRoute(n) ||
 		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
 }}
 
@@ -441,9 +500,21 @@ func (r *Reconciler) gatewaysWithHTTPRoutes(ctx context.Context, _ client.Object
 	return reqs
 }
 
-// gatewaysIn are the gateways of a namespace.
+// gatewaysIn are the gateways of a namespace, and those sharing a host
+// with one of them (a gateway that becomes served, or stops, changes who
+// keeps its host).
 func (r *Reconciler) gatewaysIn(ctx context.Context, o client.Object) []reconcile.Request {
-	return enqueue.Requests(ctx, r.Client, &openshellv1alpha1.OpenShellGatewayList{}, client.InNamespace(o.GetName()))
+	list := &openshellv1alpha1.OpenShellGatewayList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		gw := &list.Items[i]
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)})
+		reqs = append(reqs, r.sharingHosts(ctx, claims(gw), client.ObjectKeyFromObject(gw))...)
+	}
+	return reqs
 }
 
 // SetupWithManager reconciles every gateway (one whose route is to go
@@ -462,7 +533,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// A gateway that takes, changes or gives up a host decides what the
 	// other gateways of that host get (HostConflict).
-	b = b.Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.exposingGateways),
+	b = b.Watches(&openshellv1alpha1.OpenShellGateway{}, handler.EnqueueRequestsFromMapFunc(r.sameHostGateways),
 		builder.WithPredicates(hostChanged))
 	// A namespace that stops (or starts) being served changes what its
 	// gateways get.

@@ -158,12 +158,13 @@ type HTTPRouteState struct {
 // Gateway: another route there could take the callers' bearer tokens),
 // the HTTPRoute accepted and its backend resolved on that listener for
 // its current generation, and the BackendTLSPolicy accepted for that
-// Gateway. Pure.
-func HTTPRoutePublished(s HTTPRouteState) (reason, msg string) {
+// Gateway; and the URL it is published at (the listener's port named
+// unless 443). Pure.
+func HTTPRoutePublished(s HTTPRouteState) (reason, msg, url string) {
 	ref := s.Ref
 	gwName := ref.Namespace + "/" + ref.Name
 	if s.Parent == nil {
-		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf("Gateway %s not found", gwName)
+		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf("Gateway %s not found", gwName), ""
 	}
 	var listener *gatewayv1.Listener
 	for i := range s.Parent.Spec.Listeners {
@@ -173,42 +174,51 @@ func HTTPRoutePublished(s HTTPRouteState) (reason, msg string) {
 	}
 	switch {
 	case listener == nil:
-		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf("Gateway %s has no listener %q", gwName, ref.SectionName)
+		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf("Gateway %s has no listener %q", gwName, ref.SectionName), ""
 	case listener.Protocol != gatewayv1.HTTPSProtocolType:
 		return openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS, fmt.Sprintf(
 			"listener %q of Gateway %s is %s, not HTTPS: callers' bearer tokens would cross the network in plain text; name an HTTPS listener",
-			ref.SectionName, gwName, listener.Protocol)
+			ref.SectionName, gwName, listener.Protocol), ""
 	}
 	if why := sharedListener(s, listener); why != "" {
 		return openshellv1alpha1.ExternalPortsReasonListenerShared, fmt.Sprintf(
 			"listener %q of Gateway %s %s: a route there from another namespace could take the callers' bearer tokens; "+
 				"give the external ports a listener of their own: hostname %s, allowedRoutes from the operator's namespace %s only "+
 				"(from: Same on a Gateway in it, or a selector on kubernetes.io/metadata.name), and no allowedListeners",
-			ref.SectionName, gwName, why, s.Host, s.Namespace)
+			ref.SectionName, gwName, why, s.Host, s.Namespace), ""
 	}
 	switch {
 	case s.Route == nil:
-		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "the HTTPRoute is being created"
+		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "the HTTPRoute is being created", ""
 	case s.Generation > s.Route.Generation:
-		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, fmt.Sprintf("waiting to read the HTTPRoute's generation %d", s.Generation)
+		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, fmt.Sprintf("waiting to read the HTTPRoute's generation %d", s.Generation), ""
 	}
 	if ok, why := routeAccepted(ref, s.Route); !ok {
-		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, why
+		return openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, why, ""
 	}
 	if ok, why := policyAccepted(ref, s.Policy); !ok {
-		return openshellv1alpha1.ExternalPortsReasonBackendTLSNotAccepted, why
+		return openshellv1alpha1.ExternalPortsReasonBackendTLSNotAccepted, why, ""
+	}
+	url = "https://" + s.Host
+	if listener.Port != 443 {
+		url += fmt.Sprintf(":%d", listener.Port)
 	}
 	return openshellv1alpha1.ExternalPortsReasonAccepted, fmt.Sprintf("Gateway %s accepted the HTTPRoute %s on its HTTPS listener %q and the BackendTLSPolicy %s",
-		gwName, s.Route.Name, ref.SectionName, BackendTLSPolicyName)
+		gwName, s.Route.Name, ref.SectionName, BackendTLSPolicyName), url
 }
 
-// sharedListener says how the listener could serve another party's route
-// for the host ("" when it cannot).
-func sharedListener(s HTTPRouteState, l *gatewayv1.Listener) string {
-	if l.Hostname == nil || !strings.EqualFold(string(*l.Hostname), s.Host) {
+// sharedListener says how another party's route could receive requests
+// for the host ("" when none can): the named listener's hostname must be
+// exactly the host, and it and every other listener of the Gateway whose
+// hostname covers the host on the same port (any protocol: a Gateway
+// without listener isolation may route by the longest path across the
+// listeners of a port) must admit routes from the operator's namespace
+// only; and the Gateway must admit no listeners of other namespaces.
+func sharedListener(s HTTPRouteState, named *gatewayv1.Listener) string {
+	if named.Hostname == nil || !strings.EqualFold(string(*named.Hostname), s.Host) {
 		got := "none"
-		if l.Hostname != nil {
-			got = string(*l.Hostname)
+		if named.Hostname != nil {
+			got = string(*named.Hostname)
 		}
 		return fmt.Sprintf("has hostname %s, not exactly %s", got, s.Host)
 	}
@@ -216,6 +226,39 @@ func sharedListener(s HTTPRouteState, l *gatewayv1.Listener) string {
 		*al.Namespaces.From != gatewayv1.NamespacesFromNone {
 		return fmt.Sprintf("is on a Gateway that admits listeners from other namespaces (allowedListeners from %s)", *al.Namespaces.From)
 	}
+	for i := range s.Parent.Spec.Listeners {
+		l := &s.Parent.Spec.Listeners[i]
+		if l != named && (l.Port != named.Port || !coversHost(l.Hostname, s.Host)) {
+			continue
+		}
+		if from, ok := routesFromOperatorOnly(s.Parent, l, s.Namespace); !ok {
+			if l == named {
+				return fmt.Sprintf("admits routes from namespaces other than %s (allowedRoutes from %s)", s.Namespace, from)
+			}
+			return fmt.Sprintf("shares its Gateway with listener %q, whose hostname covers %s too and which admits routes from other namespaces (allowedRoutes from %s)",
+				l.Name, s.Host, from)
+		}
+	}
+	return ""
+}
+
+// coversHost says whether a listener of this hostname (nil: any) may take
+// requests for host.
+func coversHost(hostname *gatewayv1.Hostname, host string) bool {
+	if hostname == nil || *hostname == "" {
+		return true
+	}
+	h := strings.ToLower(string(*hostname))
+	if rest, ok := strings.CutPrefix(h, "*"); ok {
+		return strings.HasSuffix(strings.ToLower(host), rest)
+	}
+	return strings.EqualFold(h, host)
+}
+
+// routesFromOperatorOnly says whether the listener admits routes from
+// namespace ns alone (from Same on a Gateway in ns, the default, or a
+// selector naming ns only), and what it admits from.
+func routesFromOperatorOnly(parent *gatewayv1.Gateway, l *gatewayv1.Listener, ns string) (gatewayv1.FromNamespaces, bool) {
 	from, sel := gatewayv1.NamespacesFromSame, (*metav1.LabelSelector)(nil)
 	if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil {
 		if ar.Namespaces.From != nil {
@@ -223,13 +266,13 @@ func sharedListener(s HTTPRouteState, l *gatewayv1.Listener) string {
 		}
 		sel = ar.Namespaces.Selector
 	}
-	switch {
-	case from == gatewayv1.NamespacesFromSame && s.Parent.Namespace == s.Namespace:
-		return ""
-	case from == gatewayv1.NamespacesFromSelector && onlyNamespace(sel, s.Namespace):
-		return ""
+	switch from {
+	case gatewayv1.NamespacesFromSame:
+		return from, parent.Namespace == ns
+	case gatewayv1.NamespacesFromSelector:
+		return from, onlyNamespace(sel, ns)
 	}
-	return fmt.Sprintf("admits routes from namespaces other than %s (allowedRoutes from %s)", s.Namespace, from)
+	return from, false
 }
 
 // onlyNamespace says whether sel selects namespace ns by its name label

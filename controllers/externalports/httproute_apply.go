@@ -31,6 +31,18 @@ func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1
 			"HTTPRoutes and BackendTLSPolicies (gateway.networking.k8s.io/v1) are not served, or were not when the operator started: "+
 				"install the Gateway API's standard channel (v1.4 or later) and restart the operator; nothing is published", ""), 0, nil
 	}
+	ref := gw.Spec.ExternalPorts.ParentRef
+	state := HTTPRouteState{Ref: *ref, Host: gw.Spec.ExternalPorts.Host, Namespace: r.Namespace}
+	var err error
+	if state.Parent, err = r.readGateway(ctx, ref); err != nil {
+		return nil, 0, err
+	}
+	// A listener that is not HTTPS, or not the operator's alone, gets no
+	// route at all: not even one waiting to be reported.
+	if reason, msg, _ := HTTPRoutePublished(state); reason == openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS ||
+		reason == openshellv1alpha1.ExternalPortsReasonListenerShared {
+		return Status(gw, reason, msg, ""), gatewayRecheck, r.deleteHTTPRoute(ctx, client.ObjectKeyFromObject(gw))
+	}
 	caPEM, recheck, err := r.relayCA(ctx, time.Now())
 	switch {
 	case errors.Is(err, errNotOurs):
@@ -38,6 +50,10 @@ func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1
 	case err != nil:
 		return nil, 0, err
 	}
+	// The Gateway is read, not watched, and on OpenShift the service-ca
+	// writes the relay's certificate on its own: looked at again within a
+	// minute.
+	recheck = min(recheck, gatewayRecheck)
 	rt := HTTPRoute(gw, r.Namespace)
 	if taken, err := r.httpRouteTaken(ctx, rt, client.ObjectKeyFromObject(gw)); err != nil || taken != "" {
 		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, taken, ""), 0, err
@@ -53,18 +69,12 @@ func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1
 	if why, err := r.relayCertProblem(ctx, caPEM); err != nil || why != "" {
 		return Status(gw, openshellv1alpha1.ExternalPortsReasonRelayCertificateNotReady, why, ""), recheck, err
 	}
-	route, policy, parent, err := r.readHTTPRoute(ctx, rt, gw.Spec.ExternalPorts.ParentRef)
-	if err != nil {
+	state.Generation = rt.GetGeneration()
+	if state.Route, state.Policy, err = r.readOwn(ctx, rt); err != nil {
 		return nil, 0, err
 	}
-	reason, msg := HTTPRoutePublished(HTTPRouteState{Ref: *gw.Spec.ExternalPorts.ParentRef, Host: gw.Spec.ExternalPorts.Host,
-		Namespace: r.Namespace, Route: route, Generation: rt.GetGeneration(), Parent: parent, Policy: policy})
-	url := ""
-	if reason == openshellv1alpha1.ExternalPortsReasonAccepted {
-		url = "https://" + gw.Spec.ExternalPorts.Host
-	}
-	// The Gateway is read, not watched: looked at again within a minute.
-	return Status(gw, reason, msg, url), min(recheck, gatewayRecheck), nil
+	reason, msg, url := HTTPRoutePublished(state)
+	return Status(gw, reason, msg, url), recheck, nil
 }
 
 // relayCertProblem says why the relay's external certificate would not
@@ -108,31 +118,35 @@ func (r *Reconciler) httpRouteTaken(ctx context.Context, rt *gatewayv1.HTTPRoute
 	return "", nil
 }
 
-// readHTTPRoute reads the live HTTPRoute and BackendTLSPolicy (nil while
-// the cache has not seen them) and the Gateway they attach to (nil when it
-// is not there; read from the API server: the operator may get Gateways,
-// not watch them).
-func (r *Reconciler) readHTTPRoute(ctx context.Context, rt *gatewayv1.HTTPRoute, ref *openshellv1alpha1.ExternalPortsParentRef) (
-	*gatewayv1.HTTPRoute, *gatewayv1.BackendTLSPolicy, *gatewayv1.Gateway, error) {
+// readOwn reads the live HTTPRoute and BackendTLSPolicy (nil while the
+// cache has not seen them).
+func (r *Reconciler) readOwn(ctx context.Context, rt *gatewayv1.HTTPRoute) (*gatewayv1.HTTPRoute, *gatewayv1.BackendTLSPolicy, error) {
 	route := &gatewayv1.HTTPRoute{}
 	if err := r.GatewayAPI.Get(ctx, client.ObjectKeyFromObject(rt), route); apierrors.IsNotFound(err) {
 		route = nil
 	} else if err != nil {
-		return nil, nil, nil, fmt.Errorf("get the external ports HTTPRoute: %w", err)
+		return nil, nil, fmt.Errorf("get the external ports HTTPRoute: %w", err)
 	}
 	policy := &gatewayv1.BackendTLSPolicy{}
 	if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: BackendTLSPolicyName}, policy); apierrors.IsNotFound(err) {
 		policy = nil
 	} else if err != nil {
-		return nil, nil, nil, fmt.Errorf("get the relay's BackendTLSPolicy: %w", err)
+		return nil, nil, fmt.Errorf("get the relay's BackendTLSPolicy: %w", err)
 	}
+	return route, policy, nil
+}
+
+// readGateway reads the Gateway a parentRef names (nil when it is not
+// there) from the API server: the operator may get Gateways, not watch
+// them.
+func (r *Reconciler) readGateway(ctx context.Context, ref *openshellv1alpha1.ExternalPortsParentRef) (*gatewayv1.Gateway, error) {
 	parent := &gatewayv1.Gateway{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, parent); apierrors.IsNotFound(err) {
-		parent = nil
+		return nil, nil
 	} else if err != nil {
-		return nil, nil, nil, fmt.Errorf("get Gateway %s/%s: %w", ref.Namespace, ref.Name, err)
+		return nil, fmt.Errorf("get Gateway %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	return route, policy, parent, nil
+	return parent, nil
 }
 
 // deleteHTTPRoute deletes the HTTPRoute of the gateway key, if there is one.

@@ -94,6 +94,11 @@ func TestHTTPRoutePublished(t *testing.T) {
 			Spec: gatewayv1.GatewaySpec{Listeners: append([]gatewayv1.Listener{{Name: "http", Protocol: gatewayv1.HTTPProtocolType, Port: 80}}, ls...)}}
 	}
 	https := parentWith("gateways", listenerFor(gatewayv1.HTTPSProtocolType, "ports.example.com", from(gatewayv1.NamespacesFromSelector, byName)))
+	withListener := func(gw *gatewayv1.Gateway, l gatewayv1.Listener) *gatewayv1.Gateway {
+		out := gw.DeepCopy()
+		out.Spec.Listeners = append(out.Spec.Listeners, l)
+		return out
+	}
 	listenerSets := https.DeepCopy()
 	listenerSets.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptr.To(gatewayv1.NamespacesFromAll)}}
 	route := func(parent gatewayv1.ParentReference, conds ...metav1.Condition) *gatewayv1.HTTPRoute {
@@ -154,6 +159,32 @@ func TestHTTPRoutePublished(t *testing.T) {
 			openshellv1alpha1.ExternalPortsReasonListenerShared, "allowedRoutes from Selector"},
 		{"listeners of other namespaces on the Gateway", state(route(ours, accepted...), listenerSets, policyOK),
 			openshellv1alpha1.ExternalPortsReasonListenerShared, "allowedListeners from All"},
+		{"a wildcard listener on the same port open to every namespace", state(route(ours, accepted...), withListener(https,
+			gatewayv1.Listener{Name: "apps", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("*.example.com")),
+				AllowedRoutes: from(gatewayv1.NamespacesFromAll, nil)}), policyOK),
+			openshellv1alpha1.ExternalPortsReasonListenerShared, `shares its Gateway with listener "apps"`},
+		{"a listener without hostname on the same port, routes from the Gateway's namespace", state(route(ours, accepted...), withListener(https,
+			gatewayv1.Listener{Name: "any", Protocol: gatewayv1.HTTPSProtocolType, Port: 443}), policyOK),
+			openshellv1alpha1.ExternalPortsReasonListenerShared, `shares its Gateway with listener "any"`},
+		{"an open listener on another port does not take the host's requests", state(route(ours, accepted...), withListener(https,
+			gatewayv1.Listener{Name: "alt", Protocol: gatewayv1.HTTPSProtocolType, Port: 8443, AllowedRoutes: from(gatewayv1.NamespacesFromAll, nil)}), policyOK),
+			openshellv1alpha1.ExternalPortsReasonAccepted, "accepted the HTTPRoute"},
+		{"an open listener for another host on the same port", state(route(ours, accepted...), withListener(https,
+			gatewayv1.Listener{Name: "web", Protocol: gatewayv1.HTTPSProtocolType, Port: 443, Hostname: ptr.To(gatewayv1.Hostname("web.example.com")),
+				AllowedRoutes: from(gatewayv1.NamespacesFromAll, nil)}), policyOK),
+			openshellv1alpha1.ExternalPortsReasonAccepted, "accepted the HTTPRoute"},
+		{"a selector naming the operator's namespace by an In expression", state(route(ours, accepted...),
+			parentWith("gateways", listenerFor(gatewayv1.HTTPSProtocolType, "ports.example.com", from(gatewayv1.NamespacesFromSelector,
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{opNS}}}}))), policyOK),
+			openshellv1alpha1.ExternalPortsReasonAccepted, "accepted the HTTPRoute"},
+		{"a NotIn expression", state(route(ours, accepted...),
+			parentWith("gateways", listenerFor(gatewayv1.HTTPSProtocolType, "ports.example.com", from(gatewayv1.NamespacesFromSelector,
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"other"}}}}))), policyOK),
+			openshellv1alpha1.ExternalPortsReasonListenerShared, "allowedRoutes from Selector"},
+		{"an In expression naming another namespace too", state(route(ours, accepted...),
+			parentWith("gateways", listenerFor(gatewayv1.HTTPSProtocolType, "ports.example.com", from(gatewayv1.NamespacesFromSelector,
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{opNS, "other"}}}}))), policyOK),
+			openshellv1alpha1.ExternalPortsReasonListenerShared, "allowedRoutes from Selector"},
 		{"the route not created yet", state(nil, https, policyOK), openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "being created"},
 		{"the cache behind the generation just applied", stale, openshellv1alpha1.ExternalPortsReasonRouteNotAccepted, "generation 3"},
 		{"no report for the listener", state(route(otherListener, accepted...), https, policyOK), openshellv1alpha1.ExternalPortsReasonRouteNotAccepted,
@@ -177,9 +208,14 @@ func TestHTTPRoutePublished(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			reason, msg := externalports.HTTPRoutePublished(tc.state)
+			reason, msg, url := externalports.HTTPRoutePublished(tc.state)
 			g.Expect(reason).To(Equal(tc.reason), msg)
 			g.Expect(msg).To(ContainSubstring(tc.substr))
+			if reason == openshellv1alpha1.ExternalPortsReasonAccepted {
+				g.Expect(url).To(HavePrefix("https://ports.example.com"))
+			} else {
+				g.Expect(url).To(BeEmpty())
+			}
 			st := externalports.Status(httpRouteGateway(), reason, msg, "")
 			c := st.Conditions[0]
 			g.Expect(c.Status == metav1.ConditionTrue).To(Equal(reason == openshellv1alpha1.ExternalPortsReasonAccepted))
@@ -216,10 +252,31 @@ func TestHostRivals(t *testing.T) {
 	for _, o := range externalports.HostRivals(&me, all) {
 		got = append(got, o.Namespace+"/"+o.Name)
 	}
-	g.Expect(got).To(Equal([]string{"a/route", "a/gw"}), "oldest first; the same second breaks by namespace/name")
+	g.Expect(got).To(ConsistOf("a/route", "a/gw"), "older ones; the same second breaks by namespace/name")
 	g.Expect(externalports.HostRivals(&younger, all)).To(HaveLen(3))
 	g.Expect(externalports.HostRivals(&routeOlder, all)).To(BeEmpty(), "the first one keeps its host")
 	g.Expect(externalports.HostOf(&me)).To(Equal("ports.example.com"))
+
+	// A host in use stays with the gateway published there: an older
+	// gateway asking for it later does not take it away.
+	published := at("g", "live", 500, host("live.example.com"))
+	published.Status.ExternalPorts = externalports.Status(&published, openshellv1alpha1.ExternalPortsReasonAccepted, "", "https://live.example.com")
+	latecomer := at("h", "old", 1, host("live.example.com"))
+	pair := []openshellv1alpha1.OpenShellGateway{published, latecomer}
+	g.Expect(externalports.HostRivals(&published, pair)).To(BeEmpty())
+	g.Expect(externalports.HostRivals(&latecomer, pair)).To(HaveLen(1))
+	g.Expect(externalports.PublishedHost(&published)).To(Equal("live.example.com"))
+	// Moving away, it still holds the host it is published at until it
+	// is published elsewhere.
+	moved := published.DeepCopy()
+	moved.Spec.ExternalPorts.Host = "new.example.com"
+	g.Expect(externalports.HostRivals(&latecomer, []openshellv1alpha1.OpenShellGateway{*moved, latecomer})).To(HaveLen(1))
+	// A gateway held back keeps its URL (Published False): its claim, not
+	// a publication.
+	held := at("i", "held", 600, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsRoute})
+	held.Status.ExternalPorts = externalports.Status(&held, openshellv1alpha1.ExternalPortsReasonHostConflict, "", "https://live.example.com")
+	g.Expect(externalports.PublishedHost(&held)).To(BeEmpty())
+	g.Expect(externalports.HostRivals(&held, []openshellv1alpha1.OpenShellGateway{published, held})).To(HaveLen(1))
 }
 
 // TestVerifyRelayCert: the relay's certificate passes only as the Gateway
@@ -241,4 +298,26 @@ func TestVerifyRelayCert(t *testing.T) {
 	g.Expect(externalports.VerifyRelayCert(leaf.CertPEM, ca.CertPEM, host, now.Add(2*time.Hour))).NotTo(Succeed(), "expired")
 	g.Expect(externalports.VerifyRelayCert(nil, ca.CertPEM, host, now)).NotTo(Succeed(), "no certificate")
 	g.Expect(externalports.VerifyRelayCert(leaf.CertPEM, nil, host, now)).NotTo(Succeed(), "no CA")
+}
+
+// TestHTTPRoutePublishedURL: the URL names the listener's port unless it
+// is 443, so callers reach the listener that was checked.
+func TestHTTPRoutePublishedURL(t *testing.T) {
+	g := NewWithT(t)
+	gen := int64(1)
+	parent := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "openshell-operator", Name: "public"},
+		Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 8443,
+			Hostname: ptr.To(gatewayv1.Hostname("ports.example.com"))}}}}
+	ref := gatewayv1.ParentReference{Namespace: ptr.To(gatewayv1.Namespace("openshell-operator")), Name: "public", SectionName: ptr.To(gatewayv1.SectionName("https"))}
+	rt := &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "ports-x", Generation: gen}}
+	rt.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, Conditions: []metav1.Condition{
+		cond("Accepted", metav1.ConditionTrue, "Accepted", gen), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", gen)}}}
+	pol := &gatewayv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Name: externalports.BackendTLSPolicyName, Generation: gen}}
+	pol.Status.Ancestors = []gatewayv1.PolicyAncestorStatus{{AncestorRef: gatewayv1.ParentReference{Namespace: ref.Namespace, Name: "public"},
+		Conditions: []metav1.Condition{cond("Accepted", metav1.ConditionTrue, "Accepted", gen)}}}
+	reason, msg, url := externalports.HTTPRoutePublished(externalports.HTTPRouteState{
+		Ref:  openshellv1alpha1.ExternalPortsParentRef{Namespace: "openshell-operator", Name: "public", SectionName: "https"},
+		Host: "ports.example.com", Namespace: "openshell-operator", Route: rt, Parent: parent, Policy: pol})
+	g.Expect(reason).To(Equal(openshellv1alpha1.ExternalPortsReasonAccepted), msg)
+	g.Expect(url).To(Equal("https://ports.example.com:8443"))
 }

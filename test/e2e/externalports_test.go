@@ -388,6 +388,42 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 	ref := &openshellv1alpha1.ExternalPortsParentRef{Namespace: gwNS, Name: "public", SectionName: "https"}
 	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: httpRouteHost, ParentRef: ref})
 	key := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
+	published := func(reason string) *openshellv1alpha1.OpenShellGateway {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.EventuallyWithOffset(1, func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
+			g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+			p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(p.Reason).To(Equal(reason), p.Message)
+			g.Expect(p.Status == metav1.ConditionTrue).To(Equal(reason == openshellv1alpha1.ExternalPortsReasonAccepted))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		return cur
+	}
+	// A listener that admits routes from every namespace could serve a
+	// tenant's route for the host (a longer path wins) and so hand it the
+	// callers' tokens: no route at all, and the relay refuses the host.
+	published(openshellv1alpha1.ExternalPortsReasonListenerShared)
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, key, &gatewayv1.HTTPRoute{}))).To(BeTrue(), "an HTTPRoute on a shared listener")
+	caller := serviceAccountWith(ctx, t, tenant, "gateway-caller", "openshell-sandbox-user")
+	atHost := map[string]string{"Host": httpRouteHost}
+	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
+	g.Expect(code).To(Equal(http.StatusForbidden), body)
+
+	// The cluster admin gives the listener to the operator's namespace
+	// alone. (The Gateway is read, not watched: the operator reads it again
+	// within a minute, or at once on an edit of the OpenShellGateway, as
+	// here.)
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &gatewayv1.Gateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(parent), cur); err != nil {
+			return err
+		}
+		cur.Spec.Listeners[0].AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": opNS}}}}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	annotate(ctx, g, st.GatewayObj, "e2e.openshell.ai/gateway-listener", "narrowed")
 	rt, policy, bundle := &gatewayv1.HTTPRoute{}, &gatewayv1.BackendTLSPolicy{}, &corev1.ConfigMap{}
 	leaf := &corev1.Secret{}
 	g.Eventually(func(g Gomega) {
@@ -412,42 +448,7 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: string(policy.Spec.Validation.Hostname)})
 	g.Expect(err).NotTo(HaveOccurred(), "the relay's certificate as the Gateway verifies it")
 	g.Expect(leaf.Type).To(Equal(corev1.SecretTypeTLS))
-
-	published := func(reason string) *openshellv1alpha1.OpenShellGateway {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		g.EventuallyWithOffset(1, func(g Gomega) {
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(st.GatewayObj), cur)).To(Succeed())
-			g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
-			p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
-			g.Expect(p).NotTo(BeNil())
-			g.Expect(p.Reason).To(Equal(reason), p.Message)
-			g.Expect(p.Status == metav1.ConditionTrue).To(Equal(reason == openshellv1alpha1.ExternalPortsReasonAccepted))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		return cur
-	}
-	// A listener that admits routes from every namespace could serve a
-	// tenant's route for the host (a longer path wins) and so hand it the
-	// callers' tokens: not published, and the relay refuses the host.
-	published(openshellv1alpha1.ExternalPortsReasonListenerShared)
-	caller := serviceAccountWith(ctx, t, tenant, "gateway-caller", "openshell-sandbox-user")
-	atHost := map[string]string{"Host": httpRouteHost}
-	code, body := externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
-	g.Expect(code).To(Equal(http.StatusForbidden), body)
-
-	// The cluster admin gives the listener to the operator's namespace
-	// alone; nothing reported on the route yet.
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &gatewayv1.Gateway{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(parent), cur); err != nil {
-			return err
-		}
-		cur.Spec.Listeners[0].AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(gatewayv1.NamespacesFromSelector),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": opNS}}}}
-		return c.Update(ctx, cur)
-	})).To(Succeed())
-	// (The Gateway is read, not watched: its controller's next report on
-	// the route, or the minute's recheck, brings it in.)
-	reportRouteNotYet(ctx, g, key, gwNS)
+	// Nothing reported on the route yet.
 	published(openshellv1alpha1.ExternalPortsReasonRouteNotAccepted)
 
 	// The Gateway's controller accepts the route: the policy is still to come.
@@ -460,6 +461,30 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 	g.Expect(code).To(Equal(http.StatusOK), body)
 	code, body = externalAs(ctx, g, r, "", tenant, "published", testgateway.HTTPPort, "/", atHost)
 	g.Expect(code).To(Equal(http.StatusUnauthorized), body)
+
+	// A second Platform Admin's gateway asking for the same host gets no
+	// route: the relay tells gateways apart by host, and the host is in
+	// use by the first.
+	second := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: "second"},
+		Spec: *st.GatewayObj.Spec.DeepCopy()}
+	second.Spec.ExternalPorts = &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: httpRouteHost,
+		ParentRef: &openshellv1alpha1.ExternalPortsParentRef{Namespace: gwNS, Name: "public", SectionName: "https"}}
+	g.Expect(c.Create(ctx, second)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(second), cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+		p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+		g.Expect(p).NotTo(BeNil())
+		g.Expect(p.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonHostConflict), p.Message)
+		g.Expect(p.Message).To(ContainSubstring(st.GatewayObj.Namespace + "/" + st.GatewayObj.Name))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	secondKey := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(second))}
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, secondKey, &gatewayv1.HTTPRoute{}))).To(BeTrue(), "the second gateway got an HTTPRoute for a host in use")
+	published(openshellv1alpha1.ExternalPortsReasonAccepted)
+	g.Expect(c.Delete(ctx, second)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(second), second) }).WithContext(ctx).WithTimeout(30 * time.Second).
+		Should(Satisfy(apierrors.IsNotFound))
 
 	// Drift: an edit of the HTTPRoute that points it at the whole Gateway
 	// (its plain HTTP listener included) is put back.
@@ -480,8 +505,9 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 	// there, nothing is published.
 	ref.SectionName = "http"
 	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: httpRouteHost, ParentRef: ref})
-	reportRoute(ctx, g, key, gwNS, "http")
 	published(openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS)
+	g.Eventually(func() bool { return apierrors.IsNotFound(c.Get(ctx, key, &gatewayv1.HTTPRoute{})) }).WithContext(ctx).
+		WithTimeout(30*time.Second).Should(BeTrue(), "the HTTPRoute on a plain HTTP listener")
 	code, body = externalAs(ctx, g, r, caller, tenant, "published", testgateway.HTTPPort, "/", atHost)
 	g.Expect(code).To(Equal(http.StatusForbidden), body)
 
@@ -508,23 +534,6 @@ func reportRoute(ctx context.Context, g Gomega, key client.ObjectKey, gwNS, sect
 		ref.SectionName = ptr.To(gatewayv1.SectionName(sectionName))
 		cur.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, ControllerName: testGatewayController,
 			Conditions: acceptedAndResolved(cur.Generation)}}
-		return cluster.Client.Status().Update(ctx, cur)
-	})).To(Succeed())
-}
-
-// reportRouteNotYet plays the Gateway's controller re-reading a Gateway
-// it has not yet programmed: the route pending on its HTTPS listener.
-func reportRouteNotYet(ctx context.Context, g Gomega, key client.ObjectKey, gwNS string) {
-	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &gatewayv1.HTTPRoute{}
-		if err := cluster.Client.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		ref := publicGateway(gwNS)
-		ref.SectionName = ptr.To(gatewayv1.SectionName("https"))
-		cur.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: ref, ControllerName: testGatewayController,
-			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "Pending",
-				ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}}}
 		return cluster.Client.Status().Update(ctx, cur)
 	})).To(Succeed())
 }
@@ -559,4 +568,20 @@ func acceptedAndResolved(gen int64) []metav1.Condition {
 	return []metav1.Condition{
 		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: gen, LastTransitionTime: now},
 		{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: gen, LastTransitionTime: now}}
+}
+
+// annotate sets an annotation on a gateway, as its Platform Admin editing
+// it: an edit the operator reconciles at once.
+func annotate(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway, key, value string) {
+	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+			return err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[key] = value
+		return cluster.Client.Update(ctx, cur)
+	})).To(Succeed())
 }

@@ -542,15 +542,20 @@ func pairedLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, platfor
 }
 
 // httpRouteLifecycle publishes the External gateway's external ports
-// through an HTTPRoute on a Gateway that is not there (the operator reads
-// it and says so), then stops: the HTTPRoute, the BackendTLSPolicy and the
-// CA bundle go.
+// through an HTTPRoute on a listener given to the operator's namespace
+// (no Gateway controller reports here: RouteNotAccepted), then stops: the
+// HTTPRoute, the BackendTLSPolicy and the CA bundle go.
 func httpRouteLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, gatewayNS string) {
 	g := NewWithT(t)
 	c := cluster.Client
 	opNS := st.GatewayObj.Namespace
-	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: "ports.lp.example.test",
-		ParentRef: &openshellv1alpha1.ExternalPortsParentRef{Namespace: gatewayNS, Name: "missing", SectionName: "https"}})
+	const host = "ports.lp.example.test"
+	g.Expect(c.Create(ctx, &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gatewayNS, Name: "lp"}, Spec: gatewayv1.GatewaySpec{
+		GatewayClassName: "example", Listeners: []gatewayv1.Listener{{Name: "https", Protocol: gatewayv1.HTTPSProtocolType, Port: 443,
+			Hostname: ptr.To(gatewayv1.Hostname(host)), AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{
+				From: ptr.To(gatewayv1.NamespacesFromSelector), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": opNS}}}}}}}})).To(Succeed())
+	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: host,
+		ParentRef: &openshellv1alpha1.ExternalPortsParentRef{Namespace: gatewayNS, Name: "lp", SectionName: "https"}})
 	key := client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(client.ObjectKeyFromObject(st.GatewayObj))}
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, key, &gatewayv1.HTTPRoute{})).To(Succeed())
@@ -559,8 +564,7 @@ func httpRouteLifecycle(ctx context.Context, t *testing.T, st *stack.Stack, gate
 		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
 		p := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
 		g.Expect(p).NotTo(BeNil())
-		g.Expect(p.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonListenerNotHTTPS), p.Message)
-		g.Expect(p.Message).To(ContainSubstring("not found"))
+		g.Expect(p.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonRouteNotAccepted), p.Message)
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	setExpose(ctx, g, st.GatewayObj, &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsNone})
 	g.Eventually(func(g Gomega) {
