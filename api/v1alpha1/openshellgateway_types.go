@@ -194,7 +194,7 @@ type ExternalPorts struct {
 	// certificate covers it while it is one DNS label of at most 63
 	// characters: set a host where the operator's namespace name is long).
 	// Required for HTTPRoute: the HTTPRoute's hostname, which the
-	// listener's hostname and certificate must cover.
+	// listener's hostname must be exactly, and its certificate cover.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
 	// +optional
@@ -1268,9 +1268,10 @@ const (
 	// the host, routes admitted from other namespaces, listeners of other
 	// namespaces on the Gateway), which could take the callers' tokens.
 	ExternalPortsReasonListenerShared = "ListenerShared"
-	// ExternalPortsReasonHostConflict: another published gateway, older,
-	// claims the same host: this one publishes nothing (the relay tells
-	// gateways apart by host).
+	// ExternalPortsReasonHostConflict: another served gateway keeps this
+	// host (it is published there, or neither is and it was created
+	// first): this one publishes nothing (the relay tells gateways apart
+	// by host).
 	ExternalPortsReasonHostConflict = "HostConflict"
 	// ExternalPortsReasonRelayCertificateNotReady: the relay's external
 	// certificate is missing, or does not verify against the CA bundle
