@@ -22,9 +22,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -109,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	gw := &openshellv1alpha1.OpenShellGateway{}
 	if err := r.Client.Get(ctx, req.NamespacedName, gw); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, errors.Join(r.deleteRoute(ctx, req.NamespacedName), r.deleteHTTPRoute(ctx, req.NamespacedName), r.releaseShared(ctx))
+			return ctrl.Result{}, r.removeUnwanted(ctx, req.NamespacedName, false, false)
 		}
 		return ctrl.Result{}, fmt.Errorf("get gateway: %w", err)
 	}
@@ -118,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	live := gw.DeletionTimestamp.IsZero() && served == ""
-	if err := r.removeUnwanted(ctx, gw, live); err != nil {
+	if err := r.removeUnwanted(ctx, req.NamespacedName, live && Wanted(gw), live && WantsHTTPRoute(gw)); err != nil {
 		return ctrl.Result{}, err
 	}
 	switch {
@@ -148,8 +147,7 @@ func (r *Reconciler) publishEither(ctx context.Context, gw *openshellv1alpha1.Op
 		return nil, 0, err
 	}
 	if other != "" {
-		key := client.ObjectKeyFromObject(gw)
-		if err := errors.Join(r.deleteRoute(ctx, key), r.deleteHTTPRoute(ctx, key)); err != nil {
+		if err := r.removeUnwanted(ctx, client.ObjectKeyFromObject(gw), false, false); err != nil {
 			return nil, 0, err
 		}
 		// The URL stays (Published is False, so the relay serves nothing
@@ -196,25 +194,13 @@ func HostOf(gw *openshellv1alpha1.OpenShellGateway) string {
 	if ep := gw.Spec.ExternalPorts; ep != nil && ep.Host != "" {
 		return strings.ToLower(ep.Host)
 	}
-	return urlHost(gw)
+	return gw.Status.ExternalPorts.Host()
 }
 
 // PublishedHost is the host the gateway's external ports are published at
-// now (Published True), "" when they are not.
+// now, "" when they are not.
 func PublishedHost(gw *openshellv1alpha1.OpenShellGateway) string {
-	if st := gw.Status.ExternalPorts; st == nil || !meta.IsStatusConditionTrue(st.Conditions, openshellv1alpha1.ExternalPortsConditionPublished) {
-		return ""
-	}
-	return urlHost(gw)
-}
-
-func urlHost(gw *openshellv1alpha1.OpenShellGateway) string {
-	if st := gw.Status.ExternalPorts; st != nil && st.URL != "" {
-		if u, err := url.Parse(st.URL); err == nil {
-			return strings.ToLower(u.Hostname())
-		}
-	}
-	return ""
+	return gw.Status.ExternalPorts.PublishedHost()
 }
 
 // claims are the hosts a gateway asks for or holds.
@@ -263,17 +249,16 @@ func HostRivals(gw *openshellv1alpha1.OpenShellGateway, all []openshellv1alpha1.
 	return out
 }
 
-// removeUnwanted deletes the route kinds the gateway no longer asks for
-// (all of them when it is going or not served), and the objects HTTPRoutes
-// share once no gateway asks for one.
-func (r *Reconciler) removeUnwanted(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, live bool) error {
-	key := client.ObjectKeyFromObject(gw)
-	if !live || !Wanted(gw) {
+// removeUnwanted deletes the gateway key's Route unless it is to keep
+// it, and its HTTPRoute unless it is to keep that, and then the objects
+// HTTPRoutes share once no served gateway asks for one.
+func (r *Reconciler) removeUnwanted(ctx context.Context, key types.NamespacedName, keepRoute, keepHTTPRoute bool) error {
+	if !keepRoute {
 		if err := r.deleteRoute(ctx, key); err != nil {
 			return err
 		}
 	}
-	if !live || !WantsHTTPRoute(gw) {
+	if !keepHTTPRoute {
 		if err := r.deleteHTTPRoute(ctx, key); err != nil {
 			return err
 		}
@@ -294,18 +279,8 @@ func (r *Reconciler) publish(ctx context.Context, gw *openshellv1alpha1.OpenShel
 			"route.openshift.io is not served (or was not when the operator started): nothing is published", ""), nil
 	}
 	rt := Route(gw, r.Namespace)
-	// Read from the API server: a Route of that name that lost the
-	// cache's labels must not be taken over either (listed by name: the
-	// bundle grants list, not get).
-	taken := &routev1.RouteList{}
-	if err := r.APIReader.List(ctx, taken, client.InNamespace(rt.Namespace), client.MatchingFields{"metadata.name": rt.Name}); err != nil {
-		return nil, fmt.Errorf("look up Route %s: %w", rt.Name, err)
-	}
-	for i := range taken.Items {
-		if !ownedBy(&taken.Items[i], client.ObjectKeyFromObject(gw)) {
-			return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, fmt.Sprintf("Route %s/%s is another gateway's (%s): not overwritten",
-				rt.Namespace, rt.Name, taken.Items[i].Annotations[AnnotationGateway]), ""), nil
-		}
+	if taken, err := r.takenBy(ctx, &routev1.RouteList{}, rt, client.ObjectKeyFromObject(gw)); err != nil || taken != "" {
+		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, taken, ""), err
 	}
 	if err := apply.Apply(ctx, r.Client, r.Routes, rt); err != nil {
 		if apierrors.IsConflict(err) {
@@ -345,20 +320,49 @@ func (r *Reconciler) report(ctx context.Context, gw *openshellv1alpha1.OpenShell
 
 // deleteRoute deletes the Route of the gateway key, if there is one.
 func (r *Reconciler) deleteRoute(ctx context.Context, key types.NamespacedName) error {
-	if r.Routes == nil || r.Namespace == "" {
+	if r.Routes == nil {
 		return nil
 	}
-	rt := &routev1.Route{}
-	if err := r.Routes.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, rt); err != nil {
+	return r.deleteOwned(ctx, r.Routes, &routev1.Route{}, "Route", key)
+}
+
+// deleteOwned deletes the route of obj's kind (RouteName(key) in the
+// operator's namespace, read from live) if its annotation says it is
+// gateway key's; another gateway's is left, whatever its name.
+func (r *Reconciler) deleteOwned(ctx context.Context, live client.Reader, obj client.Object, kind string, key types.NamespacedName) error {
+	if r.Namespace == "" {
+		return nil
+	}
+	if err := live.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !ownedBy(rt, key) {
-		return nil // another gateway's, whatever its name
+	if !ownedBy(obj, key) {
+		return nil
 	}
-	if err := r.Client.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete the external ports Route %s: %w", rt.Name, err)
+	uid := obj.GetUID()
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the external ports %s %s: %w", kind, obj.GetName(), err)
 	}
 	return nil
+}
+
+// takenBy says (a message) when an object of obj's name and list's kind
+// is another gateway's. It reads from the API server, so that one that
+// lost the cache's labels is not taken over either (listed by name: the
+// bundle grants list, not get).
+func (r *Reconciler) takenBy(ctx context.Context, list client.ObjectList, obj client.Object, key types.NamespacedName) (string, error) {
+	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"metadata.name": obj.GetName()}); err != nil {
+		return "", fmt.Errorf("look up %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+	taken := ""
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		if mo, ok := o.(client.Object); ok && taken == "" && !ownedBy(mo, key) {
+			taken = fmt.Sprintf("%s %s/%s is another gateway's (%s): not overwritten", obj.GetObjectKind().GroupVersionKind().Kind,
+				obj.GetNamespace(), obj.GetName(), mo.GetAnnotations()[AnnotationGateway])
+		}
+		return nil
+	})
+	return taken, err
 }
 
 // Wanted says whether the gateway's Platform Admin asked for a Route.
@@ -377,9 +381,9 @@ func RouteName(gw types.NamespacedName) string {
 	return "ports-" + hex.EncodeToString(sum[:10])
 }
 
-// ownedBy says whether rt is gateway key's Route.
-func ownedBy(rt *routev1.Route, key types.NamespacedName) bool {
-	return rt.Annotations[AnnotationGateway] == key.Namespace+"/"+key.Name
+// ownedBy says whether a Route or HTTPRoute is gateway key's.
+func ownedBy(o client.Object, key types.NamespacedName) bool {
+	return o.GetAnnotations()[AnnotationGateway] == key.Namespace+"/"+key.Name
 }
 
 // Route renders the gateway's Route: to the relay's external port
@@ -433,7 +437,7 @@ func Status(gw *openshellv1alpha1.OpenShellGateway, reason, msg, url string) *op
 
 // gatewayOfRoute maps a Route or HTTPRoute back to its gateway.
 func gatewayOfRoute(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := gatewayOf(o)
+	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationGateway], "/")
 	if !ok {
 		return nil
 	}

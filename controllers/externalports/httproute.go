@@ -346,11 +346,6 @@ func policyAccepted(ref openshellv1alpha1.ExternalPortsParentRef, policy *gatewa
 		ref.Namespace, ref.Name, policy.Name)
 }
 
-// gatewayOf says which gateway a Route or HTTPRoute is for.
-func gatewayOf(o client.Object) (namespace, name string, ok bool) {
-	return strings.Cut(o.GetAnnotations()[AnnotationGateway], "/")
-}
-
 // VerifyRelayCert checks the relay's certificate as the Gateway will: it
 // chains to caPEM and is valid for hostname at now. Pure.
 func VerifyRelayCert(certPEM, caPEM []byte, hostname string, now time.Time) error {

@@ -55,7 +55,7 @@ func (r *Reconciler) publishHTTPRoute(ctx context.Context, gw *openshellv1alpha1
 	// minute.
 	recheck = min(recheck, gatewayRecheck)
 	rt := HTTPRoute(gw, r.Namespace)
-	if taken, err := r.httpRouteTaken(ctx, rt, client.ObjectKeyFromObject(gw)); err != nil || taken != "" {
+	if taken, err := r.takenBy(ctx, &gatewayv1.HTTPRouteList{}, rt, client.ObjectKeyFromObject(gw)); err != nil || taken != "" {
 		return Status(gw, openshellv1alpha1.ExternalPortsReasonApplyFailed, taken, ""), 0, err
 	}
 	for _, obj := range []client.Object{CABundle(r.Namespace, caPEM), BackendTLSPolicy(r.Namespace), rt} {
@@ -100,24 +100,6 @@ func (r *Reconciler) relayCertProblem(ctx context.Context, caPEM []byte) (string
 // HTTPRoute again.
 const gatewayRecheck = time.Minute
 
-// httpRouteTaken says (a message) when an HTTPRoute of rt's name is another
-// gateway's: read from the API server, so that one that lost the cache's
-// labels is not taken over either (listed by name: the bundle grants list,
-// not get).
-func (r *Reconciler) httpRouteTaken(ctx context.Context, rt *gatewayv1.HTTPRoute, gw types.NamespacedName) (string, error) {
-	taken := &gatewayv1.HTTPRouteList{}
-	if err := r.APIReader.List(ctx, taken, client.InNamespace(rt.Namespace), client.MatchingFields{"metadata.name": rt.Name}); err != nil {
-		return "", fmt.Errorf("look up HTTPRoute %s: %w", rt.Name, err)
-	}
-	for i := range taken.Items {
-		if ns, name, _ := gatewayOf(&taken.Items[i]); ns != gw.Namespace || name != gw.Name {
-			return fmt.Sprintf("HTTPRoute %s/%s is another gateway's (%s): not overwritten",
-				rt.Namespace, rt.Name, taken.Items[i].Annotations[AnnotationGateway]), nil
-		}
-	}
-	return "", nil
-}
-
 // readOwn reads the live HTTPRoute and BackendTLSPolicy (nil while the
 // cache has not seen them).
 func (r *Reconciler) readOwn(ctx context.Context, rt *gatewayv1.HTTPRoute) (*gatewayv1.HTTPRoute, *gatewayv1.BackendTLSPolicy, error) {
@@ -151,20 +133,10 @@ func (r *Reconciler) readGateway(ctx context.Context, ref *openshellv1alpha1.Ext
 
 // deleteHTTPRoute deletes the HTTPRoute of the gateway key, if there is one.
 func (r *Reconciler) deleteHTTPRoute(ctx context.Context, key types.NamespacedName) error {
-	if r.GatewayAPI == nil || r.Namespace == "" {
+	if r.GatewayAPI == nil {
 		return nil
 	}
-	rt := &gatewayv1.HTTPRoute{}
-	if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: RouteName(key)}, rt); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if ns, name, _ := gatewayOf(rt); ns != key.Namespace || name != key.Name {
-		return nil // another gateway's, whatever its name
-	}
-	if err := r.Client.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete the external ports HTTPRoute %s: %w", rt.Name, err)
-	}
-	return nil
+	return r.deleteOwned(ctx, r.GatewayAPI, &gatewayv1.HTTPRoute{}, "HTTPRoute", key)
 }
 
 // releaseShared deletes the BackendTLSPolicy and the CA bundle once no
@@ -188,12 +160,9 @@ func (r *Reconciler) releaseShared(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, obj := range []client.Object{&gatewayv1.BackendTLSPolicy{}, &corev1.ConfigMap{}} {
-		name := BackendTLSPolicyName
-		if _, ok := obj.(*corev1.ConfigMap); ok {
-			name = CABundleConfigMap
-		}
-		if err := r.GatewayAPI.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, obj); err != nil {
+	for _, obj := range []client.Object{BackendTLSPolicy(r.Namespace), CABundle(r.Namespace, nil)} {
+		name := obj.GetName()
+		if err := r.GatewayAPI.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

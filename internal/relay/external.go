@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/time/rate"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -265,7 +263,7 @@ func (s *Server) published(ctx context.Context, sb *openshellv1alpha1.OpenShellS
 		gw.Spec.ExternalPorts.Expose != openshellv1alpha1.ExternalPortsHTTPRoute) {
 		return refuse(fmt.Sprintf("gateway %s/%s does not publish external ports (spec.externalPorts.expose)", gw.Namespace, gw.Name))
 	}
-	if want := publishedHost(gw); want == "" || !strings.EqualFold(want, hostOnly(host)) {
+	if want := gw.Status.ExternalPorts.PublishedHost(); want == "" || !strings.EqualFold(want, hostOnly(host)) {
 		return refuse(fmt.Sprintf("gateway %s/%s publishes its sandboxes' ports at its own Route's or HTTPRoute's host only (status.externalPorts.url)", gw.Namespace, gw.Name))
 	}
 	if sb.Spec.TemplateRef == nil {
@@ -282,21 +280,6 @@ func (s *Server) published(ctx context.Context, sb *openshellv1alpha1.OpenShellS
 		return refuse(fmt.Sprintf("template %s does not list it in spec.externalPorts", tpl.Name))
 	}
 	return nil
-}
-
-// publishedHost is the host of the gateway's admitted external ports
-// Route, as the operator reports it ("" while none is published). Only
-// the operator writes a gateway's status.
-func publishedHost(gw *openshellv1alpha1.OpenShellGateway) string {
-	st := gw.Status.ExternalPorts
-	if st == nil || !meta.IsStatusConditionTrue(st.Conditions, openshellv1alpha1.ExternalPortsConditionPublished) {
-		return ""
-	}
-	u, err := url.Parse(st.URL)
-	if err != nil || u.Scheme != "https" {
-		return ""
-	}
-	return u.Hostname()
 }
 
 // hostOnly is a Host header without its port.

@@ -246,12 +246,18 @@ const routeHost = "sandbox-ports.apps.example.test"
 // setExpose sets a gateway's spec.externalPorts.expose, as its Platform
 // Admin.
 func setExpose(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway, ports *openshellv1alpha1.ExternalPorts) {
-	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	editGateway(ctx, g, client.ObjectKeyFromObject(gw), func(cur *openshellv1alpha1.OpenShellGateway) { cur.Spec.ExternalPorts = ports })
+}
+
+// editGateway applies edit to the gateway key as its Platform Admin (an
+// update, retried on conflicts).
+func editGateway(ctx context.Context, g Gomega, key client.ObjectKey, edit func(*openshellv1alpha1.OpenShellGateway)) {
+	g.ExpectWithOffset(2, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+		if err := cluster.Client.Get(ctx, key, cur); err != nil {
 			return err
 		}
-		cur.Spec.ExternalPorts = ports
+		edit(cur)
 		return cluster.Client.Update(ctx, cur)
 	})).To(Succeed())
 }
@@ -573,15 +579,7 @@ func acceptedAndResolved(gen int64) []metav1.Condition {
 // annotate sets an annotation on a gateway, as its Platform Admin editing
 // it: an edit the operator reconciles at once.
 func annotate(ctx context.Context, g Gomega, gw *openshellv1alpha1.OpenShellGateway, key, value string) {
-	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
-			return err
-		}
-		if cur.Annotations == nil {
-			cur.Annotations = map[string]string{}
-		}
-		cur.Annotations[key] = value
-		return cluster.Client.Update(ctx, cur)
-	})).To(Succeed())
+	editGateway(ctx, g, client.ObjectKeyFromObject(gw), func(cur *openshellv1alpha1.OpenShellGateway) {
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, key, value)
+	})
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
@@ -259,12 +258,5 @@ func runUpgradePageCommand(ctx context.Context, t *testing.T, fill map[string]st
 // setManagedVersion sets a Managed gateway's spec.managed.version (""
 // unpins it: the operator's default).
 func setManagedVersion(ctx context.Context, g Gomega, key client.ObjectKey, version string) {
-	g.ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &openshellv1alpha1.OpenShellGateway{}
-		if err := cluster.Client.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		cur.Spec.Managed.Version = version
-		return cluster.Client.Update(ctx, cur)
-	})).To(Succeed())
+	editGateway(ctx, g, key, func(cur *openshellv1alpha1.OpenShellGateway) { cur.Spec.Managed.Version = version })
 }

@@ -563,15 +563,8 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	g.Expect(cur.Status.SandboxID).To(BeEmpty())
 	wsB := sandboxspec.WorkspaceName(b, namespaceUID(ctx, g, b))
 	g.Expect(tn.st.Gateway.SandboxNames(wsB)).To(BeEmpty())
-	providerReady := func(g Gomega) *metav1.Condition {
-		p := &openshellv1alpha1.OpenShellProvider{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(bProvider), p)).To(Succeed())
-		cond := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
-		g.Expect(cond).NotTo(BeNil())
-		return cond
-	}
 	g.Eventually(func(g Gomega) {
-		cond := providerReady(g)
+		cond := providerReady(ctx, g, bProvider)
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.ReasonGatewayNotAllowed), cond.Message)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
@@ -580,7 +573,9 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	// Granting access again lets the same sandbox, and its provider, through.
 	relabel(ctx, g, b, map[string]string{"team": "a"})
 	waitPhase(ctx, g, client.ObjectKeyFromObject(bypass), openshellv1alpha1.SandboxPhaseReady)
-	g.Eventually(func(g Gomega) { g.Expect(providerReady(g).Reason).To(Equal(openshellv1alpha1.ProviderReasonSynced)) }).
+	g.Eventually(func(g Gomega) {
+		g.Expect(providerReady(ctx, g, bProvider).Reason).To(Equal(openshellv1alpha1.ProviderReasonSynced))
+	}).
 		WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(tn.st.Gateway.StoredCredentials(wsB, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-team-b"}))
 
@@ -588,14 +583,9 @@ func (tn *tenancySuite) gatewayAccess(t *testing.T) {
 	// narrows it to its own namespace): the running sandbox is reported,
 	// keeps its phase, and the same holds once the selector is back.
 	setTenancy := func(from openshellv1alpha1.NamespacesFrom, sel *metav1.LabelSelector) {
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			gw := &openshellv1alpha1.OpenShellGateway{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(tn.st.GatewayObj), gw); err != nil {
-				return err
-			}
+		editGateway(ctx, g, client.ObjectKeyFromObject(tn.st.GatewayObj), func(gw *openshellv1alpha1.OpenShellGateway) {
 			gw.Spec.Tenancy.AllowedNamespaces = openshellv1alpha1.AllowedNamespaces{From: from, Selector: sel}
-			return c.Update(ctx, gw)
-		})).To(Succeed())
+		})
 	}
 	accepted := func(status metav1.ConditionStatus, reason string) {
 		g.Eventually(func(g Gomega) {
@@ -1147,12 +1137,9 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	withProvider.Spec.Providers = []string{"anthropic"}
 	g.Expect(cluster.Client.Create(ctx, withProvider)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		p := &openshellv1alpha1.OpenShellProvider{}
-		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(victimProvider), p)).To(Succeed())
-		c := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
+		c := providerReady(ctx, g, victimProvider)
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "the provider: %+v", p.Status.Conditions)
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonWorkspaceConflict), "the provider: %s", c.Message)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(gwc.StoredCredentials(ws, "anthropic")).To(BeNil(), "no credentials pushed into the foreign workspace")
 	g.Expect(gwc.SandboxNames(ws)).To(BeEmpty(), "nothing created in the foreign workspace")
@@ -1172,11 +1159,8 @@ func (tn *tenancySuite) workspaceAndProviderConflict(t *testing.T) {
 	user.Spec.Providers = []string{"anthropic"}
 	g.Expect(cluster.Client.Create(ctx, user)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		cur := &openshellv1alpha1.OpenShellProvider{}
-		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(prov), cur)).To(Succeed())
-		c := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonProviderConflict), "%+v", cur.Status.Conditions)
+		c := providerReady(ctx, g, prov)
+		g.Expect(c.Reason).To(Equal(openshellv1alpha1.ReasonProviderConflict), c.Message)
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(gwc.StoredCredentials(ows, "anthropic")).To(Equal(map[string]string{"ANTHROPIC_API_KEY": "sk-theirs"}), "never merged into")
 	// A reconcile of the sandbox after the conflict (a spec change it must
@@ -1565,4 +1549,13 @@ func anthropicProvider(ctx context.Context, g Gomega, c client.Client, ns string
 		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
 	g.ExpectWithOffset(1, c.Create(ctx, p)).To(Succeed())
 	return p
+}
+
+// providerReady reads a provider's Ready condition, which must be there.
+func providerReady(ctx context.Context, g Gomega, p *openshellv1alpha1.OpenShellProvider) *metav1.Condition {
+	cur := &openshellv1alpha1.OpenShellProvider{}
+	g.ExpectWithOffset(1, cluster.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+	cond := meta.FindStatusCondition(cur.Status.Conditions, openshellv1alpha1.ConditionReady)
+	g.ExpectWithOffset(1, cond).NotTo(BeNil(), "no Ready condition on provider %s", p.Name)
+	return cond
 }
