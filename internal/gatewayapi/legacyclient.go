@@ -388,3 +388,19 @@ func (legacyClient) ListServices(context.Context, *v01.ListServicesRequest, ...g
 func (legacyClient) DeleteService(context.Context, *v01.DeleteServiceRequest, ...grpc.CallOption) (*v01.DeleteServiceResponse, error) {
 	return nil, unimplemented("DeleteService")
 }
+
+func (legacyClient) GetProviderRefreshStatus(context.Context, *v01.GetProviderRefreshStatusRequest, ...grpc.CallOption) (*v01.GetProviderRefreshStatusResponse, error) {
+	return nil, unimplemented("GetProviderRefreshStatus")
+}
+
+func (legacyClient) ConfigureProviderRefresh(context.Context, *v01.ConfigureProviderRefreshRequest, ...grpc.CallOption) (*v01.ConfigureProviderRefreshResponse, error) {
+	return nil, unimplemented("ConfigureProviderRefresh")
+}
+
+func (legacyClient) RotateProviderCredential(context.Context, *v01.RotateProviderCredentialRequest, ...grpc.CallOption) (*v01.RotateProviderCredentialResponse, error) {
+	return nil, unimplemented("RotateProviderCredential")
+}
+
+func (legacyClient) DeleteProviderRefresh(context.Context, *v01.DeleteProviderRefreshRequest, ...grpc.CallOption) (*v01.DeleteProviderRefreshResponse, error) {
+	return nil, unimplemented("DeleteProviderRefresh")
+}

@@ -429,6 +429,124 @@ func (ServiceAuthorizationMode) EnumDescriptor() ([]byte, []int) {
 	return file_v01_openshell_proto_rawDescGZIP(), []int{6}
 }
 
+// Provider credential refresh: the gateway mints a credential itself from
+// material (secret material it never returns).
+type ProviderCredentialRefreshStrategy int32
+
+const (
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED                ProviderCredentialRefreshStrategy = 0
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_STATIC                     ProviderCredentialRefreshStrategy = 1
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_EXTERNAL                   ProviderCredentialRefreshStrategy = 2
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_REFRESH_TOKEN       ProviderCredentialRefreshStrategy = 3
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_CLIENT_CREDENTIALS  ProviderCredentialRefreshStrategy = 4
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_GOOGLE_SERVICE_ACCOUNT_JWT ProviderCredentialRefreshStrategy = 5
+	ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE        ProviderCredentialRefreshStrategy = 6
+)
+
+// Enum value maps for ProviderCredentialRefreshStrategy.
+var (
+	ProviderCredentialRefreshStrategy_name = map[int32]string{
+		0: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED",
+		1: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_STATIC",
+		2: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_EXTERNAL",
+		3: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_REFRESH_TOKEN",
+		4: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_CLIENT_CREDENTIALS",
+		5: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_GOOGLE_SERVICE_ACCOUNT_JWT",
+		6: "PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE",
+	}
+	ProviderCredentialRefreshStrategy_value = map[string]int32{
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED":                0,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_STATIC":                     1,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_EXTERNAL":                   2,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_REFRESH_TOKEN":       3,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_CLIENT_CREDENTIALS":  4,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_GOOGLE_SERVICE_ACCOUNT_JWT": 5,
+		"PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE":        6,
+	}
+)
+
+func (x ProviderCredentialRefreshStrategy) Enum() *ProviderCredentialRefreshStrategy {
+	p := new(ProviderCredentialRefreshStrategy)
+	*p = x
+	return p
+}
+
+func (x ProviderCredentialRefreshStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProviderCredentialRefreshStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_v01_openshell_proto_enumTypes[7].Descriptor()
+}
+
+func (ProviderCredentialRefreshStrategy) Type() protoreflect.EnumType {
+	return &file_v01_openshell_proto_enumTypes[7]
+}
+
+func (x ProviderCredentialRefreshStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProviderCredentialRefreshStrategy.Descriptor instead.
+func (ProviderCredentialRefreshStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{7}
+}
+
+type ProviderCredentialRefreshRecoveryAction int32
+
+const (
+	ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED       ProviderCredentialRefreshRecoveryAction = 0
+	ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_RETRY             ProviderCredentialRefreshRecoveryAction = 1
+	ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_REAUTHORIZE       ProviderCredentialRefreshRecoveryAction = 2
+	ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_FIX_CONFIGURATION ProviderCredentialRefreshRecoveryAction = 3
+	ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_INVESTIGATE       ProviderCredentialRefreshRecoveryAction = 4
+)
+
+// Enum value maps for ProviderCredentialRefreshRecoveryAction.
+var (
+	ProviderCredentialRefreshRecoveryAction_name = map[int32]string{
+		0: "PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED",
+		1: "PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_RETRY",
+		2: "PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_REAUTHORIZE",
+		3: "PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_FIX_CONFIGURATION",
+		4: "PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_INVESTIGATE",
+	}
+	ProviderCredentialRefreshRecoveryAction_value = map[string]int32{
+		"PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED":       0,
+		"PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_RETRY":             1,
+		"PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_REAUTHORIZE":       2,
+		"PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_FIX_CONFIGURATION": 3,
+		"PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_INVESTIGATE":       4,
+	}
+)
+
+func (x ProviderCredentialRefreshRecoveryAction) Enum() *ProviderCredentialRefreshRecoveryAction {
+	p := new(ProviderCredentialRefreshRecoveryAction)
+	*p = x
+	return p
+}
+
+func (x ProviderCredentialRefreshRecoveryAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProviderCredentialRefreshRecoveryAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_v01_openshell_proto_enumTypes[8].Descriptor()
+}
+
+func (ProviderCredentialRefreshRecoveryAction) Type() protoreflect.EnumType {
+	return &file_v01_openshell_proto_enumTypes[8]
+}
+
+func (x ProviderCredentialRefreshRecoveryAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProviderCredentialRefreshRecoveryAction.Descriptor instead.
+func (ProviderCredentialRefreshRecoveryAction) EnumDescriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{8}
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -7960,6 +8078,626 @@ func (x *DeleteServiceResponse) GetOutcome() DeletionOutcome {
 	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
 }
 
+type ProviderCredentialRefreshStatus struct {
+	state                protoimpl.MessageState                  `protogen:"open.v1"`
+	Provider             string                                  `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId           string                                  `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	CredentialKey        string                                  `protobuf:"bytes,3,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
+	Strategy             ProviderCredentialRefreshStrategy       `protobuf:"varint,4,opt,name=strategy,proto3,enum=openshell.v1.ProviderCredentialRefreshStrategy" json:"strategy,omitempty"`
+	Status               string                                  `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	ExpirationTime       *timestamppb.Timestamp                  `protobuf:"bytes,106,opt,name=expiration_time,json=expirationTime,proto3" json:"expiration_time,omitempty"`
+	NextRefreshTime      *timestamppb.Timestamp                  `protobuf:"bytes,107,opt,name=next_refresh_time,json=nextRefreshTime,proto3" json:"next_refresh_time,omitempty"`
+	LastRefreshTime      *timestamppb.Timestamp                  `protobuf:"bytes,108,opt,name=last_refresh_time,json=lastRefreshTime,proto3" json:"last_refresh_time,omitempty"`
+	LastError            string                                  `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	RecoveryAction       ProviderCredentialRefreshRecoveryAction `protobuf:"varint,10,opt,name=recovery_action,json=recoveryAction,proto3,enum=openshell.v1.ProviderCredentialRefreshRecoveryAction" json:"recovery_action,omitempty"`
+	FailureCode          string                                  `protobuf:"bytes,11,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	ProviderErrorSubtype string                                  `protobuf:"bytes,12,opt,name=provider_error_subtype,json=providerErrorSubtype,proto3" json:"provider_error_subtype,omitempty"`
+	LastErrorTime        *timestamppb.Timestamp                  `protobuf:"bytes,113,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ProviderCredentialRefreshStatus) Reset() {
+	*x = ProviderCredentialRefreshStatus{}
+	mi := &file_v01_openshell_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderCredentialRefreshStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderCredentialRefreshStatus) ProtoMessage() {}
+
+func (x *ProviderCredentialRefreshStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderCredentialRefreshStatus.ProtoReflect.Descriptor instead.
+func (*ProviderCredentialRefreshStatus) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{116}
+}
+
+func (x *ProviderCredentialRefreshStatus) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetCredentialKey() string {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetStrategy() ProviderCredentialRefreshStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED
+}
+
+func (x *ProviderCredentialRefreshStatus) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetExpirationTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpirationTime
+	}
+	return nil
+}
+
+func (x *ProviderCredentialRefreshStatus) GetNextRefreshTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRefreshTime
+	}
+	return nil
+}
+
+func (x *ProviderCredentialRefreshStatus) GetLastRefreshTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRefreshTime
+	}
+	return nil
+}
+
+func (x *ProviderCredentialRefreshStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetRecoveryAction() ProviderCredentialRefreshRecoveryAction {
+	if x != nil {
+		return x.RecoveryAction
+	}
+	return ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED
+}
+
+func (x *ProviderCredentialRefreshStatus) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetProviderErrorSubtype() string {
+	if x != nil {
+		return x.ProviderErrorSubtype
+	}
+	return ""
+}
+
+func (x *ProviderCredentialRefreshStatus) GetLastErrorTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorTime
+	}
+	return nil
+}
+
+type GetProviderRefreshStatusRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,3,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	Provider       string                         `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	CredentialKey  string                         `protobuf:"bytes,2,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetProviderRefreshStatusRequest) Reset() {
+	*x = GetProviderRefreshStatusRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderRefreshStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderRefreshStatusRequest) ProtoMessage() {}
+
+func (x *GetProviderRefreshStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderRefreshStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetProviderRefreshStatusRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *GetProviderRefreshStatusRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *GetProviderRefreshStatusRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *GetProviderRefreshStatusRequest) GetCredentialKey() string {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return ""
+}
+
+type GetProviderRefreshStatusResponse struct {
+	state         protoimpl.MessageState             `protogen:"open.v1"`
+	Credentials   []*ProviderCredentialRefreshStatus `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProviderRefreshStatusResponse) Reset() {
+	*x = GetProviderRefreshStatusResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderRefreshStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderRefreshStatusResponse) ProtoMessage() {}
+
+func (x *GetProviderRefreshStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderRefreshStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetProviderRefreshStatusResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *GetProviderRefreshStatusResponse) GetCredentials() []*ProviderCredentialRefreshStatus {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+type ConfigureProviderRefreshRequest struct {
+	state              protoimpl.MessageState            `protogen:"open.v1"`
+	WorkspaceScope     *datamodelv1.WorkspaceSelector    `protobuf:"bytes,7,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	Provider           string                            `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	CredentialKey      string                            `protobuf:"bytes,2,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
+	Strategy           ProviderCredentialRefreshStrategy `protobuf:"varint,3,opt,name=strategy,proto3,enum=openshell.v1.ProviderCredentialRefreshStrategy" json:"strategy,omitempty"`
+	Material           map[string]string                 `protobuf:"bytes,4,rep,name=material,proto3" json:"material,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SecretMaterialKeys []string                          `protobuf:"bytes,5,rep,name=secret_material_keys,json=secretMaterialKeys,proto3" json:"secret_material_keys,omitempty"`
+	ExpirationTime     *timestamppb.Timestamp            `protobuf:"bytes,106,opt,name=expiration_time,json=expirationTime,proto3" json:"expiration_time,omitempty"`
+	RequestId          string                            `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ConfigureProviderRefreshRequest) Reset() {
+	*x = ConfigureProviderRefreshRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureProviderRefreshRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureProviderRefreshRequest) ProtoMessage() {}
+
+func (x *ConfigureProviderRefreshRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureProviderRefreshRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureProviderRefreshRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *ConfigureProviderRefreshRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *ConfigureProviderRefreshRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ConfigureProviderRefreshRequest) GetCredentialKey() string {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return ""
+}
+
+func (x *ConfigureProviderRefreshRequest) GetStrategy() ProviderCredentialRefreshStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED
+}
+
+func (x *ConfigureProviderRefreshRequest) GetMaterial() map[string]string {
+	if x != nil {
+		return x.Material
+	}
+	return nil
+}
+
+func (x *ConfigureProviderRefreshRequest) GetSecretMaterialKeys() []string {
+	if x != nil {
+		return x.SecretMaterialKeys
+	}
+	return nil
+}
+
+func (x *ConfigureProviderRefreshRequest) GetExpirationTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpirationTime
+	}
+	return nil
+}
+
+func (x *ConfigureProviderRefreshRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ConfigureProviderRefreshResponse struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Status        *ProviderCredentialRefreshStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureProviderRefreshResponse) Reset() {
+	*x = ConfigureProviderRefreshResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureProviderRefreshResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureProviderRefreshResponse) ProtoMessage() {}
+
+func (x *ConfigureProviderRefreshResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureProviderRefreshResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureProviderRefreshResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *ConfigureProviderRefreshResponse) GetStatus() *ProviderCredentialRefreshStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+type RotateProviderCredentialRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,3,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	Provider       string                         `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	CredentialKey  string                         `protobuf:"bytes,2,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
+	RequestId      string                         `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RotateProviderCredentialRequest) Reset() {
+	*x = RotateProviderCredentialRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateProviderCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateProviderCredentialRequest) ProtoMessage() {}
+
+func (x *RotateProviderCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateProviderCredentialRequest.ProtoReflect.Descriptor instead.
+func (*RotateProviderCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *RotateProviderCredentialRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *RotateProviderCredentialRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *RotateProviderCredentialRequest) GetCredentialKey() string {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return ""
+}
+
+func (x *RotateProviderCredentialRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RotateProviderCredentialResponse struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Status        *ProviderCredentialRefreshStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateProviderCredentialResponse) Reset() {
+	*x = RotateProviderCredentialResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateProviderCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateProviderCredentialResponse) ProtoMessage() {}
+
+func (x *RotateProviderCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateProviderCredentialResponse.ProtoReflect.Descriptor instead.
+func (*RotateProviderCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *RotateProviderCredentialResponse) GetStatus() *ProviderCredentialRefreshStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+type DeleteProviderRefreshRequest struct {
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	WorkspaceScope *datamodelv1.WorkspaceSelector `protobuf:"bytes,4,opt,name=workspace_scope,json=workspaceScope,proto3" json:"workspace_scope,omitempty"`
+	Provider       string                         `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	CredentialKey  string                         `protobuf:"bytes,2,opt,name=credential_key,json=credentialKey,proto3" json:"credential_key,omitempty"`
+	AllowMissing   bool                           `protobuf:"varint,5,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	RequestId      string                         `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteProviderRefreshRequest) Reset() {
+	*x = DeleteProviderRefreshRequest{}
+	mi := &file_v01_openshell_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProviderRefreshRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProviderRefreshRequest) ProtoMessage() {}
+
+func (x *DeleteProviderRefreshRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProviderRefreshRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProviderRefreshRequest) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{123}
+}
+
+func (x *DeleteProviderRefreshRequest) GetWorkspaceScope() *datamodelv1.WorkspaceSelector {
+	if x != nil {
+		return x.WorkspaceScope
+	}
+	return nil
+}
+
+func (x *DeleteProviderRefreshRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *DeleteProviderRefreshRequest) GetCredentialKey() string {
+	if x != nil {
+		return x.CredentialKey
+	}
+	return ""
+}
+
+func (x *DeleteProviderRefreshRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+func (x *DeleteProviderRefreshRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type DeleteProviderRefreshResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       DeletionOutcome        `protobuf:"varint,2,opt,name=outcome,proto3,enum=openshell.v1.DeletionOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProviderRefreshResponse) Reset() {
+	*x = DeleteProviderRefreshResponse{}
+	mi := &file_v01_openshell_proto_msgTypes[124]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProviderRefreshResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProviderRefreshResponse) ProtoMessage() {}
+
+func (x *DeleteProviderRefreshResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v01_openshell_proto_msgTypes[124]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProviderRefreshResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProviderRefreshResponse) Descriptor() ([]byte, []int) {
+	return file_v01_openshell_proto_rawDescGZIP(), []int{124}
+}
+
+func (x *DeleteProviderRefreshResponse) GetOutcome() DeletionOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeletionOutcome_DELETION_OUTCOME_UNSPECIFIED
+}
+
 var File_v01_openshell_proto protoreflect.FileDescriptor
 
 const file_v01_openshell_proto_rawDesc = "" +
@@ -8601,6 +9339,61 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\"P\n" +
 	"\x15DeleteServiceResponse\x127\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome\"\xdb\x05\n" +
+	"\x1fProviderCredentialRefreshStatus\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x12%\n" +
+	"\x0ecredential_key\x18\x03 \x01(\tR\rcredentialKey\x12K\n" +
+	"\bstrategy\x18\x04 \x01(\x0e2/.openshell.v1.ProviderCredentialRefreshStrategyR\bstrategy\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12C\n" +
+	"\x0fexpiration_time\x18j \x01(\v2\x1a.google.protobuf.TimestampR\x0eexpirationTime\x12F\n" +
+	"\x11next_refresh_time\x18k \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextRefreshTime\x12F\n" +
+	"\x11last_refresh_time\x18l \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRefreshTime\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12^\n" +
+	"\x0frecovery_action\x18\n" +
+	" \x01(\x0e25.openshell.v1.ProviderCredentialRefreshRecoveryActionR\x0erecoveryAction\x12!\n" +
+	"\ffailure_code\x18\v \x01(\tR\vfailureCode\x124\n" +
+	"\x16provider_error_subtype\x18\f \x01(\tR\x14providerErrorSubtype\x12B\n" +
+	"\x0flast_error_time\x18q \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\"\xb8\x01\n" +
+	"\x1fGetProviderRefreshStatusRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x03 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12%\n" +
+	"\x0ecredential_key\x18\x02 \x01(\tR\rcredentialKey\"s\n" +
+	" GetProviderRefreshStatusResponse\x12O\n" +
+	"\vcredentials\x18\x01 \x03(\v2-.openshell.v1.ProviderCredentialRefreshStatusR\vcredentials\"\xb1\x04\n" +
+	"\x1fConfigureProviderRefreshRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\a \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12%\n" +
+	"\x0ecredential_key\x18\x02 \x01(\tR\rcredentialKey\x12K\n" +
+	"\bstrategy\x18\x03 \x01(\x0e2/.openshell.v1.ProviderCredentialRefreshStrategyR\bstrategy\x12W\n" +
+	"\bmaterial\x18\x04 \x03(\v2;.openshell.v1.ConfigureProviderRefreshRequest.MaterialEntryR\bmaterial\x120\n" +
+	"\x14secret_material_keys\x18\x05 \x03(\tR\x12secretMaterialKeys\x12C\n" +
+	"\x0fexpiration_time\x18j \x01(\v2\x1a.google.protobuf.TimestampR\x0eexpirationTime\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x1a;\n" +
+	"\rMaterialEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	" ConfigureProviderRefreshResponse\x12E\n" +
+	"\x06status\x18\x01 \x01(\v2-.openshell.v1.ProviderCredentialRefreshStatusR\x06status\"\xd7\x01\n" +
+	"\x1fRotateProviderCredentialRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x03 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12%\n" +
+	"\x0ecredential_key\x18\x02 \x01(\tR\rcredentialKey\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"i\n" +
+	" RotateProviderCredentialResponse\x12E\n" +
+	"\x06status\x18\x01 \x01(\v2-.openshell.v1.ProviderCredentialRefreshStatusR\x06status\"\xf9\x01\n" +
+	"\x1cDeleteProviderRefreshRequest\x12R\n" +
+	"\x0fworkspace_scope\x18\x04 \x01(\v2).openshell.datamodel.v1.WorkspaceSelectorR\x0eworkspaceScope\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12%\n" +
+	"\x0ecredential_key\x18\x02 \x01(\tR\rcredentialKey\x12#\n" +
+	"\rallow_missing\x18\x05 \x01(\bR\fallowMissing\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"X\n" +
+	"\x1dDeleteProviderRefreshResponse\x127\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1d.openshell.v1.DeletionOutcomeR\aoutcome*\x86\x01\n" +
 	"\rServiceStatus\x12\x1e\n" +
 	"\x1aSERVICE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -8645,7 +9438,21 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x18ServiceAuthorizationMode\x12*\n" +
 	"&SERVICE_AUTHORIZATION_MODE_UNSPECIFIED\x10\x00\x12$\n" +
 	" SERVICE_AUTHORIZATION_MODE_STRIP\x10\x01\x121\n" +
-	"-SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH\x10\x022\xa4!\n" +
+	"-SERVICE_AUTHORIZATION_MODE_BEARER_PASSTHROUGH\x10\x02*\xc3\x03\n" +
+	"!ProviderCredentialRefreshStrategy\x124\n" +
+	"0PROVIDER_CREDENTIAL_REFRESH_STRATEGY_UNSPECIFIED\x10\x00\x12/\n" +
+	"+PROVIDER_CREDENTIAL_REFRESH_STRATEGY_STATIC\x10\x01\x121\n" +
+	"-PROVIDER_CREDENTIAL_REFRESH_STRATEGY_EXTERNAL\x10\x02\x12=\n" +
+	"9PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_REFRESH_TOKEN\x10\x03\x12B\n" +
+	">PROVIDER_CREDENTIAL_REFRESH_STRATEGY_OAUTH2_CLIENT_CREDENTIALS\x10\x04\x12C\n" +
+	"?PROVIDER_CREDENTIAL_REFRESH_STRATEGY_GOOGLE_SERVICE_ACCOUNT_JWT\x10\x05\x12<\n" +
+	"8PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE\x10\x06*\xda\x02\n" +
+	"'ProviderCredentialRefreshRecoveryAction\x12;\n" +
+	"7PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED\x10\x00\x125\n" +
+	"1PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_RETRY\x10\x01\x12;\n" +
+	"7PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_REAUTHORIZE\x10\x02\x12A\n" +
+	"=PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_FIX_CONFIGURATION\x10\x03\x12;\n" +
+	"7PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_INVESTIGATE\x10\x042\x87%\n" +
 	"\tOpenShell\x12C\n" +
 	"\x06Health\x12\x1b.openshell.v1.HealthRequest\x1a\x1c.openshell.v1.HealthResponse\x12[\n" +
 	"\x0eGetGatewayInfo\x12#.openshell.v1.GetGatewayInfoRequest\x1a$.openshell.v1.GetGatewayInfoResponse\x12[\n" +
@@ -8669,7 +9476,11 @@ const file_v01_openshell_proto_rawDesc = "" +
 	"\x12GetProviderProfile\x12'.openshell.v1.GetProviderProfileRequest\x1a%.openshell.v1.ProviderProfileResponse\x12s\n" +
 	"\x16ImportProviderProfiles\x12+.openshell.v1.ImportProviderProfilesRequest\x1a,.openshell.v1.ImportProviderProfilesResponse\x12s\n" +
 	"\x16UpdateProviderProfiles\x12+.openshell.v1.UpdateProviderProfilesRequest\x1a,.openshell.v1.UpdateProviderProfilesResponse\x12p\n" +
-	"\x15DeleteProviderProfile\x12*.openshell.v1.DeleteProviderProfileRequest\x1a+.openshell.v1.DeleteProviderProfileResponse\x12j\n" +
+	"\x15DeleteProviderProfile\x12*.openshell.v1.DeleteProviderProfileRequest\x1a+.openshell.v1.DeleteProviderProfileResponse\x12y\n" +
+	"\x18GetProviderRefreshStatus\x12-.openshell.v1.GetProviderRefreshStatusRequest\x1a..openshell.v1.GetProviderRefreshStatusResponse\x12y\n" +
+	"\x18ConfigureProviderRefresh\x12-.openshell.v1.ConfigureProviderRefreshRequest\x1a..openshell.v1.ConfigureProviderRefreshResponse\x12y\n" +
+	"\x18RotateProviderCredential\x12-.openshell.v1.RotateProviderCredentialRequest\x1a..openshell.v1.RotateProviderCredentialResponse\x12p\n" +
+	"\x15DeleteProviderRefresh\x12*.openshell.v1.DeleteProviderRefreshRequest\x1a+.openshell.v1.DeleteProviderRefreshResponse\x12j\n" +
 	"\x15CreateSandboxTemplate\x12*.openshell.v1.CreateSandboxTemplateRequest\x1a%.openshell.v1.SandboxTemplateResponse\x12d\n" +
 	"\x12GetSandboxTemplate\x12'.openshell.v1.GetSandboxTemplateRequest\x1a%.openshell.v1.SandboxTemplateResponse\x12m\n" +
 	"\x14ListSandboxTemplates\x12).openshell.v1.ListSandboxTemplatesRequest\x1a*.openshell.v1.ListSandboxTemplatesResponse\x12p\n" +
@@ -8706,413 +9517,450 @@ func file_v01_openshell_proto_rawDescGZIP() []byte {
 	return file_v01_openshell_proto_rawDescData
 }
 
-var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_v01_openshell_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_v01_openshell_proto_msgTypes = make([]protoimpl.MessageInfo, 143)
 var file_v01_openshell_proto_goTypes = []any{
-	(ServiceStatus)(0),                        // 0: openshell.v1.ServiceStatus
-	(PolicyStatus)(0),                         // 1: openshell.v1.PolicyStatus
-	(SandboxPhase)(0),                         // 2: openshell.v1.SandboxPhase
-	(DeletionOutcome)(0),                      // 3: openshell.v1.DeletionOutcome
-	(ProviderProfileCategory)(0),              // 4: openshell.v1.ProviderProfileCategory
-	(WorkspaceRole)(0),                        // 5: openshell.v1.WorkspaceRole
-	(ServiceAuthorizationMode)(0),             // 6: openshell.v1.ServiceAuthorizationMode
-	(*HealthRequest)(nil),                     // 7: openshell.v1.HealthRequest
-	(*HealthResponse)(nil),                    // 8: openshell.v1.HealthResponse
-	(*GetGatewayInfoRequest)(nil),             // 9: openshell.v1.GetGatewayInfoRequest
-	(*GetGatewayInfoResponse)(nil),            // 10: openshell.v1.GetGatewayInfoResponse
-	(*ComputeDriverInfo)(nil),                 // 11: openshell.v1.ComputeDriverInfo
-	(*ComputeDriverCapabilities)(nil),         // 12: openshell.v1.ComputeDriverCapabilities
-	(*GetCurrentUserRequest)(nil),             // 13: openshell.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),            // 14: openshell.v1.GetCurrentUserResponse
-	(*Sandbox)(nil),                           // 15: openshell.v1.Sandbox
-	(*SandboxWorkloadTemplateProvenance)(nil), // 16: openshell.v1.SandboxWorkloadTemplateProvenance
-	(*SandboxWorkloadTemplate)(nil),           // 17: openshell.v1.SandboxWorkloadTemplate
-	(*SandboxWorkloadTemplateSpec)(nil),       // 18: openshell.v1.SandboxWorkloadTemplateSpec
-	(*SandboxWorkloadConfig)(nil),             // 19: openshell.v1.SandboxWorkloadConfig
-	(*SandboxResources)(nil),                  // 20: openshell.v1.SandboxResources
-	(*SandboxServiceLevel)(nil),               // 21: openshell.v1.SandboxServiceLevel
-	(*SandboxStartup)(nil),                    // 22: openshell.v1.SandboxStartup
-	(*CreateSandboxTemplateRequest)(nil),      // 23: openshell.v1.CreateSandboxTemplateRequest
-	(*SandboxTemplateResponse)(nil),           // 24: openshell.v1.SandboxTemplateResponse
-	(*GetSandboxTemplateRequest)(nil),         // 25: openshell.v1.GetSandboxTemplateRequest
-	(*ListSandboxTemplatesRequest)(nil),       // 26: openshell.v1.ListSandboxTemplatesRequest
-	(*ListSandboxTemplatesResponse)(nil),      // 27: openshell.v1.ListSandboxTemplatesResponse
-	(*DeleteSandboxTemplateRequest)(nil),      // 28: openshell.v1.DeleteSandboxTemplateRequest
-	(*DeleteSandboxTemplateResponse)(nil),     // 29: openshell.v1.DeleteSandboxTemplateResponse
-	(*SandboxSpec)(nil),                       // 30: openshell.v1.SandboxSpec
-	(*ResourceRequirements)(nil),              // 31: openshell.v1.ResourceRequirements
-	(*GpuResourceRequirements)(nil),           // 32: openshell.v1.GpuResourceRequirements
-	(*SandboxTemplate)(nil),                   // 33: openshell.v1.SandboxTemplate
-	(*SandboxStatus)(nil),                     // 34: openshell.v1.SandboxStatus
-	(*SandboxCondition)(nil),                  // 35: openshell.v1.SandboxCondition
-	(*CreateSandboxRequest)(nil),              // 36: openshell.v1.CreateSandboxRequest
-	(*GetSandboxRequest)(nil),                 // 37: openshell.v1.GetSandboxRequest
-	(*ListSandboxesRequest)(nil),              // 38: openshell.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),             // 39: openshell.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),              // 40: openshell.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 41: openshell.v1.DeleteSandboxResponse
-	(*StopSandboxRequest)(nil),                // 42: openshell.v1.StopSandboxRequest
-	(*StartSandboxRequest)(nil),               // 43: openshell.v1.StartSandboxRequest
-	(*SandboxResponse)(nil),                   // 44: openshell.v1.SandboxResponse
-	(*WatchSandboxRequest)(nil),               // 45: openshell.v1.WatchSandboxRequest
-	(*SandboxStreamEvent)(nil),                // 46: openshell.v1.SandboxStreamEvent
-	(*SandboxLogLine)(nil),                    // 47: openshell.v1.SandboxLogLine
-	(*PlatformEvent)(nil),                     // 48: openshell.v1.PlatformEvent
-	(*SandboxStreamWarning)(nil),              // 49: openshell.v1.SandboxStreamWarning
-	(*AttachSandboxProviderRequest)(nil),      // 50: openshell.v1.AttachSandboxProviderRequest
-	(*AttachSandboxProviderResponse)(nil),     // 51: openshell.v1.AttachSandboxProviderResponse
-	(*DetachSandboxProviderRequest)(nil),      // 52: openshell.v1.DetachSandboxProviderRequest
-	(*DetachSandboxProviderResponse)(nil),     // 53: openshell.v1.DetachSandboxProviderResponse
-	(*ListSandboxProvidersRequest)(nil),       // 54: openshell.v1.ListSandboxProvidersRequest
-	(*ListSandboxProvidersResponse)(nil),      // 55: openshell.v1.ListSandboxProvidersResponse
-	(*CreateProviderRequest)(nil),             // 56: openshell.v1.CreateProviderRequest
-	(*GetProviderRequest)(nil),                // 57: openshell.v1.GetProviderRequest
-	(*UpdateProviderRequest)(nil),             // 58: openshell.v1.UpdateProviderRequest
-	(*DeleteProviderRequest)(nil),             // 59: openshell.v1.DeleteProviderRequest
-	(*ProviderResponse)(nil),                  // 60: openshell.v1.ProviderResponse
-	(*DeleteProviderResponse)(nil),            // 61: openshell.v1.DeleteProviderResponse
-	(*ProviderProfile)(nil),                   // 62: openshell.v1.ProviderProfile
-	(*ProviderProfileCredential)(nil),         // 63: openshell.v1.ProviderProfileCredential
-	(*ProviderProfileDiscovery)(nil),          // 64: openshell.v1.ProviderProfileDiscovery
-	(*ListProviderProfilesRequest)(nil),       // 65: openshell.v1.ListProviderProfilesRequest
-	(*ListProviderProfilesResponse)(nil),      // 66: openshell.v1.ListProviderProfilesResponse
-	(*GetProviderProfileRequest)(nil),         // 67: openshell.v1.GetProviderProfileRequest
-	(*ProviderProfileResponse)(nil),           // 68: openshell.v1.ProviderProfileResponse
-	(*ImportProviderProfilesRequest)(nil),     // 69: openshell.v1.ImportProviderProfilesRequest
-	(*ProviderProfileImportItem)(nil),         // 70: openshell.v1.ProviderProfileImportItem
-	(*ImportProviderProfilesResponse)(nil),    // 71: openshell.v1.ImportProviderProfilesResponse
-	(*ProviderProfileDiagnostic)(nil),         // 72: openshell.v1.ProviderProfileDiagnostic
-	(*UpdateProviderProfilesRequest)(nil),     // 73: openshell.v1.UpdateProviderProfilesRequest
-	(*UpdateProviderProfilesResponse)(nil),    // 74: openshell.v1.UpdateProviderProfilesResponse
-	(*DeleteProviderProfileRequest)(nil),      // 75: openshell.v1.DeleteProviderProfileRequest
-	(*DeleteProviderProfileResponse)(nil),     // 76: openshell.v1.DeleteProviderProfileResponse
-	(*UpdateConfigRequest)(nil),               // 77: openshell.v1.UpdateConfigRequest
-	(*UpdateConfigResponse)(nil),              // 78: openshell.v1.UpdateConfigResponse
-	(*CreateWorkspaceRequest)(nil),            // 79: openshell.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),           // 80: openshell.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),               // 81: openshell.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),              // 82: openshell.v1.GetWorkspaceResponse
-	(*DeleteWorkspaceRequest)(nil),            // 83: openshell.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil),           // 84: openshell.v1.DeleteWorkspaceResponse
-	(*GetSandboxPolicyStatusRequest)(nil),     // 85: openshell.v1.GetSandboxPolicyStatusRequest
-	(*GetSandboxPolicyStatusResponse)(nil),    // 86: openshell.v1.GetSandboxPolicyStatusResponse
-	(*SandboxPolicyRevision)(nil),             // 87: openshell.v1.SandboxPolicyRevision
-	(*WorkspaceMember)(nil),                   // 88: openshell.v1.WorkspaceMember
-	(*AddWorkspaceMemberRequest)(nil),         // 89: openshell.v1.AddWorkspaceMemberRequest
-	(*AddWorkspaceMemberResponse)(nil),        // 90: openshell.v1.AddWorkspaceMemberResponse
-	(*RemoveWorkspaceMemberRequest)(nil),      // 91: openshell.v1.RemoveWorkspaceMemberRequest
-	(*RemoveWorkspaceMemberResponse)(nil),     // 92: openshell.v1.RemoveWorkspaceMemberResponse
-	(*ListWorkspaceMembersRequest)(nil),       // 93: openshell.v1.ListWorkspaceMembersRequest
-	(*ListWorkspaceMembersResponse)(nil),      // 94: openshell.v1.ListWorkspaceMembersResponse
-	(*ExecSandboxRequest)(nil),                // 95: openshell.v1.ExecSandboxRequest
-	(*ExecSandboxStdout)(nil),                 // 96: openshell.v1.ExecSandboxStdout
-	(*ExecSandboxStderr)(nil),                 // 97: openshell.v1.ExecSandboxStderr
-	(*ExecSandboxExit)(nil),                   // 98: openshell.v1.ExecSandboxExit
-	(*ExecSandboxEvent)(nil),                  // 99: openshell.v1.ExecSandboxEvent
-	(*ExecSandboxWindowResize)(nil),           // 100: openshell.v1.ExecSandboxWindowResize
-	(*ExecSandboxInput)(nil),                  // 101: openshell.v1.ExecSandboxInput
-	(*TcpRelayTarget)(nil),                    // 102: openshell.v1.TcpRelayTarget
-	(*SshRelayTarget)(nil),                    // 103: openshell.v1.SshRelayTarget
-	(*TcpForwardInit)(nil),                    // 104: openshell.v1.TcpForwardInit
-	(*TcpForwardFrame)(nil),                   // 105: openshell.v1.TcpForwardFrame
-	(*GetSandboxLogsRequest)(nil),             // 106: openshell.v1.GetSandboxLogsRequest
-	(*GetSandboxLogsResponse)(nil),            // 107: openshell.v1.GetSandboxLogsResponse
-	(*PolicyChunk)(nil),                       // 108: openshell.v1.PolicyChunk
-	(*GetDraftPolicyRequest)(nil),             // 109: openshell.v1.GetDraftPolicyRequest
-	(*GetDraftPolicyResponse)(nil),            // 110: openshell.v1.GetDraftPolicyResponse
-	(*RejectDraftChunkRequest)(nil),           // 111: openshell.v1.RejectDraftChunkRequest
-	(*RejectDraftChunkResponse)(nil),          // 112: openshell.v1.RejectDraftChunkResponse
-	(*GetDraftHistoryRequest)(nil),            // 113: openshell.v1.GetDraftHistoryRequest
-	(*GetDraftHistoryResponse)(nil),           // 114: openshell.v1.GetDraftHistoryResponse
-	(*DraftHistoryEntry)(nil),                 // 115: openshell.v1.DraftHistoryEntry
-	(*ExposeServiceRequest)(nil),              // 116: openshell.v1.ExposeServiceRequest
-	(*ServiceEndpoint)(nil),                   // 117: openshell.v1.ServiceEndpoint
-	(*ServiceEndpointResponse)(nil),           // 118: openshell.v1.ServiceEndpointResponse
-	(*ListServicesRequest)(nil),               // 119: openshell.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),              // 120: openshell.v1.ListServicesResponse
-	(*DeleteServiceRequest)(nil),              // 121: openshell.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),             // 122: openshell.v1.DeleteServiceResponse
-	nil,                                       // 123: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
-	nil,                                       // 124: openshell.v1.SandboxSpec.EnvironmentEntry
-	nil,                                       // 125: openshell.v1.SandboxTemplate.LabelsEntry
-	nil,                                       // 126: openshell.v1.SandboxTemplate.AnnotationsEntry
-	nil,                                       // 127: openshell.v1.SandboxTemplate.EnvironmentEntry
-	nil,                                       // 128: openshell.v1.CreateSandboxRequest.LabelsEntry
-	nil,                                       // 129: openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	nil,                                       // 130: openshell.v1.SandboxResponse.ServiceUrlsEntry
-	nil,                                       // 131: openshell.v1.SandboxLogLine.FieldsEntry
-	nil,                                       // 132: openshell.v1.PlatformEvent.MetadataEntry
-	nil,                                       // 133: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	nil,                                       // 134: openshell.v1.ProviderProfile.AnnotationsEntry
-	nil,                                       // 135: openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	nil,                                       // 136: openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	nil,                                       // 137: openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	nil,                                       // 138: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	nil,                                       // 139: openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	(*datamodelv1.ObjectMeta)(nil),            // 140: openshell.datamodel.v1.ObjectMeta
-	(*structpb.Struct)(nil),                   // 141: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 142: google.protobuf.Duration
-	(*datamodelv1.WorkspaceSelector)(nil),     // 143: openshell.datamodel.v1.WorkspaceSelector
-	(*sandboxv1.SandboxPolicy)(nil),           // 144: openshell.sandbox.v1.SandboxPolicy
-	(*timestamppb.Timestamp)(nil),             // 145: google.protobuf.Timestamp
-	(*datamodelv1.Provider)(nil),              // 146: openshell.datamodel.v1.Provider
-	(*sandboxv1.NetworkEndpoint)(nil),         // 147: openshell.sandbox.v1.NetworkEndpoint
-	(*sandboxv1.NetworkBinary)(nil),           // 148: openshell.sandbox.v1.NetworkBinary
-	(*sandboxv1.SettingValue)(nil),            // 149: openshell.sandbox.v1.SettingValue
-	(*datamodelv1.Workspace)(nil),             // 150: openshell.datamodel.v1.Workspace
-	(*sandboxv1.NetworkPolicyRule)(nil),       // 151: openshell.sandbox.v1.NetworkPolicyRule
+	(ServiceStatus)(0),                           // 0: openshell.v1.ServiceStatus
+	(PolicyStatus)(0),                            // 1: openshell.v1.PolicyStatus
+	(SandboxPhase)(0),                            // 2: openshell.v1.SandboxPhase
+	(DeletionOutcome)(0),                         // 3: openshell.v1.DeletionOutcome
+	(ProviderProfileCategory)(0),                 // 4: openshell.v1.ProviderProfileCategory
+	(WorkspaceRole)(0),                           // 5: openshell.v1.WorkspaceRole
+	(ServiceAuthorizationMode)(0),                // 6: openshell.v1.ServiceAuthorizationMode
+	(ProviderCredentialRefreshStrategy)(0),       // 7: openshell.v1.ProviderCredentialRefreshStrategy
+	(ProviderCredentialRefreshRecoveryAction)(0), // 8: openshell.v1.ProviderCredentialRefreshRecoveryAction
+	(*HealthRequest)(nil),                        // 9: openshell.v1.HealthRequest
+	(*HealthResponse)(nil),                       // 10: openshell.v1.HealthResponse
+	(*GetGatewayInfoRequest)(nil),                // 11: openshell.v1.GetGatewayInfoRequest
+	(*GetGatewayInfoResponse)(nil),               // 12: openshell.v1.GetGatewayInfoResponse
+	(*ComputeDriverInfo)(nil),                    // 13: openshell.v1.ComputeDriverInfo
+	(*ComputeDriverCapabilities)(nil),            // 14: openshell.v1.ComputeDriverCapabilities
+	(*GetCurrentUserRequest)(nil),                // 15: openshell.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),               // 16: openshell.v1.GetCurrentUserResponse
+	(*Sandbox)(nil),                              // 17: openshell.v1.Sandbox
+	(*SandboxWorkloadTemplateProvenance)(nil),    // 18: openshell.v1.SandboxWorkloadTemplateProvenance
+	(*SandboxWorkloadTemplate)(nil),              // 19: openshell.v1.SandboxWorkloadTemplate
+	(*SandboxWorkloadTemplateSpec)(nil),          // 20: openshell.v1.SandboxWorkloadTemplateSpec
+	(*SandboxWorkloadConfig)(nil),                // 21: openshell.v1.SandboxWorkloadConfig
+	(*SandboxResources)(nil),                     // 22: openshell.v1.SandboxResources
+	(*SandboxServiceLevel)(nil),                  // 23: openshell.v1.SandboxServiceLevel
+	(*SandboxStartup)(nil),                       // 24: openshell.v1.SandboxStartup
+	(*CreateSandboxTemplateRequest)(nil),         // 25: openshell.v1.CreateSandboxTemplateRequest
+	(*SandboxTemplateResponse)(nil),              // 26: openshell.v1.SandboxTemplateResponse
+	(*GetSandboxTemplateRequest)(nil),            // 27: openshell.v1.GetSandboxTemplateRequest
+	(*ListSandboxTemplatesRequest)(nil),          // 28: openshell.v1.ListSandboxTemplatesRequest
+	(*ListSandboxTemplatesResponse)(nil),         // 29: openshell.v1.ListSandboxTemplatesResponse
+	(*DeleteSandboxTemplateRequest)(nil),         // 30: openshell.v1.DeleteSandboxTemplateRequest
+	(*DeleteSandboxTemplateResponse)(nil),        // 31: openshell.v1.DeleteSandboxTemplateResponse
+	(*SandboxSpec)(nil),                          // 32: openshell.v1.SandboxSpec
+	(*ResourceRequirements)(nil),                 // 33: openshell.v1.ResourceRequirements
+	(*GpuResourceRequirements)(nil),              // 34: openshell.v1.GpuResourceRequirements
+	(*SandboxTemplate)(nil),                      // 35: openshell.v1.SandboxTemplate
+	(*SandboxStatus)(nil),                        // 36: openshell.v1.SandboxStatus
+	(*SandboxCondition)(nil),                     // 37: openshell.v1.SandboxCondition
+	(*CreateSandboxRequest)(nil),                 // 38: openshell.v1.CreateSandboxRequest
+	(*GetSandboxRequest)(nil),                    // 39: openshell.v1.GetSandboxRequest
+	(*ListSandboxesRequest)(nil),                 // 40: openshell.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),                // 41: openshell.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),                 // 42: openshell.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),                // 43: openshell.v1.DeleteSandboxResponse
+	(*StopSandboxRequest)(nil),                   // 44: openshell.v1.StopSandboxRequest
+	(*StartSandboxRequest)(nil),                  // 45: openshell.v1.StartSandboxRequest
+	(*SandboxResponse)(nil),                      // 46: openshell.v1.SandboxResponse
+	(*WatchSandboxRequest)(nil),                  // 47: openshell.v1.WatchSandboxRequest
+	(*SandboxStreamEvent)(nil),                   // 48: openshell.v1.SandboxStreamEvent
+	(*SandboxLogLine)(nil),                       // 49: openshell.v1.SandboxLogLine
+	(*PlatformEvent)(nil),                        // 50: openshell.v1.PlatformEvent
+	(*SandboxStreamWarning)(nil),                 // 51: openshell.v1.SandboxStreamWarning
+	(*AttachSandboxProviderRequest)(nil),         // 52: openshell.v1.AttachSandboxProviderRequest
+	(*AttachSandboxProviderResponse)(nil),        // 53: openshell.v1.AttachSandboxProviderResponse
+	(*DetachSandboxProviderRequest)(nil),         // 54: openshell.v1.DetachSandboxProviderRequest
+	(*DetachSandboxProviderResponse)(nil),        // 55: openshell.v1.DetachSandboxProviderResponse
+	(*ListSandboxProvidersRequest)(nil),          // 56: openshell.v1.ListSandboxProvidersRequest
+	(*ListSandboxProvidersResponse)(nil),         // 57: openshell.v1.ListSandboxProvidersResponse
+	(*CreateProviderRequest)(nil),                // 58: openshell.v1.CreateProviderRequest
+	(*GetProviderRequest)(nil),                   // 59: openshell.v1.GetProviderRequest
+	(*UpdateProviderRequest)(nil),                // 60: openshell.v1.UpdateProviderRequest
+	(*DeleteProviderRequest)(nil),                // 61: openshell.v1.DeleteProviderRequest
+	(*ProviderResponse)(nil),                     // 62: openshell.v1.ProviderResponse
+	(*DeleteProviderResponse)(nil),               // 63: openshell.v1.DeleteProviderResponse
+	(*ProviderProfile)(nil),                      // 64: openshell.v1.ProviderProfile
+	(*ProviderProfileCredential)(nil),            // 65: openshell.v1.ProviderProfileCredential
+	(*ProviderProfileDiscovery)(nil),             // 66: openshell.v1.ProviderProfileDiscovery
+	(*ListProviderProfilesRequest)(nil),          // 67: openshell.v1.ListProviderProfilesRequest
+	(*ListProviderProfilesResponse)(nil),         // 68: openshell.v1.ListProviderProfilesResponse
+	(*GetProviderProfileRequest)(nil),            // 69: openshell.v1.GetProviderProfileRequest
+	(*ProviderProfileResponse)(nil),              // 70: openshell.v1.ProviderProfileResponse
+	(*ImportProviderProfilesRequest)(nil),        // 71: openshell.v1.ImportProviderProfilesRequest
+	(*ProviderProfileImportItem)(nil),            // 72: openshell.v1.ProviderProfileImportItem
+	(*ImportProviderProfilesResponse)(nil),       // 73: openshell.v1.ImportProviderProfilesResponse
+	(*ProviderProfileDiagnostic)(nil),            // 74: openshell.v1.ProviderProfileDiagnostic
+	(*UpdateProviderProfilesRequest)(nil),        // 75: openshell.v1.UpdateProviderProfilesRequest
+	(*UpdateProviderProfilesResponse)(nil),       // 76: openshell.v1.UpdateProviderProfilesResponse
+	(*DeleteProviderProfileRequest)(nil),         // 77: openshell.v1.DeleteProviderProfileRequest
+	(*DeleteProviderProfileResponse)(nil),        // 78: openshell.v1.DeleteProviderProfileResponse
+	(*UpdateConfigRequest)(nil),                  // 79: openshell.v1.UpdateConfigRequest
+	(*UpdateConfigResponse)(nil),                 // 80: openshell.v1.UpdateConfigResponse
+	(*CreateWorkspaceRequest)(nil),               // 81: openshell.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),              // 82: openshell.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),                  // 83: openshell.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),                 // 84: openshell.v1.GetWorkspaceResponse
+	(*DeleteWorkspaceRequest)(nil),               // 85: openshell.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil),              // 86: openshell.v1.DeleteWorkspaceResponse
+	(*GetSandboxPolicyStatusRequest)(nil),        // 87: openshell.v1.GetSandboxPolicyStatusRequest
+	(*GetSandboxPolicyStatusResponse)(nil),       // 88: openshell.v1.GetSandboxPolicyStatusResponse
+	(*SandboxPolicyRevision)(nil),                // 89: openshell.v1.SandboxPolicyRevision
+	(*WorkspaceMember)(nil),                      // 90: openshell.v1.WorkspaceMember
+	(*AddWorkspaceMemberRequest)(nil),            // 91: openshell.v1.AddWorkspaceMemberRequest
+	(*AddWorkspaceMemberResponse)(nil),           // 92: openshell.v1.AddWorkspaceMemberResponse
+	(*RemoveWorkspaceMemberRequest)(nil),         // 93: openshell.v1.RemoveWorkspaceMemberRequest
+	(*RemoveWorkspaceMemberResponse)(nil),        // 94: openshell.v1.RemoveWorkspaceMemberResponse
+	(*ListWorkspaceMembersRequest)(nil),          // 95: openshell.v1.ListWorkspaceMembersRequest
+	(*ListWorkspaceMembersResponse)(nil),         // 96: openshell.v1.ListWorkspaceMembersResponse
+	(*ExecSandboxRequest)(nil),                   // 97: openshell.v1.ExecSandboxRequest
+	(*ExecSandboxStdout)(nil),                    // 98: openshell.v1.ExecSandboxStdout
+	(*ExecSandboxStderr)(nil),                    // 99: openshell.v1.ExecSandboxStderr
+	(*ExecSandboxExit)(nil),                      // 100: openshell.v1.ExecSandboxExit
+	(*ExecSandboxEvent)(nil),                     // 101: openshell.v1.ExecSandboxEvent
+	(*ExecSandboxWindowResize)(nil),              // 102: openshell.v1.ExecSandboxWindowResize
+	(*ExecSandboxInput)(nil),                     // 103: openshell.v1.ExecSandboxInput
+	(*TcpRelayTarget)(nil),                       // 104: openshell.v1.TcpRelayTarget
+	(*SshRelayTarget)(nil),                       // 105: openshell.v1.SshRelayTarget
+	(*TcpForwardInit)(nil),                       // 106: openshell.v1.TcpForwardInit
+	(*TcpForwardFrame)(nil),                      // 107: openshell.v1.TcpForwardFrame
+	(*GetSandboxLogsRequest)(nil),                // 108: openshell.v1.GetSandboxLogsRequest
+	(*GetSandboxLogsResponse)(nil),               // 109: openshell.v1.GetSandboxLogsResponse
+	(*PolicyChunk)(nil),                          // 110: openshell.v1.PolicyChunk
+	(*GetDraftPolicyRequest)(nil),                // 111: openshell.v1.GetDraftPolicyRequest
+	(*GetDraftPolicyResponse)(nil),               // 112: openshell.v1.GetDraftPolicyResponse
+	(*RejectDraftChunkRequest)(nil),              // 113: openshell.v1.RejectDraftChunkRequest
+	(*RejectDraftChunkResponse)(nil),             // 114: openshell.v1.RejectDraftChunkResponse
+	(*GetDraftHistoryRequest)(nil),               // 115: openshell.v1.GetDraftHistoryRequest
+	(*GetDraftHistoryResponse)(nil),              // 116: openshell.v1.GetDraftHistoryResponse
+	(*DraftHistoryEntry)(nil),                    // 117: openshell.v1.DraftHistoryEntry
+	(*ExposeServiceRequest)(nil),                 // 118: openshell.v1.ExposeServiceRequest
+	(*ServiceEndpoint)(nil),                      // 119: openshell.v1.ServiceEndpoint
+	(*ServiceEndpointResponse)(nil),              // 120: openshell.v1.ServiceEndpointResponse
+	(*ListServicesRequest)(nil),                  // 121: openshell.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),                 // 122: openshell.v1.ListServicesResponse
+	(*DeleteServiceRequest)(nil),                 // 123: openshell.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),                // 124: openshell.v1.DeleteServiceResponse
+	(*ProviderCredentialRefreshStatus)(nil),      // 125: openshell.v1.ProviderCredentialRefreshStatus
+	(*GetProviderRefreshStatusRequest)(nil),      // 126: openshell.v1.GetProviderRefreshStatusRequest
+	(*GetProviderRefreshStatusResponse)(nil),     // 127: openshell.v1.GetProviderRefreshStatusResponse
+	(*ConfigureProviderRefreshRequest)(nil),      // 128: openshell.v1.ConfigureProviderRefreshRequest
+	(*ConfigureProviderRefreshResponse)(nil),     // 129: openshell.v1.ConfigureProviderRefreshResponse
+	(*RotateProviderCredentialRequest)(nil),      // 130: openshell.v1.RotateProviderCredentialRequest
+	(*RotateProviderCredentialResponse)(nil),     // 131: openshell.v1.RotateProviderCredentialResponse
+	(*DeleteProviderRefreshRequest)(nil),         // 132: openshell.v1.DeleteProviderRefreshRequest
+	(*DeleteProviderRefreshResponse)(nil),        // 133: openshell.v1.DeleteProviderRefreshResponse
+	nil,                                          // 134: openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	nil,                                          // 135: openshell.v1.SandboxSpec.EnvironmentEntry
+	nil,                                          // 136: openshell.v1.SandboxTemplate.LabelsEntry
+	nil,                                          // 137: openshell.v1.SandboxTemplate.AnnotationsEntry
+	nil,                                          // 138: openshell.v1.SandboxTemplate.EnvironmentEntry
+	nil,                                          // 139: openshell.v1.CreateSandboxRequest.LabelsEntry
+	nil,                                          // 140: openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	nil,                                          // 141: openshell.v1.SandboxResponse.ServiceUrlsEntry
+	nil,                                          // 142: openshell.v1.SandboxLogLine.FieldsEntry
+	nil,                                          // 143: openshell.v1.PlatformEvent.MetadataEntry
+	nil,                                          // 144: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	nil,                                          // 145: openshell.v1.ProviderProfile.AnnotationsEntry
+	nil,                                          // 146: openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	nil,                                          // 147: openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	nil,                                          // 148: openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	nil,                                          // 149: openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	nil,                                          // 150: openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	nil,                                          // 151: openshell.v1.ConfigureProviderRefreshRequest.MaterialEntry
+	(*datamodelv1.ObjectMeta)(nil),               // 152: openshell.datamodel.v1.ObjectMeta
+	(*structpb.Struct)(nil),                      // 153: google.protobuf.Struct
+	(*durationpb.Duration)(nil),                  // 154: google.protobuf.Duration
+	(*datamodelv1.WorkspaceSelector)(nil),        // 155: openshell.datamodel.v1.WorkspaceSelector
+	(*sandboxv1.SandboxPolicy)(nil),              // 156: openshell.sandbox.v1.SandboxPolicy
+	(*timestamppb.Timestamp)(nil),                // 157: google.protobuf.Timestamp
+	(*datamodelv1.Provider)(nil),                 // 158: openshell.datamodel.v1.Provider
+	(*sandboxv1.NetworkEndpoint)(nil),            // 159: openshell.sandbox.v1.NetworkEndpoint
+	(*sandboxv1.NetworkBinary)(nil),              // 160: openshell.sandbox.v1.NetworkBinary
+	(*sandboxv1.SettingValue)(nil),               // 161: openshell.sandbox.v1.SettingValue
+	(*datamodelv1.Workspace)(nil),                // 162: openshell.datamodel.v1.Workspace
+	(*sandboxv1.NetworkPolicyRule)(nil),          // 163: openshell.sandbox.v1.NetworkPolicyRule
 }
 var file_v01_openshell_proto_depIdxs = []int32{
 	0,   // 0: openshell.v1.HealthResponse.status:type_name -> openshell.v1.ServiceStatus
 	0,   // 1: openshell.v1.GetGatewayInfoResponse.status:type_name -> openshell.v1.ServiceStatus
-	11,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
-	12,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
-	140, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	30,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
-	34,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
-	16,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
-	140, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
-	18,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
-	19,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
-	141, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
-	21,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
-	123, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
-	20,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
-	32,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	22,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
-	142, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
-	17,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	143, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	17,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
-	143, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	17,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
-	143, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	13,  // 2: openshell.v1.GetGatewayInfoResponse.compute_drivers:type_name -> openshell.v1.ComputeDriverInfo
+	14,  // 3: openshell.v1.ComputeDriverInfo.capabilities:type_name -> openshell.v1.ComputeDriverCapabilities
+	152, // 4: openshell.v1.Sandbox.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	32,  // 5: openshell.v1.Sandbox.spec:type_name -> openshell.v1.SandboxSpec
+	36,  // 6: openshell.v1.Sandbox.status:type_name -> openshell.v1.SandboxStatus
+	18,  // 7: openshell.v1.Sandbox.created_from_workload_template:type_name -> openshell.v1.SandboxWorkloadTemplateProvenance
+	152, // 8: openshell.v1.SandboxWorkloadTemplate.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	20,  // 9: openshell.v1.SandboxWorkloadTemplate.spec:type_name -> openshell.v1.SandboxWorkloadTemplateSpec
+	21,  // 10: openshell.v1.SandboxWorkloadTemplateSpec.workload:type_name -> openshell.v1.SandboxWorkloadConfig
+	153, // 11: openshell.v1.SandboxWorkloadTemplateSpec.driver_config:type_name -> google.protobuf.Struct
+	23,  // 12: openshell.v1.SandboxWorkloadTemplateSpec.desired_service_level:type_name -> openshell.v1.SandboxServiceLevel
+	134, // 13: openshell.v1.SandboxWorkloadConfig.environment:type_name -> openshell.v1.SandboxWorkloadConfig.EnvironmentEntry
+	22,  // 14: openshell.v1.SandboxWorkloadConfig.resources:type_name -> openshell.v1.SandboxResources
+	34,  // 15: openshell.v1.SandboxResources.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	24,  // 16: openshell.v1.SandboxServiceLevel.startup:type_name -> openshell.v1.SandboxStartup
+	154, // 17: openshell.v1.SandboxStartup.ready_within:type_name -> google.protobuf.Duration
+	19,  // 18: openshell.v1.CreateSandboxTemplateRequest.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	155, // 19: openshell.v1.CreateSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	19,  // 20: openshell.v1.SandboxTemplateResponse.template:type_name -> openshell.v1.SandboxWorkloadTemplate
+	155, // 21: openshell.v1.GetSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 22: openshell.v1.ListSandboxTemplatesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	19,  // 23: openshell.v1.ListSandboxTemplatesResponse.templates:type_name -> openshell.v1.SandboxWorkloadTemplate
+	155, // 24: openshell.v1.DeleteSandboxTemplateRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 25: openshell.v1.DeleteSandboxTemplateResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	124, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
-	33,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
-	144, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	31,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
-	32,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
-	125, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
-	126, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
-	127, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
-	141, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
-	141, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
-	35,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
+	135, // 26: openshell.v1.SandboxSpec.environment:type_name -> openshell.v1.SandboxSpec.EnvironmentEntry
+	35,  // 27: openshell.v1.SandboxSpec.template:type_name -> openshell.v1.SandboxTemplate
+	156, // 28: openshell.v1.SandboxSpec.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	33,  // 29: openshell.v1.SandboxSpec.resource_requirements:type_name -> openshell.v1.ResourceRequirements
+	34,  // 30: openshell.v1.ResourceRequirements.gpu:type_name -> openshell.v1.GpuResourceRequirements
+	136, // 31: openshell.v1.SandboxTemplate.labels:type_name -> openshell.v1.SandboxTemplate.LabelsEntry
+	137, // 32: openshell.v1.SandboxTemplate.annotations:type_name -> openshell.v1.SandboxTemplate.AnnotationsEntry
+	138, // 33: openshell.v1.SandboxTemplate.environment:type_name -> openshell.v1.SandboxTemplate.EnvironmentEntry
+	153, // 34: openshell.v1.SandboxTemplate.resources:type_name -> google.protobuf.Struct
+	153, // 35: openshell.v1.SandboxTemplate.driver_config:type_name -> google.protobuf.Struct
+	37,  // 36: openshell.v1.SandboxStatus.conditions:type_name -> openshell.v1.SandboxCondition
 	2,   // 37: openshell.v1.SandboxStatus.phase:type_name -> openshell.v1.SandboxPhase
-	145, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
-	30,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
-	128, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
-	129, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
-	143, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	15,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
-	143, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	157, // 38: openshell.v1.SandboxCondition.transition_time:type_name -> google.protobuf.Timestamp
+	32,  // 39: openshell.v1.CreateSandboxRequest.spec:type_name -> openshell.v1.SandboxSpec
+	139, // 40: openshell.v1.CreateSandboxRequest.labels:type_name -> openshell.v1.CreateSandboxRequest.LabelsEntry
+	140, // 41: openshell.v1.CreateSandboxRequest.annotations:type_name -> openshell.v1.CreateSandboxRequest.AnnotationsEntry
+	155, // 42: openshell.v1.CreateSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 43: openshell.v1.GetSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 44: openshell.v1.ListSandboxesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 45: openshell.v1.ListSandboxesResponse.sandboxes:type_name -> openshell.v1.Sandbox
+	155, // 46: openshell.v1.DeleteSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 47: openshell.v1.DeleteSandboxResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	143, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	15,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
-	130, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
-	143, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	145, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
-	15,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
-	47,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
-	48,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
-	49,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
-	131, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
-	145, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
-	132, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
-	145, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
-	143, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	15,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	143, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	15,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
-	143, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	146, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
-	146, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	143, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	146, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
-	143, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	133, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
-	143, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	146, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
+	155, // 48: openshell.v1.StopSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 49: openshell.v1.StartSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 50: openshell.v1.SandboxResponse.sandbox:type_name -> openshell.v1.Sandbox
+	141, // 51: openshell.v1.SandboxResponse.service_urls:type_name -> openshell.v1.SandboxResponse.ServiceUrlsEntry
+	155, // 52: openshell.v1.WatchSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	157, // 53: openshell.v1.WatchSandboxRequest.since_time:type_name -> google.protobuf.Timestamp
+	17,  // 54: openshell.v1.SandboxStreamEvent.sandbox:type_name -> openshell.v1.Sandbox
+	49,  // 55: openshell.v1.SandboxStreamEvent.log:type_name -> openshell.v1.SandboxLogLine
+	50,  // 56: openshell.v1.SandboxStreamEvent.event:type_name -> openshell.v1.PlatformEvent
+	51,  // 57: openshell.v1.SandboxStreamEvent.warning:type_name -> openshell.v1.SandboxStreamWarning
+	142, // 58: openshell.v1.SandboxLogLine.fields:type_name -> openshell.v1.SandboxLogLine.FieldsEntry
+	157, // 59: openshell.v1.SandboxLogLine.event_time:type_name -> google.protobuf.Timestamp
+	143, // 60: openshell.v1.PlatformEvent.metadata:type_name -> openshell.v1.PlatformEvent.MetadataEntry
+	157, // 61: openshell.v1.PlatformEvent.event_time:type_name -> google.protobuf.Timestamp
+	155, // 62: openshell.v1.AttachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 63: openshell.v1.AttachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	155, // 64: openshell.v1.DetachSandboxProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	17,  // 65: openshell.v1.DetachSandboxProviderResponse.sandbox:type_name -> openshell.v1.Sandbox
+	155, // 66: openshell.v1.ListSandboxProvidersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	158, // 67: openshell.v1.ListSandboxProvidersResponse.providers:type_name -> openshell.datamodel.v1.Provider
+	158, // 68: openshell.v1.CreateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	155, // 69: openshell.v1.CreateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 70: openshell.v1.GetProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	158, // 71: openshell.v1.UpdateProviderRequest.provider:type_name -> openshell.datamodel.v1.Provider
+	155, // 72: openshell.v1.UpdateProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	144, // 73: openshell.v1.UpdateProviderRequest.credential_expiration_times:type_name -> openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry
+	155, // 74: openshell.v1.DeleteProviderRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	158, // 75: openshell.v1.ProviderResponse.provider:type_name -> openshell.datamodel.v1.Provider
 	3,   // 76: openshell.v1.DeleteProviderResponse.outcome:type_name -> openshell.v1.DeletionOutcome
 	4,   // 77: openshell.v1.ProviderProfile.category:type_name -> openshell.v1.ProviderProfileCategory
-	63,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
-	147, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
-	148, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
-	64,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
-	134, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
-	143, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	62,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	143, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	62,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
-	70,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
-	143, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	62,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
-	72,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	62,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
-	70,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
-	143, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	72,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
-	62,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
-	143, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	65,  // 78: openshell.v1.ProviderProfile.credentials:type_name -> openshell.v1.ProviderProfileCredential
+	159, // 79: openshell.v1.ProviderProfile.endpoints:type_name -> openshell.sandbox.v1.NetworkEndpoint
+	160, // 80: openshell.v1.ProviderProfile.binaries:type_name -> openshell.sandbox.v1.NetworkBinary
+	66,  // 81: openshell.v1.ProviderProfile.discovery:type_name -> openshell.v1.ProviderProfileDiscovery
+	145, // 82: openshell.v1.ProviderProfile.annotations:type_name -> openshell.v1.ProviderProfile.AnnotationsEntry
+	155, // 83: openshell.v1.ListProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	64,  // 84: openshell.v1.ListProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	155, // 85: openshell.v1.GetProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	64,  // 86: openshell.v1.ProviderProfileResponse.profile:type_name -> openshell.v1.ProviderProfile
+	72,  // 87: openshell.v1.ImportProviderProfilesRequest.profiles:type_name -> openshell.v1.ProviderProfileImportItem
+	155, // 88: openshell.v1.ImportProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	64,  // 89: openshell.v1.ProviderProfileImportItem.profile:type_name -> openshell.v1.ProviderProfile
+	74,  // 90: openshell.v1.ImportProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	64,  // 91: openshell.v1.ImportProviderProfilesResponse.profiles:type_name -> openshell.v1.ProviderProfile
+	72,  // 92: openshell.v1.UpdateProviderProfilesRequest.profile:type_name -> openshell.v1.ProviderProfileImportItem
+	155, // 93: openshell.v1.UpdateProviderProfilesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	74,  // 94: openshell.v1.UpdateProviderProfilesResponse.diagnostics:type_name -> openshell.v1.ProviderProfileDiagnostic
+	64,  // 95: openshell.v1.UpdateProviderProfilesResponse.profile:type_name -> openshell.v1.ProviderProfile
+	155, // 96: openshell.v1.DeleteProviderProfileRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 97: openshell.v1.DeleteProviderProfileResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	144, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	149, // 99: openshell.v1.UpdateConfigRequest.setting_value:type_name -> openshell.sandbox.v1.SettingValue
-	135, // 100: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
-	143, // 101: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	136, // 102: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
-	137, // 103: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
-	150, // 104: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
-	150, // 105: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	156, // 98: openshell.v1.UpdateConfigRequest.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	161, // 99: openshell.v1.UpdateConfigRequest.setting_value:type_name -> openshell.sandbox.v1.SettingValue
+	146, // 100: openshell.v1.UpdateConfigRequest.annotations:type_name -> openshell.v1.UpdateConfigRequest.AnnotationsEntry
+	155, // 101: openshell.v1.UpdateConfigRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	147, // 102: openshell.v1.UpdateConfigResponse.annotations:type_name -> openshell.v1.UpdateConfigResponse.AnnotationsEntry
+	148, // 103: openshell.v1.CreateWorkspaceRequest.labels:type_name -> openshell.v1.CreateWorkspaceRequest.LabelsEntry
+	162, // 104: openshell.v1.CreateWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
+	162, // 105: openshell.v1.GetWorkspaceResponse.workspace:type_name -> openshell.datamodel.v1.Workspace
 	3,   // 106: openshell.v1.DeleteWorkspaceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	143, // 107: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	87,  // 108: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
+	155, // 107: openshell.v1.GetSandboxPolicyStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	89,  // 108: openshell.v1.GetSandboxPolicyStatusResponse.revision:type_name -> openshell.v1.SandboxPolicyRevision
 	1,   // 109: openshell.v1.SandboxPolicyRevision.status:type_name -> openshell.v1.PolicyStatus
-	144, // 110: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
-	138, // 111: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
-	145, // 112: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
-	145, // 113: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
-	140, // 114: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	156, // 110: openshell.v1.SandboxPolicyRevision.policy:type_name -> openshell.sandbox.v1.SandboxPolicy
+	149, // 111: openshell.v1.SandboxPolicyRevision.provenance:type_name -> openshell.v1.SandboxPolicyRevision.ProvenanceEntry
+	157, // 112: openshell.v1.SandboxPolicyRevision.created_time:type_name -> google.protobuf.Timestamp
+	157, // 113: openshell.v1.SandboxPolicyRevision.loaded_time:type_name -> google.protobuf.Timestamp
+	152, // 114: openshell.v1.WorkspaceMember.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	5,   // 115: openshell.v1.WorkspaceMember.role:type_name -> openshell.v1.WorkspaceRole
-	143, // 116: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 116: openshell.v1.AddWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	5,   // 117: openshell.v1.AddWorkspaceMemberRequest.role:type_name -> openshell.v1.WorkspaceRole
-	88,  // 118: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
-	143, // 119: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	90,  // 118: openshell.v1.AddWorkspaceMemberResponse.member:type_name -> openshell.v1.WorkspaceMember
+	155, // 119: openshell.v1.RemoveWorkspaceMemberRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 120: openshell.v1.RemoveWorkspaceMemberResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	143, // 121: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	88,  // 122: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
-	139, // 123: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
-	143, // 124: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	142, // 125: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
-	96,  // 126: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
-	97,  // 127: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
-	98,  // 128: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
-	95,  // 129: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
-	100, // 130: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
-	103, // 131: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
-	102, // 132: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
-	104, // 133: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
-	143, // 134: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	145, // 135: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	47,  // 136: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
-	151, // 137: openshell.v1.PolicyChunk.proposed_rule:type_name -> openshell.sandbox.v1.NetworkPolicyRule
-	145, // 138: openshell.v1.PolicyChunk.created_time:type_name -> google.protobuf.Timestamp
-	145, // 139: openshell.v1.PolicyChunk.first_seen_time:type_name -> google.protobuf.Timestamp
-	145, // 140: openshell.v1.PolicyChunk.last_seen_time:type_name -> google.protobuf.Timestamp
-	143, // 141: openshell.v1.GetDraftPolicyRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	108, // 142: openshell.v1.GetDraftPolicyResponse.chunks:type_name -> openshell.v1.PolicyChunk
-	143, // 143: openshell.v1.RejectDraftChunkRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	143, // 144: openshell.v1.GetDraftHistoryRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	115, // 145: openshell.v1.GetDraftHistoryResponse.entries:type_name -> openshell.v1.DraftHistoryEntry
-	145, // 146: openshell.v1.DraftHistoryEntry.event_time:type_name -> google.protobuf.Timestamp
-	143, // 147: openshell.v1.ExposeServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 121: openshell.v1.ListWorkspaceMembersRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	90,  // 122: openshell.v1.ListWorkspaceMembersResponse.members:type_name -> openshell.v1.WorkspaceMember
+	150, // 123: openshell.v1.ExecSandboxRequest.environment:type_name -> openshell.v1.ExecSandboxRequest.EnvironmentEntry
+	155, // 124: openshell.v1.ExecSandboxRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	154, // 125: openshell.v1.ExecSandboxRequest.execution_timeout:type_name -> google.protobuf.Duration
+	98,  // 126: openshell.v1.ExecSandboxEvent.stdout:type_name -> openshell.v1.ExecSandboxStdout
+	99,  // 127: openshell.v1.ExecSandboxEvent.stderr:type_name -> openshell.v1.ExecSandboxStderr
+	100, // 128: openshell.v1.ExecSandboxEvent.exit:type_name -> openshell.v1.ExecSandboxExit
+	97,  // 129: openshell.v1.ExecSandboxInput.start:type_name -> openshell.v1.ExecSandboxRequest
+	102, // 130: openshell.v1.ExecSandboxInput.resize:type_name -> openshell.v1.ExecSandboxWindowResize
+	105, // 131: openshell.v1.TcpForwardInit.ssh:type_name -> openshell.v1.SshRelayTarget
+	104, // 132: openshell.v1.TcpForwardInit.tcp:type_name -> openshell.v1.TcpRelayTarget
+	106, // 133: openshell.v1.TcpForwardFrame.init:type_name -> openshell.v1.TcpForwardInit
+	155, // 134: openshell.v1.GetSandboxLogsRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	157, // 135: openshell.v1.GetSandboxLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	49,  // 136: openshell.v1.GetSandboxLogsResponse.logs:type_name -> openshell.v1.SandboxLogLine
+	163, // 137: openshell.v1.PolicyChunk.proposed_rule:type_name -> openshell.sandbox.v1.NetworkPolicyRule
+	157, // 138: openshell.v1.PolicyChunk.created_time:type_name -> google.protobuf.Timestamp
+	157, // 139: openshell.v1.PolicyChunk.first_seen_time:type_name -> google.protobuf.Timestamp
+	157, // 140: openshell.v1.PolicyChunk.last_seen_time:type_name -> google.protobuf.Timestamp
+	155, // 141: openshell.v1.GetDraftPolicyRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	110, // 142: openshell.v1.GetDraftPolicyResponse.chunks:type_name -> openshell.v1.PolicyChunk
+	155, // 143: openshell.v1.RejectDraftChunkRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	155, // 144: openshell.v1.GetDraftHistoryRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	117, // 145: openshell.v1.GetDraftHistoryResponse.entries:type_name -> openshell.v1.DraftHistoryEntry
+	157, // 146: openshell.v1.DraftHistoryEntry.event_time:type_name -> google.protobuf.Timestamp
+	155, // 147: openshell.v1.ExposeServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	6,   // 148: openshell.v1.ExposeServiceRequest.authorization_mode:type_name -> openshell.v1.ServiceAuthorizationMode
-	140, // 149: openshell.v1.ServiceEndpoint.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
+	152, // 149: openshell.v1.ServiceEndpoint.metadata:type_name -> openshell.datamodel.v1.ObjectMeta
 	6,   // 150: openshell.v1.ServiceEndpoint.authorization_mode:type_name -> openshell.v1.ServiceAuthorizationMode
-	117, // 151: openshell.v1.ServiceEndpointResponse.endpoint:type_name -> openshell.v1.ServiceEndpoint
-	143, // 152: openshell.v1.ListServicesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
-	118, // 153: openshell.v1.ListServicesResponse.services:type_name -> openshell.v1.ServiceEndpointResponse
-	143, // 154: openshell.v1.DeleteServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	119, // 151: openshell.v1.ServiceEndpointResponse.endpoint:type_name -> openshell.v1.ServiceEndpoint
+	155, // 152: openshell.v1.ListServicesRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	120, // 153: openshell.v1.ListServicesResponse.services:type_name -> openshell.v1.ServiceEndpointResponse
+	155, // 154: openshell.v1.DeleteServiceRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
 	3,   // 155: openshell.v1.DeleteServiceResponse.outcome:type_name -> openshell.v1.DeletionOutcome
-	145, // 156: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
-	7,   // 157: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
-	9,   // 158: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
-	13,  // 159: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
-	36,  // 160: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
-	37,  // 161: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
-	38,  // 162: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
-	40,  // 163: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
-	45,  // 164: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
-	42,  // 165: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
-	43,  // 166: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
-	50,  // 167: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
-	52,  // 168: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
-	54,  // 169: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
-	56,  // 170: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
-	57,  // 171: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
-	58,  // 172: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
-	59,  // 173: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
-	65,  // 174: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
-	67,  // 175: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
-	69,  // 176: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
-	73,  // 177: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
-	75,  // 178: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
-	23,  // 179: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
-	25,  // 180: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
-	26,  // 181: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
-	28,  // 182: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
-	77,  // 183: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
-	85,  // 184: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
-	109, // 185: openshell.v1.OpenShell.GetDraftPolicy:input_type -> openshell.v1.GetDraftPolicyRequest
-	111, // 186: openshell.v1.OpenShell.RejectDraftChunk:input_type -> openshell.v1.RejectDraftChunkRequest
-	113, // 187: openshell.v1.OpenShell.GetDraftHistory:input_type -> openshell.v1.GetDraftHistoryRequest
-	79,  // 188: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
-	81,  // 189: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
-	83,  // 190: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
-	89,  // 191: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
-	91,  // 192: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
-	93,  // 193: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
-	95,  // 194: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
-	101, // 195: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
-	105, // 196: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
-	106, // 197: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
-	116, // 198: openshell.v1.OpenShell.ExposeService:input_type -> openshell.v1.ExposeServiceRequest
-	119, // 199: openshell.v1.OpenShell.ListServices:input_type -> openshell.v1.ListServicesRequest
-	121, // 200: openshell.v1.OpenShell.DeleteService:input_type -> openshell.v1.DeleteServiceRequest
-	8,   // 201: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
-	10,  // 202: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
-	14,  // 203: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
-	44,  // 204: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
-	44,  // 205: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
-	39,  // 206: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
-	41,  // 207: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
-	46,  // 208: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
-	44,  // 209: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
-	44,  // 210: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
-	51,  // 211: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
-	53,  // 212: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
-	55,  // 213: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
-	60,  // 214: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
-	60,  // 215: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
-	60,  // 216: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
-	61,  // 217: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
-	66,  // 218: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
-	68,  // 219: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
-	71,  // 220: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
-	74,  // 221: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
-	76,  // 222: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
-	24,  // 223: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	24,  // 224: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
-	27,  // 225: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
-	29,  // 226: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
-	78,  // 227: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
-	86,  // 228: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
-	110, // 229: openshell.v1.OpenShell.GetDraftPolicy:output_type -> openshell.v1.GetDraftPolicyResponse
-	112, // 230: openshell.v1.OpenShell.RejectDraftChunk:output_type -> openshell.v1.RejectDraftChunkResponse
-	114, // 231: openshell.v1.OpenShell.GetDraftHistory:output_type -> openshell.v1.GetDraftHistoryResponse
-	80,  // 232: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
-	82,  // 233: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
-	84,  // 234: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
-	90,  // 235: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
-	92,  // 236: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
-	94,  // 237: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
-	99,  // 238: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
-	99,  // 239: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
-	105, // 240: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
-	107, // 241: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
-	118, // 242: openshell.v1.OpenShell.ExposeService:output_type -> openshell.v1.ServiceEndpointResponse
-	120, // 243: openshell.v1.OpenShell.ListServices:output_type -> openshell.v1.ListServicesResponse
-	122, // 244: openshell.v1.OpenShell.DeleteService:output_type -> openshell.v1.DeleteServiceResponse
-	201, // [201:245] is the sub-list for method output_type
-	157, // [157:201] is the sub-list for method input_type
-	157, // [157:157] is the sub-list for extension type_name
-	157, // [157:157] is the sub-list for extension extendee
-	0,   // [0:157] is the sub-list for field type_name
+	7,   // 156: openshell.v1.ProviderCredentialRefreshStatus.strategy:type_name -> openshell.v1.ProviderCredentialRefreshStrategy
+	157, // 157: openshell.v1.ProviderCredentialRefreshStatus.expiration_time:type_name -> google.protobuf.Timestamp
+	157, // 158: openshell.v1.ProviderCredentialRefreshStatus.next_refresh_time:type_name -> google.protobuf.Timestamp
+	157, // 159: openshell.v1.ProviderCredentialRefreshStatus.last_refresh_time:type_name -> google.protobuf.Timestamp
+	8,   // 160: openshell.v1.ProviderCredentialRefreshStatus.recovery_action:type_name -> openshell.v1.ProviderCredentialRefreshRecoveryAction
+	157, // 161: openshell.v1.ProviderCredentialRefreshStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	155, // 162: openshell.v1.GetProviderRefreshStatusRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	125, // 163: openshell.v1.GetProviderRefreshStatusResponse.credentials:type_name -> openshell.v1.ProviderCredentialRefreshStatus
+	155, // 164: openshell.v1.ConfigureProviderRefreshRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	7,   // 165: openshell.v1.ConfigureProviderRefreshRequest.strategy:type_name -> openshell.v1.ProviderCredentialRefreshStrategy
+	151, // 166: openshell.v1.ConfigureProviderRefreshRequest.material:type_name -> openshell.v1.ConfigureProviderRefreshRequest.MaterialEntry
+	157, // 167: openshell.v1.ConfigureProviderRefreshRequest.expiration_time:type_name -> google.protobuf.Timestamp
+	125, // 168: openshell.v1.ConfigureProviderRefreshResponse.status:type_name -> openshell.v1.ProviderCredentialRefreshStatus
+	155, // 169: openshell.v1.RotateProviderCredentialRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	125, // 170: openshell.v1.RotateProviderCredentialResponse.status:type_name -> openshell.v1.ProviderCredentialRefreshStatus
+	155, // 171: openshell.v1.DeleteProviderRefreshRequest.workspace_scope:type_name -> openshell.datamodel.v1.WorkspaceSelector
+	3,   // 172: openshell.v1.DeleteProviderRefreshResponse.outcome:type_name -> openshell.v1.DeletionOutcome
+	157, // 173: openshell.v1.UpdateProviderRequest.CredentialExpirationTimesEntry.value:type_name -> google.protobuf.Timestamp
+	9,   // 174: openshell.v1.OpenShell.Health:input_type -> openshell.v1.HealthRequest
+	11,  // 175: openshell.v1.OpenShell.GetGatewayInfo:input_type -> openshell.v1.GetGatewayInfoRequest
+	15,  // 176: openshell.v1.OpenShell.GetCurrentUser:input_type -> openshell.v1.GetCurrentUserRequest
+	38,  // 177: openshell.v1.OpenShell.CreateSandbox:input_type -> openshell.v1.CreateSandboxRequest
+	39,  // 178: openshell.v1.OpenShell.GetSandbox:input_type -> openshell.v1.GetSandboxRequest
+	40,  // 179: openshell.v1.OpenShell.ListSandboxes:input_type -> openshell.v1.ListSandboxesRequest
+	42,  // 180: openshell.v1.OpenShell.DeleteSandbox:input_type -> openshell.v1.DeleteSandboxRequest
+	47,  // 181: openshell.v1.OpenShell.WatchSandbox:input_type -> openshell.v1.WatchSandboxRequest
+	44,  // 182: openshell.v1.OpenShell.StopSandbox:input_type -> openshell.v1.StopSandboxRequest
+	45,  // 183: openshell.v1.OpenShell.StartSandbox:input_type -> openshell.v1.StartSandboxRequest
+	52,  // 184: openshell.v1.OpenShell.AttachSandboxProvider:input_type -> openshell.v1.AttachSandboxProviderRequest
+	54,  // 185: openshell.v1.OpenShell.DetachSandboxProvider:input_type -> openshell.v1.DetachSandboxProviderRequest
+	56,  // 186: openshell.v1.OpenShell.ListSandboxProviders:input_type -> openshell.v1.ListSandboxProvidersRequest
+	58,  // 187: openshell.v1.OpenShell.CreateProvider:input_type -> openshell.v1.CreateProviderRequest
+	59,  // 188: openshell.v1.OpenShell.GetProvider:input_type -> openshell.v1.GetProviderRequest
+	60,  // 189: openshell.v1.OpenShell.UpdateProvider:input_type -> openshell.v1.UpdateProviderRequest
+	61,  // 190: openshell.v1.OpenShell.DeleteProvider:input_type -> openshell.v1.DeleteProviderRequest
+	67,  // 191: openshell.v1.OpenShell.ListProviderProfiles:input_type -> openshell.v1.ListProviderProfilesRequest
+	69,  // 192: openshell.v1.OpenShell.GetProviderProfile:input_type -> openshell.v1.GetProviderProfileRequest
+	71,  // 193: openshell.v1.OpenShell.ImportProviderProfiles:input_type -> openshell.v1.ImportProviderProfilesRequest
+	75,  // 194: openshell.v1.OpenShell.UpdateProviderProfiles:input_type -> openshell.v1.UpdateProviderProfilesRequest
+	77,  // 195: openshell.v1.OpenShell.DeleteProviderProfile:input_type -> openshell.v1.DeleteProviderProfileRequest
+	126, // 196: openshell.v1.OpenShell.GetProviderRefreshStatus:input_type -> openshell.v1.GetProviderRefreshStatusRequest
+	128, // 197: openshell.v1.OpenShell.ConfigureProviderRefresh:input_type -> openshell.v1.ConfigureProviderRefreshRequest
+	130, // 198: openshell.v1.OpenShell.RotateProviderCredential:input_type -> openshell.v1.RotateProviderCredentialRequest
+	132, // 199: openshell.v1.OpenShell.DeleteProviderRefresh:input_type -> openshell.v1.DeleteProviderRefreshRequest
+	25,  // 200: openshell.v1.OpenShell.CreateSandboxTemplate:input_type -> openshell.v1.CreateSandboxTemplateRequest
+	27,  // 201: openshell.v1.OpenShell.GetSandboxTemplate:input_type -> openshell.v1.GetSandboxTemplateRequest
+	28,  // 202: openshell.v1.OpenShell.ListSandboxTemplates:input_type -> openshell.v1.ListSandboxTemplatesRequest
+	30,  // 203: openshell.v1.OpenShell.DeleteSandboxTemplate:input_type -> openshell.v1.DeleteSandboxTemplateRequest
+	79,  // 204: openshell.v1.OpenShell.UpdateConfig:input_type -> openshell.v1.UpdateConfigRequest
+	87,  // 205: openshell.v1.OpenShell.GetSandboxPolicyStatus:input_type -> openshell.v1.GetSandboxPolicyStatusRequest
+	111, // 206: openshell.v1.OpenShell.GetDraftPolicy:input_type -> openshell.v1.GetDraftPolicyRequest
+	113, // 207: openshell.v1.OpenShell.RejectDraftChunk:input_type -> openshell.v1.RejectDraftChunkRequest
+	115, // 208: openshell.v1.OpenShell.GetDraftHistory:input_type -> openshell.v1.GetDraftHistoryRequest
+	81,  // 209: openshell.v1.OpenShell.CreateWorkspace:input_type -> openshell.v1.CreateWorkspaceRequest
+	83,  // 210: openshell.v1.OpenShell.GetWorkspace:input_type -> openshell.v1.GetWorkspaceRequest
+	85,  // 211: openshell.v1.OpenShell.DeleteWorkspace:input_type -> openshell.v1.DeleteWorkspaceRequest
+	91,  // 212: openshell.v1.OpenShell.AddWorkspaceMember:input_type -> openshell.v1.AddWorkspaceMemberRequest
+	93,  // 213: openshell.v1.OpenShell.RemoveWorkspaceMember:input_type -> openshell.v1.RemoveWorkspaceMemberRequest
+	95,  // 214: openshell.v1.OpenShell.ListWorkspaceMembers:input_type -> openshell.v1.ListWorkspaceMembersRequest
+	97,  // 215: openshell.v1.OpenShell.ExecSandbox:input_type -> openshell.v1.ExecSandboxRequest
+	103, // 216: openshell.v1.OpenShell.ExecSandboxInteractive:input_type -> openshell.v1.ExecSandboxInput
+	107, // 217: openshell.v1.OpenShell.ForwardTcp:input_type -> openshell.v1.TcpForwardFrame
+	108, // 218: openshell.v1.OpenShell.GetSandboxLogs:input_type -> openshell.v1.GetSandboxLogsRequest
+	118, // 219: openshell.v1.OpenShell.ExposeService:input_type -> openshell.v1.ExposeServiceRequest
+	121, // 220: openshell.v1.OpenShell.ListServices:input_type -> openshell.v1.ListServicesRequest
+	123, // 221: openshell.v1.OpenShell.DeleteService:input_type -> openshell.v1.DeleteServiceRequest
+	10,  // 222: openshell.v1.OpenShell.Health:output_type -> openshell.v1.HealthResponse
+	12,  // 223: openshell.v1.OpenShell.GetGatewayInfo:output_type -> openshell.v1.GetGatewayInfoResponse
+	16,  // 224: openshell.v1.OpenShell.GetCurrentUser:output_type -> openshell.v1.GetCurrentUserResponse
+	46,  // 225: openshell.v1.OpenShell.CreateSandbox:output_type -> openshell.v1.SandboxResponse
+	46,  // 226: openshell.v1.OpenShell.GetSandbox:output_type -> openshell.v1.SandboxResponse
+	41,  // 227: openshell.v1.OpenShell.ListSandboxes:output_type -> openshell.v1.ListSandboxesResponse
+	43,  // 228: openshell.v1.OpenShell.DeleteSandbox:output_type -> openshell.v1.DeleteSandboxResponse
+	48,  // 229: openshell.v1.OpenShell.WatchSandbox:output_type -> openshell.v1.SandboxStreamEvent
+	46,  // 230: openshell.v1.OpenShell.StopSandbox:output_type -> openshell.v1.SandboxResponse
+	46,  // 231: openshell.v1.OpenShell.StartSandbox:output_type -> openshell.v1.SandboxResponse
+	53,  // 232: openshell.v1.OpenShell.AttachSandboxProvider:output_type -> openshell.v1.AttachSandboxProviderResponse
+	55,  // 233: openshell.v1.OpenShell.DetachSandboxProvider:output_type -> openshell.v1.DetachSandboxProviderResponse
+	57,  // 234: openshell.v1.OpenShell.ListSandboxProviders:output_type -> openshell.v1.ListSandboxProvidersResponse
+	62,  // 235: openshell.v1.OpenShell.CreateProvider:output_type -> openshell.v1.ProviderResponse
+	62,  // 236: openshell.v1.OpenShell.GetProvider:output_type -> openshell.v1.ProviderResponse
+	62,  // 237: openshell.v1.OpenShell.UpdateProvider:output_type -> openshell.v1.ProviderResponse
+	63,  // 238: openshell.v1.OpenShell.DeleteProvider:output_type -> openshell.v1.DeleteProviderResponse
+	68,  // 239: openshell.v1.OpenShell.ListProviderProfiles:output_type -> openshell.v1.ListProviderProfilesResponse
+	70,  // 240: openshell.v1.OpenShell.GetProviderProfile:output_type -> openshell.v1.ProviderProfileResponse
+	73,  // 241: openshell.v1.OpenShell.ImportProviderProfiles:output_type -> openshell.v1.ImportProviderProfilesResponse
+	76,  // 242: openshell.v1.OpenShell.UpdateProviderProfiles:output_type -> openshell.v1.UpdateProviderProfilesResponse
+	78,  // 243: openshell.v1.OpenShell.DeleteProviderProfile:output_type -> openshell.v1.DeleteProviderProfileResponse
+	127, // 244: openshell.v1.OpenShell.GetProviderRefreshStatus:output_type -> openshell.v1.GetProviderRefreshStatusResponse
+	129, // 245: openshell.v1.OpenShell.ConfigureProviderRefresh:output_type -> openshell.v1.ConfigureProviderRefreshResponse
+	131, // 246: openshell.v1.OpenShell.RotateProviderCredential:output_type -> openshell.v1.RotateProviderCredentialResponse
+	133, // 247: openshell.v1.OpenShell.DeleteProviderRefresh:output_type -> openshell.v1.DeleteProviderRefreshResponse
+	26,  // 248: openshell.v1.OpenShell.CreateSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	26,  // 249: openshell.v1.OpenShell.GetSandboxTemplate:output_type -> openshell.v1.SandboxTemplateResponse
+	29,  // 250: openshell.v1.OpenShell.ListSandboxTemplates:output_type -> openshell.v1.ListSandboxTemplatesResponse
+	31,  // 251: openshell.v1.OpenShell.DeleteSandboxTemplate:output_type -> openshell.v1.DeleteSandboxTemplateResponse
+	80,  // 252: openshell.v1.OpenShell.UpdateConfig:output_type -> openshell.v1.UpdateConfigResponse
+	88,  // 253: openshell.v1.OpenShell.GetSandboxPolicyStatus:output_type -> openshell.v1.GetSandboxPolicyStatusResponse
+	112, // 254: openshell.v1.OpenShell.GetDraftPolicy:output_type -> openshell.v1.GetDraftPolicyResponse
+	114, // 255: openshell.v1.OpenShell.RejectDraftChunk:output_type -> openshell.v1.RejectDraftChunkResponse
+	116, // 256: openshell.v1.OpenShell.GetDraftHistory:output_type -> openshell.v1.GetDraftHistoryResponse
+	82,  // 257: openshell.v1.OpenShell.CreateWorkspace:output_type -> openshell.v1.CreateWorkspaceResponse
+	84,  // 258: openshell.v1.OpenShell.GetWorkspace:output_type -> openshell.v1.GetWorkspaceResponse
+	86,  // 259: openshell.v1.OpenShell.DeleteWorkspace:output_type -> openshell.v1.DeleteWorkspaceResponse
+	92,  // 260: openshell.v1.OpenShell.AddWorkspaceMember:output_type -> openshell.v1.AddWorkspaceMemberResponse
+	94,  // 261: openshell.v1.OpenShell.RemoveWorkspaceMember:output_type -> openshell.v1.RemoveWorkspaceMemberResponse
+	96,  // 262: openshell.v1.OpenShell.ListWorkspaceMembers:output_type -> openshell.v1.ListWorkspaceMembersResponse
+	101, // 263: openshell.v1.OpenShell.ExecSandbox:output_type -> openshell.v1.ExecSandboxEvent
+	101, // 264: openshell.v1.OpenShell.ExecSandboxInteractive:output_type -> openshell.v1.ExecSandboxEvent
+	107, // 265: openshell.v1.OpenShell.ForwardTcp:output_type -> openshell.v1.TcpForwardFrame
+	109, // 266: openshell.v1.OpenShell.GetSandboxLogs:output_type -> openshell.v1.GetSandboxLogsResponse
+	120, // 267: openshell.v1.OpenShell.ExposeService:output_type -> openshell.v1.ServiceEndpointResponse
+	122, // 268: openshell.v1.OpenShell.ListServices:output_type -> openshell.v1.ListServicesResponse
+	124, // 269: openshell.v1.OpenShell.DeleteService:output_type -> openshell.v1.DeleteServiceResponse
+	222, // [222:270] is the sub-list for method output_type
+	174, // [174:222] is the sub-list for method input_type
+	174, // [174:174] is the sub-list for extension type_name
+	174, // [174:174] is the sub-list for extension extendee
+	0,   // [0:174] is the sub-list for field type_name
 }
 
 func init() { file_v01_openshell_proto_init() }
@@ -9152,8 +10000,8 @@ func file_v01_openshell_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v01_openshell_proto_rawDesc), len(file_v01_openshell_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   133,
+			NumEnums:      9,
+			NumMessages:   143,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,50 +25,54 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OpenShell_Health_FullMethodName                 = "/openshell.v1.OpenShell/Health"
-	OpenShell_GetGatewayInfo_FullMethodName         = "/openshell.v1.OpenShell/GetGatewayInfo"
-	OpenShell_GetCurrentUser_FullMethodName         = "/openshell.v1.OpenShell/GetCurrentUser"
-	OpenShell_CreateSandbox_FullMethodName          = "/openshell.v1.OpenShell/CreateSandbox"
-	OpenShell_GetSandbox_FullMethodName             = "/openshell.v1.OpenShell/GetSandbox"
-	OpenShell_ListSandboxes_FullMethodName          = "/openshell.v1.OpenShell/ListSandboxes"
-	OpenShell_DeleteSandbox_FullMethodName          = "/openshell.v1.OpenShell/DeleteSandbox"
-	OpenShell_WatchSandbox_FullMethodName           = "/openshell.v1.OpenShell/WatchSandbox"
-	OpenShell_StopSandbox_FullMethodName            = "/openshell.v1.OpenShell/StopSandbox"
-	OpenShell_StartSandbox_FullMethodName           = "/openshell.v1.OpenShell/StartSandbox"
-	OpenShell_AttachSandboxProvider_FullMethodName  = "/openshell.v1.OpenShell/AttachSandboxProvider"
-	OpenShell_DetachSandboxProvider_FullMethodName  = "/openshell.v1.OpenShell/DetachSandboxProvider"
-	OpenShell_ListSandboxProviders_FullMethodName   = "/openshell.v1.OpenShell/ListSandboxProviders"
-	OpenShell_CreateProvider_FullMethodName         = "/openshell.v1.OpenShell/CreateProvider"
-	OpenShell_GetProvider_FullMethodName            = "/openshell.v1.OpenShell/GetProvider"
-	OpenShell_UpdateProvider_FullMethodName         = "/openshell.v1.OpenShell/UpdateProvider"
-	OpenShell_DeleteProvider_FullMethodName         = "/openshell.v1.OpenShell/DeleteProvider"
-	OpenShell_ListProviderProfiles_FullMethodName   = "/openshell.v1.OpenShell/ListProviderProfiles"
-	OpenShell_GetProviderProfile_FullMethodName     = "/openshell.v1.OpenShell/GetProviderProfile"
-	OpenShell_ImportProviderProfiles_FullMethodName = "/openshell.v1.OpenShell/ImportProviderProfiles"
-	OpenShell_UpdateProviderProfiles_FullMethodName = "/openshell.v1.OpenShell/UpdateProviderProfiles"
-	OpenShell_DeleteProviderProfile_FullMethodName  = "/openshell.v1.OpenShell/DeleteProviderProfile"
-	OpenShell_CreateSandboxTemplate_FullMethodName  = "/openshell.v1.OpenShell/CreateSandboxTemplate"
-	OpenShell_GetSandboxTemplate_FullMethodName     = "/openshell.v1.OpenShell/GetSandboxTemplate"
-	OpenShell_ListSandboxTemplates_FullMethodName   = "/openshell.v1.OpenShell/ListSandboxTemplates"
-	OpenShell_DeleteSandboxTemplate_FullMethodName  = "/openshell.v1.OpenShell/DeleteSandboxTemplate"
-	OpenShell_UpdateConfig_FullMethodName           = "/openshell.v1.OpenShell/UpdateConfig"
-	OpenShell_GetSandboxPolicyStatus_FullMethodName = "/openshell.v1.OpenShell/GetSandboxPolicyStatus"
-	OpenShell_GetDraftPolicy_FullMethodName         = "/openshell.v1.OpenShell/GetDraftPolicy"
-	OpenShell_RejectDraftChunk_FullMethodName       = "/openshell.v1.OpenShell/RejectDraftChunk"
-	OpenShell_GetDraftHistory_FullMethodName        = "/openshell.v1.OpenShell/GetDraftHistory"
-	OpenShell_CreateWorkspace_FullMethodName        = "/openshell.v1.OpenShell/CreateWorkspace"
-	OpenShell_GetWorkspace_FullMethodName           = "/openshell.v1.OpenShell/GetWorkspace"
-	OpenShell_DeleteWorkspace_FullMethodName        = "/openshell.v1.OpenShell/DeleteWorkspace"
-	OpenShell_AddWorkspaceMember_FullMethodName     = "/openshell.v1.OpenShell/AddWorkspaceMember"
-	OpenShell_RemoveWorkspaceMember_FullMethodName  = "/openshell.v1.OpenShell/RemoveWorkspaceMember"
-	OpenShell_ListWorkspaceMembers_FullMethodName   = "/openshell.v1.OpenShell/ListWorkspaceMembers"
-	OpenShell_ExecSandbox_FullMethodName            = "/openshell.v1.OpenShell/ExecSandbox"
-	OpenShell_ExecSandboxInteractive_FullMethodName = "/openshell.v1.OpenShell/ExecSandboxInteractive"
-	OpenShell_ForwardTcp_FullMethodName             = "/openshell.v1.OpenShell/ForwardTcp"
-	OpenShell_GetSandboxLogs_FullMethodName         = "/openshell.v1.OpenShell/GetSandboxLogs"
-	OpenShell_ExposeService_FullMethodName          = "/openshell.v1.OpenShell/ExposeService"
-	OpenShell_ListServices_FullMethodName           = "/openshell.v1.OpenShell/ListServices"
-	OpenShell_DeleteService_FullMethodName          = "/openshell.v1.OpenShell/DeleteService"
+	OpenShell_Health_FullMethodName                   = "/openshell.v1.OpenShell/Health"
+	OpenShell_GetGatewayInfo_FullMethodName           = "/openshell.v1.OpenShell/GetGatewayInfo"
+	OpenShell_GetCurrentUser_FullMethodName           = "/openshell.v1.OpenShell/GetCurrentUser"
+	OpenShell_CreateSandbox_FullMethodName            = "/openshell.v1.OpenShell/CreateSandbox"
+	OpenShell_GetSandbox_FullMethodName               = "/openshell.v1.OpenShell/GetSandbox"
+	OpenShell_ListSandboxes_FullMethodName            = "/openshell.v1.OpenShell/ListSandboxes"
+	OpenShell_DeleteSandbox_FullMethodName            = "/openshell.v1.OpenShell/DeleteSandbox"
+	OpenShell_WatchSandbox_FullMethodName             = "/openshell.v1.OpenShell/WatchSandbox"
+	OpenShell_StopSandbox_FullMethodName              = "/openshell.v1.OpenShell/StopSandbox"
+	OpenShell_StartSandbox_FullMethodName             = "/openshell.v1.OpenShell/StartSandbox"
+	OpenShell_AttachSandboxProvider_FullMethodName    = "/openshell.v1.OpenShell/AttachSandboxProvider"
+	OpenShell_DetachSandboxProvider_FullMethodName    = "/openshell.v1.OpenShell/DetachSandboxProvider"
+	OpenShell_ListSandboxProviders_FullMethodName     = "/openshell.v1.OpenShell/ListSandboxProviders"
+	OpenShell_CreateProvider_FullMethodName           = "/openshell.v1.OpenShell/CreateProvider"
+	OpenShell_GetProvider_FullMethodName              = "/openshell.v1.OpenShell/GetProvider"
+	OpenShell_UpdateProvider_FullMethodName           = "/openshell.v1.OpenShell/UpdateProvider"
+	OpenShell_DeleteProvider_FullMethodName           = "/openshell.v1.OpenShell/DeleteProvider"
+	OpenShell_ListProviderProfiles_FullMethodName     = "/openshell.v1.OpenShell/ListProviderProfiles"
+	OpenShell_GetProviderProfile_FullMethodName       = "/openshell.v1.OpenShell/GetProviderProfile"
+	OpenShell_ImportProviderProfiles_FullMethodName   = "/openshell.v1.OpenShell/ImportProviderProfiles"
+	OpenShell_UpdateProviderProfiles_FullMethodName   = "/openshell.v1.OpenShell/UpdateProviderProfiles"
+	OpenShell_DeleteProviderProfile_FullMethodName    = "/openshell.v1.OpenShell/DeleteProviderProfile"
+	OpenShell_GetProviderRefreshStatus_FullMethodName = "/openshell.v1.OpenShell/GetProviderRefreshStatus"
+	OpenShell_ConfigureProviderRefresh_FullMethodName = "/openshell.v1.OpenShell/ConfigureProviderRefresh"
+	OpenShell_RotateProviderCredential_FullMethodName = "/openshell.v1.OpenShell/RotateProviderCredential"
+	OpenShell_DeleteProviderRefresh_FullMethodName    = "/openshell.v1.OpenShell/DeleteProviderRefresh"
+	OpenShell_CreateSandboxTemplate_FullMethodName    = "/openshell.v1.OpenShell/CreateSandboxTemplate"
+	OpenShell_GetSandboxTemplate_FullMethodName       = "/openshell.v1.OpenShell/GetSandboxTemplate"
+	OpenShell_ListSandboxTemplates_FullMethodName     = "/openshell.v1.OpenShell/ListSandboxTemplates"
+	OpenShell_DeleteSandboxTemplate_FullMethodName    = "/openshell.v1.OpenShell/DeleteSandboxTemplate"
+	OpenShell_UpdateConfig_FullMethodName             = "/openshell.v1.OpenShell/UpdateConfig"
+	OpenShell_GetSandboxPolicyStatus_FullMethodName   = "/openshell.v1.OpenShell/GetSandboxPolicyStatus"
+	OpenShell_GetDraftPolicy_FullMethodName           = "/openshell.v1.OpenShell/GetDraftPolicy"
+	OpenShell_RejectDraftChunk_FullMethodName         = "/openshell.v1.OpenShell/RejectDraftChunk"
+	OpenShell_GetDraftHistory_FullMethodName          = "/openshell.v1.OpenShell/GetDraftHistory"
+	OpenShell_CreateWorkspace_FullMethodName          = "/openshell.v1.OpenShell/CreateWorkspace"
+	OpenShell_GetWorkspace_FullMethodName             = "/openshell.v1.OpenShell/GetWorkspace"
+	OpenShell_DeleteWorkspace_FullMethodName          = "/openshell.v1.OpenShell/DeleteWorkspace"
+	OpenShell_AddWorkspaceMember_FullMethodName       = "/openshell.v1.OpenShell/AddWorkspaceMember"
+	OpenShell_RemoveWorkspaceMember_FullMethodName    = "/openshell.v1.OpenShell/RemoveWorkspaceMember"
+	OpenShell_ListWorkspaceMembers_FullMethodName     = "/openshell.v1.OpenShell/ListWorkspaceMembers"
+	OpenShell_ExecSandbox_FullMethodName              = "/openshell.v1.OpenShell/ExecSandbox"
+	OpenShell_ExecSandboxInteractive_FullMethodName   = "/openshell.v1.OpenShell/ExecSandboxInteractive"
+	OpenShell_ForwardTcp_FullMethodName               = "/openshell.v1.OpenShell/ForwardTcp"
+	OpenShell_GetSandboxLogs_FullMethodName           = "/openshell.v1.OpenShell/GetSandboxLogs"
+	OpenShell_ExposeService_FullMethodName            = "/openshell.v1.OpenShell/ExposeService"
+	OpenShell_ListServices_FullMethodName             = "/openshell.v1.OpenShell/ListServices"
+	OpenShell_DeleteService_FullMethodName            = "/openshell.v1.OpenShell/DeleteService"
 )
 
 // OpenShellClient is the client API for OpenShell service.
@@ -97,6 +101,10 @@ type OpenShellClient interface {
 	ImportProviderProfiles(ctx context.Context, in *ImportProviderProfilesRequest, opts ...grpc.CallOption) (*ImportProviderProfilesResponse, error)
 	UpdateProviderProfiles(ctx context.Context, in *UpdateProviderProfilesRequest, opts ...grpc.CallOption) (*UpdateProviderProfilesResponse, error)
 	DeleteProviderProfile(ctx context.Context, in *DeleteProviderProfileRequest, opts ...grpc.CallOption) (*DeleteProviderProfileResponse, error)
+	GetProviderRefreshStatus(ctx context.Context, in *GetProviderRefreshStatusRequest, opts ...grpc.CallOption) (*GetProviderRefreshStatusResponse, error)
+	ConfigureProviderRefresh(ctx context.Context, in *ConfigureProviderRefreshRequest, opts ...grpc.CallOption) (*ConfigureProviderRefreshResponse, error)
+	RotateProviderCredential(ctx context.Context, in *RotateProviderCredentialRequest, opts ...grpc.CallOption) (*RotateProviderCredentialResponse, error)
+	DeleteProviderRefresh(ctx context.Context, in *DeleteProviderRefreshRequest, opts ...grpc.CallOption) (*DeleteProviderRefreshResponse, error)
 	// Workspace templates (OpenShellSandboxTemplate): there is no update
 	// RPC, so the operator names each template after its content.
 	CreateSandboxTemplate(ctx context.Context, in *CreateSandboxTemplateRequest, opts ...grpc.CallOption) (*SandboxTemplateResponse, error)
@@ -369,6 +377,46 @@ func (c *openShellClient) DeleteProviderProfile(ctx context.Context, in *DeleteP
 	return out, nil
 }
 
+func (c *openShellClient) GetProviderRefreshStatus(ctx context.Context, in *GetProviderRefreshStatusRequest, opts ...grpc.CallOption) (*GetProviderRefreshStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProviderRefreshStatusResponse)
+	err := c.cc.Invoke(ctx, OpenShell_GetProviderRefreshStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) ConfigureProviderRefresh(ctx context.Context, in *ConfigureProviderRefreshRequest, opts ...grpc.CallOption) (*ConfigureProviderRefreshResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureProviderRefreshResponse)
+	err := c.cc.Invoke(ctx, OpenShell_ConfigureProviderRefresh_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) RotateProviderCredential(ctx context.Context, in *RotateProviderCredentialRequest, opts ...grpc.CallOption) (*RotateProviderCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateProviderCredentialResponse)
+	err := c.cc.Invoke(ctx, OpenShell_RotateProviderCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *openShellClient) DeleteProviderRefresh(ctx context.Context, in *DeleteProviderRefreshRequest, opts ...grpc.CallOption) (*DeleteProviderRefreshResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteProviderRefreshResponse)
+	err := c.cc.Invoke(ctx, OpenShell_DeleteProviderRefresh_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *openShellClient) CreateSandboxTemplate(ctx context.Context, in *CreateSandboxTemplateRequest, opts ...grpc.CallOption) (*SandboxTemplateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SandboxTemplateResponse)
@@ -630,6 +678,10 @@ type OpenShellServer interface {
 	ImportProviderProfiles(context.Context, *ImportProviderProfilesRequest) (*ImportProviderProfilesResponse, error)
 	UpdateProviderProfiles(context.Context, *UpdateProviderProfilesRequest) (*UpdateProviderProfilesResponse, error)
 	DeleteProviderProfile(context.Context, *DeleteProviderProfileRequest) (*DeleteProviderProfileResponse, error)
+	GetProviderRefreshStatus(context.Context, *GetProviderRefreshStatusRequest) (*GetProviderRefreshStatusResponse, error)
+	ConfigureProviderRefresh(context.Context, *ConfigureProviderRefreshRequest) (*ConfigureProviderRefreshResponse, error)
+	RotateProviderCredential(context.Context, *RotateProviderCredentialRequest) (*RotateProviderCredentialResponse, error)
+	DeleteProviderRefresh(context.Context, *DeleteProviderRefreshRequest) (*DeleteProviderRefreshResponse, error)
 	// Workspace templates (OpenShellSandboxTemplate): there is no update
 	// RPC, so the operator names each template after its content.
 	CreateSandboxTemplate(context.Context, *CreateSandboxTemplateRequest) (*SandboxTemplateResponse, error)
@@ -738,6 +790,18 @@ func (UnimplementedOpenShellServer) UpdateProviderProfiles(context.Context, *Upd
 }
 func (UnimplementedOpenShellServer) DeleteProviderProfile(context.Context, *DeleteProviderProfileRequest) (*DeleteProviderProfileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteProviderProfile not implemented")
+}
+func (UnimplementedOpenShellServer) GetProviderRefreshStatus(context.Context, *GetProviderRefreshStatusRequest) (*GetProviderRefreshStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProviderRefreshStatus not implemented")
+}
+func (UnimplementedOpenShellServer) ConfigureProviderRefresh(context.Context, *ConfigureProviderRefreshRequest) (*ConfigureProviderRefreshResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigureProviderRefresh not implemented")
+}
+func (UnimplementedOpenShellServer) RotateProviderCredential(context.Context, *RotateProviderCredentialRequest) (*RotateProviderCredentialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateProviderCredential not implemented")
+}
+func (UnimplementedOpenShellServer) DeleteProviderRefresh(context.Context, *DeleteProviderRefreshRequest) (*DeleteProviderRefreshResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteProviderRefresh not implemented")
 }
 func (UnimplementedOpenShellServer) CreateSandboxTemplate(context.Context, *CreateSandboxTemplateRequest) (*SandboxTemplateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSandboxTemplate not implemented")
@@ -1215,6 +1279,78 @@ func _OpenShell_DeleteProviderProfile_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpenShell_GetProviderRefreshStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProviderRefreshStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).GetProviderRefreshStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_GetProviderRefreshStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).GetProviderRefreshStatus(ctx, req.(*GetProviderRefreshStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_ConfigureProviderRefresh_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureProviderRefreshRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).ConfigureProviderRefresh(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_ConfigureProviderRefresh_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).ConfigureProviderRefresh(ctx, req.(*ConfigureProviderRefreshRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_RotateProviderCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateProviderCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).RotateProviderCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_RotateProviderCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).RotateProviderCredential(ctx, req.(*RotateProviderCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpenShell_DeleteProviderRefresh_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProviderRefreshRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpenShellServer).DeleteProviderRefresh(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpenShell_DeleteProviderRefresh_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpenShellServer).DeleteProviderRefresh(ctx, req.(*DeleteProviderRefreshRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpenShell_CreateSandboxTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateSandboxTemplateRequest)
 	if err := dec(in); err != nil {
@@ -1672,6 +1808,22 @@ var OpenShell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteProviderProfile",
 			Handler:    _OpenShell_DeleteProviderProfile_Handler,
+		},
+		{
+			MethodName: "GetProviderRefreshStatus",
+			Handler:    _OpenShell_GetProviderRefreshStatus_Handler,
+		},
+		{
+			MethodName: "ConfigureProviderRefresh",
+			Handler:    _OpenShell_ConfigureProviderRefresh_Handler,
+		},
+		{
+			MethodName: "RotateProviderCredential",
+			Handler:    _OpenShell_RotateProviderCredential_Handler,
+		},
+		{
+			MethodName: "DeleteProviderRefresh",
+			Handler:    _OpenShell_DeleteProviderRefresh_Handler,
 		},
 		{
 			MethodName: "CreateSandboxTemplate",
