@@ -97,12 +97,7 @@ func (g *Gateway) checkScope(ctx context.Context, req any) error {
 	if !ok {
 		return nil
 	}
-	role := v01.WorkspaceRole_WORKSPACE_ROLE_USER
-	switch req.(type) {
-	case *v01.AddWorkspaceMemberRequest, *v01.RemoveWorkspaceMemberRequest, *v01.CreateSandboxTemplateRequest, *v01.DeleteSandboxTemplateRequest,
-		*v01.RejectDraftChunkRequest, *v01.UpdateConfigRequest:
-		role = v01.WorkspaceRole_WORKSPACE_ROLE_ADMIN
-	}
+	role := RequiredWorkspaceRole(m)
 	if sel.GetAllWorkspaces() != nil {
 		if p, _ := ctx.Value(principalKey{}).(*principal); p != nil && !p.admin {
 			return status.Error(codes.PermissionDenied, "all_workspaces requires the platform admin role")
@@ -110,6 +105,22 @@ func (g *Gateway) checkScope(ctx context.Context, req any) error {
 		return nil
 	}
 	return g.requireMember(ctx, sel.GetWorkspace(), role)
+}
+
+// RequiredWorkspaceRole is the workspace role a 0.1 request needs of a
+// caller without the platform admin role: admin for the requests whose
+// method the release's descriptors give workspace_role "admin", else user
+// (test/wire checks the two agree).
+func RequiredWorkspaceRole(req proto.Message) v01.WorkspaceRole {
+	switch req.(type) {
+	case *v01.AddWorkspaceMemberRequest, *v01.RemoveWorkspaceMemberRequest, *v01.CreateSandboxTemplateRequest, *v01.DeleteSandboxTemplateRequest,
+		*v01.RejectDraftChunkRequest, *v01.UpdateConfigRequest,
+		*v01.ConfigureProviderRefreshRequest, *v01.RotateProviderCredentialRequest, *v01.DeleteProviderRefreshRequest,
+		*v01.CreateProviderRequest, *v01.UpdateProviderRequest, *v01.DeleteProviderRequest,
+		*v01.ImportProviderProfilesRequest, *v01.UpdateProviderProfilesRequest, *v01.DeleteProviderProfileRequest:
+		return v01.WorkspaceRole_WORKSPACE_ROLE_ADMIN
+	}
+	return v01.WorkspaceRole_WORKSPACE_ROLE_USER
 }
 
 func (s *v01Server) AddWorkspaceMember(_ context.Context, in *v01.AddWorkspaceMemberRequest) (*v01.AddWorkspaceMemberResponse, error) {

@@ -156,6 +156,11 @@ type Gateway struct {
 	// sandbox ID, the template each sandbox was created from.
 	templates    map[wsName]*v01.SandboxWorkloadTemplate
 	fromTemplate map[string]*v01.SandboxWorkloadTemplateProvenance
+	// refreshes are the providers' credential refreshes (0.1); refreshFail
+	// makes mints fail; minted counts mints (the minted values differ).
+	refreshes   map[refreshKey]*refreshState
+	refreshFail *refreshFailure
+	minted      int
 }
 
 type wsName struct{ ws, name string }
@@ -198,7 +203,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		workspaces: map[string]*datamodelv1.Workspace{}, sandboxes: map[wsName]*sandboxRow{}, byID: map[string]*sandboxRow{},
 		providers: map[wsName]*datamodelv1.Provider{}, watchers: map[string][]chan struct{}{}, version: opts.Version,
 		profiles: map[catalogKey]*v01.ProviderProfile{}, profileRefs: map[wsName]string{}, members: map[string]map[string]v01.WorkspaceRole{},
-		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{}}
+		templates: map[wsName]*v01.SandboxWorkloadTemplate{}, fromTemplate: map[string]*v01.SandboxWorkloadTemplateProvenance{},
+		refreshes: map[refreshKey]*refreshState{}}
 	g.workspaces["default"] = newWorkspace("default")
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

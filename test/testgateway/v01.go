@@ -401,11 +401,24 @@ func (s *v01Server) CreateProvider(ctx context.Context, in *v01.CreateProviderRe
 
 func (s *v01Server) GetProvider(ctx context.Context, in *v01.GetProviderRequest) (*v01.ProviderResponse, error) {
 	out := &v01.ProviderResponse{}
-	return out, serve0(ctx, in, &legacy.GetProviderRequest{}, out, s.g.GetProvider)
+	if err := serve0(ctx, in, &legacy.GetProviderRequest{}, out, s.g.GetProvider); err != nil {
+		return nil, err
+	}
+	// The 0.0.x store underneath has no profile_workspace: the record's
+	// own, as 0.1 returns it.
+	ws := in.GetWorkspaceScope().GetWorkspace()
+	if ws == "" {
+		ws = "default"
+	}
+	out.Provider.ProfileWorkspace, _ = s.g.ProviderProfileWorkspace(ws, in.GetName())
+	return out, nil
 }
 
 func (s *v01Server) UpdateProvider(ctx context.Context, in *v01.UpdateProviderRequest) (*v01.ProviderResponse, error) {
 	in = proto.Clone(in).(*v01.UpdateProviderRequest)
+	if err := s.g.refreshOwned(in); err != nil {
+		return nil, err
+	}
 	record, err := s.g.setProfileWorkspace(in.GetWorkspaceScope(), in.GetProvider())
 	if err != nil {
 		return nil, err
@@ -425,6 +438,9 @@ func (s *v01Server) DeleteProvider(ctx context.Context, in *v01.DeleteProviderRe
 		out.Outcome = gatewayapi.LegacyOutcome(resp.GetDeleted(), v01.DeletionOutcome_DELETION_OUTCOME_COMPLETED)
 		if resp.GetDeleted() {
 			s.g.forgetProfileRef(in.GetWorkspaceScope(), in.GetName())
+			s.g.mu.Lock()
+			s.g.forgetRefreshesLocked(in.GetWorkspaceScope().GetWorkspace(), in.GetName())
+			s.g.mu.Unlock()
 		}
 		return resp, err
 	})

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	legacydatamodelv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
 	legacyopenshellv1 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
@@ -20,6 +21,7 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/test/framework"
+	"github.com/openshell/openshell-operator/test/testgateway"
 	"github.com/openshell/openshell-operator/test/wheel"
 )
 
@@ -157,5 +159,58 @@ func TestCompareFindsEveryKindOfDifference(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("not reported: %s\ngot:\n%s", want, got)
 		}
+	}
+}
+
+// TestTestGatewayWorkspaceRolesAreTheRelease: the workspace role the test
+// gateway requires of each workspace-scoped 0.1 request is the one the
+// release's descriptors give its method (the authorization option's
+// workspace_role), so the operator's calls are refused there exactly where
+// a real gateway would refuse them.
+func TestTestGatewayWorkspaceRolesAreTheRelease(t *testing.T) {
+	rel := v01Release(t)
+	d, err := rel.FindDescriptorByName("openshell.options.v1.authorization")
+	if err != nil {
+		t.Fatalf("the release declares no authorization option: %v", err)
+	}
+	ext := dynamicpb.NewExtensionType(d.(protoreflect.ExtensionDescriptor))
+	types := new(protoregistry.Types)
+	if err := types.RegisterExtension(ext); err != nil {
+		t.Fatal(err)
+	}
+	relSvc, err := rel.FindDescriptorByName("openshell.v1.OpenShell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	ours := openshellv1.File_v01_openshell_proto.Services().ByName("OpenShell").Methods()
+	for i := range ours.Len() {
+		m := ours.Get(i)
+		if m.Input().Fields().ByName("workspace_scope") == nil {
+			continue
+		}
+		relMethod := relSvc.(protoreflect.ServiceDescriptor).Methods().ByName(m.Name())
+		raw, err := proto.Marshal(relMethod.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := &descriptorpb.MethodOptions{}
+		if err := (proto.UnmarshalOptions{Resolver: types}).Unmarshal(raw, opts); err != nil {
+			t.Fatal(err)
+		}
+		auth := opts.ProtoReflect().Get(ext.TypeDescriptor()).Message()
+		want := auth.Get(auth.Descriptor().Fields().ByName("workspace_role")).String()
+		req, err := protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.ToLower(strings.TrimPrefix(testgateway.RequiredWorkspaceRole(req.New().Interface()).String(), "WORKSPACE_ROLE_"))
+		if want != got {
+			t.Errorf("%s: the test gateway requires workspace role %q, the release %q", m.Name(), got, want)
+		}
+		checked++
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d methods: the comparison lost its subject", checked)
 	}
 }
