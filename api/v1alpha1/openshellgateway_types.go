@@ -348,6 +348,16 @@ type SandboxControls struct {
 	// +optional
 	AllowedProviderTypes []string `json:"allowedProviderTypes,omitempty"`
 
+	// AllowedRefreshStrategies are the OpenShellProvider spec.refresh
+	// strategies this gateway may run for its tenants (0.1 line); empty
+	// allows none. A refresh makes the gateway call a token endpoint with
+	// the tenant's material, from its own network position; the endpoint
+	// is the provider profile's (the gateway refuses one in material).
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=set
+	// +optional
+	AllowedRefreshStrategies []CredentialRefreshStrategy `json:"allowedRefreshStrategies,omitempty"`
+
 	// NamespaceBudget caps what the sandboxes of each tenant namespace use
 	// together on this gateway (reason NamespaceBudgetExceeded). Sandbox pods
 	// run in the gateway's sandbox namespace, where the tenant's own

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -46,6 +48,132 @@ type OpenShellProviderSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
+
+	// Refresh hands credentials to 0.1 gateways to mint and refresh
+	// themselves (an OAuth access token from a refresh token, for example).
+	// The gateway refreshes each one before it expires, from the material
+	// in a Secret of this namespace; the token endpoint is the provider
+	// profile's, never the tenant's. A refreshed credential is the
+	// gateway's: the operator never writes it from credentialsSecretRef
+	// again (it may give its first value). The annotation
+	// openshell.ai/rotate-credentials asks for a refresh now. The gateway's
+	// sandboxControls.allowedRefreshStrategies must allow the strategy.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=credentialKey
+	// +optional
+	Refresh []CredentialRefresh `json:"refresh,omitempty"`
+}
+
+// CredentialRefreshStrategy is how a gateway mints a credential: the
+// strategies the 0.1 wire names that the gateway mints itself.
+// +kubebuilder:validation:Enum=OAuth2RefreshToken;OAuth2ClientCredentials;GoogleServiceAccountJWT;AWSSTSAssumeRole
+type CredentialRefreshStrategy string
+
+const (
+	// RefreshOAuth2RefreshToken: material client_id, refresh_token and
+	// optionally client_secret; the profile's token URL (or tenant_id).
+	RefreshOAuth2RefreshToken CredentialRefreshStrategy = "OAuth2RefreshToken"
+	// RefreshOAuth2ClientCredentials: material client_id and client_secret.
+	RefreshOAuth2ClientCredentials CredentialRefreshStrategy = "OAuth2ClientCredentials"
+	// RefreshGoogleServiceAccountJWT: material client_email, private_key
+	// and scopes.
+	RefreshGoogleServiceAccountJWT CredentialRefreshStrategy = "GoogleServiceAccountJWT"
+	// RefreshAWSSTSAssumeRole: material role_arn and the source key pair
+	// aws_access_key_id and aws_secret_access_key (required here: without
+	// them the gateway would assume the role as itself).
+	RefreshAWSSTSAssumeRole CredentialRefreshStrategy = "AWSSTSAssumeRole"
+)
+
+// CredentialRefresh is one credential a gateway refreshes.
+type CredentialRefresh struct {
+	// CredentialKey is the credential the gateway mints: an environment
+	// variable name, as the profile's credential names it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +required
+	CredentialKey string `json:"credentialKey"`
+
+	// Strategy is how the gateway mints it.
+	// +required
+	Strategy CredentialRefreshStrategy `json:"strategy"`
+
+	// MaterialSecretRef names the Secret in this namespace whose keys are
+	// the refresh material (refresh_token, client_id, client_secret, scopes,
+	// refresh_before_seconds, ...). Every key is sent as secret material,
+	// which the gateway never returns; a rotation of the Secret configures
+	// the refresh again. Keys naming a token endpoint (token_url, token_uri,
+	// sts_endpoint_url) are refused.
+	// +required
+	MaterialSecretRef LocalObjectReference `json:"materialSecretRef"`
+}
+
+// SecretNames are the Secrets the provider reads: its credentials' and
+// its refresh material's, each once.
+func (p *OpenShellProvider) SecretNames() []string {
+	var names []string
+	if ref := p.Spec.CredentialsSecretRef; ref != nil {
+		names = append(names, ref.Name)
+	}
+	for _, r := range p.Spec.Refresh {
+		if !slices.Contains(names, r.MaterialSecretRef.Name) {
+			names = append(names, r.MaterialSecretRef.Name)
+		}
+	}
+	return names
+}
+
+// AnnotationRotateCredentials asks the operator to have every refreshed
+// credential of a provider minted again now, at each gateway: set it to a
+// new value (a timestamp, say) each time. The value handled last is in
+// status.gateways[].rotation.
+const AnnotationRotateCredentials = "openshell.ai/rotate-credentials"
+
+// MaxRotationRequest bounds the annotation's value.
+const MaxRotationRequest = 128
+
+// CredentialRefreshStatus is what one gateway reports of one refreshed
+// credential; never its value or secret material.
+type CredentialRefreshStatus struct {
+	// CredentialKey is the refreshed credential.
+	CredentialKey string `json:"credentialKey"`
+	// Strategy configured.
+	Strategy CredentialRefreshStrategy `json:"strategy"`
+	// ConfiguredGeneration is the provider generation last configured.
+	// +optional
+	ConfiguredGeneration int64 `json:"configuredGeneration,omitempty"`
+	// MaterialResourceVersion is the material Secret's resourceVersion last
+	// configured.
+	// +optional
+	MaterialResourceVersion string `json:"materialResourceVersion,omitempty"`
+	// State is the gateway's word for the refresh (configured, refreshed,
+	// error, ...).
+	// +optional
+	State string `json:"state,omitempty"`
+	// LastRefreshTime is when the gateway last minted the credential.
+	// +optional
+	LastRefreshTime *metav1.Time `json:"lastRefreshTime,omitempty"`
+	// NextRefreshTime is when it mints it next.
+	// +optional
+	NextRefreshTime *metav1.Time `json:"nextRefreshTime,omitempty"`
+	// ExpirationTime is when the current credential expires.
+	// +optional
+	ExpirationTime *metav1.Time `json:"expirationTime,omitempty"`
+	// FailureCode is the gateway's code for the last failure.
+	// +optional
+	FailureCode string `json:"failureCode,omitempty"`
+	// RecoveryAction is what the gateway says recovers from it: Retry,
+	// Reauthorize (new material), FixConfiguration or Investigate.
+	// +optional
+	RecoveryAction string `json:"recoveryAction,omitempty"`
+	// LastError is the gateway's text of the last failure, every material
+	// value in it masked.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LastErrorTime is when it failed.
+	// +optional
+	LastErrorTime *metav1.Time `json:"lastErrorTime,omitempty"`
 }
 
 // ProviderGatewayStatus records what one gateway holds of the provider.
@@ -96,6 +224,14 @@ type ProviderGatewayStatus struct {
 	// credentials are never written into it.
 	// +optional
 	GatewayID string `json:"gatewayID,omitempty"`
+	// Refresh is what the gateway reports of the credentials it refreshes.
+	// +listType=map
+	// +listMapKey=credentialKey
+	// +optional
+	Refresh []CredentialRefreshStatus `json:"refresh,omitempty"`
+	// Rotation is the last openshell.ai/rotate-credentials value acted on.
+	// +optional
+	Rotation string `json:"rotation,omitempty"`
 }
 
 // OpenShellProviderStatus is the observed state of a provider.
@@ -106,7 +242,7 @@ type OpenShellProviderStatus struct {
 	// +optional
 	Gateways []ProviderGatewayStatus `json:"gateways,omitempty"`
 
-	// Conditions: Ready, Synced.
+	// Conditions: Ready, Synced, and Refreshed when spec.refresh is set.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -166,4 +302,31 @@ const (
 	// ProviderReasonAttachedAtGateway: deletion waits until the provider
 	// can be deleted at every gateway.
 	ProviderReasonAttachedAtGateway = "AttachedAtGateway"
+)
+
+// ConditionRefreshed reports the credentials the gateways refresh
+// (spec.refresh); absent without it.
+const ConditionRefreshed = "Refreshed"
+
+// Reasons of an OpenShellProvider's Refreshed.
+const (
+	// RefreshReasonRefreshed (True): every gateway minted every credential.
+	RefreshReasonRefreshed = "Refreshed"
+	// RefreshReasonPending: configured, the gateway's first mint to come.
+	RefreshReasonPending = "RefreshPending"
+	// RefreshReasonFailed: a gateway's last mint failed (its failure code
+	// and recovery action in the message and status).
+	RefreshReasonFailed = "RefreshFailed"
+	// RefreshReasonNotAllowed: the gateway's
+	// sandboxControls.allowedRefreshStrategies does not allow the strategy.
+	RefreshReasonNotAllowed = "RefreshNotAllowed"
+	// RefreshReasonNotSupported: the gateway runs the 0.0 line.
+	RefreshReasonNotSupported = "RefreshNotSupported"
+	// RefreshReasonMaterialInvalid: the material Secret is missing,
+	// unreadable, or holds a refused or incomplete key set.
+	RefreshReasonMaterialInvalid = "MaterialInvalid"
+	// RefreshReasonRotationInvalid: the rotate annotation's value is too long.
+	RefreshReasonRotationInvalid = "RotationInvalid"
+	// RefreshReasonGatewayError: a refresh call failed; retried.
+	RefreshReasonGatewayError = "GatewayError"
 )

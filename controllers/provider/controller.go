@@ -79,6 +79,10 @@ type Reconciler struct {
 	// pushed to, each gateway (driftKey → time.Time): only this
 	// reconciler reads and writes it.
 	compared driftcheck.Schedule
+	// refreshPolls remembers when each provider's refresh status was last
+	// read at each gateway (driftKey → time.Time); only this reconciler
+	// uses it.
+	refreshPolls driftcheck.Schedule
 	// written holds off a reconcile whose cached copy predates this
 	// reconciler's last write.
 	written status.OwnWrites
@@ -126,13 +130,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	res, acted := r.push(ctx, p, nsUID, needed, refused)
-	if pending && (res.RequeueAfter == 0 || res.RequeueAfter > deleteRetry) {
-		res.RequeueAfter = deleteRetry
+	res.RequeueAfter = sooner(res.RequeueAfter, r.refreshAll(ctx, p, needed))
+	if pending {
+		res.RequeueAfter = sooner(res.RequeueAfter, deleteRetry)
 	}
 	if acted {
 		p.Status.ObservedGeneration = p.Generation
 	}
 	return res, status.Patch(ctx, r.Client, orig, p)
+}
+
+// sooner is the sooner of two requeue delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // recordTargets persists, before the first push to a gateway, that the
@@ -346,14 +359,25 @@ func (r *Reconciler) pushIfChanged(ctx context.Context, gw *openshellv1alpha1.Op
 		entry.Line = string(line)
 	}
 	entry.ProfileWorkspace = r.declaredCatalog(ctx, line, gw, p, nsUID)
-	if i >= 0 {
-		p.Status.Gateways[i] = entry
-	} else {
-		p.Status.Gateways = append(p.Status.Gateways, entry)
-	}
+	recordPush(p, i, entry)
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsPushed", "Push",
 		"provider pushed to gateway %s (%d credential keys)", key, len(creds))
 	return "", ""
+}
+
+// recordPush stores entry as p's status at its gateway, index i of
+// status.gateways (-1: a new one). Pushing to the same record leaves its
+// refreshes standing; a record made anew has none (they went with the
+// old one) and is configured again.
+func recordPush(p *openshellv1alpha1.OpenShellProvider, i int, entry openshellv1alpha1.ProviderGatewayStatus) {
+	if i < 0 {
+		p.Status.Gateways = append(p.Status.Gateways, entry)
+		return
+	}
+	if old := p.Status.Gateways[i]; old.GatewayID == "" || old.GatewayID == entry.GatewayID {
+		entry.Refresh, entry.Rotation = old.Refresh, old.Rotation
+	}
+	p.Status.Gateways[i] = entry
 }
 
 // stale is what a push knows of the record at a gateway: the keys it
@@ -419,8 +443,11 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 			return r.pushTo(ctx, gw, p, nsUID, creds, stale{}, false)
 		}
 	}
+	// A refreshed credential is the gateway's: never written or deleted
+	// here (the gateway refuses both).
+	refreshed := refreshedKeys(p, entryAt(p, gwconn.Key(gw)))
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
-		Credentials: withDeleted(creds, old.credentials), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
+		Credentials: without(withDeleted(creds, old.credentials), refreshed), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
 	resp, err := conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
 	if known && grpcstatus.Code(err) == codes.NotFound {
 		// The gateway lost it (a new database, deleted by hand): create it anew.
@@ -428,6 +455,15 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	}
 	entry.GatewayResourceVersion, entry.GatewayID = resp.GetProvider().GetMetadata().GetResourceVersion(), resp.GetProvider().GetMetadata().GetId()
 	return entry, err
+}
+
+// entryAt is p's status entry for gateway key, nil if none.
+func entryAt(p *openshellv1alpha1.OpenShellProvider, key string) *openshellv1alpha1.ProviderGatewayStatus {
+	i := slices.IndexFunc(p.Status.Gateways, func(g openshellv1alpha1.ProviderGatewayStatus) bool { return g.Gateway == key })
+	if i < 0 {
+		return nil
+	}
+	return &p.Status.Gateways[i]
 }
 
 // pushedKeys are the names, sorted, of the credentials a push leaves at

@@ -80,11 +80,16 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 // anyone else shows as a newer resource version. Pure.
 func providerDrift(e openshellv1alpha1.ProviderGatewayStatus, p *openshellv1alpha1.OpenShellProvider, got *datamodelv1.Provider) string {
 	var diffs []string
-	if rv := got.GetMetadata().GetResourceVersion(); e.GatewayResourceVersion != 0 && rv != e.GatewayResourceVersion {
+	// Each mint of a refreshed credential writes the record: its resource
+	// version says nothing then, and its refreshed keys are the gateway's.
+	refreshed := refreshedKeys(p, &e)
+	if rv := got.GetMetadata().GetResourceVersion(); e.GatewayResourceVersion != 0 && rv != e.GatewayResourceVersion && len(refreshed) == 0 {
 		diffs = append(diffs, fmt.Sprintf("resource version %d, not the %d the operator wrote", rv, e.GatewayResourceVersion))
 	}
-	if keys := credentialKeys(got); !slices.Equal(keys, e.CredentialKeys) {
-		diffs = append(diffs, fmt.Sprintf("credential keys [%s], not [%s]", strings.Join(keys, ", "), strings.Join(e.CredentialKeys, ", ")))
+	notRefreshed := func(k string) bool { return slices.Contains(refreshed, k) }
+	keys, wrote := slices.DeleteFunc(credentialKeys(got), notRefreshed), slices.DeleteFunc(slices.Clone(e.CredentialKeys), notRefreshed)
+	if !slices.Equal(keys, wrote) {
+		diffs = append(diffs, fmt.Sprintf("credential keys [%s], not [%s]", strings.Join(keys, ", "), strings.Join(wrote, ", ")))
 	}
 	if !maps.Equal(got.GetConfig(), p.Spec.Config) {
 		diffs = append(diffs, "config differs from spec.config")

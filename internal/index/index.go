@@ -43,7 +43,8 @@ const (
 	SandboxWaitsForBudget = "status.waitsForBudget"
 	// SandboxEnvSecrets indexes sandboxes by the Secrets their env reads.
 	SandboxEnvSecrets = "spec.env.valueFrom.secretKeyRef.name"
-	// ProviderSecret indexes providers by their credentials Secret.
+	// ProviderSecret indexes providers by their credentials and refresh
+	// material Secrets.
 	ProviderSecret = "spec.credentialsSecretRef.name"
 	// ProviderType indexes providers by their type (the profile id).
 	ProviderType = "spec.type"
@@ -100,10 +101,7 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 			return []string{o.(*openshellv1alpha1.OpenShellProvider).Spec.Type}
 		}},
 		{&openshellv1alpha1.OpenShellProvider{}, ProviderSecret, func(o client.Object) []string {
-			if ref := o.(*openshellv1alpha1.OpenShellProvider).Spec.CredentialsSecretRef; ref != nil {
-				return []string{ref.Name}
-			}
-			return nil
+			return o.(*openshellv1alpha1.OpenShellProvider).SecretNames()
 		}},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.name, ix.fn); err != nil {

@@ -76,12 +76,22 @@ func (v *PolicyValidator) ValidateDelete(ctx context.Context, p *openshellv1alph
 // without the check the manage verb alone would read any Secret of the
 // namespace (pull Secrets, service-account tokens, other apps').
 func (a Authorizer) providerSecretReadable(ctx context.Context, _, p *openshellv1alpha1.OpenShellProvider) error {
-	ref := p.Spec.CredentialsSecretRef
-	if ref == nil {
-		return nil
+	if ref := p.Spec.CredentialsSecretRef; ref != nil {
+		if err := a.SecretReadable(ctx, "OpenShellProvider", p.Name, p.Namespace, ref.Name, "spec.credentialsSecretRef.name",
+			"so this provider cannot hand its keys to sandboxes: reference a Secret you may read, or ask whoever may to create the provider"); err != nil {
+			return err
+		}
 	}
-	return a.SecretReadable(ctx, "OpenShellProvider", p.Name, p.Namespace, ref.Name, "spec.credentialsSecretRef.name",
-		"so this provider cannot hand its keys to sandboxes: reference a Secret you may read, or ask whoever may to create the provider")
+	// Refresh material (a refresh token, a client secret) becomes the
+	// gateway's, and what it mints reaches the sandboxes.
+	for i, r := range p.Spec.Refresh {
+		if err := a.SecretReadable(ctx, "OpenShellProvider", p.Name, p.Namespace, r.MaterialSecretRef.Name,
+			fmt.Sprintf("spec.refresh[%d].materialSecretRef.name", i),
+			"so this provider cannot hand its refresh material to the gateway: reference a Secret you may read, or ask whoever may"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pullSecretsReadable refuses an image policy naming a pull Secret the

@@ -98,7 +98,7 @@ func TestOpenShellPythonClient(t *testing.T) {
 // runPythonClient runs testdata/openshell_client.py (the pinned wheel's
 // SDK) against the stack's gateway with token, reading workspace and the
 // sandbox named sandbox, and returns what it printed.
-func runPythonClient(ctx context.Context, t *testing.T, st *stack.Stack, token, workspace, sandbox string) []byte {
+func runPythonClient(ctx context.Context, t *testing.T, st *stack.Stack, token, workspace, sandbox string, env ...string) []byte {
 	t.Helper()
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(caFile, st.CA.CertPEM, 0o600); err != nil {
@@ -110,6 +110,7 @@ func runPythonClient(ctx context.Context, t *testing.T, st *stack.Stack, token, 
 		"PYTHONPATH="+filepath.Join(bin, "python-sdk")+string(os.PathListSeparator)+filepath.Join(bin, "openshell-wheel"),
 		"OPENSHELL_ENDPOINT="+strings.TrimPrefix(st.Gateway.Endpoint(), "https://"), "OPENSHELL_CA="+caFile,
 		"OPENSHELL_TOKEN="+token, "OPENSHELL_WORKSPACE="+workspace, "OPENSHELL_SANDBOX="+sandbox)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
 	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 		t.Fatalf("the openshell SDK failed: %v\n%s", err, exit.Stderr)

@@ -661,6 +661,19 @@ func (tn *tenancySuite) tenantAdminVsEditor(t *testing.T) {
 		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "anthropic", CredentialsSecretRef: &openshellv1alpha1.ProviderCredentialsReference{Name: "creds"}}}
 	expectForbidden(g, editor.Create(ctx, prov.DeepCopy()), "TenantAdminRequired", "may not create openshellproviders")
 	g.Expect(admin.Create(ctx, prov)).To(Succeed())
+	// Asking the gateway to mint credentials now is the Tenant Admin's too.
+	rotate := func(c client.Client) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &openshellv1alpha1.OpenShellProvider{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(prov), cur); err != nil {
+				return err
+			}
+			cur.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: "now"}
+			return c.Update(ctx, cur)
+		})
+	}
+	expectForbidden(g, rotate(editor), "TenantAdminRequired", "may not change openshellproviders")
+	g.Expect(rotate(admin)).To(Succeed())
 
 	// The consumer's path: a sandbox naming the approved policy and provider.
 	sb := tn.sandbox(ns, "agent")
@@ -854,6 +867,15 @@ func (tn *tenancySuite) providerSecretReference(t *testing.T) {
 		return as(t, "erin").Update(ctx, cur)
 	})
 	expectForbidden(g, err, "SecretAccessDenied", "may not get Secret db")
+
+	// Refresh material becomes the gateway's, and what it mints reaches the
+	// agents: the same rule, for a provider or an edit naming it.
+	refreshing := prov("refreshing")
+	refreshing.Spec.CredentialsSecretRef = nil
+	refreshing.Spec.Refresh = []openshellv1alpha1.CredentialRefresh{{CredentialKey: "ACCESS_TOKEN",
+		Strategy: openshellv1alpha1.RefreshOAuth2ClientCredentials, MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: "db"}}}
+	expectForbidden(g, as(t, "erin").Create(ctx, refreshing.DeepCopy()), "SecretAccessDenied", "cannot hand its refresh material to the gateway")
+	g.Expect(as(t, "alice").Create(ctx, refreshing)).To(Succeed(), "a namespace admin may read the Secret")
 }
 
 // podLabelsCannotClaimATenant (N5): every tenant's pods share the sandbox

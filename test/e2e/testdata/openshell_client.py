@@ -5,7 +5,8 @@ release (bin/openshell-wheel) and its runtime (bin/python-sdk) on
 PYTHONPATH: a client no one here wrote, speaking the release's wire, as a
 workspace user. Prints what it saw as one JSON object. The SDK has no
 wrapper for the policy advisor's draft RPCs, so those are called on its own
-generated stub, over its own authenticated channel.
+generated stub, over its own authenticated channel, as is the provider
+refresh status.
 """
 
 import json
@@ -29,6 +30,15 @@ def main() -> None:
             sandbox=got.name, workspace_scope=scope))
         history = client._stub.GetDraftHistory(openshell_pb2.GetDraftHistoryRequest(
             sandbox=got.name, workspace_scope=scope))
+        # A provider's refresh status (OPENSHELL_PROVIDER), as any
+        # workspace user may read it: what the gateway minted, never how.
+        refresh = {}
+        if env.get("OPENSHELL_PROVIDER"):
+            got_refresh = client._stub.GetProviderRefreshStatus(openshell_pb2.GetProviderRefreshStatusRequest(
+                provider=env["OPENSHELL_PROVIDER"], workspace_scope=scope))
+            refresh = {c.credential_key: {"status": c.status, "strategy": c.strategy,
+                                          "lastRefresh": c.last_refresh_time.seconds}
+                       for c in got_refresh.credentials}
         print(json.dumps({
             "listed": sorted(s.name for s in listed),
             "name": got.name,
@@ -46,6 +56,7 @@ def main() -> None:
             "drafts": {c.id: {"status": c.status, "rule": c.rule_name, "reason": c.rejection_reason}
                        for c in draft.chunks},
             "history": [[e.chunk_id, e.event_type] for e in history.entries],
+            "refresh": refresh,
         }))
 
 

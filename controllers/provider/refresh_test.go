@@ -1,0 +1,412 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/driftcheck"
+	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
+	"github.com/openshell/openshell-operator/internal/gatewayline"
+)
+
+const (
+	materialName  = "anthropic-refresh"
+	refreshToken  = "rt-very-secret-refresh-token"
+	clientSecret  = "cs-very-secret-client"
+	refreshedKey  = "ACCESS_TOKEN"
+	rotationValue = "2026-12-07T23:00:00Z"
+)
+
+// newRefreshFixture is the provider fixture on a 0.1 gateway whose
+// namespace catalog holds the provider's profile, with spec.refresh set to
+// refresh ACCESS_TOKEN (OAuth2RefreshToken) from a material Secret, and
+// the gateway allowing the strategies given.
+func newRefreshFixture(t *testing.T, material map[string][]byte, allowed ...openshellv1alpha1.CredentialRefreshStrategy) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := newFixture(t, options{gateway: func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.SandboxControls.AllowedRefreshStrategies = allowed
+	}})
+	f.env.Gateway.ReportVersion(gatewayline.V01WireRelease)
+	gw := f.env.Object.DeepCopy()
+	gw.Status.Version = gatewayline.V01WireRelease
+	if err := f.env.Client.Status().Update(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	prof := &openshellv1alpha1.OpenShellProviderProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anthropic", Generation: 1}}
+	if err := f.env.Client.Create(ctx, prof); err != nil {
+		t.Fatal(err)
+	}
+	prof.Status.Gateways = []openshellv1alpha1.ProviderProfileGatewayStatus{{Gateway: gatewayKey, Scope: openshellv1alpha1.ProfileScopeWorkspace,
+		Workspace: workspace, ObservedGeneration: 1}}
+	if err := f.env.Client.Status().Update(ctx, prof); err != nil {
+		t.Fatal(err)
+	}
+	f.env.Gateway.ImportProfile(workspace, &v01.ProviderProfile{Id: "anthropic"})
+	if material == nil {
+		material = map[string][]byte{"client_id": []byte("agent-client"), "client_secret": []byte(clientSecret), "refresh_token": []byte(refreshToken)}
+	}
+	if err := f.env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: materialName}, Data: material}); err != nil {
+		t.Fatal(err)
+	}
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Spec.Refresh = []openshellv1alpha1.CredentialRefresh{{CredentialKey: refreshedKey, Strategy: openshellv1alpha1.RefreshOAuth2RefreshToken,
+			MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: materialName}}}
+	})
+	return f
+}
+
+// editProvider updates the provider and bumps its generation on a spec
+// change, as the API server does (the fake client does not).
+func (f *fixture) editProvider(t *testing.T, edit func(*openshellv1alpha1.OpenShellProvider)) {
+	t.Helper()
+	p := f.provider(t)
+	before := p.Spec.DeepCopy()
+	edit(p)
+	if !equalSpec(before, &p.Spec) {
+		p.Generation++
+	}
+	if err := f.env.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func equalSpec(a, b *openshellv1alpha1.OpenShellProviderSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func wantRefreshed(t *testing.T, p *openshellv1alpha1.OpenShellProvider, s metav1.ConditionStatus, reason string) *metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionRefreshed)
+	if c == nil || c.Status != s || c.Reason != reason {
+		t.Fatalf("Refreshed = %+v, want %s/%s", c, s, reason)
+	}
+	return c
+}
+
+// noSecretIn fails if a material or credential value is in the
+// provider's status or in an event.
+func (f *fixture) noSecretIn(t *testing.T) {
+	t.Helper()
+	raw, _ := json.Marshal(f.provider(t))
+	for _, v := range []string{refreshToken, clientSecret, secretValue} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("the provider object holds a secret value: %s", raw)
+		}
+	}
+	for {
+		select {
+		case e := <-f.rec.Events:
+			for _, v := range []string{refreshToken, clientSecret, secretValue} {
+				if strings.Contains(e, v) {
+					t.Errorf("event holds a secret value: %s", e)
+				}
+			}
+		default:
+			return
+		}
+	}
+}
+
+func TestRefreshNeedsTheGatewaysAllowance(t *testing.T) {
+	f := newRefreshFixture(t, nil)
+	f.reconcile(t)
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	c := wantRefreshed(t, p, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonNotAllowed)
+	if !strings.Contains(c.Message, "allowedRefreshStrategies") || !strings.Contains(c.Message, refreshedKey) {
+		t.Errorf("message %q names neither the setting nor the key", c.Message)
+	}
+	if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != 0 {
+		t.Fatalf("ConfigureProviderRefresh called %d times on a gateway that does not allow it", n)
+	}
+}
+
+func TestRefreshLifecycle(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.r.DriftPeriod = time.Nanosecond // every reconcile compares and polls
+	f.reconcile(t)
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	wantRefreshed(t, p, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonPending)
+	mat, secretKeys, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey)
+	if !ok || mat["refresh_token"] != refreshToken || !slices.Equal(secretKeys, []string{"client_id", "client_secret", "refresh_token"}) {
+		t.Fatalf("configured material %v, secret keys %v (ok %v): every material key must be sent as secret", slices.Collect(maps.Keys(mat)), secretKeys, ok)
+	}
+	if got := p.Status.Gateways[0].Refresh; len(got) != 1 || got[0].State != "configured" || got[0].ConfiguredGeneration != p.Generation {
+		t.Fatalf("status refresh %+v", got)
+	}
+
+	// The gateway's worker mints; the operator reports it and leaves the
+	// minted value alone although every mint is a new resource version
+	// and each reconcile here compares the record.
+	if n := f.env.Gateway.RunRefreshWorker(); n != 1 {
+		t.Fatalf("worker minted %d", n)
+	}
+	minted, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey)
+	updates := f.env.Gateway.Calls()["UpdateProvider"]
+	f.reconcile(t)
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["UpdateProvider"]; n != updates {
+		t.Errorf("the mint's new resource version was taken for drift: %d pushes", n-updates)
+	}
+	p = f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	wantRefreshed(t, p, metav1.ConditionTrue, openshellv1alpha1.RefreshReasonRefreshed)
+	if s := p.Status.Gateways[0].Refresh[0]; s.LastRefreshTime == nil || s.NextRefreshTime == nil || s.State != "refreshed" {
+		t.Fatalf("status refresh %+v", s)
+	}
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); got != minted || !strings.HasPrefix(got, "minted-") {
+		t.Fatalf("refreshed credential %q, want the minted %q kept", got, minted)
+	}
+
+	// A rotation of the credentials Secret is pushed without the
+	// refreshed key (the gateway refuses an update that names it).
+	s := f.secret(t)
+	s.Data["API_KEY"] = []byte("sk-rotated-2")
+	s.Data[refreshedKey] = []byte("a-stale-first-value")
+	if err := f.env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	wantReady(t, f.provider(t), metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); got != minted {
+		t.Fatalf("the Secret's rotation overwrote the refreshed credential: %q", got)
+	}
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, "API_KEY"); got != "sk-rotated-2" {
+		t.Fatalf("API_KEY %q after the rotation", got)
+	}
+
+	// The rotate annotation: one mint per value.
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
+	})
+	f.reconcile(t)
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
+		t.Fatalf("RotateProviderCredential called %d times for one annotation value", n)
+	}
+	p = f.provider(t)
+	if p.Status.Gateways[0].Rotation != rotationValue {
+		t.Fatalf("status rotation %q", p.Status.Gateways[0].Rotation)
+	}
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); got == minted {
+		t.Fatal("the rotation minted nothing")
+	}
+
+	// The material Secret rotates: configured again.
+	configures := f.env.Gateway.Calls()["ConfigureProviderRefresh"]
+	m := &corev1.Secret{}
+	if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: materialName}, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Data["refresh_token"] = []byte(refreshToken + "-2")
+	if err := f.env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != configures+1 {
+		t.Fatalf("ConfigureProviderRefresh %d → %d after the material rotated", configures, n)
+	}
+	if mat, _, _ := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); mat["refresh_token"] != refreshToken+"-2" {
+		t.Fatal("the rotated material was not configured")
+	}
+	f.noSecretIn(t)
+}
+
+// TestRefreshFailureIsReportedMasked: a gateway whose error text carries
+// the refresh token (a library error quoting its input) has it masked
+// before it reaches status or a condition.
+func TestRefreshFailureIsReportedMasked(t *testing.T) {
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.r.DriftPeriod = time.Nanosecond
+	f.reconcile(t)
+	f.env.Gateway.FailRefresh("invalid_grant", v01.ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_REAUTHORIZE,
+		"token endpoint refused refresh_token="+refreshToken)
+	f.env.Gateway.RunRefreshWorker()
+	f.reconcile(t)
+	p := f.provider(t)
+	c := wantRefreshed(t, p, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonFailed)
+	for _, want := range []string{"invalid_grant", "Reauthorize", "[material]"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	if s := p.Status.Gateways[0].Refresh[0]; s.FailureCode != "invalid_grant" || s.RecoveryAction != "Reauthorize" || s.LastErrorTime == nil {
+		t.Errorf("status refresh %+v", s)
+	}
+	// A rotation that fails is tried once per value, not retried.
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
+	})
+	f.reconcile(t)
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
+		t.Errorf("RotateProviderCredential called %d times", n)
+	}
+	f.noSecretIn(t)
+
+	f.env.Gateway.FailRefresh("", 0, "")
+	f.env.Gateway.RunRefreshWorker()
+	f.reconcile(t)
+	wantRefreshed(t, f.provider(t), metav1.ConditionTrue, openshellv1alpha1.RefreshReasonRefreshed)
+}
+
+// TestRemovingARefreshHandsTheKeyBack: the refresh is deleted at the
+// gateway, Refreshed goes, and the key is the Secret's again.
+func TestRemovingARefreshHandsTheKeyBack(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	f.env.Gateway.RunRefreshWorker()
+	s := f.secret(t)
+	s.Data[refreshedKey] = []byte("static-token")
+	if err := f.env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) { p.Spec.Refresh = nil })
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["DeleteProviderRefresh"]; n != 1 {
+		t.Fatalf("DeleteProviderRefresh called %d times", n)
+	}
+	if _, _, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); ok {
+		t.Fatal("the refresh is still configured at the gateway")
+	}
+	f.reconcile(t)
+	p := f.provider(t)
+	if c := meta.FindStatusCondition(p.Status.Conditions, openshellv1alpha1.ConditionRefreshed); c != nil {
+		t.Errorf("Refreshed still set: %+v", c)
+	}
+	if len(p.Status.Gateways[0].Refresh) != 0 {
+		t.Errorf("status refresh %+v", p.Status.Gateways[0].Refresh)
+	}
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); got != "static-token" {
+		t.Fatalf("%s = %q, want the Secret's value back", refreshedKey, got)
+	}
+}
+
+func TestRefreshMaterialRefused(t *testing.T) {
+	for name, c := range map[string]struct {
+		material map[string][]byte
+		strategy openshellv1alpha1.CredentialRefreshStrategy
+		want     string
+	}{
+		"token endpoint": {map[string][]byte{"refresh_token": []byte(refreshToken), "token_url": []byte("http://169.254.169.254/")},
+			openshellv1alpha1.RefreshOAuth2RefreshToken, "token_url"},
+		"sts endpoint": {map[string][]byte{"role_arn": []byte("arn"), "aws_access_key_id": []byte("a"), "aws_secret_access_key": []byte("b"),
+			"sts_endpoint_url": []byte("http://10.0.0.1/")}, openshellv1alpha1.RefreshAWSSTSAssumeRole, "sts_endpoint_url"},
+		"ambient AWS identity": {map[string][]byte{"role_arn": []byte("arn:aws:iam::1:role/x")}, openshellv1alpha1.RefreshAWSSTSAssumeRole, "aws_access_key_id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newRefreshFixture(t, c.material, c.strategy)
+			f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) { p.Spec.Refresh[0].Strategy = c.strategy })
+			f.reconcile(t)
+			got := wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonMaterialInvalid)
+			if !strings.Contains(got.Message, c.want) {
+				t.Errorf("message %q does not name %s", got.Message, c.want)
+			}
+			if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != 0 {
+				t.Errorf("ConfigureProviderRefresh called %d times", n)
+			}
+		})
+	}
+}
+
+func TestRefreshSteadyStateMakesNoCall(t *testing.T) {
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	f.env.Gateway.RunRefreshWorker()
+	f.r.refreshPolls = driftcheck.Schedule{} // poll now
+	f.reconcile(t)
+	wantRefreshed(t, f.provider(t), metav1.ConditionTrue, openshellv1alpha1.RefreshReasonRefreshed)
+	calls := f.env.Gateway.Calls()
+	*f.writes = 0
+	f.reconcile(t)
+	after := f.env.Gateway.Calls()
+	for _, m := range []string{"ConfigureProviderRefresh", "RotateProviderCredential", "GetProviderRefreshStatus", "DeleteProviderRefresh"} {
+		if after[m] != calls[m] {
+			t.Errorf("%s calls %d → %d in steady state", m, calls[m], after[m])
+		}
+	}
+	if *f.writes != 0 {
+		t.Errorf("steady state wrote %d times", *f.writes)
+	}
+}
+
+func TestRefreshOnALegacyGateway(t *testing.T) {
+	f := newFixture(t, options{gateway: func(gw *openshellv1alpha1.OpenShellGateway) {
+		gw.Spec.SandboxControls.AllowedRefreshStrategies = []openshellv1alpha1.CredentialRefreshStrategy{openshellv1alpha1.RefreshOAuth2RefreshToken}
+	}})
+	if err := f.env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: materialName},
+		Data: map[string][]byte{"refresh_token": []byte(refreshToken)}}); err != nil {
+		t.Fatal(err)
+	}
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Spec.Refresh = []openshellv1alpha1.CredentialRefresh{{CredentialKey: refreshedKey, Strategy: openshellv1alpha1.RefreshOAuth2RefreshToken,
+			MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: materialName}}}
+	})
+	f.reconcile(t)
+	wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonNotSupported)
+}
+
+func TestMaskLongestFirst(t *testing.T) {
+	m := material{values: map[string]string{"a": "abcd", "b": "abcdefgh", "short": "xy"}}
+	if got := mask("x abcdefgh abcd xy", m); got != "x [material] [material] xy" {
+		t.Errorf("mask = %q", got)
+	}
+}
+
+func TestJudgeRefreshes(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	next := metav1.NewTime(now.Add(10 * time.Minute))
+	for name, c := range map[string]struct {
+		in      []openshellv1alpha1.CredentialRefreshStatus
+		reason  string
+		requeue time.Duration
+	}{
+		"refreshed: look again after the next mint": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "refreshed", NextRefreshTime: &next}},
+			"", 11 * time.Minute},
+		"pending": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "configured"}}, openshellv1alpha1.RefreshReasonPending, refreshPoll},
+		"failed wins": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "configured"}, {CredentialKey: "B", State: "error"}},
+			openshellv1alpha1.RefreshReasonFailed, refreshPoll},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := judgeRefreshes("platform/gw", c.in, time.Hour, now)
+			if got.reason != c.reason || got.requeue != c.requeue {
+				t.Errorf("judge = %+v, want reason %q requeue %s", got, c.reason, c.requeue)
+			}
+		})
+	}
+	if got := judgeRefreshes("gw", []openshellv1alpha1.CredentialRefreshStatus{{State: "refreshed", NextRefreshTime: &next}}, time.Minute, now); got.requeue != time.Minute {
+		t.Errorf("the sweep period bounds the requeue: %s", got.requeue)
+	}
+}
+
+func TestRecoveryActionNames(t *testing.T) {
+	for a, want := range map[v01.ProviderCredentialRefreshRecoveryAction]string{
+		v01.ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_UNSPECIFIED:       "",
+		v01.ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_FIX_CONFIGURATION: "FixConfiguration",
+		v01.ProviderCredentialRefreshRecoveryAction_PROVIDER_CREDENTIAL_REFRESH_RECOVERY_ACTION_RETRY:             "Retry",
+		v01.ProviderCredentialRefreshRecoveryAction(42):                                                           "42",
+	} {
+		if got := recoveryAction(a); got != want {
+			t.Errorf("recoveryAction(%d) = %q, want %q", a, got, want)
+		}
+	}
+}
