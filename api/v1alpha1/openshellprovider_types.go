@@ -25,6 +25,7 @@ type ProviderCredentialsReference struct {
 }
 
 // OpenShellProviderSpec is a credential provider (an LLM API, GitHub, ...)
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || has(self.credentialsSecretRef.keys) || !has(self.refresh) || self.refresh.all(r, r.materialSecretRef.name != self.credentialsSecretRef.name)",message="a Secret that holds refresh material may be the credentials Secret only with credentialsSecretRef.keys: otherwise the refresh token and client secret would be sent as credentials too"
 // that sandboxes in the same namespace may attach by name. Consumers never
 // see the credentials: the gateway injects them at the network proxy.
 type OpenShellProviderSpec struct {
@@ -140,13 +141,21 @@ type CredentialRefreshStatus struct {
 	CredentialKey string `json:"credentialKey"`
 	// Strategy configured.
 	Strategy CredentialRefreshStrategy `json:"strategy"`
-	// ConfiguredGeneration is the provider generation last configured.
+	// MaterialSecret is the material Secret last configured. Only a change
+	// of it, of its resourceVersion or of the strategy configures the
+	// refresh again: configuring sends the Secret's refresh token, which
+	// may be older than one the gateway got back from the token endpoint
+	// since.
 	// +optional
-	ConfiguredGeneration int64 `json:"configuredGeneration,omitempty"`
-	// MaterialResourceVersion is the material Secret's resourceVersion last
-	// configured.
+	MaterialSecret string `json:"materialSecret,omitempty"`
+	// MaterialResourceVersion is that Secret's resourceVersion then.
 	// +optional
 	MaterialResourceVersion string `json:"materialResourceVersion,omitempty"`
+	// OutputKeys are the other credentials a mint writes (the profile's
+	// additional outputs, e.g. AWS_SECRET_ACCESS_KEY): the gateway's too.
+	// +listType=atomic
+	// +optional
+	OutputKeys []string `json:"outputKeys,omitempty"`
 	// State is the gateway's word for the refresh (configured, refreshed,
 	// error, ...).
 	// +optional
@@ -308,7 +317,9 @@ const (
 // (spec.refresh); absent without it.
 const ConditionRefreshed = "Refreshed"
 
-// Reasons of an OpenShellProvider's Refreshed.
+// Reasons of an OpenShellProvider's Refreshed (besides ProviderConflict:
+// the record at the gateway is not the operator's, and nothing is
+// configured there).
 const (
 	// RefreshReasonRefreshed (True): every gateway minted every credential.
 	RefreshReasonRefreshed = "Refreshed"
@@ -329,4 +340,9 @@ const (
 	RefreshReasonRotationInvalid = "RotationInvalid"
 	// RefreshReasonGatewayError: a refresh call failed; retried.
 	RefreshReasonGatewayError = "GatewayError"
+	// RefreshReasonRejected: the gateway refused the configuration
+	// (InvalidArgument, FailedPrecondition: a malformed knob, a profile
+	// that does not bind the strategy); tried again when the Secret,
+	// strategy or Secret name changes.
+	RefreshReasonRejected = "RefreshRejected"
 )

@@ -83,6 +83,9 @@ type Reconciler struct {
 	// read at each gateway (driftKey → time.Time); only this reconciler
 	// uses it.
 	refreshPolls driftcheck.Schedule
+	// rotations remembers each provider's last rotation at each gateway
+	// (driftKey → time.Time), which bounds how often a rotation mints.
+	rotations driftcheck.Schedule
 	// written holds off a reconcile whose cached copy predates this
 	// reconciler's last write.
 	written status.OwnWrites
@@ -129,8 +132,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.recordTargets(ctx, orig, p, needed, nsUID); err != nil {
 		return ctrl.Result{}, err
 	}
-	res, acted := r.push(ctx, p, nsUID, needed, refused)
-	res.RequeueAfter = sooner(res.RequeueAfter, r.refreshAll(ctx, p, needed))
+	res, acted, synced := r.push(ctx, p, nsUID, needed, refused)
+	res.RequeueAfter = sooner(res.RequeueAfter, r.refreshAll(ctx, orig, p, needed, synced))
 	if pending {
 		res.RequeueAfter = sooner(res.RequeueAfter, deleteRetry)
 	}
@@ -233,26 +236,55 @@ func (r *Reconciler) credentials(ctx context.Context, p *openshellv1alpha1.OpenS
 // a human (a conflict, a missing Secret, a refused gateway) rather than a
 // retry.
 func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, nsUID types.UID,
-	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (ctrl.Result, bool) {
+	needed []*openshellv1alpha1.OpenShellGateway, refused []string) (res ctrl.Result, acted bool, synced map[string]bool) {
 	if len(needed) == 0 && len(refused) == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonUnused, "no sandbox attaches this provider yet")
-		return ctrl.Result{}, true
+		return ctrl.Result{}, true, nil
 	}
 	if len(needed) == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
-		return ctrl.Result{}, true
+		return ctrl.Result{}, true, nil
 	}
 	creds, secretRV, err := r.credentials(ctx, p)
 	if err != nil {
 		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonSecretNotFound, credentialsError(p, err))
-		return ctrl.Result{}, true
+		return ctrl.Result{}, true, nil
 	}
-	var failed []string
-	conflict := "" // the reason, when a push met a workspace or provider of another owner
+	failed, conflict, synced := r.pushEach(ctx, p, nsUID, needed, creds, secretRV)
+	switch {
+	case conflict == openshellv1alpha1.ProviderReasonProfileMissing:
+		// A gateway admin may import it out of band, which no watch sees.
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
+		return ctrl.Result{RequeueAfter: profileRecheck}, true, synced
+	case conflict != "":
+		// Not retried on a timer: it needs a gateway admin, a rename, or a
+		// profile's import (whose status change re-queues the provider).
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
+		return ctrl.Result{}, true, synced
+	case len(failed) > 0:
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonGatewayError, strings.Join(failed, "; "))
+		return ctrl.Result{RequeueAfter: pushRetry}, false, synced
+	case len(refused) > 0:
+		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
+		return ctrl.Result{}, true, synced
+	}
+	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
+		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
+	// The next comparison with what the gateways hold.
+	return ctrl.Result{RequeueAfter: driftcheck.Period(r.DriftPeriod)}, true, synced
+}
+
+// pushEach brings each needed gateway up to date: the failures, the
+// reason when one met a workspace or provider of another owner, and the
+// gateways now in sync.
+func (r *Reconciler) pushEach(ctx context.Context, p *openshellv1alpha1.OpenShellProvider, nsUID types.UID,
+	needed []*openshellv1alpha1.OpenShellGateway, creds map[string]string, secretRV string) (failed []string, conflict string, synced map[string]bool) {
+	synced = map[string]bool{}
 	for _, gw := range needed {
 		reason, msg := r.pushIfChanged(ctx, gw, p, nsUID, creds, secretRV)
 		switch {
 		case msg == "":
+			synced[gwconn.Key(gw)] = true
 		case reason != "":
 			conflict = reason
 			failed = append(failed, msg)
@@ -260,27 +292,7 @@ func (r *Reconciler) push(ctx context.Context, p *openshellv1alpha1.OpenShellPro
 			failed = append(failed, msg)
 		}
 	}
-	switch {
-	case conflict == openshellv1alpha1.ProviderReasonProfileMissing:
-		// A gateway admin may import it out of band, which no watch sees.
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
-		return ctrl.Result{RequeueAfter: profileRecheck}, true
-	case conflict != "":
-		// Not retried on a timer: it needs a gateway admin, a rename, or a
-		// profile's import (whose status change re-queues the provider).
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, conflict, strings.Join(failed, "; "))
-		return ctrl.Result{}, true
-	case len(failed) > 0:
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ProviderReasonGatewayError, strings.Join(failed, "; "))
-		return ctrl.Result{RequeueAfter: pushRetry}, false
-	case len(refused) > 0:
-		status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionFalse, openshellv1alpha1.ReasonGatewayNotAllowed, strings.Join(refused, "; "))
-		return ctrl.Result{}, true
-	}
-	status.SetCondition(p, openshellv1alpha1.ConditionReady, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced,
-		fmt.Sprintf("pushed to %d gateway(s)", len(needed)))
-	// The next comparison with what the gateways hold.
-	return ctrl.Result{RequeueAfter: driftcheck.Period(r.DriftPeriod)}, true
+	return failed, conflict, synced
 }
 
 // pushRetry is how soon a failed push is tried again; deleteRetry how soon
@@ -445,7 +457,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	}
 	// A refreshed credential is the gateway's: never written or deleted
 	// here (the gateway refuses both).
-	refreshed := refreshedKeys(p, entryAt(p, gwconn.Key(gw)))
+	refreshed := heldKeys(p, entryAt(p, gwconn.Key(gw)), gw, conn.Line)
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
 		Credentials: without(withDeleted(creds, old.credentials), refreshed), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
 	resp, err := conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})

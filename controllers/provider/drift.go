@@ -59,7 +59,13 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		// cannot): never written.
 		return nil, &gwconn.ConflictError{Kind: "provider", Name: e.Name, Workspace: e.Workspace, Gateway: e.Gateway}
 	}
-	msg := providerDrift(*e, p, got)
+	msg := providerDrift(*e, p, got, heldKeys(p, e, gw, conn.Line))
+	if msg == "" && len(e.Refresh) > 0 && e.GatewayResourceVersion != 0 && got.GetMetadata().GetResourceVersion() != e.GatewayResourceVersion {
+		// A mint wrote the record, or someone else did: the values cannot
+		// tell (REDACTED). The operator's own keys are written again,
+		// without a warning: each mint costs one such push.
+		return &stale{}, nil
+	}
 	if msg == "" {
 		if e.GatewayResourceVersion == 0 {
 			e.GatewayResourceVersion = got.GetMetadata().GetResourceVersion()
@@ -78,16 +84,17 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 // the operator last wrote there, "" when it does not. Values cannot be
 // compared (the gateway answers REDACTED) and are never named: a write by
 // anyone else shows as a newer resource version. Pure.
-func providerDrift(e openshellv1alpha1.ProviderGatewayStatus, p *openshellv1alpha1.OpenShellProvider, got *datamodelv1.Provider) string {
+func providerDrift(e openshellv1alpha1.ProviderGatewayStatus, p *openshellv1alpha1.OpenShellProvider, got *datamodelv1.Provider, held []string) string {
 	var diffs []string
-	// Each mint of a refreshed credential writes the record: its resource
-	// version says nothing then, and its refreshed keys are the gateway's.
-	refreshed := refreshedKeys(p, &e)
-	if rv := got.GetMetadata().GetResourceVersion(); e.GatewayResourceVersion != 0 && rv != e.GatewayResourceVersion && len(refreshed) == 0 {
+	// Each mint of a refreshed credential writes the record, so with
+	// refreshes a newer resource version is no sign of a foreign write
+	// (compare writes the operator's keys again, quietly); the gateway's
+	// keys (held) are its own.
+	if rv := got.GetMetadata().GetResourceVersion(); e.GatewayResourceVersion != 0 && rv != e.GatewayResourceVersion && len(e.Refresh) == 0 {
 		diffs = append(diffs, fmt.Sprintf("resource version %d, not the %d the operator wrote", rv, e.GatewayResourceVersion))
 	}
-	notRefreshed := func(k string) bool { return slices.Contains(refreshed, k) }
-	keys, wrote := slices.DeleteFunc(credentialKeys(got), notRefreshed), slices.DeleteFunc(slices.Clone(e.CredentialKeys), notRefreshed)
+	isHeld := func(k string) bool { return slices.Contains(held, k) }
+	keys, wrote := slices.DeleteFunc(credentialKeys(got), isHeld), slices.DeleteFunc(slices.Clone(e.CredentialKeys), isHeld)
 	if !slices.Equal(keys, wrote) {
 		diffs = append(diffs, fmt.Sprintf("credential keys [%s], not [%s]", strings.Join(keys, ", "), strings.Join(wrote, ", ")))
 	}

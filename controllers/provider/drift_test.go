@@ -179,7 +179,7 @@ func TestProviderDrift(t *testing.T) {
 		return &v01dm.Provider{Metadata: &v01dm.ObjectMeta{ResourceVersion: 3}, Type: "Anthropic", Credentials: map[string]string{"K": "REDACTED"},
 			Config: map[string]string{"a": "1"}}
 	}
-	if msg := providerDrift(e, p, same()); msg != "" {
+	if msg := providerDrift(e, p, same(), nil); msg != "" {
 		t.Errorf("same provider: %q", msg)
 	}
 	for want, change := range map[string]func(*v01dm.Provider){
@@ -191,14 +191,14 @@ func TestProviderDrift(t *testing.T) {
 	} {
 		g := same()
 		change(g)
-		if msg := providerDrift(e, p, g); !strings.Contains(msg, want) || !strings.Contains(msg, "spec") {
+		if msg := providerDrift(e, p, g, nil); !strings.Contains(msg, want) || !strings.Contains(msg, "spec") {
 			t.Errorf("%s: %q", want, msg)
 		}
 	}
 	e.GatewayResourceVersion = 0
 	g := same()
 	g.Metadata.ResourceVersion = 9
-	if msg := providerDrift(e, p, g); msg != "" {
+	if msg := providerDrift(e, p, g, nil); msg != "" {
 		t.Errorf("no recorded resource version: %q", msg)
 	}
 }

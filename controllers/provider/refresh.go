@@ -2,9 +2,13 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"net/url"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,38 +25,44 @@ import (
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 	"github.com/openshell/openshell-operator/internal/gwconn"
-	"github.com/openshell/openshell-operator/internal/sandboxspec"
 	"github.com/openshell/openshell-operator/internal/status"
 )
 
 // Credential refresh (spec.refresh, 0.1 line). The gateway mints each
 // refreshed credential itself, from material the operator configures
-// (ConfigureProviderRefresh) out of a Secret, and writes it into the
-// provider record: from then on the credential is the gateway's. So the
-// operator never writes or deletes a refreshed key with UpdateProvider (the
-// gateway refuses it, FailedPrecondition) and does not read the record's
-// newer resource version, which every mint makes, as drift. It polls
-// GetProviderRefreshStatus for status, and turns the rotate annotation into
-// one RotateProviderCredential per key.
+// (ConfigureProviderRefresh) out of a Secret, and writes it, with the
+// profile's additional outputs, into the provider record: from then on
+// those keys are the gateway's. So the operator never writes or deletes
+// them with UpdateProvider (the gateway refuses it, FailedPrecondition). It
+// polls GetProviderRefreshStatus for status, and turns the rotate
+// annotation into one RotateProviderCredential per key.
 
 // Material bounds and refusals, as the gateway has them (64 entries, keys
 // of 256 and values of 8192 bytes). A token endpoint comes from the profile
 // only; the gateway refuses one in material too, but naming it here gives
-// the tenant the reason before any call.
+// the tenant the reason before any call. tenant_id and aws_region become
+// part of a URL at the gateway (Microsoft's token endpoint, the regional
+// STS host), so they must be a name, not a URL.
 const (
 	maxMaterialEntries  = 64
 	maxMaterialKeyLen   = 256
 	maxMaterialValueLen = 8192
 	maxLastError        = 512
-	// refreshPoll is how soon a refresh whose first mint is still to come,
-	// or whose last one failed, is asked about again: the gateway's refresh
-	// worker runs about every minute.
+	// refreshPoll is how soon a refresh whose first mint is still to come
+	// is asked about again: the gateway's refresh worker runs about every
+	// minute. A failed one is asked about at the sweep period.
 	refreshPoll = 30 * time.Second
+	// rotateEvery bounds rotations: at most one per provider and gateway a
+	// minute (or sweep period, if shorter), however often the annotation
+	// changes.
+	rotateEvery = time.Minute
 )
 
-// refusedMaterial are keys that would choose where the gateway sends the
-// material.
-var refusedMaterial = []string{"token_url", "token_uri", "sts_endpoint_url"}
+var (
+	refusedMaterial = []string{"token_url", "token_uri", "sts_endpoint_url"}
+	tenantID        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,127}$`)
+	awsRegion       = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
+)
 
 // strategyWire maps the API's strategies to the wire's.
 var strategyWire = map[openshellv1alpha1.CredentialRefreshStrategy]openshellv1.ProviderCredentialRefreshStrategy{
@@ -62,23 +72,33 @@ var strategyWire = map[openshellv1alpha1.CredentialRefreshStrategy]openshellv1.P
 	openshellv1alpha1.RefreshAWSSTSAssumeRole:        openshellv1.ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE,
 }
 
-// material is one refresh's material Secret, read.
+// material is one refresh's material Secret, read: its values, or why it
+// cannot be used (missing: the Secret is gone, and the refresh with it).
 type material struct {
 	values          map[string]string
 	resourceVersion string
+	refusal         string
+	missing         bool
 }
 
-// refreshedKeys are the credential keys the gateway owns at entry: those
-// spec.refresh names and those still configured there (a refresh being
-// removed is the gateway's until its deletion).
-func refreshedKeys(p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus) []string {
+// heldKeys are the credential keys of p that belong to the gateway at
+// entry e of a gateway speaking line: those configured there, their
+// additional outputs, and, at a 0.1 gateway, those spec.refresh asks for
+// with an allowed strategy (about to be configured). The operator does not
+// write them there.
+func heldKeys(p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus,
+	gw *openshellv1alpha1.OpenShellGateway, line gatewayline.Line) []string {
 	var keys []string
-	for _, r := range p.Spec.Refresh {
-		keys = append(keys, r.CredentialKey)
+	if line != gatewayline.Legacy {
+		for _, r := range p.Spec.Refresh {
+			if slices.Contains(gw.Spec.SandboxControls.AllowedRefreshStrategies, r.Strategy) {
+				keys = append(keys, r.CredentialKey)
+			}
+		}
 	}
 	if e != nil {
 		for _, r := range e.Refresh {
-			keys = append(keys, r.CredentialKey)
+			keys = append(append(keys, r.CredentialKey), r.OutputKeys...)
 		}
 	}
 	slices.Sort(keys)
@@ -97,103 +117,130 @@ func without(m map[string]string, keys []string) map[string]string {
 }
 
 // checkMaterial refuses material the gateway must not be given: a key
-// choosing the token endpoint, an AWS source key pair given in part or not
-// at all (the gateway would assume the role as itself), or more than it
-// takes. Only key names appear in the message. Pure.
+// choosing the token endpoint, a tenant_id or aws_region that is not a
+// plain name, an AWS source key pair given in part or not at all (the
+// gateway would assume the role as itself), or more than it takes. Only
+// key names appear in the message. Pure.
 func checkMaterial(r openshellv1alpha1.CredentialRefresh, values map[string]string) string {
+	name := r.MaterialSecretRef.Name
 	if len(values) > maxMaterialEntries {
-		return fmt.Sprintf("Secret %s has %d keys; the gateway takes at most %d", r.MaterialSecretRef.Name, len(values), maxMaterialEntries)
+		return fmt.Sprintf("Secret %s has %d keys; the gateway takes at most %d", name, len(values), maxMaterialEntries)
 	}
-	for k, v := range values {
+	for _, k := range sortedKeys(values) {
+		v := values[k]
 		switch {
 		case slices.Contains(refusedMaterial, k):
-			return fmt.Sprintf("Secret %s has key %s: the token endpoint is the provider profile's, never the material's", r.MaterialSecretRef.Name, k)
+			return fmt.Sprintf("Secret %s has key %s: the token endpoint is the provider profile's, never the material's", name, k)
 		case len(k) > maxMaterialKeyLen || len(v) > maxMaterialValueLen:
-			return fmt.Sprintf("Secret %s key %.64s is longer than the gateway takes (keys %d, values %d bytes)",
-				r.MaterialSecretRef.Name, k, maxMaterialKeyLen, maxMaterialValueLen)
+			return fmt.Sprintf("Secret %s key %.64s is longer than the gateway takes (keys %d, values %d bytes)", name, k, maxMaterialKeyLen, maxMaterialValueLen)
+		case k == "tenant_id" && !tenantID.MatchString(strings.TrimSpace(v)):
+			return fmt.Sprintf("Secret %s key tenant_id must be a directory ID or domain (letters, digits, dots, dashes)", name)
+		case k == "aws_region" && !awsRegion.MatchString(strings.TrimSpace(v)):
+			return fmt.Sprintf("Secret %s key aws_region must be an AWS region name such as us-east-1", name)
 		}
 	}
 	if r.Strategy == openshellv1alpha1.RefreshAWSSTSAssumeRole &&
 		(strings.TrimSpace(values["aws_access_key_id"]) == "" || strings.TrimSpace(values["aws_secret_access_key"]) == "") {
 		return fmt.Sprintf("Secret %s must hold aws_access_key_id and aws_secret_access_key: without them the gateway "+
-			"would assume the role with its own identity", r.MaterialSecretRef.Name)
+			"would assume the role with its own identity", name)
 	}
 	return ""
 }
 
-// readMaterial reads each refresh's material Secret (never cached), or says
-// why one cannot be used.
-func (r *Reconciler) readMaterial(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) (map[string]material, string, error) {
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// readMaterial reads each refresh's material Secret (never cached), by
+// credential key. Only an unexpected API error is an error.
+func (r *Reconciler) readMaterial(ctx context.Context, p *openshellv1alpha1.OpenShellProvider) (map[string]material, error) {
 	out := map[string]material{}
 	for _, ref := range p.Spec.Refresh {
 		s := &corev1.Secret{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.MaterialSecretRef.Name}, s)
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, fmt.Sprintf("Secret %s not found in namespace %s", ref.MaterialSecretRef.Name, p.Namespace), nil
+			out[ref.CredentialKey] = material{missing: true,
+				refusal: fmt.Sprintf("Secret %s not found in namespace %s", ref.MaterialSecretRef.Name, p.Namespace)}
+			continue
 		case apierrors.IsForbidden(err):
-			return nil, fmt.Sprintf("cannot read Secret %s: Forbidden", ref.MaterialSecretRef.Name), nil
+			out[ref.CredentialKey] = material{refusal: fmt.Sprintf("cannot read Secret %s: Forbidden", ref.MaterialSecretRef.Name)}
+			continue
 		case err != nil:
-			return nil, "", err
+			return nil, fmt.Errorf("read refresh material Secret %s: %w", ref.MaterialSecretRef.Name, err)
 		}
 		m := material{values: make(map[string]string, len(s.Data)), resourceVersion: s.ResourceVersion}
 		for k, v := range s.Data {
 			m.values[k] = string(v)
 		}
-		if msg := checkMaterial(ref, m.values); msg != "" {
-			return nil, msg, nil
-		}
+		m.refusal = checkMaterial(ref, m.values)
 		out[ref.CredentialKey] = m
 	}
-	return out, "", nil
+	return out, nil
 }
 
-// refreshOutcome is one gateway's part of the Refreshed condition.
+// refreshOutcome is one part of the Refreshed condition.
 type refreshOutcome struct {
 	reason, msg string
 	requeue     time.Duration
 }
 
-// refreshAll brings the refreshes at every gateway the provider was pushed
-// to in line with spec.refresh, and sets Refreshed. It runs after the push,
-// whose entries it reads and amends.
-func (r *Reconciler) refreshAll(ctx context.Context, p *openshellv1alpha1.OpenShellProvider,
-	needed []*openshellv1alpha1.OpenShellGateway) (requeue time.Duration) {
+// refreshAll brings the refreshes at every gateway the provider is in sync
+// with (synced: the push found the operator's own record there, up to
+// date) in line with spec.refresh, and sets Refreshed. A gateway where the
+// push failed or met another owner's record is left alone.
+func (r *Reconciler) refreshAll(ctx context.Context, orig, p *openshellv1alpha1.OpenShellProvider,
+	needed []*openshellv1alpha1.OpenShellGateway, synced map[string]bool) (requeue time.Duration) {
 	configured := slices.ContainsFunc(p.Status.Gateways, func(e openshellv1alpha1.ProviderGatewayStatus) bool { return len(e.Refresh) > 0 })
 	if len(p.Spec.Refresh) == 0 && !configured {
 		status.RemoveCondition(p, openshellv1alpha1.ConditionRefreshed)
 		return 0
 	}
-	mat, refusal, err := r.readMaterial(ctx, p)
+	mat, err := r.readMaterial(ctx, p)
 	if err != nil {
-		refusal = "reading refresh material: " + err.Error()
+		status.SetCondition(p, openshellv1alpha1.ConditionRefreshed, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonGatewayError, err.Error())
+		return pushRetry
 	}
 	var outcomes []refreshOutcome
-	for _, gw := range needed {
-		i := slices.IndexFunc(p.Status.Gateways, func(e openshellv1alpha1.ProviderGatewayStatus) bool { return e.Gateway == gwconn.Key(gw) })
-		if i < 0 || p.Status.Gateways[i].SecretResourceVersion == "" {
-			continue // not pushed there (yet): Ready says why
+	for _, ref := range p.Spec.Refresh {
+		if m := mat[ref.CredentialKey]; m.refusal != "" {
+			outcomes = append(outcomes, refreshOutcome{reason: openshellv1alpha1.RefreshReasonMaterialInvalid,
+				msg: ref.CredentialKey + ": " + m.refusal})
 		}
-		outcomes = append(outcomes, r.refreshAt(ctx, gw, p, &p.Status.Gateways[i], mat, refusal))
 	}
-	return setRefreshed(p, outcomes, refusal)
+	for _, gw := range needed {
+		key := gwconn.Key(gw)
+		if e := entryAt(p, key); e == nil || e.SecretResourceVersion == "" || !synced[key] {
+			continue // not pushed there, or not in sync: Ready says why
+		}
+		outcomes = append(outcomes, r.refreshAt(ctx, orig, gw, p, key, mat)...)
+	}
+	return setRefreshed(p, outcomes)
 }
 
-// setRefreshed folds the gateways' outcomes into Refreshed, the most
-// pressing first, and returns the soonest requeue. Pure.
-func setRefreshed(p *openshellv1alpha1.OpenShellProvider, outcomes []refreshOutcome, refusal string) time.Duration {
+// refreshRank orders Refreshed's reasons, the most pressing first.
+var refreshRank = []string{openshellv1alpha1.RefreshReasonMaterialInvalid, openshellv1alpha1.RefreshReasonRotationInvalid,
+	openshellv1alpha1.ReasonProviderConflict, openshellv1alpha1.RefreshReasonRejected, openshellv1alpha1.RefreshReasonNotAllowed,
+	openshellv1alpha1.RefreshReasonNotSupported, openshellv1alpha1.RefreshReasonGatewayError, openshellv1alpha1.RefreshReasonFailed,
+	openshellv1alpha1.RefreshReasonPending}
+
+// setRefreshed folds the outcomes into Refreshed and returns the soonest
+// requeue. Pure.
+func setRefreshed(p *openshellv1alpha1.OpenShellProvider, outcomes []refreshOutcome) time.Duration {
+	var requeue time.Duration
+	for _, o := range outcomes {
+		requeue = sooner(requeue, o.requeue)
+	}
 	if len(p.Spec.Refresh) == 0 {
 		status.RemoveCondition(p, openshellv1alpha1.ConditionRefreshed)
-		return soonest(outcomes)
+		return requeue
 	}
-	rank := []string{openshellv1alpha1.RefreshReasonMaterialInvalid, openshellv1alpha1.RefreshReasonRotationInvalid,
-		openshellv1alpha1.RefreshReasonNotAllowed, openshellv1alpha1.RefreshReasonNotSupported, openshellv1alpha1.RefreshReasonGatewayError,
-		openshellv1alpha1.RefreshReasonFailed, openshellv1alpha1.RefreshReasonPending}
-	if refusal != "" {
-		status.SetCondition(p, openshellv1alpha1.ConditionRefreshed, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonMaterialInvalid, refusal)
-		return soonest(outcomes)
-	}
-	for _, reason := range rank {
+	for _, reason := range refreshRank {
 		var msgs []string
 		for _, o := range outcomes {
 			if o.reason == reason {
@@ -202,89 +249,93 @@ func setRefreshed(p *openshellv1alpha1.OpenShellProvider, outcomes []refreshOutc
 		}
 		if len(msgs) > 0 {
 			status.SetCondition(p, openshellv1alpha1.ConditionRefreshed, metav1.ConditionFalse, reason, strings.Join(msgs, "; "))
-			return soonest(outcomes)
+			return requeue
 		}
 	}
-	if len(outcomes) == 0 {
+	gateways := 0
+	for _, e := range p.Status.Gateways {
+		if len(e.Refresh) > 0 {
+			gateways++
+		}
+	}
+	if gateways == 0 {
 		status.SetCondition(p, openshellv1alpha1.ConditionRefreshed, metav1.ConditionUnknown, openshellv1alpha1.ProviderReasonUnused,
-			"the provider is at no gateway yet")
-		return 0
+			"the provider is at no gateway that refreshes credentials yet")
+		return requeue
 	}
 	status.SetCondition(p, openshellv1alpha1.ConditionRefreshed, metav1.ConditionTrue, openshellv1alpha1.RefreshReasonRefreshed,
-		fmt.Sprintf("%d credential(s) refreshed by %d gateway(s)", len(p.Spec.Refresh), len(outcomes)))
-	return soonest(outcomes)
-}
-
-func soonest(outcomes []refreshOutcome) time.Duration {
-	var d time.Duration
-	for _, o := range outcomes {
-		if o.requeue > 0 && (d == 0 || o.requeue < d) {
-			d = o.requeue
-		}
-	}
-	return d
+		fmt.Sprintf("%d credential(s) refreshed by %d gateway(s)", len(p.Spec.Refresh), gateways))
+	return requeue
 }
 
 // refreshAt reconciles the refreshes at one gateway: removes those no
-// longer wanted (or no longer allowed), configures new or changed ones,
-// rotates on a new annotation value, and polls the status when due.
-func (r *Reconciler) refreshAt(ctx context.Context, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material, refusal string) refreshOutcome {
-	key := gwconn.Key(gw)
-	if pushedLine(*e) == gatewayline.Legacy {
-		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonNotSupported,
-			msg: key + " runs the 0.0 line, whose gateways do not refresh credentials"}
+// longer wanted (dropped, no longer allowed, or whose material Secret is
+// gone), configures new or changed ones, rotates on a new annotation
+// value, and reads the status when due.
+func (r *Reconciler) refreshAt(ctx context.Context, orig *openshellv1alpha1.OpenShellProvider, gw *openshellv1alpha1.OpenShellGateway,
+	p *openshellv1alpha1.OpenShellProvider, key string, mat map[string]material) []refreshOutcome {
+	if pushedLine(*entryAt(p, key)) == gatewayline.Legacy {
+		return []refreshOutcome{{reason: openshellv1alpha1.RefreshReasonNotSupported,
+			msg: key + " runs the 0.0 line, whose gateways do not refresh credentials"}}
 	}
-	wanted, notAllowed := allowedRefreshes(p, gw)
-	conn, err := r.Gateways.Connect(ctx, gw)
-	if err != nil {
-		return gatewayError(key, err)
-	}
-	if err := r.removeRefreshes(ctx, conn, p, e, wanted); err != nil {
-		return gatewayError(key, err)
-	}
+	allowed, notAllowed := allowedRefreshes(p, gw)
+	var outcomes []refreshOutcome
 	if len(notAllowed) > 0 {
-		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonNotAllowed, msg: fmt.Sprintf("%s allows no %s refresh "+
+		outcomes = append(outcomes, refreshOutcome{reason: openshellv1alpha1.RefreshReasonNotAllowed, msg: fmt.Sprintf("%s allows no %s refresh "+
 			"(its spec.sandboxControls.allowedRefreshStrategies): credential(s) %s not refreshed there", key,
-			strings.Join(strategiesOf(p, notAllowed), ", "), strings.Join(notAllowed, ", "))}
+			strings.Join(strategiesOf(p, notAllowed), ", "), strings.Join(notAllowed, ", "))})
 	}
-	if refusal != "" {
-		return refreshOutcome{} // the material's refusal is the condition
-	}
-	polled, err := r.configureRefreshes(ctx, conn, p, e, wanted, mat)
-	if err != nil {
-		return gatewayError(key, err)
-	}
-	if msg, err := r.rotate(ctx, conn, p, e, mat); err != nil {
-		return gatewayError(key, err)
-	} else if msg != "" {
-		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonRotationInvalid, msg: msg}
-	}
-	if !polled && r.refreshPolls.Due(driftKey(p, key), pollPeriod(e, r.DriftPeriod)) {
-		if err := r.pollRefreshes(ctx, conn, p, e, mat); err != nil {
-			return gatewayError(key, err)
+	// A refresh whose material is refused keeps its last configuration; one
+	// whose Secret is gone goes with it.
+	var kept, configure []openshellv1alpha1.CredentialRefresh
+	for _, w := range allowed {
+		if m := mat[w.CredentialKey]; !m.missing {
+			kept = append(kept, w)
+			if m.refusal == "" {
+				configure = append(configure, w)
+			}
 		}
 	}
-	return judgeRefreshes(key, e.Refresh, r.DriftPeriod, time.Now())
+	conn, err := r.Gateways.Connect(ctx, gw)
+	if err == nil {
+		err = r.removeRefreshes(ctx, conn, p, entryAt(p, key), kept)
+	}
+	var polled bool
+	if err == nil {
+		polled, err = r.configureRefreshes(ctx, orig, conn, p, key, configure, mat)
+	}
+	if err != nil {
+		return append(outcomes, gatewayError(key, err, mat))
+	}
+	if o := r.rotate(ctx, conn, p, entryAt(p, key), mat); o != nil {
+		outcomes = append(outcomes, *o)
+	}
+	e := entryAt(p, key)
+	if !polled && r.refreshPolls.Due(driftKey(p, key), pollPeriod(e, r.DriftPeriod)) {
+		if o := r.pollRefreshes(ctx, conn, p, e, mat); o != nil {
+			return append(outcomes, *o)
+		}
+	}
+	return append(outcomes, judgeRefreshes(key, e.Refresh, r.DriftPeriod, time.Now()))
 }
 
-func gatewayError(key string, err error) refreshOutcome {
+func gatewayError(key string, err error, mat map[string]material) refreshOutcome {
 	return refreshOutcome{reason: openshellv1alpha1.RefreshReasonGatewayError, requeue: pushRetry,
-		msg: fmt.Sprintf("%s: %s", key, grpcstatus.Convert(err).Message())}
+		msg: fmt.Sprintf("%s: %s", key, maskAll(grpcstatus.Convert(err).Message(), mat))}
 }
 
 // allowedRefreshes splits spec.refresh into what gw allows and the keys it
 // does not. Pure.
 func allowedRefreshes(p *openshellv1alpha1.OpenShellProvider, gw *openshellv1alpha1.OpenShellGateway) (
-	wanted []openshellv1alpha1.CredentialRefresh, notAllowed []string) {
+	allowed []openshellv1alpha1.CredentialRefresh, notAllowed []string) {
 	for _, r := range p.Spec.Refresh {
 		if slices.Contains(gw.Spec.SandboxControls.AllowedRefreshStrategies, r.Strategy) {
-			wanted = append(wanted, r)
+			allowed = append(allowed, r)
 		} else {
 			notAllowed = append(notAllowed, r.CredentialKey)
 		}
 	}
-	return wanted, notAllowed
+	return allowed, notAllowed
 }
 
 func strategiesOf(p *openshellv1alpha1.OpenShellProvider, keys []string) []string {
@@ -297,131 +348,204 @@ func strategiesOf(p *openshellv1alpha1.OpenShellProvider, keys []string) []strin
 	return out
 }
 
-// removeRefreshes deletes at the gateway the refreshes no longer wanted.
-// The minted value stays on the provider; the key is the Secret's again, so
+// removeRefreshes deletes at the gateway the refreshes not kept. The
+// minted value stays on the provider; the key is the Secret's again, so
 // the provider is pushed again (its entry's generation is cleared).
 func (r *Reconciler) removeRefreshes(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, wanted []openshellv1alpha1.CredentialRefresh) error {
-	kept := e.Refresh[:0:0]
-	for _, s := range e.Refresh {
-		if slices.ContainsFunc(wanted, func(w openshellv1alpha1.CredentialRefresh) bool { return w.CredentialKey == s.CredentialKey }) {
-			kept = append(kept, s)
+	e *openshellv1alpha1.ProviderGatewayStatus, kept []openshellv1alpha1.CredentialRefresh) error {
+	for i := 0; i < len(e.Refresh); {
+		s := e.Refresh[i]
+		if slices.ContainsFunc(kept, func(w openshellv1alpha1.CredentialRefresh) bool { return w.CredentialKey == s.CredentialKey }) {
+			i++
 			continue
 		}
 		_, err := conn.DeleteProviderRefresh(ctx, &openshellv1.DeleteProviderRefreshRequest{WorkspaceScope: gatewayapi.Workspace(e.Workspace),
-			Provider: e.Name, CredentialKey: s.CredentialKey, AllowMissing: true,
-			RequestId: requestID(p, e.Gateway, "delete", s.CredentialKey, fmt.Sprint(s.ConfiguredGeneration), s.MaterialResourceVersion)})
+			Provider: e.Name, CredentialKey: s.CredentialKey, AllowMissing: true, RequestId: gatewayapi.NewRequestID()})
 		if err != nil && grpcstatus.Code(err) != codes.NotFound {
-			e.Refresh = append(kept, e.Refresh[len(kept):]...)
 			return err
 		}
+		e.Refresh = slices.Delete(e.Refresh, i, i+1)
 		e.ObservedGeneration = 0
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshRemoved", "Refresh",
 			"gateway %s no longer refreshes credential %s", e.Gateway, s.CredentialKey)
 	}
-	e.Refresh = kept
 	return nil
 }
 
-// configureRefreshes configures each wanted refresh whose strategy,
-// generation or material changed since it was last configured. polled says
-// every entry's status is fresh from the gateway.
-func (r *Reconciler) configureRefreshes(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, wanted []openshellv1alpha1.CredentialRefresh, mat map[string]material) (bool, error) {
-	polled := len(wanted) > 0
-	for _, w := range wanted {
+// configureRefreshes configures each refresh whose strategy, material
+// Secret or its version changed since it was last configured (or that the
+// gateway lost). A new one is recorded in status first, so that a lost
+// status write cannot leave a refresh at the gateway the operator does not
+// know to remove. polled says every entry's status is fresh from the
+// gateway.
+func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1alpha1.OpenShellProvider, conn *gatewayapi.Client,
+	p *openshellv1alpha1.OpenShellProvider, key string, configure []openshellv1alpha1.CredentialRefresh, mat map[string]material) (bool, error) {
+	polled := len(configure) > 0
+	for _, w := range configure {
 		m := mat[w.CredentialKey]
+		e := entryAt(p, key)
 		i := slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
-		if i >= 0 && e.Refresh[i].Strategy == w.Strategy && e.Refresh[i].ConfiguredGeneration == p.Generation &&
+		if i >= 0 && e.Refresh[i].Strategy == w.Strategy && e.Refresh[i].MaterialSecret == w.MaterialSecretRef.Name &&
 			e.Refresh[i].MaterialResourceVersion == m.resourceVersion {
 			polled = false
 			continue
 		}
-		secretKeys := make([]string, 0, len(m.values))
-		for k := range m.values {
-			secretKeys = append(secretKeys, k)
+		if i < 0 {
+			if err := status.Record(ctx, r.Client, orig, p, func(x *openshellv1alpha1.OpenShellProvider) {
+				if xe := entryAt(x, key); xe != nil && !slices.ContainsFunc(xe.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool {
+					return s.CredentialKey == w.CredentialKey
+				}) {
+					xe.Refresh = append(xe.Refresh, openshellv1alpha1.CredentialRefreshStatus{CredentialKey: w.CredentialKey, Strategy: w.Strategy})
+				}
+			}); err != nil {
+				return false, err
+			}
+			e = entryAt(p, key)
+			i = slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
 		}
-		sort.Strings(secretKeys)
-		resp, err := conn.ConfigureProviderRefresh(ctx, &openshellv1.ConfigureProviderRefreshRequest{
-			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: w.CredentialKey,
-			Strategy: strategyWire[w.Strategy], Material: m.values, SecretMaterialKeys: secretKeys,
-			RequestId: requestID(p, e.Gateway, "configure", w.CredentialKey, fmt.Sprint(p.Generation), m.resourceVersion)})
+		outputs, err := r.outputKeys(ctx, conn, p, e, w.CredentialKey)
 		if err != nil {
 			return false, err
 		}
-		s := refreshStatus(resp.GetStatus(), w.CredentialKey, m)
-		s.Strategy, s.ConfiguredGeneration, s.MaterialResourceVersion = w.Strategy, p.Generation, m.resourceVersion
-		if i >= 0 {
-			e.Refresh[i] = s
-		} else {
-			e.Refresh = append(e.Refresh, s)
+		resp, err := conn.ConfigureProviderRefresh(gatewayapi.ThirdParty(ctx), &openshellv1.ConfigureProviderRefreshRequest{
+			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: w.CredentialKey,
+			Strategy: strategyWire[w.Strategy], Material: m.values, SecretMaterialKeys: sortedKeys(m.values),
+			RequestId: gatewayapi.NewRequestID()})
+		s := openshellv1alpha1.CredentialRefreshStatus{CredentialKey: w.CredentialKey}
+		switch grpcstatus.Code(err) {
+		case codes.OK:
+			s = refreshStatus(resp.GetStatus(), w.CredentialKey, m)
+			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshConfigured", "Refresh",
+				"gateway %s refreshes credential %s (%s) from Secret %s", e.Gateway, w.CredentialKey, w.Strategy, w.MaterialSecretRef.Name)
+		case codes.InvalidArgument, codes.FailedPrecondition:
+			// A verdict on this material and profile: asked again when
+			// either changes, not on a timer.
+			s.State, s.LastError = refreshStateRejected, truncate(mask(grpcstatus.Convert(err).Message(), m), maxLastError)
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.RefreshReasonRejected, "Refresh",
+				"gateway %s refused to refresh credential %s: %s", e.Gateway, w.CredentialKey, s.LastError)
+		default:
+			return false, err
 		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshConfigured", "Refresh",
-			"gateway %s refreshes credential %s (%s) from Secret %s", e.Gateway, w.CredentialKey, w.Strategy, w.MaterialSecretRef.Name)
+		s.Strategy, s.MaterialSecret, s.MaterialResourceVersion, s.OutputKeys = w.Strategy, w.MaterialSecretRef.Name, m.resourceVersion, outputs
+		e.Refresh[i] = s
 	}
+	e := entryAt(p, key)
 	slices.SortFunc(e.Refresh, func(a, b openshellv1alpha1.CredentialRefreshStatus) int {
 		return strings.Compare(a.CredentialKey, b.CredentialKey)
 	})
 	return polled, nil
 }
 
-// rotate asks the gateway to mint every refreshed credential now when the
-// rotate annotation holds a value not yet acted on. A rotation is tried
-// once per value: a mint that fails is reported by the gateway's status
-// (Refreshed=False RefreshFailed), not retried against the token endpoint;
-// only a call that may not have arrived is.
-func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) (string, error) {
-	want := p.Annotations[openshellv1alpha1.AnnotationRotateCredentials]
-	if want == "" || want == e.Rotation || len(e.Refresh) == 0 {
-		return "", nil
+// outputKeys are the credentials a mint of key writes besides key itself:
+// the additional outputs of the refresh its profile declares, read from
+// the catalog the provider resolves in (none if the gateway has no such
+// profile).
+func (r *Reconciler) outputKeys(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
+	e *openshellv1alpha1.ProviderGatewayStatus, key string) ([]string, error) {
+	req := &openshellv1.GetProviderProfileRequest{Id: p.Spec.Type}
+	if e.ProfileWorkspace != "" {
+		req.WorkspaceScope = gatewayapi.Workspace(e.ProfileWorkspace)
 	}
-	if len(want) > openshellv1alpha1.MaxRotationRequest {
-		return fmt.Sprintf("annotation %s is %d characters; at most %d", openshellv1alpha1.AnnotationRotateCredentials,
-			len(want), openshellv1alpha1.MaxRotationRequest), nil
+	resp, err := conn.GetProviderProfile(ctx, req)
+	switch {
+	case grpcstatus.Code(err) == codes.NotFound:
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
-	for i := range e.Refresh {
-		s := &e.Refresh[i]
-		resp, err := conn.RotateProviderCredential(ctx, &openshellv1.RotateProviderCredentialRequest{
-			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: s.CredentialKey,
-			RequestId: requestID(p, e.Gateway, "rotate", s.CredentialKey, want)})
-		switch grpcstatus.Code(err) {
-		case codes.OK:
-			*s = withGatewayStatus(*s, refreshStatus(resp.GetStatus(), s.CredentialKey, mat[s.CredentialKey]))
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return "", err
-		default:
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RotationFailed", "Rotate",
-				"gateway %s could not rotate credential %s: %s", e.Gateway, s.CredentialKey, mask(grpcstatus.Convert(err).Message(), mat[s.CredentialKey]))
+	var out []string
+	for _, c := range resp.GetProfile().GetCredentials() {
+		if c.GetName() != key && !slices.Contains(c.GetEnvVars(), key) {
+			continue
+		}
+		for _, o := range c.GetRefresh().GetAdditionalOutputs() {
+			if o.GetCredential() != "" && o.GetCredential() != key && !slices.Contains(out, o.GetCredential()) {
+				out = append(out, o.GetCredential())
+			}
 		}
 	}
-	e.Rotation = want
-	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsRotated", "Rotate",
-		"gateway %s asked to mint %d credential(s) now (%s=%s)", e.Gateway, len(e.Refresh), openshellv1alpha1.AnnotationRotateCredentials, want)
-	return "", r.pollRefreshes(ctx, conn, p, e, mat)
+	sort.Strings(out)
+	return out, nil
 }
 
-// pollRefreshes reads the gateway's refresh status into e.Refresh.
+// rotate asks the gateway to mint every refreshed credential now when the
+// rotate annotation holds a value not yet acted on, at most once a minute.
+// The value is recorded before the calls: a mint that fails is reported
+// (an event now, the gateway's status at the next read), not tried again
+// against the token endpoint; a new value tries again.
+func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
+	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) *refreshOutcome {
+	want := p.Annotations[openshellv1alpha1.AnnotationRotateCredentials]
+	if want == "" || want == e.Rotation || len(e.Refresh) == 0 {
+		return nil
+	}
+	if len(want) > openshellv1alpha1.MaxRotationRequest {
+		return &refreshOutcome{reason: openshellv1alpha1.RefreshReasonRotationInvalid, msg: fmt.Sprintf("annotation %s is %d characters; at most %d",
+			openshellv1alpha1.AnnotationRotateCredentials, len(want), openshellv1alpha1.MaxRotationRequest)}
+	}
+	key, every := driftKey(p, e.Gateway), rotateEvery
+	if r.DriftPeriod > 0 && r.DriftPeriod < every {
+		every = r.DriftPeriod // a shorter sweep (tests) bounds it instead
+	}
+	if !r.rotations.Due(key, every) {
+		return &refreshOutcome{requeue: every}
+	}
+	r.rotations.Done(key)
+	e.Rotation = want
+	rotated := 0
+	for i := range e.Refresh {
+		s := &e.Refresh[i]
+		if s.State == refreshStateRejected {
+			continue
+		}
+		resp, err := conn.RotateProviderCredential(gatewayapi.ThirdParty(ctx), &openshellv1.RotateProviderCredentialRequest{
+			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: s.CredentialKey,
+			RequestId: gatewayapi.NewRequestID()})
+		if err != nil {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RotationFailed", "Rotate", "gateway %s could not rotate credential %s: %s",
+				e.Gateway, s.CredentialKey, mask(grpcstatus.Convert(err).Message(), mat[s.CredentialKey]))
+			continue
+		}
+		rotated++
+		*s = withGatewayStatus(*s, refreshStatus(resp.GetStatus(), s.CredentialKey, mat[s.CredentialKey]))
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsRotated", "Rotate",
+		"gateway %s minted %d of %d credential(s) now (%s=%s)", e.Gateway, rotated, len(e.Refresh), openshellv1alpha1.AnnotationRotateCredentials, want)
+	return nil
+}
+
+// pollRefreshes reads the gateway's refresh status into e.Refresh. A
+// status of another provider record than the operator's is a conflict.
 func (r *Reconciler) pollRefreshes(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) error {
+	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) *refreshOutcome {
 	if len(e.Refresh) == 0 {
 		return nil
 	}
 	resp, err := conn.GetProviderRefreshStatus(ctx, &openshellv1.GetProviderRefreshStatusRequest{
 		WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name})
 	if err != nil {
-		return err
+		o := gatewayError(e.Gateway, err, mat)
+		return &o
+	}
+	for _, c := range resp.GetCredentials() {
+		if id := c.GetProviderId(); id != "" && e.GatewayID != "" && id != e.GatewayID {
+			return &refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict,
+				msg: fmt.Sprintf("provider %s at gateway %s is not the record the operator created", e.Name, e.Gateway)}
+		}
 	}
 	r.refreshPolls.Done(driftKey(p, e.Gateway))
 	for i := range e.Refresh {
 		s := &e.Refresh[i]
+		if s.State == refreshStateRejected {
+			continue // nothing configured there
+		}
 		j := slices.IndexFunc(resp.GetCredentials(), func(c *openshellv1.ProviderCredentialRefreshStatus) bool {
 			return c.GetCredentialKey() == s.CredentialKey
 		})
 		if j < 0 {
 			// Gone at the gateway (a new database, deleted directly):
 			// configured again.
-			s.ConfiguredGeneration, s.State = 0, ""
+			s.MaterialResourceVersion, s.State = "", ""
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.ReasonDriftReverted, "Refresh",
 				"gateway %s no longer refreshes credential %s: configuring it again", e.Gateway, s.CredentialKey)
 			continue
@@ -431,48 +555,57 @@ func (r *Reconciler) pollRefreshes(ctx context.Context, conn *gatewayapi.Client,
 	return nil
 }
 
+// The gateway's words for a refresh the operator acts on, and the
+// operator's own for one the gateway refused to configure.
+const (
+	refreshStateRefreshed  = "refreshed"
+	refreshStateConfigured = "configured"
+	refreshStateError      = "error"
+	refreshStateRejected   = "rejected"
+)
+
 // pollPeriod is how often the refresh status at a gateway is read: the
-// sweep period, or refreshPoll while a first mint is awaited or the last
-// failed, whichever is shorter.
+// sweep period, or refreshPoll while a first mint is awaited, whichever
+// is shorter.
 func pollPeriod(e *openshellv1alpha1.ProviderGatewayStatus, drift time.Duration) time.Duration {
 	d := drift
 	if d <= 0 {
 		d = 10 * time.Minute
 	}
 	for _, s := range e.Refresh {
-		if s.State != refreshStateRefreshed && refreshPoll < d {
+		if (s.State == refreshStateConfigured || s.State == "") && refreshPoll < d {
 			d = refreshPoll
 		}
 	}
 	return d
 }
 
-// refreshStateRefreshed is the gateway's status of a credential minted
-// without error since.
-const refreshStateRefreshed = "refreshed"
-
 // judgeRefreshes is one gateway's outcome from its refresh statuses, and
-// when to look again: soon after the next mint is due, or refreshPoll
-// while one is awaited or failed. Pure.
+// when to look again: soon after the next mint is due, refreshPoll while
+// a first one is awaited, the sweep period after a failure. Pure.
 func judgeRefreshes(key string, refreshes []openshellv1alpha1.CredentialRefreshStatus, drift time.Duration, now time.Time) refreshOutcome {
-	var failed, pending []string
+	var rejected, failed, pending []string
 	requeue := drift
 	for _, s := range refreshes {
 		switch {
-		case s.State == "error" || s.FailureCode != "" && s.State != refreshStateRefreshed:
+		case s.State == refreshStateRejected:
+			rejected = append(rejected, fmt.Sprintf("%s at %s: %s", s.CredentialKey, key, s.LastError))
+		case s.State == refreshStateError || s.FailureCode != "" && s.State != refreshStateRefreshed:
 			failed = append(failed, fmt.Sprintf("%s at %s: %s", s.CredentialKey, key, failureText(s)))
 		case s.State != refreshStateRefreshed:
 			pending = append(pending, s.CredentialKey)
 		case s.NextRefreshTime != nil:
 			// The gateway's worker mints within about a minute of this.
-			if d := s.NextRefreshTime.Sub(now) + time.Minute; d > 0 && (requeue <= 0 || d < requeue) {
-				requeue = d
+			if d := s.NextRefreshTime.Sub(now) + time.Minute; d > 0 {
+				requeue = sooner(requeue, d)
 			}
 		}
 	}
 	switch {
+	case len(rejected) > 0:
+		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonRejected, msg: strings.Join(rejected, "; ")}
 	case len(failed) > 0:
-		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonFailed, msg: strings.Join(failed, "; "), requeue: refreshPoll}
+		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonFailed, msg: strings.Join(failed, "; "), requeue: requeue}
 	case len(pending) > 0:
 		return refreshOutcome{reason: openshellv1alpha1.RefreshReasonPending, requeue: refreshPoll,
 			msg: fmt.Sprintf("%s has not minted %s yet", key, strings.Join(pending, ", "))}
@@ -481,7 +614,7 @@ func judgeRefreshes(key string, refreshes []openshellv1alpha1.CredentialRefreshS
 }
 
 func failureText(s openshellv1alpha1.CredentialRefreshStatus) string {
-	parts := []string{}
+	var parts []string
 	if s.FailureCode != "" {
 		parts = append(parts, "failure "+s.FailureCode)
 	}
@@ -497,20 +630,20 @@ func failureText(s openshellv1alpha1.CredentialRefreshStatus) string {
 	return strings.Join(parts, ", ")
 }
 
-// refreshStatus is the API form of the gateway's status of key, its error
-// text masked of every material value. Pure.
+// refreshStatus is the API form of the gateway's status of key, its text
+// masked of every material value. Pure.
 func refreshStatus(in *openshellv1.ProviderCredentialRefreshStatus, key string, m material) openshellv1alpha1.CredentialRefreshStatus {
-	return openshellv1alpha1.CredentialRefreshStatus{CredentialKey: key, State: in.GetStatus(),
+	return openshellv1alpha1.CredentialRefreshStatus{CredentialKey: key, State: truncate(mask(in.GetStatus(), m), 64),
 		LastRefreshTime: apiTime(in.GetLastRefreshTime()), NextRefreshTime: apiTime(in.GetNextRefreshTime()),
 		ExpirationTime: apiTime(in.GetExpirationTime()), LastErrorTime: apiTime(in.GetLastErrorTime()),
-		FailureCode: truncate(in.GetFailureCode(), 64), RecoveryAction: recoveryAction(in.GetRecoveryAction()),
+		FailureCode: truncate(mask(in.GetFailureCode(), m), 64), RecoveryAction: recoveryAction(in.GetRecoveryAction()),
 		LastError: truncate(mask(in.GetLastError(), m), maxLastError)}
 }
 
 // withGatewayStatus keeps what the operator configured and takes the rest
 // from the gateway.
 func withGatewayStatus(old, got openshellv1alpha1.CredentialRefreshStatus) openshellv1alpha1.CredentialRefreshStatus {
-	got.Strategy, got.ConfiguredGeneration, got.MaterialResourceVersion = old.Strategy, old.ConfiguredGeneration, old.MaterialResourceVersion
+	got.Strategy, got.MaterialSecret, got.MaterialResourceVersion, got.OutputKeys = old.Strategy, old.MaterialSecret, old.MaterialResourceVersion, old.OutputKeys
 	return got
 }
 
@@ -529,20 +662,43 @@ func recoveryAction(a openshellv1.ProviderCredentialRefreshRecoveryAction) strin
 	return b.String()
 }
 
-// mask replaces every material value of four or more bytes in s: the
-// gateway's error text is its own (library errors included) and must not
-// carry a refresh token into status or events.
+// mask replaces in s every form of every material value of four or more
+// bytes it could carry: the gateway's error text is its own (library
+// errors included) and must not carry a refresh token into status, events
+// or logs. The forms: as is, trimmed (the gateway trims), URL-, JSON- and
+// base64-encoded, and each line of 16 or more bytes of a multi-line value
+// (a PEM key).
 func mask(s string, m material) string {
-	values := make([]string, 0, len(m.values))
+	var forms []string
 	for _, v := range m.values {
-		if len(v) >= 4 {
-			values = append(values, v)
+		for _, b := range []string{v, strings.TrimSpace(v)} {
+			q := strconv.Quote(b)
+			for _, f := range []string{b, url.QueryEscape(b), url.PathEscape(b), q[1 : len(q)-1],
+				base64.StdEncoding.EncodeToString([]byte(b)), base64.RawStdEncoding.EncodeToString([]byte(b)),
+				base64.URLEncoding.EncodeToString([]byte(b)), base64.RawURLEncoding.EncodeToString([]byte(b))} {
+				if len(f) >= 4 {
+					forms = append(forms, f)
+				}
+			}
+		}
+		for _, line := range strings.Split(v, "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 16 {
+				forms = append(forms, line)
+			}
 		}
 	}
-	// Longest first, so that a value containing another is masked whole.
-	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
-	for _, v := range values {
-		s = strings.ReplaceAll(s, v, "[material]")
+	// Longest first, so that a form containing another is masked whole.
+	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, "[material]")
+	}
+	return s
+}
+
+// maskAll masks s of every refresh's material.
+func maskAll(s string, mat map[string]material) string {
+	for _, m := range mat {
+		s = mask(s, m)
 	}
 	return s
 }
@@ -555,11 +711,4 @@ func apiTime(t *timestamppb.Timestamp) *metav1.Time {
 	}
 	mt := metav1.NewTime(t.AsTime().Truncate(time.Second))
 	return &mt
-}
-
-// requestID is the idempotency key of one refresh call: the same call,
-// retried after a lost answer, is answered once. Named by the call's
-// identity, never hashed from the material.
-func requestID(p *openshellv1alpha1.OpenShellProvider, gateway string, parts ...string) string {
-	return sandboxspec.KeyedRequestID(append([]string{"provider-refresh", string(p.UID), gateway}, parts...)...)
 }

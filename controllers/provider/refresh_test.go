@@ -2,9 +2,12 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"maps"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +150,7 @@ func TestRefreshLifecycle(t *testing.T) {
 	if !ok || mat["refresh_token"] != refreshToken || !slices.Equal(secretKeys, []string{"client_id", "client_secret", "refresh_token"}) {
 		t.Fatalf("configured material %v, secret keys %v (ok %v): every material key must be sent as secret", slices.Collect(maps.Keys(mat)), secretKeys, ok)
 	}
-	if got := p.Status.Gateways[0].Refresh; len(got) != 1 || got[0].State != "configured" || got[0].ConfiguredGeneration != p.Generation {
+	if got := p.Status.Gateways[0].Refresh; len(got) != 1 || got[0].State != "configured" || got[0].MaterialSecret != materialName || got[0].MaterialResourceVersion == "" {
 		t.Fatalf("status refresh %+v", got)
 	}
 
@@ -161,8 +164,16 @@ func TestRefreshLifecycle(t *testing.T) {
 	updates := f.env.Gateway.Calls()["UpdateProvider"]
 	f.reconcile(t)
 	f.reconcile(t)
-	if n := f.env.Gateway.Calls()["UpdateProvider"]; n != updates {
-		t.Errorf("the mint's new resource version was taken for drift: %d pushes", n-updates)
+	f.reconcile(t)
+	// The mint's new resource version costs one quiet push of the
+	// operator's own keys, then nothing.
+	if n := f.env.Gateway.Calls()["UpdateProvider"]; n != updates+1 {
+		t.Errorf("%d pushes after one mint, want 1", n-updates)
+	}
+	for len(f.rec.Events) > 0 {
+		if e := <-f.rec.Events; strings.Contains(e, openshellv1alpha1.ReasonDriftReverted) {
+			t.Errorf("a mint was reported as drift: %s", e)
+		}
 	}
 	p = f.provider(t)
 	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
@@ -191,6 +202,17 @@ func TestRefreshLifecycle(t *testing.T) {
 		t.Fatalf("API_KEY %q after the rotation", got)
 	}
 
+	// A spec change outside the refresh does not configure it again (that
+	// would send the Secret's refresh token over a newer one).
+	configures := f.env.Gateway.Calls()["ConfigureProviderRefresh"]
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Spec.Config = map[string]string{"BASE_URL": "https://api.example.com"}
+	})
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != configures {
+		t.Errorf("a config change configured the refresh again (%d calls)", n-configures)
+	}
+
 	// The rotate annotation: one mint per value.
 	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
 		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
@@ -209,7 +231,7 @@ func TestRefreshLifecycle(t *testing.T) {
 	}
 
 	// The material Secret rotates: configured again.
-	configures := f.env.Gateway.Calls()["ConfigureProviderRefresh"]
+	configures = f.env.Gateway.Calls()["ConfigureProviderRefresh"]
 	m := &corev1.Secret{}
 	if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: materialName}, m); err != nil {
 		t.Fatal(err)
@@ -249,7 +271,9 @@ func TestRefreshFailureIsReportedMasked(t *testing.T) {
 	if s := p.Status.Gateways[0].Refresh[0]; s.FailureCode != "invalid_grant" || s.RecoveryAction != "Reauthorize" || s.LastErrorTime == nil {
 		t.Errorf("status refresh %+v", s)
 	}
-	// A rotation that fails is tried once per value, not retried.
+	// A rotation whose mint fails (UNAVAILABLE, as a token endpoint that
+	// failed) is made once: not retried by the client, nor on the next
+	// reconcile.
 	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
 		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
 	})
@@ -257,6 +281,9 @@ func TestRefreshFailureIsReportedMasked(t *testing.T) {
 	f.reconcile(t)
 	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
 		t.Errorf("RotateProviderCredential called %d times", n)
+	}
+	if got := f.provider(t).Status.Gateways[0].Rotation; got != rotationValue {
+		t.Errorf("status rotation %q after a failed rotation", got)
 	}
 	f.noSecretIn(t)
 
@@ -312,6 +339,12 @@ func TestRefreshMaterialRefused(t *testing.T) {
 		"sts endpoint": {map[string][]byte{"role_arn": []byte("arn"), "aws_access_key_id": []byte("a"), "aws_secret_access_key": []byte("b"),
 			"sts_endpoint_url": []byte("http://10.0.0.1/")}, openshellv1alpha1.RefreshAWSSTSAssumeRole, "sts_endpoint_url"},
 		"ambient AWS identity": {map[string][]byte{"role_arn": []byte("arn:aws:iam::1:role/x")}, openshellv1alpha1.RefreshAWSSTSAssumeRole, "aws_access_key_id"},
+		"ambient AWS identity, blank keys": {map[string][]byte{"role_arn": []byte("arn"), "aws_access_key_id": []byte(" "), "aws_secret_access_key": []byte("b")},
+			openshellv1alpha1.RefreshAWSSTSAssumeRole, "aws_access_key_id"},
+		"a region that is a host": {map[string][]byte{"role_arn": []byte("arn"), "aws_access_key_id": []byte("a"), "aws_secret_access_key": []byte("b"),
+			"aws_region": []byte("internal.svc.cluster.local:8080/x")}, openshellv1alpha1.RefreshAWSSTSAssumeRole, "aws_region"},
+		"a tenant that is a path": {map[string][]byte{"refresh_token": []byte(refreshToken), "tenant_id": []byte("../../evil.example.com")},
+			openshellv1alpha1.RefreshOAuth2RefreshToken, "tenant_id"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newRefreshFixture(t, c.material, c.strategy)
@@ -372,6 +405,20 @@ func TestMaskLongestFirst(t *testing.T) {
 	}
 }
 
+// TestMaskEveryForm: the forms a library error may quote a value in.
+func TestMaskEveryForm(t *testing.T) {
+	const tok = "rt/with+odd chars=\"quoted\""
+	pem := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+	m := material{values: map[string]string{"refresh_token": tok + "\n", "private_key": pem}}
+	q := strconv.Quote(tok)
+	for _, form := range []string{tok, url.QueryEscape(tok), url.PathEscape(tok), q[1 : len(q)-1],
+		base64.StdEncoding.EncodeToString([]byte(tok + "\n")), "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"} {
+		if got := mask("error: "+form+" refused", m); strings.Contains(got, form) {
+			t.Errorf("mask left %q in %q", form, got)
+		}
+	}
+}
+
 func TestJudgeRefreshes(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	next := metav1.NewTime(now.Add(10 * time.Minute))
@@ -383,8 +430,10 @@ func TestJudgeRefreshes(t *testing.T) {
 		"refreshed: look again after the next mint": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "refreshed", NextRefreshTime: &next}},
 			"", 11 * time.Minute},
 		"pending": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "configured"}}, openshellv1alpha1.RefreshReasonPending, refreshPoll},
-		"failed wins": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "configured"}, {CredentialKey: "B", State: "error"}},
-			openshellv1alpha1.RefreshReasonFailed, refreshPoll},
+		"failed wins, looked at again at the sweep": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "configured"}, {CredentialKey: "B", State: "error"}},
+			openshellv1alpha1.RefreshReasonFailed, time.Hour},
+		"rejected: not on a timer": {[]openshellv1alpha1.CredentialRefreshStatus{{CredentialKey: "A", State: "rejected"}, {CredentialKey: "B", State: "error"}},
+			openshellv1alpha1.RefreshReasonRejected, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := judgeRefreshes("platform/gw", c.in, time.Hour, now)
@@ -408,5 +457,133 @@ func TestRecoveryActionNames(t *testing.T) {
 		if got := recoveryAction(a); got != want {
 			t.Errorf("recoveryAction(%d) = %q, want %q", a, got, want)
 		}
+	}
+}
+
+// TestAWSOutputsAreTheGateways: an AWS STS refresh whose profile declares
+// additional outputs (the secret key and session token a mint writes
+// besides the access key ID): those keys are the gateway's too, through
+// drift sweeps and a rotation of a credentials Secret that still holds
+// them (the migration from static keys).
+func TestAWSOutputsAreTheGateways(t *testing.T) {
+	ctx := context.Background()
+	aws := map[string][]byte{"role_arn": []byte("arn:aws:iam::1:role/agent"), "aws_access_key_id": []byte("AKIASOURCE"),
+		"aws_secret_access_key": []byte("source-secret-key")}
+	f := newRefreshFixture(t, aws, openshellv1alpha1.RefreshAWSSTSAssumeRole)
+	f.r.DriftPeriod = time.Nanosecond
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Spec.Refresh = []openshellv1alpha1.CredentialRefresh{{CredentialKey: "AWS_ACCESS_KEY_ID", Strategy: openshellv1alpha1.RefreshAWSSTSAssumeRole,
+			MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: materialName}}}
+	})
+	s := f.secret(t)
+	s.Data = map[string][]byte{"AWS_SECRET_ACCESS_KEY": []byte("static-secret"), "AWS_SESSION_TOKEN": []byte("static-session")}
+	if err := f.env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// Without the profile's binding the gateway refuses, once: asked
+	// again only when the material changes.
+	f.reconcile(t)
+	f.reconcile(t)
+	c := wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonRejected)
+	if !strings.Contains(c.Message, "aws_sts_assume_role") {
+		t.Errorf("message %q", c.Message)
+	}
+	if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != 1 {
+		t.Fatalf("ConfigureProviderRefresh called %d times for one rejected configuration", n)
+	}
+	f.env.Gateway.ImportProfile(workspace, &v01.ProviderProfile{Id: "anthropic", Credentials: []*v01.ProviderProfileCredential{{Name: "AWS_ACCESS_KEY_ID",
+		Refresh: &v01.ProviderCredentialRefresh{Strategy: v01.ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE,
+			AdditionalOutputs: []*v01.ProviderCredentialRefreshOutput{{Output: "secret_access_key", Credential: "AWS_SECRET_ACCESS_KEY"},
+				{Output: "session_token", Credential: "AWS_SESSION_TOKEN"}}}}}})
+	m := &corev1.Secret{}
+	if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: materialName}, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Data["session_name"] = []byte("agent")
+	if err := f.env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	if got := f.provider(t).Status.Gateways[0].Refresh[0].OutputKeys; !slices.Equal(got, []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
+		t.Fatalf("output keys %v", got)
+	}
+	f.env.Gateway.RunRefreshWorker()
+	minted, _ := f.env.Gateway.ProviderCredential(workspace, provName, "AWS_SESSION_TOKEN")
+	s = f.secret(t)
+	s.Data["API_KEY"] = []byte("rotated")
+	if err := f.env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		f.reconcile(t)
+	}
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	wantRefreshed(t, p, metav1.ConditionTrue, openshellv1alpha1.RefreshReasonRefreshed)
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, "AWS_SESSION_TOKEN"); got != minted || !strings.HasPrefix(got, "minted-") {
+		t.Fatalf("AWS_SESSION_TOKEN %q, want the minted %q", got, minted)
+	}
+}
+
+// TestRefreshWhereNotAllowedKeepsTheSecretsValue: a gateway that does not
+// allow the strategy gets the key from the credentials Secret, as any
+// other; the refresh is configured where it is allowed.
+func TestRefreshWhereNotAllowedKeepsTheSecretsValue(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil)
+	s := f.secret(t)
+	s.Data[refreshedKey] = []byte("static-token")
+	if err := f.env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonNotAllowed)
+	if got, _ := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); got != "static-token" {
+		t.Fatalf("%s = %q at a gateway that does not refresh it", refreshedKey, got)
+	}
+}
+
+// TestDeletedMaterialStopsTheRefresh: the material Secret deleted, the
+// gateway stops minting (the refresh is deleted there) and the condition
+// says why.
+func TestDeletedMaterialStopsTheRefresh(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	if _, _, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); !ok {
+		t.Fatal("not configured")
+	}
+	if err := f.env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: materialName}}); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	c := wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonMaterialInvalid)
+	if !strings.Contains(c.Message, "not found") {
+		t.Errorf("message %q", c.Message)
+	}
+	if _, _, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); ok {
+		t.Fatal("the gateway still refreshes from material that is gone")
+	}
+}
+
+// TestRotationsAreBounded: annotation values changed faster than once a
+// minute mint once; the next is acted on a minute later.
+func TestRotationsAreBounded(t *testing.T) {
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	for _, v := range []string{"1", "2", "3"} {
+		f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+			p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: v}
+		})
+		res := f.reconcile(t)
+		if v != "1" && (res.RequeueAfter <= 0 || res.RequeueAfter > rotateEvery) {
+			t.Errorf("value %s: requeue %s, want within %s", v, res.RequeueAfter, rotateEvery)
+		}
+	}
+	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
+		t.Fatalf("RotateProviderCredential called %d times within a minute", n)
+	}
+	if got := f.provider(t).Status.Gateways[0].Rotation; got != "1" {
+		t.Errorf("status rotation %q: the later values are still to come", got)
 	}
 }

@@ -61,6 +61,23 @@ func (e *OpenError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
+type thirdPartyKey struct{}
+
+// ThirdParty marks the calls made with ctx as reaching past the gateway
+// before it answers (RotateProviderCredential calls a provider's token
+// endpoint): each is made once, as a retry would call that party again;
+// its failure does not count against the gateway's breaker, as
+// UNAVAILABLE may be that party's; and its error text is not logged, as
+// it may quote what the gateway sent there.
+func ThirdParty(ctx context.Context) context.Context {
+	return context.WithValue(ctx, thirdPartyKey{}, true)
+}
+
+func thirdParty(ctx context.Context) bool {
+	v, _ := ctx.Value(thirdPartyKey{}).(bool)
+	return v
+}
+
 type despiteBreakerKey struct{}
 
 // DespiteBreaker makes the calls made with ctx go to the gateway even
@@ -217,7 +234,7 @@ func (b *breaker) interceptor(gateway string) grpc.UnaryClientInterceptor {
 		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		b.leave()
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || thirdParty(ctx)) {
 			// The caller gave up: that says nothing about the gateway.
 			if probe {
 				b.abandon()

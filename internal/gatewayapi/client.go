@@ -289,7 +289,10 @@ func observe(gateway string) grpc.UnaryClientInterceptor {
 		requestDuration.WithLabelValues(gateway, method).Observe(time.Since(start).Seconds())
 		code := status.Code(err)
 		requestsTotal.WithLabelValues(gateway, method, code.String()).Inc()
-		if err != nil {
+		if err != nil && thirdParty(ctx) {
+			// Its text may quote what the gateway sent the third party.
+			log.FromContext(ctx).Info("Gateway call failed", "gateway", gateway, "method", method, "code", code.String())
+		} else if err != nil {
 			var id string
 			if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get(RequestIDHeader)) > 0 {
 				id = md.Get(RequestIDHeader)[0]
@@ -330,6 +333,10 @@ func retry(attempts int) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		backoff := 100 * time.Millisecond
 		var err error
+		attempts := attempts
+		if thirdParty(ctx) {
+			attempts = 1 // a retry would call the third party again
+		}
 		for i := 0; i < attempts; i++ {
 			if err = invoker(ctx, method, req, reply, cc, opts...); err == nil || !Retryable(err) {
 				return err

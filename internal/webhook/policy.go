@@ -153,8 +153,9 @@ func (c profileChecks) onWrite(ctx context.Context, _, p *openshellv1alpha1.Open
 	return c.credentialsReadable(ctx, p)
 }
 
-// credentialsReadable refuses unless the user may get the credentials
-// Secret of every provider in the namespace of the profile's type: the
+// credentialsReadable refuses unless the user may get the credentials and
+// refresh material Secrets of every provider in the namespace of the
+// profile's type: the
 // profile's endpoints and credential placement decide where those values
 // go, so without it a Tenant Admin without Secret access (the
 // openshell-tenant-admin role holds none) could route a provider's token to
@@ -165,13 +166,13 @@ func (c profileChecks) credentialsReadable(ctx context.Context, p *openshellv1al
 		return apierrors.NewInternalError(err)
 	}
 	for _, prov := range provs.Items {
-		ref := prov.Spec.CredentialsSecretRef
-		if ref == nil {
-			continue
-		}
-		if err := c.Authorizer.SecretReadable(ctx, "OpenShellProviderProfile", p.Name, p.Namespace, ref.Name, "spec",
-			fmt.Sprintf("which OpenShellProvider %s (type %s) sends, and this profile decides where: ask whoever may read it to write the profile", prov.Name, p.Name)); err != nil {
-			return err
+		// The credentials Secret's values, and what the gateway mints
+		// from refresh material, go where the profile says.
+		for _, name := range prov.SecretNames() {
+			if err := c.Authorizer.SecretReadable(ctx, "OpenShellProviderProfile", p.Name, p.Namespace, name, "spec",
+				fmt.Sprintf("which OpenShellProvider %s (type %s) sends, and this profile decides where: ask whoever may read it to write the profile", prov.Name, p.Name)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

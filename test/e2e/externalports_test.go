@@ -507,6 +507,32 @@ func externalPortsHTTPRoute(ctx context.Context, t *testing.T, st *stack.Stack, 
 		g.Expect(rt.Spec.ParentRefs[0].SectionName).To(HaveValue(BeEquivalentTo("https")))
 	}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the HTTPRoute's drift was not repaired")
 
+	// A namespace admin's own gateway (adam is the tenant's admin, from
+	// externalPorts) asks for an HTTPRoute on the same listener: it is not
+	// served, so no HTTPRoute, and the platform's route and policy stay.
+	ownKey := client.ObjectKey{Namespace: tenant, Name: "mine-httproute"}
+	own := &openshellv1alpha1.OpenShellGateway{ObjectMeta: metav1.ObjectMeta{Namespace: ownKey.Namespace, Name: ownKey.Name},
+		Spec: openshellv1alpha1.OpenShellGatewaySpec{Mode: openshellv1alpha1.GatewayModeExternal,
+			External: &openshellv1alpha1.ExternalGatewaySpec{Endpoint: "https://gateway.example.test", CASecretRef: openshellv1alpha1.SecretKeyReference{Name: "ca", Key: "ca.crt"}},
+			ExternalPorts: &openshellv1alpha1.ExternalPorts{Expose: openshellv1alpha1.ExternalPortsHTTPRoute, Host: "adam." + httpRouteHost,
+				ParentRef: ref.DeepCopy()}}}
+	g.Expect(as(t, "adam").Create(ctx, own)).To(Succeed())
+	t.Cleanup(func() { _ = c.Delete(context.Background(), own) })
+	g.Eventually(func(g Gomega) {
+		cur := &openshellv1alpha1.OpenShellGateway{}
+		g.Expect(c.Get(ctx, ownKey, cur)).To(Succeed())
+		g.Expect(cur.Status.ExternalPorts).NotTo(BeNil())
+		cond := meta.FindStatusCondition(cur.Status.ExternalPorts.Conditions, openshellv1alpha1.ExternalPortsConditionPublished)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(openshellv1alpha1.ExternalPortsReasonNamespaceNotServed))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: externalports.RouteName(ownKey)}, &gatewayv1.HTTPRoute{}))).
+		To(BeTrue(), "a tenant's own gateway got an HTTPRoute in the operator's namespace")
+	stillPolicy := &gatewayv1.BackendTLSPolicy{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), stillPolicy)).To(Succeed())
+	g.Expect(stillPolicy.UID).To(Equal(policy.UID))
+	g.Expect(c.Get(ctx, key, &gatewayv1.HTTPRoute{})).To(Succeed(), "the platform's HTTPRoute went")
+
 	// The Platform Admin names the plain HTTP listener: even accepted
 	// there, nothing is published.
 	ref.SectionName = "http"

@@ -760,6 +760,18 @@ func (tn *tenancySuite) providerProfileWriters(t *testing.T) {
 	g.Expect(canI(ctx, g, "erin", ns, "get", "secrets")).To(BeFalse())
 	expectForbidden(g, as(t, "erin").Create(ctx, profile(ns, "gitlab")), "SecretAccessDenied", "may not get Secret lab-token")
 	g.Expect(as(t, "alice").Create(ctx, profile(ns, "gitlab"))).To(Succeed(), "the namespace admin may read the Secret")
+
+	// So does a type whose provider only refreshes (no credentials
+	// Secret): what the gateway mints from its material goes where the
+	// profile says (the namespace's profile wins over one a platform
+	// imported by hand).
+	g.Expect(as(t, "alice").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "graph-refresh", Namespace: ns},
+		StringData: map[string]string{"client_id": "agent", "refresh_token": "rt-secret"}})).To(Succeed())
+	g.Expect(as(t, "alice").Create(ctx, &openshellv1alpha1.OpenShellProvider{ObjectMeta: metav1.ObjectMeta{Name: "graph", Namespace: ns},
+		Spec: openshellv1alpha1.OpenShellProviderSpec{Type: "microsoft-graph", Refresh: []openshellv1alpha1.CredentialRefresh{{
+			CredentialKey: "ACCESS_TOKEN", Strategy: openshellv1alpha1.RefreshOAuth2RefreshToken,
+			MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: "graph-refresh"}}}}})).To(Succeed())
+	expectForbidden(g, as(t, "erin").Create(ctx, profile(ns, "microsoft-graph")), "SecretAccessDenied", "may not get Secret graph-refresh")
 }
 
 // secretReference: a user who may create sandboxes but not read Secrets

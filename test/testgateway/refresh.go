@@ -21,9 +21,11 @@ import (
 // (docs/real-components.md): only the four gateway-minted strategies are
 // configured; material naming a token endpoint (token_url, token_uri,
 // sts_endpoint_url) is refused; secret_material_keys must be material
-// keys; configuring does not mint, the refresh worker does (RunRefreshWorker
+// keys; AWS STS needs the provider's profile to declare that refresh for
+// the credential; configuring does not mint, the refresh worker does (RunRefreshWorker
 // plays one tick of it) and Rotate mints at once; a mint writes the
-// credential into the provider record, a new resource version; an
+// credential, and the additional outputs the profile declares for it, into
+// the provider record, a new resource version; an
 // UpdateProvider that writes or deletes a refreshed key is refused; deleting
 // a refresh leaves the minted value; deleting the provider deletes its
 // refreshes. What the stand-in mints is a counter, not a token endpoint's
@@ -36,7 +38,10 @@ type refreshKey struct{ ws, provider, key string }
 type refreshState struct {
 	material   map[string]string
 	secretKeys []string
-	st         *v01.ProviderCredentialRefreshStatus
+	// outputs are the other credentials a mint writes (the profile's
+	// additional outputs).
+	outputs []string
+	st      *v01.ProviderCredentialRefreshStatus
 }
 
 // refreshFailure is what mints answer while FailRefresh holds.
@@ -77,12 +82,21 @@ func (s *v01Server) ConfigureProviderRefresh(_ context.Context, in *v01.Configur
 		if err != nil {
 			return nil, err
 		}
+		binding := g.profileRefreshLocked(k)
+		if in.GetStrategy() == v01.ProviderCredentialRefreshStrategy_PROVIDER_CREDENTIAL_REFRESH_STRATEGY_AWS_STS_ASSUME_ROLE &&
+			binding.GetStrategy() != in.GetStrategy() {
+			return nil, status.Error(codes.FailedPrecondition, "aws_sts_assume_role requires the provider profile to declare an aws_sts_assume_role refresh for the credential")
+		}
+		var outputs []string
+		for _, o := range binding.GetAdditionalOutputs() {
+			outputs = append(outputs, o.GetCredential())
+		}
 		st := &v01.ProviderCredentialRefreshStatus{Provider: k.provider, ProviderId: g.providers[wsName{k.ws, k.provider}].GetMetadata().GetId(),
 			CredentialKey: k.key, Strategy: in.GetStrategy(), Status: "configured", ExpirationTime: in.GetExpirationTime()}
 		if old, ok := g.refreshes[k]; ok {
 			st.LastRefreshTime = old.st.GetLastRefreshTime()
 		}
-		g.refreshes[k] = &refreshState{material: maps.Clone(in.GetMaterial()), secretKeys: slices.Clone(in.GetSecretMaterialKeys()), st: st}
+		g.refreshes[k] = &refreshState{material: maps.Clone(in.GetMaterial()), secretKeys: slices.Clone(in.GetSecretMaterialKeys()), outputs: outputs, st: st}
 		return &v01.ConfigureProviderRefreshResponse{Status: proto.Clone(st).(*v01.ProviderCredentialRefreshStatus)}, nil
 	})
 }
@@ -214,14 +228,16 @@ func (g *Gateway) mintLocked(k refreshKey, r *refreshState, now time.Time) error
 	if f := g.refreshFail; f != nil {
 		r.st.Status, r.st.LastError, r.st.FailureCode, r.st.RecoveryAction = "error", f.msg, f.code, f.action
 		r.st.LastErrorTime, r.st.NextRefreshTime = timestamppb.New(now), timestamppb.New(now.Add(retryAfterFailure))
-		return status.Error(codes.Internal, f.msg)
+		return status.Error(codes.Unavailable, f.msg) // as a token endpoint that failed
 	}
 	p := g.providers[wsName{k.ws, k.provider}]
 	if p.Credentials == nil {
 		p.Credentials = map[string]string{}
 	}
 	g.minted++
-	p.Credentials[k.key] = fmt.Sprintf("minted-%s-%d", k.key, g.minted)
+	for _, key := range append([]string{k.key}, r.outputs...) {
+		p.Credentials[key] = fmt.Sprintf("minted-%s-%d", key, g.minted)
+	}
 	p.Metadata.ResourceVersion++
 	exp := now.Add(mintLifetime)
 	r.st.Status, r.st.LastError, r.st.FailureCode, r.st.LastErrorTime = "refreshed", "", "", nil
@@ -283,12 +299,25 @@ func (g *Gateway) ProviderCredential(ws, provider, key string) (string, bool) {
 // owns; g.mu held.
 func (g *Gateway) refreshedKeysLocked(ws, provider string) []string {
 	var keys []string
-	for k := range g.refreshes {
+	for k, r := range g.refreshes {
 		if k.ws == ws && k.provider == provider {
-			keys = append(keys, k.key)
+			keys = append(append(keys, k.key), r.outputs...)
 		}
 	}
 	return keys
+}
+
+// profileRefreshLocked is the refresh the provider's profile declares for
+// k's credential (by name or env var), nil if none; g.mu held.
+func (g *Gateway) profileRefreshLocked(k refreshKey) *v01.ProviderCredentialRefresh {
+	p := g.providers[wsName{k.ws, k.provider}]
+	prof := g.profiles[catalogKey{g.profileRefs[wsName{k.ws, k.provider}], p.GetType()}]
+	for _, c := range prof.GetCredentials() {
+		if c.GetName() == k.key || slices.Contains(c.GetEnvVars(), k.key) {
+			return c.GetRefresh()
+		}
+	}
+	return nil
 }
 
 // refreshOwned refuses an update that writes or deletes a refreshed
