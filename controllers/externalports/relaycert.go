@@ -65,27 +65,26 @@ func (r *Reconciler) issueRelayCert(ctx context.Context, now time.Time) (ca, lea
 		return nil, nil, err
 	}
 	ca, _ = pki.Parse(caSecret.Data[pki.KeyCert], caSecret.Data[pki.KeyKey])
-	if pki.CADue(ca, now) {
-		if ca, err = pki.NewCA("openshell-operator-relay-external-ports-ca", relayCAValidity, now); err != nil {
-			return nil, nil, err
-		}
-		caSecret.Data = map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}
+	leaf, _ = pki.Parse(leafSecret.Data[pki.KeyCert], leafSecret.Data[pki.KeyKey])
+	names := []string{RelayHostname(r.Namespace), RelayHostname(r.Namespace) + ".cluster.local"}
+	ren, err := pki.Renew(ca, leaf, "openshell-operator-relay-external-ports-ca", relayCAValidity,
+		pki.LeafRequest{CommonName: RelayService, DNSNames: names, Server: true, Validity: relayLeafValidity}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ren.NewCA {
+		caSecret.Data = map[string][]byte{pki.KeyCert: ren.CA.CertPEM, pki.KeyKey: ren.CA.KeyPEM}
 		if err := r.storeSecret(ctx, caSecret, corev1.SecretTypeOpaque); err != nil {
 			return nil, nil, err
 		}
 	}
-	names := []string{RelayHostname(r.Namespace), RelayHostname(r.Namespace) + ".cluster.local"}
-	leaf, _ = pki.Parse(leafSecret.Data[pki.KeyCert], leafSecret.Data[pki.KeyKey])
-	if pki.LeafDue(leaf, ca, names, now) {
-		if leaf, err = ca.Issue(pki.LeafRequest{CommonName: RelayService, DNSNames: names, Server: true, Validity: relayLeafValidity}, now); err != nil {
-			return nil, nil, err
-		}
-		leafSecret.Data = map[string][]byte{pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM}
+	if ren.NewLeaf {
+		leafSecret.Data = map[string][]byte{pki.KeyCert: ren.Leaf.CertPEM, pki.KeyKey: ren.Leaf.KeyPEM}
 		if err := r.storeSecret(ctx, leafSecret, corev1.SecretTypeTLS); err != nil {
 			return nil, nil, err
 		}
 	}
-	return ca, leaf, nil
+	return ren.CA, ren.Leaf, nil
 }
 
 // ownSecret reads a Secret of the operator's namespace that the operator

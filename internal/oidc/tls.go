@@ -44,27 +44,21 @@ func ensureServingCert(ctx context.Context, c client.Client, namespace, name str
 	exists := err == nil
 	ca, _ := pki.Parse(s.Data["ca.crt"], s.Data["ca.key"])
 	leaf, _ := pki.Parse(s.Data[pki.KeyCert], s.Data[pki.KeyKey])
-	if pki.CADue(ca, now) {
-		ca = nil
-	}
-	if !pki.LeafDue(leaf, ca, dnsNames(hosts), now) {
-		cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-		return cert, ca.CertPEM, err
-	}
-	if ca == nil {
-		if ca, err = pki.NewCA("openshell-operator-oidc-ca", servingCAValidity, now); err != nil {
-			return tls.Certificate{}, nil, err
-		}
-	}
 	var ips []net.IP
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			ips = append(ips, ip)
 		}
 	}
-	if leaf, err = ca.Issue(pki.LeafRequest{CommonName: "openshell-operator-oidc", DNSNames: dnsNames(hosts), IPs: ips,
-		Server: true, Validity: servingLeafValidity}, now); err != nil {
+	ren, err := pki.Renew(ca, leaf, "openshell-operator-oidc-ca", servingCAValidity, pki.LeafRequest{CommonName: "openshell-operator-oidc",
+		DNSNames: dnsNames(hosts), IPs: ips, Server: true, Validity: servingLeafValidity}, now)
+	if err != nil {
 		return tls.Certificate{}, nil, err
+	}
+	ca, leaf = ren.CA, ren.Leaf
+	if !ren.NewCA && !ren.NewLeaf {
+		cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+		return cert, ca.CertPEM, err
 	}
 	s.Type = corev1.SecretTypeOpaque
 	s.Data = map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM}

@@ -34,3 +34,34 @@ func NextRenewal(pairs ...*KeyPair) time.Time {
 	}
 	return next
 }
+
+// Renewal is a CA and the leaf it signs after Renew, and which of the two
+// are new (to be stored).
+type Renewal struct {
+	CA, Leaf       *KeyPair
+	NewCA, NewLeaf bool
+}
+
+// Renew keeps a CA and one leaf current, as CADue and LeafDue decide: a
+// due CA is replaced by one named caName, valid for caValidity; a due leaf
+// (a new CA makes it due) is issued from the CA for req. The relay's
+// external certificate and the OIDC issuer's serving certificate are
+// kept so; the gateway PKI, whose CA rotates with an overlap, uses PlanCA.
+func Renew(ca, leaf *KeyPair, caName string, caValidity time.Duration, req LeafRequest, now time.Time) (Renewal, error) {
+	r := Renewal{CA: ca, Leaf: leaf}
+	if CADue(ca, now) {
+		var err error
+		if r.CA, err = NewCA(caName, caValidity, now); err != nil {
+			return Renewal{}, err
+		}
+		r.NewCA = true
+	}
+	if LeafDue(leaf, r.CA, req.DNSNames, now) {
+		var err error
+		if r.Leaf, err = r.CA.Issue(req, now); err != nil {
+			return Renewal{}, err
+		}
+		r.NewLeaf = true
+	}
+	return r, nil
+}

@@ -52,3 +52,29 @@ func TestRenewalPlan(t *testing.T) {
 		t.Error("NextRenewal of nothing is not zero")
 	}
 }
+
+// TestRenew: nothing new while both are current; a leaf whose names
+// changed is reissued from the same CA; a CA past two thirds of its life
+// is replaced, and its leaf with it.
+func TestRenew(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	req := LeafRequest{CommonName: "relay", DNSNames: []string{"relay.ns.svc"}, Server: true, Validity: 24 * time.Hour}
+	first, err := Renew(nil, nil, "test-ca", 30*24*time.Hour, req, now)
+	if err != nil || !first.NewCA || !first.NewLeaf || !SignedBy(first.Leaf.Cert, first.CA.Cert) {
+		t.Fatalf("from nothing: %+v, %v", first, err)
+	}
+	same, err := Renew(first.CA, first.Leaf, "test-ca", 30*24*time.Hour, req, now.Add(time.Hour))
+	if err != nil || same.NewCA || same.NewLeaf || same.CA != first.CA || same.Leaf != first.Leaf {
+		t.Fatalf("current pair renewed: %+v, %v", same, err)
+	}
+	renamed := req
+	renamed.DNSNames = []string{"relay.ns.svc", "relay.ns.svc.cluster.local"}
+	names, err := Renew(first.CA, first.Leaf, "test-ca", 30*24*time.Hour, renamed, now.Add(time.Hour))
+	if err != nil || names.NewCA || !names.NewLeaf || names.CA != first.CA || !SignedBy(names.Leaf.Cert, first.CA.Cert) {
+		t.Fatalf("new names: %+v, %v", names, err)
+	}
+	late, err := Renew(first.CA, first.Leaf, "test-ca", 30*24*time.Hour, req, now.Add(21*24*time.Hour))
+	if err != nil || !late.NewCA || !late.NewLeaf || !SignedBy(late.Leaf.Cert, late.CA.Cert) || SignedBy(late.Leaf.Cert, first.CA.Cert) {
+		t.Fatalf("CA past two thirds: %+v, %v", late, err)
+	}
+}
