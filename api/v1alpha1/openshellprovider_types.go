@@ -25,7 +25,7 @@ type ProviderCredentialsReference struct {
 }
 
 // OpenShellProviderSpec is a credential provider (an LLM API, GitHub, ...)
-// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || has(self.credentialsSecretRef.keys) || !has(self.refresh) || self.refresh.all(r, r.materialSecretRef.name != self.credentialsSecretRef.name)",message="a Secret that holds refresh material may be the credentials Secret only with credentialsSecretRef.keys: otherwise the refresh token and client secret would be sent as credentials too"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || (has(self.credentialsSecretRef.keys) && size(self.credentialsSecretRef.keys) > 0) || !has(self.refresh) || self.refresh.all(r, r.materialSecretRef.name != self.credentialsSecretRef.name)",message="a Secret that holds refresh material may be the credentials Secret only with credentialsSecretRef.keys: otherwise the refresh token and client secret would be sent as credentials too"
 // that sandboxes in the same namespace may attach by name. Consumers never
 // see the credentials: the gateway injects them at the network proxy.
 type OpenShellProviderSpec struct {
@@ -343,6 +343,9 @@ const (
 	// RefreshReasonRejected: the gateway refused the configuration
 	// (InvalidArgument, FailedPrecondition: a malformed knob, a profile
 	// that does not bind the strategy); tried again when the Secret,
-	// strategy or Secret name changes.
+	// strategy or Secret name changes, or a sweep later.
 	RefreshReasonRejected = "RefreshRejected"
+	// RefreshReasonProviderNotSynced: the provider is not in sync at a
+	// gateway (Ready says why); its refreshes there wait.
+	RefreshReasonProviderNotSynced = "ProviderNotSynced"
 )

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -84,8 +85,15 @@ type Reconciler struct {
 	// uses it.
 	refreshPolls driftcheck.Schedule
 	// rotations remembers each provider's last rotation at each gateway
-	// (driftKey → time.Time), which bounds how often a rotation mints.
-	rotations driftcheck.Schedule
+	// (driftKey → time.Time), which bounds how often a rotation mints;
+	// retries when each rejected refresh was last configured (driftKey
+	// and credential key).
+	rotations, retries driftcheck.Schedule
+	// digests holds, per provider, gateway and credential key, a SHA-256
+	// of the material last configured there (never stored elsewhere): a
+	// material Secret whose resourceVersion moved without its data
+	// changing (a label, a sync) is not configured again.
+	digests sync.Map
 	// written holds off a reconcile whose cached copy predates this
 	// reconciler's last write.
 	written status.OwnWrites
@@ -457,7 +465,7 @@ func (r *Reconciler) pushTo(ctx context.Context, gw *openshellv1alpha1.OpenShell
 	}
 	// A refreshed credential is the gateway's: never written or deleted
 	// here (the gateway refuses both).
-	refreshed := heldKeys(p, entryAt(p, gwconn.Key(gw)), gw, conn.Line)
+	refreshed := heldKeys(entryAt(p, gwconn.Key(gw)))
 	upd := &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: p.Name}, Type: p.Spec.Type,
 		Credentials: without(withDeleted(creds, old.credentials), refreshed), Config: withDeleted(p.Spec.Config, old.config), ProfileWorkspace: profileWS}
 	resp, err := conn.UpdateProvider(ctx, &openshellv1.UpdateProviderRequest{Provider: upd, WorkspaceScope: gatewayapi.Workspace(ws)})
@@ -691,6 +699,7 @@ func (r *Reconciler) withdraw(ctx context.Context, p *openshellv1alpha1.OpenShel
 // labels: another owner's provider of the same name is never touched.
 func (r *Reconciler) deleteAt(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) error {
 	r.compared.Forget(driftKey(p, e.Gateway))
+	r.forgetRefreshes(p, e)
 	if e.SecretResourceVersion == "" {
 		got, err := conn.GetProvider(ctx, &openshellv1.GetProviderRequest{Name: e.Name, WorkspaceScope: gatewayapi.Workspace(e.Workspace)})
 		if grpcstatus.Code(err) == codes.NotFound {

@@ -59,7 +59,7 @@ func (r *Reconciler) compare(ctx context.Context, gw *openshellv1alpha1.OpenShel
 		// cannot): never written.
 		return nil, &gwconn.ConflictError{Kind: "provider", Name: e.Name, Workspace: e.Workspace, Gateway: e.Gateway}
 	}
-	msg := providerDrift(*e, p, got, heldKeys(p, e, gw, conn.Line))
+	msg := providerDrift(*e, p, got, heldKeys(e))
 	if msg == "" && len(e.Refresh) > 0 && e.GatewayResourceVersion != 0 && got.GetMetadata().GetResourceVersion() != e.GatewayResourceVersion {
 		// A mint wrote the record, or someone else did: the values cannot
 		// tell (REDACTED). The operator's own keys are written again,

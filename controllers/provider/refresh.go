@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -81,21 +83,24 @@ type material struct {
 	missing         bool
 }
 
-// heldKeys are the credential keys of p that belong to the gateway at
-// entry e of a gateway speaking line: those configured there, their
-// additional outputs, and, at a 0.1 gateway, those spec.refresh asks for
-// with an allowed strategy (about to be configured). The operator does not
-// write them there.
-func heldKeys(p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus,
-	gw *openshellv1alpha1.OpenShellGateway, line gatewayline.Line) []string {
-	var keys []string
-	if line != gatewayline.Legacy {
-		for _, r := range p.Spec.Refresh {
-			if slices.Contains(gw.Spec.SandboxControls.AllowedRefreshStrategies, r.Strategy) {
-				keys = append(keys, r.CredentialKey)
-			}
-		}
+// digest is a SHA-256 of the values (kept in memory only).
+func (m material) digest() [sha256.Size]byte {
+	h := sha256.New()
+	for _, k := range sortedKeys(m.values) {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(m.values[k]), m.values[k])
 	}
+	var d [sha256.Size]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// heldKeys are the credential keys that belong to the gateway at entry e:
+// those of the refreshes recorded there (configured, or about to be), and
+// their additional outputs. The operator does not write them there. A key
+// spec.refresh names is not held before its refresh is recorded: the
+// credentials Secret may give its first value.
+func heldKeys(e *openshellv1alpha1.ProviderGatewayStatus) []string {
+	var keys []string
 	if e != nil {
 		for _, r := range e.Refresh {
 			keys = append(append(keys, r.CredentialKey), r.OutputKeys...)
@@ -215,8 +220,15 @@ func (r *Reconciler) refreshAll(ctx context.Context, orig, p *openshellv1alpha1.
 	}
 	for _, gw := range needed {
 		key := gwconn.Key(gw)
-		if e := entryAt(p, key); e == nil || e.SecretResourceVersion == "" || !synced[key] {
-			continue // not pushed there, or not in sync: Ready says why
+		e := entryAt(p, key)
+		if e == nil || e.SecretResourceVersion == "" || !synced[key] {
+			// Not pushed there, or not in sync (Ready says why): nothing
+			// is sent there until it is.
+			if len(p.Spec.Refresh) > 0 {
+				outcomes = append(outcomes, refreshOutcome{reason: openshellv1alpha1.RefreshReasonProviderNotSynced,
+					msg: "the provider is not in sync at " + key + " (see Ready): its refreshes there wait"})
+			}
+			continue
 		}
 		outcomes = append(outcomes, r.refreshAt(ctx, orig, gw, p, key, mat)...)
 	}
@@ -225,7 +237,8 @@ func (r *Reconciler) refreshAll(ctx context.Context, orig, p *openshellv1alpha1.
 
 // refreshRank orders Refreshed's reasons, the most pressing first.
 var refreshRank = []string{openshellv1alpha1.RefreshReasonMaterialInvalid, openshellv1alpha1.RefreshReasonRotationInvalid,
-	openshellv1alpha1.ReasonProviderConflict, openshellv1alpha1.RefreshReasonRejected, openshellv1alpha1.RefreshReasonNotAllowed,
+	openshellv1alpha1.ReasonProviderConflict, openshellv1alpha1.RefreshReasonRejected, openshellv1alpha1.RefreshReasonProviderNotSynced,
+	openshellv1alpha1.RefreshReasonNotAllowed,
 	openshellv1alpha1.RefreshReasonNotSupported, openshellv1alpha1.RefreshReasonGatewayError, openshellv1alpha1.RefreshReasonFailed,
 	openshellv1alpha1.RefreshReasonPending}
 
@@ -302,12 +315,15 @@ func (r *Reconciler) refreshAt(ctx context.Context, orig *openshellv1alpha1.Open
 	}
 	var polled bool
 	if err == nil {
-		polled, err = r.configureRefreshes(ctx, orig, conn, p, key, configure, mat)
+		polled, err = r.configureRefreshes(ctx, orig, conn, gw, p, key, configure, mat)
+	}
+	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
+		return append(outcomes, refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict, msg: c.Error()})
 	}
 	if err != nil {
 		return append(outcomes, gatewayError(key, err, mat))
 	}
-	if o := r.rotate(ctx, conn, p, entryAt(p, key), mat); o != nil {
+	if o := r.rotate(ctx, conn, gw, p, entryAt(p, key), mat); o != nil {
 		outcomes = append(outcomes, *o)
 	}
 	e := entryAt(p, key)
@@ -349,8 +365,10 @@ func strategiesOf(p *openshellv1alpha1.OpenShellProvider, keys []string) []strin
 }
 
 // removeRefreshes deletes at the gateway the refreshes not kept. The
-// minted value stays on the provider; the key is the Secret's again, so
-// the provider is pushed again (its entry's generation is cleared).
+// gateway leaves the minted value; the key is the Secret's again, so the
+// provider is pushed again at once (its entry's generation is cleared),
+// with the key's value from the Secret or, if the Secret has none, its
+// deletion.
 func (r *Reconciler) removeRefreshes(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
 	e *openshellv1alpha1.ProviderGatewayStatus, kept []openshellv1alpha1.CredentialRefresh) error {
 	for i := 0; i < len(e.Refresh); {
@@ -365,6 +383,15 @@ func (r *Reconciler) removeRefreshes(ctx context.Context, conn *gatewayapi.Clien
 			return err
 		}
 		e.Refresh = slices.Delete(e.Refresh, i, i+1)
+		// The keys are the Secret's again: the push that follows at once
+		// writes its values, or deletes them (as keys it wrote last).
+		for _, k := range append([]string{s.CredentialKey}, s.OutputKeys...) {
+			if !slices.Contains(e.CredentialKeys, k) {
+				e.CredentialKeys = append(e.CredentialKeys, k)
+			}
+		}
+		slices.Sort(e.CredentialKeys)
+		r.digests.Delete(driftKey(p, e.Gateway) + "/" + s.CredentialKey)
 		e.ObservedGeneration = 0
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshRemoved", "Refresh",
 			"gateway %s no longer refreshes credential %s", e.Gateway, s.CredentialKey)
@@ -373,40 +400,36 @@ func (r *Reconciler) removeRefreshes(ctx context.Context, conn *gatewayapi.Clien
 }
 
 // configureRefreshes configures each refresh whose strategy, material
-// Secret or its version changed since it was last configured (or that the
-// gateway lost). A new one is recorded in status first, so that a lost
-// status write cannot leave a refresh at the gateway the operator does not
-// know to remove. polled says every entry's status is fresh from the
-// gateway.
+// Secret or material changed since it was last configured (or that the
+// gateway lost, or refused a sweep ago), at the operator's own record
+// only. A new one is recorded in status first, with the outputs its mint
+// will write, so that a lost status write cannot leave a refresh at the
+// gateway the operator does not know to remove, nor keys it would write
+// over. polled says every entry's status is fresh from the gateway.
 func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1alpha1.OpenShellProvider, conn *gatewayapi.Client,
-	p *openshellv1alpha1.OpenShellProvider, key string, configure []openshellv1alpha1.CredentialRefresh, mat map[string]material) (bool, error) {
+	gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider, key string,
+	configure []openshellv1alpha1.CredentialRefresh, mat map[string]material) (bool, error) {
 	polled := len(configure) > 0
 	for _, w := range configure {
 		m := mat[w.CredentialKey]
-		e := entryAt(p, key)
-		i := slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
-		if i >= 0 && e.Refresh[i].Strategy == w.Strategy && e.Refresh[i].MaterialSecret == w.MaterialSecretRef.Name &&
-			e.Refresh[i].MaterialResourceVersion == m.resourceVersion {
+		if !r.needsConfigure(p, entryAt(p, key), w, m) {
 			polled = false
 			continue
 		}
-		if i < 0 {
-			if err := status.Record(ctx, r.Client, orig, p, func(x *openshellv1alpha1.OpenShellProvider) {
-				if xe := entryAt(x, key); xe != nil && !slices.ContainsFunc(xe.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool {
-					return s.CredentialKey == w.CredentialKey
-				}) {
-					xe.Refresh = append(xe.Refresh, openshellv1alpha1.CredentialRefreshStatus{CredentialKey: w.CredentialKey, Strategy: w.Strategy})
-				}
-			}); err != nil {
-				return false, err
-			}
-			e = entryAt(p, key)
-			i = slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
+		e := entryAt(p, key)
+		if err := r.ownRecord(ctx, conn, gw, e); err != nil {
+			return false, err
 		}
 		outputs, err := r.outputKeys(ctx, conn, p, e, w.CredentialKey)
 		if err != nil {
 			return false, err
 		}
+		i, err := r.recordRefresh(ctx, orig, p, key, openshellv1alpha1.CredentialRefreshStatus{CredentialKey: w.CredentialKey,
+			Strategy: w.Strategy, OutputKeys: outputs})
+		if err != nil {
+			return false, err
+		}
+		e = entryAt(p, key)
 		resp, err := conn.ConfigureProviderRefresh(gatewayapi.ThirdParty(ctx), &openshellv1.ConfigureProviderRefreshRequest{
 			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: w.CredentialKey,
 			Strategy: strategyWire[w.Strategy], Material: m.values, SecretMaterialKeys: sortedKeys(m.values),
@@ -415,11 +438,14 @@ func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1al
 		switch grpcstatus.Code(err) {
 		case codes.OK:
 			s = refreshStatus(resp.GetStatus(), w.CredentialKey, m)
+			r.digests.Store(driftKey(p, e.Gateway)+"/"+w.CredentialKey, m.digest())
 			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshConfigured", "Refresh",
 				"gateway %s refreshes credential %s (%s) from Secret %s", e.Gateway, w.CredentialKey, w.Strategy, w.MaterialSecretRef.Name)
 		case codes.InvalidArgument, codes.FailedPrecondition:
 			// A verdict on this material and profile: asked again when
-			// either changes, not on a timer.
+			// either changes, or a sweep later (the gateway's side may
+			// have changed: a profile imported, a setting turned on).
+			r.retries.Done(driftKey(p, e.Gateway) + "/" + w.CredentialKey)
 			s.State, s.LastError = refreshStateRejected, truncate(mask(grpcstatus.Convert(err).Message(), m), maxLastError)
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.RefreshReasonRejected, "Refresh",
 				"gateway %s refused to refresh credential %s: %s", e.Gateway, w.CredentialKey, s.LastError)
@@ -434,6 +460,72 @@ func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1al
 		return strings.Compare(a.CredentialKey, b.CredentialKey)
 	})
 	return polled, nil
+}
+
+// needsConfigure says whether refresh w must be configured at entry e: it
+// is not there, its strategy or material Secret changed, the Secret's data
+// changed (a new resourceVersion whose data this operator configured is
+// only recorded), or the gateway refused it a sweep ago.
+func (r *Reconciler) needsConfigure(p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus,
+	w openshellv1alpha1.CredentialRefresh, m material) bool {
+	i := slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
+	if i < 0 || e.Refresh[i].Strategy != w.Strategy || e.Refresh[i].MaterialSecret != w.MaterialSecretRef.Name {
+		return true
+	}
+	s := &e.Refresh[i]
+	k := driftKey(p, e.Gateway) + "/" + w.CredentialKey
+	if s.State == refreshStateRejected && r.retries.Due(k, r.DriftPeriod) {
+		return true
+	}
+	if s.MaterialResourceVersion == m.resourceVersion {
+		return false
+	}
+	if d, ok := r.digests.Load(k); ok && s.MaterialResourceVersion != "" && d.([sha256.Size]byte) == m.digest() {
+		s.MaterialResourceVersion = m.resourceVersion // metadata only: nothing to send
+		return false
+	}
+	return true
+}
+
+// ownRecord checks that the provider record at e's gateway is still the
+// one the operator created (its ID), before anything is sent to it by
+// name: a *gwconn.ConflictError otherwise.
+func (r *Reconciler) ownRecord(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway,
+	e *openshellv1alpha1.ProviderGatewayStatus) error {
+	if e.GatewayID == "" {
+		return nil // not known yet: the push that records it checks the owner labels
+	}
+	same, err := sameRecord(ctx, conn, gw, e.Name, e.Workspace, e.GatewayID)
+	if err == nil && !same {
+		err = &gwconn.ConflictError{Kind: "provider", Name: e.Name + " (gone at the gateway)", Workspace: e.Workspace, Gateway: e.Gateway}
+	}
+	return err
+}
+
+// recordRefresh makes sure p's entry for gateway key lists refresh s (as
+// it stands, if it does), recording it in the API first when it is new,
+// and returns its index there.
+func (r *Reconciler) recordRefresh(ctx context.Context, orig, p *openshellv1alpha1.OpenShellProvider, key string,
+	s openshellv1alpha1.CredentialRefreshStatus) (int, error) {
+	add := func(x *openshellv1alpha1.OpenShellProvider) {
+		if xe := entryAt(x, key); xe != nil && !slices.ContainsFunc(xe.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool {
+			return c.CredentialKey == s.CredentialKey
+		}) {
+			xe.Refresh = append(xe.Refresh, s)
+		}
+	}
+	e := entryAt(p, key)
+	if i := slices.IndexFunc(e.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool { return c.CredentialKey == s.CredentialKey }); i >= 0 {
+		return i, nil
+	}
+	if err := status.Record(ctx, r.Client, orig, p, add); err != nil {
+		return 0, err
+	}
+	// Record changes nothing when orig already lists it (p's entry was
+	// made anew since): p gets it here.
+	add(p)
+	e = entryAt(p, key)
+	return slices.IndexFunc(e.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool { return c.CredentialKey == s.CredentialKey }), nil
 }
 
 // outputKeys are the credentials a mint of key writes besides key itself:
@@ -473,7 +565,7 @@ func (r *Reconciler) outputKeys(ctx context.Context, conn *gatewayapi.Client, p 
 // The value is recorded before the calls: a mint that fails is reported
 // (an event now, the gateway's status at the next read), not tried again
 // against the token endpoint; a new value tries again.
-func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *openshellv1alpha1.OpenShellProvider,
+func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
 	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) *refreshOutcome {
 	want := p.Annotations[openshellv1alpha1.AnnotationRotateCredentials]
 	if want == "" || want == e.Rotation || len(e.Refresh) == 0 {
@@ -490,6 +582,13 @@ func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *ope
 	if !r.rotations.Due(key, every) {
 		return &refreshOutcome{requeue: every}
 	}
+	if err := r.ownRecord(ctx, conn, gw, e); err != nil {
+		if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
+			return &refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict, msg: c.Error()}
+		}
+		o := gatewayError(e.Gateway, err, mat)
+		return &o
+	}
 	r.rotations.Done(key)
 	e.Rotation = want
 	rotated := 0
@@ -501,6 +600,13 @@ func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *ope
 		resp, err := conn.RotateProviderCredential(gatewayapi.ThirdParty(ctx), &openshellv1.RotateProviderCredentialRequest{
 			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: s.CredentialKey,
 			RequestId: gatewayapi.NewRequestID()})
+		if notSent(err) {
+			// Refused before it left (the breaker open, no slot free):
+			// the value is not spent.
+			e.Rotation = ""
+			o := gatewayError(e.Gateway, err, mat)
+			return &o
+		}
 		if err != nil {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "RotationFailed", "Rotate", "gateway %s could not rotate credential %s: %s",
 				e.Gateway, s.CredentialKey, mask(grpcstatus.Convert(err).Message(), mat[s.CredentialKey]))
@@ -512,6 +618,25 @@ func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, p *ope
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "CredentialsRotated", "Rotate",
 		"gateway %s minted %d of %d credential(s) now (%s=%s)", e.Gateway, rotated, len(e.Refresh), openshellv1alpha1.AnnotationRotateCredentials, want)
 	return nil
+}
+
+// notSent says a call was refused by the client before it reached the
+// gateway.
+func notSent(err error) bool {
+	var busy *gatewayapi.BusyError
+	return gatewayapi.BreakerOpen(err) || errors.As(err, &busy)
+}
+
+// forgetRefreshes drops what the reconciler remembers of p's refreshes at
+// e's gateway (the provider is gone from it).
+func (r *Reconciler) forgetRefreshes(p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) {
+	k := driftKey(p, e.Gateway)
+	r.refreshPolls.Forget(k)
+	r.rotations.Forget(k)
+	for _, s := range e.Refresh {
+		r.retries.Forget(k + "/" + s.CredentialKey)
+		r.digests.Delete(k + "/" + s.CredentialKey)
+	}
 }
 
 // pollRefreshes reads the gateway's refresh status into e.Refresh. A

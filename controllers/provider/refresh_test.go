@@ -19,6 +19,8 @@ import (
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
 	"github.com/openshell/openshell-operator/controllers/internal/driftcheck"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/datamodelv1"
+	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/openshellv1"
 	v01 "github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
 )
@@ -470,7 +472,7 @@ func TestAWSOutputsAreTheGateways(t *testing.T) {
 	aws := map[string][]byte{"role_arn": []byte("arn:aws:iam::1:role/agent"), "aws_access_key_id": []byte("AKIASOURCE"),
 		"aws_secret_access_key": []byte("source-secret-key")}
 	f := newRefreshFixture(t, aws, openshellv1alpha1.RefreshAWSSTSAssumeRole)
-	f.r.DriftPeriod = time.Nanosecond
+	f.r.DriftPeriod = time.Hour
 	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
 		p.Spec.Refresh = []openshellv1alpha1.CredentialRefresh{{CredentialKey: "AWS_ACCESS_KEY_ID", Strategy: openshellv1alpha1.RefreshAWSSTSAssumeRole,
 			MaterialSecretRef: openshellv1alpha1.LocalObjectReference{Name: materialName}}}
@@ -481,7 +483,7 @@ func TestAWSOutputsAreTheGateways(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without the profile's binding the gateway refuses, once: asked
-	// again only when the material changes.
+	// again when the material changes, or a sweep later.
 	f.reconcile(t)
 	f.reconcile(t)
 	c := wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.RefreshReasonRejected)
@@ -503,6 +505,7 @@ func TestAWSOutputsAreTheGateways(t *testing.T) {
 	if err := f.env.Client.Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	f.r.DriftPeriod = time.Nanosecond // every reconcile compares from here on
 	f.reconcile(t)
 	if got := f.provider(t).Status.Gateways[0].Refresh[0].OutputKeys; !slices.Equal(got, []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
 		t.Fatalf("output keys %v", got)
@@ -564,6 +567,12 @@ func TestDeletedMaterialStopsTheRefresh(t *testing.T) {
 	if _, _, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); ok {
 		t.Fatal("the gateway still refreshes from material that is gone")
 	}
+	// The key is the Secret's again, which has none: deleted at the
+	// gateway by the push that follows.
+	f.reconcile(t)
+	if v, ok := f.env.Gateway.ProviderCredential(workspace, provName, refreshedKey); ok {
+		t.Fatalf("%s = %q still at the gateway", refreshedKey, v)
+	}
 }
 
 // TestRotationsAreBounded: annotation values changed faster than once a
@@ -585,5 +594,99 @@ func TestRotationsAreBounded(t *testing.T) {
 	}
 	if got := f.provider(t).Status.Gateways[0].Rotation; got != "1" {
 		t.Errorf("status rotation %q: the later values are still to come", got)
+	}
+	// A minute later the latest value is acted on, once.
+	f.r.rotations = driftcheck.Schedule{}
+	f.reconcile(t)
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 2 {
+		t.Fatalf("RotateProviderCredential called %d times, want 2", n)
+	}
+	if got := f.provider(t).Status.Gateways[0].Rotation; got != "3" {
+		t.Errorf("status rotation %q, want the latest value", got)
+	}
+}
+
+// TestRecordMadeAnewIsConfiguredAgain: the provider deleted at the gateway
+// directly (its refreshes go with it) is created again by the next sweep,
+// and its refresh configured on the new record.
+func TestRecordMadeAnewIsConfiguredAgain(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	f.env.Gateway.RunRefreshWorker()
+	old := f.provider(t).Status.Gateways[0].GatewayID
+	if _, err := f.env.Gateway.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Workspace: workspace, Name: provName}); err != nil {
+		t.Fatal(err)
+	}
+	f.r.DriftPeriod = time.Nanosecond
+	for range 3 {
+		f.reconcile(t)
+	}
+	p := f.provider(t)
+	if p.Status.Gateways[0].GatewayID == old {
+		t.Fatal("not created again")
+	}
+	wantReady(t, p, metav1.ConditionTrue, openshellv1alpha1.ProviderReasonSynced)
+	wantRefreshed(t, p, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonPending)
+	if _, _, ok := f.env.Gateway.RefreshMaterial(workspace, provName, refreshedKey); !ok {
+		t.Fatal("the refresh was not configured on the new record")
+	}
+}
+
+// TestNothingIsSentToAnotherOwnersRecord: the record deleted and made
+// again at the gateway by someone else, under the operator's name: the
+// push refuses it (ProviderConflict), and no refresh call goes there.
+func TestNothingIsSentToAnotherOwnersRecord(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	if _, err := f.env.Gateway.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Workspace: workspace, Name: provName}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Gateway.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: workspace,
+		Provider: &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: provName}, Type: "anthropic", Credentials: map[string]string{"K": "mallory"}}}); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.env.Gateway.Calls()
+	f.r.DriftPeriod = time.Nanosecond
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: "now"}
+	})
+	for range 2 {
+		f.reconcile(t)
+	}
+	p := f.provider(t)
+	wantReady(t, p, metav1.ConditionFalse, openshellv1alpha1.ReasonProviderConflict)
+	wantRefreshed(t, p, metav1.ConditionFalse, openshellv1alpha1.RefreshReasonProviderNotSynced)
+	after := f.env.Gateway.Calls()
+	for _, m := range []string{"ConfigureProviderRefresh", "RotateProviderCredential", "DeleteProviderRefresh"} {
+		if after[m] != calls[m] {
+			t.Errorf("%s called %d times at another owner's record", m, after[m]-calls[m])
+		}
+	}
+}
+
+// TestMaterialMetadataChangeIsNotSentAgain: a label on the material
+// Secret (a new resourceVersion, the same data) configures nothing.
+func TestMaterialMetadataChangeIsNotSentAgain(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.reconcile(t)
+	m := &corev1.Secret{}
+	if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: materialName}, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Labels = map[string]string{"synced-by": "external-secrets"}
+	if err := f.env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	configures := f.env.Gateway.Calls()["ConfigureProviderRefresh"]
+	f.reconcile(t)
+	if n := f.env.Gateway.Calls()["ConfigureProviderRefresh"]; n != configures {
+		t.Fatalf("a label on the material Secret configured the refresh again")
+	}
+	if got := f.provider(t).Status.Gateways[0].Refresh[0].MaterialResourceVersion; got != m.ResourceVersion {
+		t.Errorf("material resourceVersion %q, want %q recorded", got, m.ResourceVersion)
 	}
 }

@@ -608,6 +608,7 @@ func (g *Gateway) DeleteProvider(_ context.Context, req *openshellv1.DeleteProvi
 		return nil, status.Errorf(codes.FailedPrecondition, "provider '%s' is attached to sandbox(es): %s", req.Name, strings.Join(users, ", "))
 	}
 	delete(g.providers, wsName{ws, req.Name})
+	g.forgetRefreshesLocked(ws, req.Name) // its refreshes go with it
 	return &openshellv1.DeleteProviderResponse{Deleted: true}, nil
 }
 

@@ -438,9 +438,6 @@ func (s *v01Server) DeleteProvider(ctx context.Context, in *v01.DeleteProviderRe
 		out.Outcome = gatewayapi.LegacyOutcome(resp.GetDeleted(), v01.DeletionOutcome_DELETION_OUTCOME_COMPLETED)
 		if resp.GetDeleted() {
 			s.g.forgetProfileRef(in.GetWorkspaceScope(), in.GetName())
-			s.g.mu.Lock()
-			s.g.forgetRefreshesLocked(in.GetWorkspaceScope().GetWorkspace(), in.GetName())
-			s.g.mu.Unlock()
 		}
 		return resp, err
 	})
