@@ -87,6 +87,14 @@ func (f *fixture) editProvider(t *testing.T, edit func(*openshellv1alpha1.OpenSh
 	}
 }
 
+// askRotation sets the rotate annotation to value, as a Tenant Admin.
+func (f *fixture) askRotation(t *testing.T, value string) {
+	t.Helper()
+	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
+		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: value}
+	})
+}
+
 func equalSpec(a, b *openshellv1alpha1.OpenShellProviderSpec) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
@@ -216,9 +224,7 @@ func TestRefreshLifecycle(t *testing.T) {
 	}
 
 	// The rotate annotation: one mint per value.
-	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
-		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
-	})
+	f.askRotation(t, rotationValue)
 	f.reconcile(t)
 	f.reconcile(t)
 	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
@@ -276,9 +282,7 @@ func TestRefreshFailureIsReportedMasked(t *testing.T) {
 	// A rotation whose mint fails (UNAVAILABLE, as a token endpoint that
 	// failed) is made once: not retried by the client, nor on the next
 	// reconcile.
-	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
-		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: rotationValue}
-	})
+	f.askRotation(t, rotationValue)
 	f.reconcile(t)
 	f.reconcile(t)
 	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 1 {
@@ -581,9 +585,7 @@ func TestRotationsAreBounded(t *testing.T) {
 	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
 	f.reconcile(t)
 	for _, v := range []string{"1", "2", "3"} {
-		f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
-			p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: v}
-		})
+		f.askRotation(t, v)
 		res := f.reconcile(t)
 		if v != "1" && (res.RequeueAfter <= 0 || res.RequeueAfter > rotateEvery) {
 			t.Errorf("value %s: requeue %s, want within %s", v, res.RequeueAfter, rotateEvery)
@@ -650,9 +652,7 @@ func TestNothingIsSentToAnotherOwnersRecord(t *testing.T) {
 	}
 	calls := f.env.Gateway.Calls()
 	f.r.DriftPeriod = time.Nanosecond
-	f.editProvider(t, func(p *openshellv1alpha1.OpenShellProvider) {
-		p.Annotations = map[string]string{openshellv1alpha1.AnnotationRotateCredentials: "now"}
-	})
+	f.askRotation(t, "now")
 	for range 2 {
 		f.reconcile(t)
 	}
