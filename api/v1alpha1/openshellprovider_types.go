@@ -142,10 +142,9 @@ type CredentialRefreshStatus struct {
 	// Strategy configured.
 	Strategy CredentialRefreshStrategy `json:"strategy"`
 	// MaterialSecret is the material Secret last configured. Only a change
-	// of it, of its resourceVersion or of the strategy configures the
-	// refresh again: configuring sends the Secret's refresh token, which
-	// may be older than one the gateway got back from the token endpoint
-	// since.
+	// of it, of its data or of the strategy configures the refresh again:
+	// configuring sends the Secret's refresh token, which may be older than
+	// one the gateway got back from the token endpoint since.
 	// +optional
 	MaterialSecret string `json:"materialSecret,omitempty"`
 	// MaterialResourceVersion is that Secret's resourceVersion then.
@@ -318,8 +317,9 @@ const (
 const ConditionRefreshed = "Refreshed"
 
 // Reasons of an OpenShellProvider's Refreshed (besides ProviderConflict:
-// the record at the gateway is not the operator's, and nothing is
-// configured there).
+// the record at the gateway is not the operator's, and nothing is sent
+// there; and Unused, with status Unknown, while no gateway refreshes the
+// provider yet).
 const (
 	// RefreshReasonRefreshed (True): every gateway minted every credential.
 	RefreshReasonRefreshed = "Refreshed"

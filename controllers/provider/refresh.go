@@ -323,7 +323,7 @@ func (r *Reconciler) refreshAt(ctx context.Context, orig *openshellv1alpha1.Open
 	if err != nil {
 		return append(outcomes, gatewayError(key, err, mat))
 	}
-	if o := r.rotate(ctx, conn, gw, p, entryAt(p, key), mat); o != nil {
+	if o := r.rotate(ctx, orig, conn, gw, p, entryAt(p, key), mat); o != nil {
 		outcomes = append(outcomes, *o)
 	}
 	e := entryAt(p, key)
@@ -561,12 +561,13 @@ func (r *Reconciler) outputKeys(ctx context.Context, conn *gatewayapi.Client, p 
 }
 
 // rotate asks the gateway to mint every refreshed credential now when the
-// rotate annotation holds a value not yet acted on, at most once a minute.
-// The value is recorded before the calls: a mint that fails is reported
-// (an event now, the gateway's status at the next read), not tried again
-// against the token endpoint; a new value tries again.
-func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway, p *openshellv1alpha1.OpenShellProvider,
-	e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) *refreshOutcome {
+// rotate annotation holds a value not yet acted on, at most once a minute
+// per provider and gateway. The value is recorded (in the API) before the
+// calls: a mint that fails is reported (an event now, the gateway's status
+// at the next read), not tried again against the token endpoint; a new
+// value tries again.
+func (r *Reconciler) rotate(ctx context.Context, orig *openshellv1alpha1.OpenShellProvider, conn *gatewayapi.Client, gw *openshellv1alpha1.OpenShellGateway,
+	p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material) *refreshOutcome {
 	want := p.Annotations[openshellv1alpha1.AnnotationRotateCredentials]
 	if want == "" || want == e.Rotation || len(e.Refresh) == 0 {
 		return nil
@@ -590,7 +591,36 @@ func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, gw *op
 		return &o
 	}
 	r.rotations.Done(key)
-	e.Rotation = want
+	// Recorded in the API before the calls: a lost final status write or
+	// a restart cannot have the value mint again.
+	previous := e.Rotation
+	if err := r.setRotation(ctx, orig, p, e.Gateway, want); err != nil {
+		o := gatewayError(e.Gateway, err, mat)
+		return &o
+	}
+	return r.mintNow(ctx, orig, conn, p, entryAt(p, e.Gateway), mat, want, previous)
+}
+
+// setRotation records v as the rotation acted on at gateway, in the API
+// and in p (whose entry may differ from orig's: made anew since).
+func (r *Reconciler) setRotation(ctx context.Context, orig, p *openshellv1alpha1.OpenShellProvider, gateway, v string) error {
+	set := func(x *openshellv1alpha1.OpenShellProvider) {
+		if xe := entryAt(x, gateway); xe != nil {
+			xe.Rotation = v
+		}
+	}
+	if err := status.Record(ctx, r.Client, orig, p, set); err != nil {
+		return err
+	}
+	set(p)
+	return nil
+}
+
+// mintNow makes one RotateProviderCredential per refreshed key at e's
+// gateway, each once. A call the client refused before it left, with
+// nothing minted yet for the value, gives the value back (previous).
+func (r *Reconciler) mintNow(ctx context.Context, orig *openshellv1alpha1.OpenShellProvider, conn *gatewayapi.Client,
+	p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus, mat map[string]material, want, previous string) *refreshOutcome {
 	rotated := 0
 	for i := range e.Refresh {
 		s := &e.Refresh[i]
@@ -600,10 +630,11 @@ func (r *Reconciler) rotate(ctx context.Context, conn *gatewayapi.Client, gw *op
 		resp, err := conn.RotateProviderCredential(gatewayapi.ThirdParty(ctx), &openshellv1.RotateProviderCredentialRequest{
 			WorkspaceScope: gatewayapi.Workspace(e.Workspace), Provider: e.Name, CredentialKey: s.CredentialKey,
 			RequestId: gatewayapi.NewRequestID()})
-		if notSent(err) {
-			// Refused before it left (the breaker open, no slot free):
-			// the value is not spent.
-			e.Rotation = ""
+		if notSent(err) && rotated == 0 {
+			if rerr := r.setRotation(ctx, orig, p, e.Gateway, previous); rerr != nil {
+				err = rerr
+			}
+			r.rotations.Forget(driftKey(p, e.Gateway))
 			o := gatewayError(e.Gateway, err, mat)
 			return &o
 		}

@@ -690,3 +690,30 @@ func TestMaterialMetadataChangeIsNotSentAgain(t *testing.T) {
 		t.Errorf("material resourceVersion %q, want %q recorded", got, m.ResourceVersion)
 	}
 }
+
+// TestRotationChecksTheRecordFirst: between two sweeps someone else made
+// the provider record anew under the operator's name (the push has not
+// compared it yet): a rotation asked then finds it by its ID and sends
+// nothing (Refreshed=ProviderConflict).
+func TestRotationChecksTheRecordFirst(t *testing.T) {
+	ctx := context.Background()
+	f := newRefreshFixture(t, nil, openshellv1alpha1.RefreshOAuth2RefreshToken)
+	f.r.DriftPeriod = time.Hour
+	f.reconcile(t)
+	if _, err := f.env.Gateway.DeleteProvider(ctx, &openshellv1.DeleteProviderRequest{Workspace: workspace, Name: provName}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Gateway.CreateProvider(ctx, &openshellv1.CreateProviderRequest{Workspace: workspace,
+		Provider: &datamodelv1.Provider{Metadata: &datamodelv1.ObjectMeta{Name: provName}, Type: "anthropic", Credentials: map[string]string{"K": "mallory"}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.askRotation(t, "now")
+	f.reconcile(t)
+	c := wantRefreshed(t, f.provider(t), metav1.ConditionFalse, openshellv1alpha1.ReasonProviderConflict)
+	if !strings.Contains(c.Message, provName) {
+		t.Errorf("message %q", c.Message)
+	}
+	if n := f.env.Gateway.Calls()["RotateProviderCredential"]; n != 0 {
+		t.Fatalf("RotateProviderCredential called %d times at another owner's record", n)
+	}
+}
