@@ -368,9 +368,7 @@ func (r *Reconciler) recheckSCC(res ctrl.Result, used bool, s sccState) ctrl.Res
 			recheck = defaultSCCRecheck
 		}
 	}
-	if res.RequeueAfter == 0 || res.RequeueAfter > recheck {
-		res.RequeueAfter = recheck
-	}
+	res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, recheck)
 	return res
 }
 

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/controllers/internal/traced"
 	"github.com/openshell/openshell-operator/internal/apply"
 	"github.com/openshell/openshell-operator/internal/index"
@@ -114,9 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, ns := range release {
 		after, err := r.release(ctx, ns)
 		errs = append(errs, err)
-		if after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
-			res.RequeueAfter = after
-		}
+		res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, after)
 	}
 	return res, errors.Join(errs...)
 }

@@ -141,22 +141,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	res, acted, synced := r.push(ctx, p, nsUID, needed, refused)
-	res.RequeueAfter = sooner(res.RequeueAfter, r.refreshAll(ctx, orig, p, needed, synced))
+	res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, r.refreshAll(ctx, orig, p, needed, synced))
 	if pending {
-		res.RequeueAfter = sooner(res.RequeueAfter, deleteRetry)
+		res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, deleteRetry)
 	}
 	if acted {
 		p.Status.ObservedGeneration = p.Generation
 	}
 	return res, status.Patch(ctx, r.Client, orig, p)
-}
-
-// sooner is the sooner of two requeue delays, 0 meaning none.
-func sooner(a, b time.Duration) time.Duration {
-	if a == 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
 }
 
 // recordTargets persists, before the first push to a gateway, that the

@@ -19,10 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayline"
@@ -203,7 +205,7 @@ func (r *Reconciler) refreshAll(ctx context.Context, orig, p *openshellv1alpha1.
 	needed []*openshellv1alpha1.OpenShellGateway, synced map[string]bool) (requeue time.Duration) {
 	configured := slices.ContainsFunc(p.Status.Gateways, func(e openshellv1alpha1.ProviderGatewayStatus) bool { return len(e.Refresh) > 0 })
 	if len(p.Spec.Refresh) == 0 && !configured {
-		status.RemoveCondition(p, openshellv1alpha1.ConditionRefreshed)
+		meta.RemoveStatusCondition(&p.Status.Conditions, openshellv1alpha1.ConditionRefreshed)
 		return 0
 	}
 	mat, err := r.readMaterial(ctx, p)
@@ -247,10 +249,10 @@ var refreshRank = []string{openshellv1alpha1.RefreshReasonMaterialInvalid, opens
 func setRefreshed(p *openshellv1alpha1.OpenShellProvider, outcomes []refreshOutcome) time.Duration {
 	var requeue time.Duration
 	for _, o := range outcomes {
-		requeue = sooner(requeue, o.requeue)
+		requeue = enqueue.Sooner(requeue, o.requeue)
 	}
 	if len(p.Spec.Refresh) == 0 {
-		status.RemoveCondition(p, openshellv1alpha1.ConditionRefreshed)
+		meta.RemoveStatusCondition(&p.Status.Conditions, openshellv1alpha1.ConditionRefreshed)
 		return requeue
 	}
 	for _, reason := range refreshRank {
@@ -317,9 +319,6 @@ func (r *Reconciler) refreshAt(ctx context.Context, orig *openshellv1alpha1.Open
 	if err == nil {
 		polled, err = r.configureRefreshes(ctx, orig, conn, gw, p, key, configure, mat)
 	}
-	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
-		return append(outcomes, refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict, msg: c.Error()})
-	}
 	if err != nil {
 		return append(outcomes, gatewayError(key, err, mat))
 	}
@@ -335,7 +334,13 @@ func (r *Reconciler) refreshAt(ctx context.Context, orig *openshellv1alpha1.Open
 	return append(outcomes, judgeRefreshes(key, e.Refresh, r.DriftPeriod, time.Now()))
 }
 
+// gatewayError is the outcome of a failed gateway call: ProviderConflict
+// when the record there is not the operator's (not retried on a timer),
+// else GatewayError.
 func gatewayError(key string, err error, mat map[string]material) refreshOutcome {
+	if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
+		return refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict, msg: c.Error()}
+	}
 	return refreshOutcome{reason: openshellv1alpha1.RefreshReasonGatewayError, requeue: pushRetry,
 		msg: fmt.Sprintf("%s: %s", key, maskAll(grpcstatus.Convert(err).Message(), mat))}
 }
@@ -391,7 +396,7 @@ func (r *Reconciler) removeRefreshes(ctx context.Context, conn *gatewayapi.Clien
 			}
 		}
 		slices.Sort(e.CredentialKeys)
-		r.digests.Delete(driftKey(p, e.Gateway) + "/" + s.CredentialKey)
+		r.digests.Delete(refreshKey(p, e.Gateway, s.CredentialKey))
 		e.ObservedGeneration = 0
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshRemoved", "Refresh",
 			"gateway %s no longer refreshes credential %s", e.Gateway, s.CredentialKey)
@@ -438,14 +443,14 @@ func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1al
 		switch grpcstatus.Code(err) {
 		case codes.OK:
 			s = refreshStatus(resp.GetStatus(), w.CredentialKey, m)
-			r.digests.Store(driftKey(p, e.Gateway)+"/"+w.CredentialKey, m.digest())
+			r.digests.Store(refreshKey(p, e.Gateway, w.CredentialKey), m.digest())
 			r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RefreshConfigured", "Refresh",
 				"gateway %s refreshes credential %s (%s) from Secret %s", e.Gateway, w.CredentialKey, w.Strategy, w.MaterialSecretRef.Name)
 		case codes.InvalidArgument, codes.FailedPrecondition:
 			// A verdict on this material and profile: asked again when
 			// either changes, or a sweep later (the gateway's side may
 			// have changed: a profile imported, a setting turned on).
-			r.retries.Done(driftKey(p, e.Gateway) + "/" + w.CredentialKey)
+			r.retries.Done(refreshKey(p, e.Gateway, w.CredentialKey))
 			s.State, s.LastError = refreshStateRejected, truncate(mask(grpcstatus.Convert(err).Message(), m), maxLastError)
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, openshellv1alpha1.RefreshReasonRejected, "Refresh",
 				"gateway %s refused to refresh credential %s: %s", e.Gateway, w.CredentialKey, s.LastError)
@@ -468,12 +473,12 @@ func (r *Reconciler) configureRefreshes(ctx context.Context, orig *openshellv1al
 // only recorded), or the gateway refused it a sweep ago.
 func (r *Reconciler) needsConfigure(p *openshellv1alpha1.OpenShellProvider, e *openshellv1alpha1.ProviderGatewayStatus,
 	w openshellv1alpha1.CredentialRefresh, m material) bool {
-	i := slices.IndexFunc(e.Refresh, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == w.CredentialKey })
+	i := refreshIndex(e.Refresh, w.CredentialKey)
 	if i < 0 || e.Refresh[i].Strategy != w.Strategy || e.Refresh[i].MaterialSecret != w.MaterialSecretRef.Name {
 		return true
 	}
 	s := &e.Refresh[i]
-	k := driftKey(p, e.Gateway) + "/" + w.CredentialKey
+	k := refreshKey(p, e.Gateway, w.CredentialKey)
 	if s.State == refreshStateRejected && r.retries.Due(k, r.DriftPeriod) {
 		return true
 	}
@@ -508,14 +513,11 @@ func (r *Reconciler) ownRecord(ctx context.Context, conn *gatewayapi.Client, gw 
 func (r *Reconciler) recordRefresh(ctx context.Context, orig, p *openshellv1alpha1.OpenShellProvider, key string,
 	s openshellv1alpha1.CredentialRefreshStatus) (int, error) {
 	add := func(x *openshellv1alpha1.OpenShellProvider) {
-		if xe := entryAt(x, key); xe != nil && !slices.ContainsFunc(xe.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool {
-			return c.CredentialKey == s.CredentialKey
-		}) {
+		if xe := entryAt(x, key); xe != nil && refreshIndex(xe.Refresh, s.CredentialKey) < 0 {
 			xe.Refresh = append(xe.Refresh, s)
 		}
 	}
-	e := entryAt(p, key)
-	if i := slices.IndexFunc(e.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool { return c.CredentialKey == s.CredentialKey }); i >= 0 {
+	if i := refreshIndex(entryAt(p, key).Refresh, s.CredentialKey); i >= 0 {
 		return i, nil
 	}
 	if err := status.Record(ctx, r.Client, orig, p, add); err != nil {
@@ -524,8 +526,19 @@ func (r *Reconciler) recordRefresh(ctx context.Context, orig, p *openshellv1alph
 	// Record changes nothing when orig already lists it (p's entry was
 	// made anew since): p gets it here.
 	add(p)
-	e = entryAt(p, key)
-	return slices.IndexFunc(e.Refresh, func(c openshellv1alpha1.CredentialRefreshStatus) bool { return c.CredentialKey == s.CredentialKey }), nil
+	return refreshIndex(entryAt(p, key).Refresh, s.CredentialKey), nil
+}
+
+// refreshIndex is the index of credential key's refresh in refs, -1 if
+// none.
+func refreshIndex(refs []openshellv1alpha1.CredentialRefreshStatus, key string) int {
+	return slices.IndexFunc(refs, func(s openshellv1alpha1.CredentialRefreshStatus) bool { return s.CredentialKey == key })
+}
+
+// refreshKey names one credential's refresh at one gateway in the
+// reconciler's retries and digests.
+func refreshKey(p *openshellv1alpha1.OpenShellProvider, gateway, credential string) string {
+	return driftKey(p, gateway) + "/" + credential
 }
 
 // outputKeys are the credentials a mint of key writes besides key itself:
@@ -584,9 +597,6 @@ func (r *Reconciler) rotate(ctx context.Context, orig *openshellv1alpha1.OpenShe
 		return &refreshOutcome{requeue: every}
 	}
 	if err := r.ownRecord(ctx, conn, gw, e); err != nil {
-		if c := (*gwconn.ConflictError)(nil); errors.As(err, &c) {
-			return &refreshOutcome{reason: openshellv1alpha1.ReasonProviderConflict, msg: c.Error()}
-		}
 		o := gatewayError(e.Gateway, err, mat)
 		return &o
 	}
@@ -661,12 +671,11 @@ func notSent(err error) bool {
 // forgetRefreshes drops what the reconciler remembers of p's refreshes at
 // e's gateway (the provider is gone from it).
 func (r *Reconciler) forgetRefreshes(p *openshellv1alpha1.OpenShellProvider, e openshellv1alpha1.ProviderGatewayStatus) {
-	k := driftKey(p, e.Gateway)
-	r.refreshPolls.Forget(k)
-	r.rotations.Forget(k)
+	r.refreshPolls.Forget(driftKey(p, e.Gateway))
+	r.rotations.Forget(driftKey(p, e.Gateway))
 	for _, s := range e.Refresh {
-		r.retries.Forget(k + "/" + s.CredentialKey)
-		r.digests.Delete(k + "/" + s.CredentialKey)
+		r.retries.Forget(refreshKey(p, e.Gateway, s.CredentialKey))
+		r.digests.Delete(refreshKey(p, e.Gateway, s.CredentialKey))
 	}
 }
 
@@ -753,7 +762,7 @@ func judgeRefreshes(key string, refreshes []openshellv1alpha1.CredentialRefreshS
 		case s.NextRefreshTime != nil:
 			// The gateway's worker mints within about a minute of this.
 			if d := s.NextRefreshTime.Sub(now) + time.Minute; d > 0 {
-				requeue = sooner(requeue, d)
+				requeue = enqueue.Sooner(requeue, d)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	openshellv1alpha1 "github.com/openshell/openshell-operator/api/v1alpha1"
+	"github.com/openshell/openshell-operator/controllers/internal/enqueue"
 	"github.com/openshell/openshell-operator/internal/gatewayapi"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/openshellv1"
 	"github.com/openshell/openshell-operator/internal/gatewayapi/pb/v01/sandboxv1"
@@ -600,8 +601,8 @@ func (r *Reconciler) observePhase(ctx context.Context, conn *gatewayapi.Client, 
 	}
 	if requeue, err := r.observePolicyLoad(ctx, conn, sb, d, current); err != nil {
 		return ctrl.Result{}, err
-	} else if requeue && (res.RequeueAfter == 0 || res.RequeueAfter > provisionPoll) {
-		res.RequeueAfter = provisionPoll
+	} else if requeue {
+		res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, provisionPoll)
 	}
 	if mayFinish := sb.Status.Phase == openshellv1alpha1.SandboxPhaseReady && len(sb.Spec.Command) > 0; res.RequeueAfter > 0 || mayFinish {
 		// Still moving, or running a command that will end: follow the

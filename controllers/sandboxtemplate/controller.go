@@ -122,8 +122,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res := r.report(t, r.syncAll(ctx, t, nsUID, targets))
 	if left, err := r.collect(ctx, t, users); err != nil {
 		return ctrl.Result{}, err
-	} else if left && (res.RequeueAfter == 0 || res.RequeueAfter > collectRetry) {
-		res.RequeueAfter = collectRetry
+	} else if left {
+		res.RequeueAfter = enqueue.Sooner(res.RequeueAfter, collectRetry)
 	}
 	return res, status.Patch(ctx, r.Client, orig, t)
 }

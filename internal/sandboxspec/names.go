@@ -89,17 +89,6 @@ func shortName(prefix, key string) string {
 // requestIDSpace is the UUID namespace of the operator's idempotency keys.
 var requestIDSpace = uuid.MustParse("5b2f6a7e-2c1d-4f0b-9a51-0e6c7d3f8a14")
 
-// KeyedRequestID is the request_id of a mutation named by parts alone
-// (which must tell its incarnations apart): for requests carrying secrets,
-// which must not be hashed into a key the gateway may log.
-func KeyedRequestID(parts ...string) string {
-	var b []byte
-	for _, p := range parts {
-		b = append(append(b, p...), 0)
-	}
-	return uuid.NewSHA1(requestIDSpace, b).String()
-}
-
 // RequestID is the request_id (a name-based UUID, version 5) of a
 // mutation: derived from the request (request_id unset, encoded
 // deterministically) and parts that tell its incarnations apart, so that

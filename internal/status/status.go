@@ -43,15 +43,6 @@ func SetCondition(o Object, typ string, s metav1.ConditionStatus, reason, msg st
 	return changed
 }
 
-// RemoveCondition drops a condition that no longer applies (a feature
-// turned off), reporting whether it was there.
-func RemoveCondition(o Object, typ string) bool {
-	conds := o.GetConditions()
-	removed := meta.RemoveStatusCondition(&conds, typ)
-	o.SetConditions(conds)
-	return removed
-}
-
 // maxMessage bounds a condition message: messages carry text from
 // gateways (and from what tenants wrote), and one over the API's 32 KiB
 // would make every status write of the object fail.

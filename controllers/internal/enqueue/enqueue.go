@@ -105,3 +105,12 @@ func Singleton(key types.NamespacedName) (source.Source, handler.EventHandler) {
 	})
 	return source.Channel(start, to), to
 }
+
+// Sooner is the sooner of two requeue delays, 0 meaning none: how a
+// reconcile that several steps want to requeue picks one.
+func Sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
